@@ -1,0 +1,180 @@
+//! The syntax tree of an expression, and its printer.
+//!
+//! Invariant: for every tree the parser can produce, `parse(tree.to_string()) == tree`. `&&` and
+//! `||` are n-ary with at least two children; a parenthesised group is *not* flattened into its
+//! parent, which is why the printer parenthesises every compound child. Positions are kept
+//! outside the tree (see [`crate::parser::Parsed`]) so that trees compare by meaning.
+
+use std::fmt;
+
+use crate::value::Value;
+
+/// A boolean combination of predicates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Expr {
+    /// All children hold (`a && b && c`). At least two children.
+    And(Vec<Expr>),
+    /// At least one child holds (`a || b || c`). At least two children.
+    Or(Vec<Expr>),
+    /// `!( … )`.
+    Not(Box<Expr>),
+    Predicate(Predicate),
+}
+
+/// `lhs op rhs`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Predicate {
+    pub lhs: Lhs,
+    pub op: Op,
+    pub rhs: Value,
+}
+
+/// A field wrapped in transformations, outermost first: `lower(any(f))` is
+/// `transforms == [Lower, Any]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lhs {
+    pub field: String,
+    pub transforms: Vec<Transform>,
+}
+
+impl Lhs {
+    /// Whether the field's values are lowercased before comparison.
+    pub fn lower(&self) -> bool {
+        self.transforms.contains(&Transform::Lower)
+    }
+
+    /// Whether one value satisfying the predicate is enough (otherwise all must).
+    pub fn any(&self) -> bool {
+        self.transforms.contains(&Transform::Any)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Transform {
+    Lower,
+    Any,
+}
+
+impl Transform {
+    pub fn name(self) -> &'static str {
+        match self {
+            Transform::Lower => "lower",
+            Transform::Any => "any",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Op {
+    Equals,
+    NotEquals,
+    Regex,
+    Prefix,
+    Postfix,
+    Greater,
+    GreaterOrEqual,
+    Less,
+    LessOrEqual,
+    In,
+    NotIn,
+    Contains,
+}
+
+impl Op {
+    pub const ALL: [Op; 12] = [
+        Op::Equals,
+        Op::NotEquals,
+        Op::Regex,
+        Op::Prefix,
+        Op::Postfix,
+        Op::Greater,
+        Op::GreaterOrEqual,
+        Op::Less,
+        Op::LessOrEqual,
+        Op::In,
+        Op::NotIn,
+        Op::Contains,
+    ];
+
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Op::Equals => "==",
+            Op::NotEquals => "!=",
+            Op::Regex => "~",
+            Op::Prefix => "^=",
+            Op::Postfix => "=^",
+            Op::Greater => ">",
+            Op::GreaterOrEqual => ">=",
+            Op::Less => "<",
+            Op::LessOrEqual => "<=",
+            Op::In => "in",
+            Op::NotIn => "not in",
+            Op::Contains => "contains",
+        }
+    }
+}
+
+impl Expr {
+    /// The predicates in textual (left-to-right) order.
+    pub fn predicates(&self) -> Vec<&Predicate> {
+        let mut out = Vec::new();
+        let mut stack = vec![self];
+        while let Some(e) = stack.pop() {
+            match e {
+                Expr::And(c) | Expr::Or(c) => stack.extend(c.iter().rev()),
+                Expr::Not(inner) => stack.push(inner),
+                Expr::Predicate(p) => out.push(p),
+            }
+        }
+        out
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.symbol())
+    }
+}
+
+impl fmt::Display for Lhs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for t in &self.transforms {
+            write!(f, "{}(", t.name())?;
+        }
+        f.write_str(&self.field)?;
+        for _ in &self.transforms {
+            f.write_str(")")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Predicate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {} {}", self.lhs, self.op, self.rhs)
+    }
+}
+
+impl fmt::Display for Expr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Expr::And(children) => write_chain(f, children, " && "),
+            Expr::Or(children) => write_chain(f, children, " || "),
+            Expr::Not(inner) => write!(f, "!({inner})"),
+            Expr::Predicate(p) => write!(f, "{p}"),
+        }
+    }
+}
+
+fn write_chain(f: &mut fmt::Formatter<'_>, children: &[Expr], sep: &str) -> fmt::Result {
+    for (i, child) in children.iter().enumerate() {
+        if i > 0 {
+            f.write_str(sep)?;
+        }
+        match child {
+            Expr::And(_) | Expr::Or(_) => write!(f, "({child})")?,
+            _ => write!(f, "{child}")?,
+        }
+    }
+    Ok(())
+}

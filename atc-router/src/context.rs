@@ -1,0 +1,359 @@
+//! Per-request values and the result of the last execute.
+//!
+//! Invariants: a field's values keep their insertion order (a header may repeat); `reset` and
+//! every execute leave no result from an earlier request behind. Storage is reused across
+//! [`Context::reset`], so a context that serves request after request stops allocating once its
+//! buffers have grown to the largest request (strings added with [`Context::add_str`] reuse
+//! their buffers too).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::net::IpAddr;
+use std::ops::Range;
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+use crate::error::Error;
+use crate::resolved::Lit;
+use crate::schema::{FieldId, Schema};
+use crate::value::{IpCidr, Type, Value};
+
+/// Values of one request, and after [`crate::Router::execute`], its result.
+///
+/// ```
+/// use std::sync::Arc;
+/// use atc_router::{Context, Schema, Type};
+/// let mut s = Schema::new();
+/// s.add_field("http.headers.*", Type::String).unwrap();
+/// s.add_field("net.dst.port", Type::Int).unwrap();
+/// let mut ctx = Context::new(Arc::new(s));
+/// ctx.add_value("http.headers.accept", "a").unwrap();
+/// ctx.add_value("http.headers.accept", "b").unwrap();
+/// assert_eq!(ctx.values("http.headers.accept").len(), 2);
+/// assert!(ctx.add_value("net.dst.port", "80").is_err()); // wrong type
+/// assert!(ctx.add_value("nope", 1).is_err()); // unknown field
+/// ```
+#[derive(Debug)]
+pub struct Context {
+    schema: Arc<Schema>,
+    slots: Vec<Slot>,
+    touched: Vec<FieldId>,
+    pub(crate) outcome: Option<(Uuid, u64)>,
+    pub(crate) witnesses: Witnesses,
+}
+
+#[derive(Debug, Default)]
+struct Slot {
+    len: usize,
+    values: Vec<Value>,
+}
+
+impl Context {
+    pub fn new(schema: Arc<Schema>) -> Context {
+        Context {
+            schema,
+            slots: Vec::new(),
+            touched: Vec::new(),
+            outcome: None,
+            witnesses: Witnesses::default(),
+        }
+    }
+
+    pub fn schema(&self) -> &Arc<Schema> {
+        &self.schema
+    }
+
+    /// Appends a value to a field (by name; wildcard names resolve through the schema).
+    pub fn add_value(&mut self, field: &str, value: impl Into<Value>) -> Result<(), Error> {
+        let (id, _) = self.schema.resolve(field)?;
+        self.add_value_by_id(id, value.into())
+    }
+
+    /// Appends a value to a field resolved once with [`Schema::resolve`].
+    pub fn add_value_by_id(&mut self, id: FieldId, value: Value) -> Result<(), Error> {
+        let slot = self.slot_for(id, value.ty())?;
+        let i = slot.len;
+        if i < slot.values.len() {
+            slot.values[i] = value;
+        } else {
+            slot.values.push(value);
+        }
+        slot.len += 1;
+        Ok(())
+    }
+
+    /// Appends a String value, reusing the buffer a previous request left in that place.
+    pub fn add_str(&mut self, id: FieldId, value: &str) -> Result<(), Error> {
+        let slot = self.slot_for(id, Type::String)?;
+        let i = slot.len;
+        match slot.values.get_mut(i) {
+            Some(Value::String(buf)) => {
+                buf.clear();
+                buf.push_str(value);
+            }
+            Some(other) => *other = Value::String(value.to_owned()),
+            None => slot.values.push(Value::String(value.to_owned())),
+        }
+        slot.len += 1;
+        Ok(())
+    }
+
+    fn slot_for(&mut self, id: FieldId, ty: Type) -> Result<&mut Slot, Error> {
+        let field_ty = self
+            .schema
+            .type_of(id)
+            .ok_or_else(|| Error::UnknownField(format!("#{}", id.0)))?;
+        if field_ty != ty {
+            let name = self.schema.field(id).map(|f| f.0).unwrap_or_default();
+            return Err(Error::TypeMismatch {
+                field: name,
+                expected: field_ty,
+                found: ty,
+            });
+        }
+        let max = self.schema.limits().max_values_per_field;
+        if self.slots.len() <= id.index() {
+            self.slots.resize_with(id.index() + 1, Slot::default);
+        }
+        let slot = &mut self.slots[id.index()];
+        if slot.len >= max {
+            let name = self.schema.field(id).map(|f| f.0).unwrap_or_default();
+            return Err(Error::Limit(format!(
+                "field `{name}` already holds {max} values, the most one field may hold"
+            )));
+        }
+        if slot.len == 0 {
+            self.touched.push(id);
+        }
+        Ok(slot)
+    }
+
+    /// The values of a field, in insertion order (empty when absent or unknown).
+    pub fn values(&self, field: &str) -> &[Value] {
+        self.schema
+            .lookup(field)
+            .map_or(&[], |id| self.values_by_id(id))
+    }
+
+    pub fn values_by_id(&self, id: FieldId) -> &[Value] {
+        self.slots
+            .get(id.index())
+            .map_or(&[], |s| &s.values[..s.len])
+    }
+
+    /// Forgets all values and the result; keeps the buffers for the next request.
+    pub fn reset(&mut self) {
+        for id in self.touched.drain(..) {
+            self.slots[id.index()].len = 0;
+        }
+        self.clear_result();
+    }
+
+    pub(crate) fn clear_result(&mut self) {
+        self.outcome = None;
+        self.witnesses.clear();
+    }
+
+    /// The result of the last execute, if it matched.
+    pub fn result(&self) -> Option<MatchResult<'_>> {
+        self.outcome.map(|(id, priority)| MatchResult {
+            ctx: self,
+            id,
+            priority,
+        })
+    }
+}
+
+/// The route that matched, with the values and captures of the predicates that decided it
+/// (spec §5).
+#[derive(Debug, Clone, Copy)]
+pub struct MatchResult<'a> {
+    ctx: &'a Context,
+    id: Uuid,
+    priority: u64,
+}
+
+impl<'a> MatchResult<'a> {
+    pub fn id(&self) -> Uuid {
+        self.id
+    }
+
+    pub fn priority(&self) -> u64 {
+        self.priority
+    }
+
+    /// The value recorded for a field (the literal of `==`, `^=`, `=^`; the whole match of `~`).
+    /// When several deciding predicates record one, the last in evaluation order wins.
+    pub fn matched_value(&self, field: &str) -> Option<MatchedValue<'a>> {
+        self.ctx
+            .schema
+            .lookup(field)
+            .and_then(|id| self.matched_value_by_id(id))
+    }
+
+    pub fn matched_value_by_id(&self, field: FieldId) -> Option<MatchedValue<'a>> {
+        let w = &self.ctx.witnesses;
+        w.matched
+            .iter()
+            .rev()
+            .find(|(f, _)| *f == field)
+            .map(|(_, m)| match m {
+                Matched::Lit(Lit::Str(s)) => MatchedValue::String(s),
+                Matched::Lit(Lit::Int(i)) => MatchedValue::Int(*i),
+                Matched::Lit(Lit::IpAddr(a)) => MatchedValue::IpAddr(*a),
+                Matched::Lit(Lit::IpCidr(c)) => MatchedValue::IpCidr(*c),
+                Matched::Text(r) => MatchedValue::String(&w.text[r.clone()]),
+            })
+    }
+
+    /// Fields with a recorded value, each once, in the order they were first recorded.
+    pub fn matched_fields(&self) -> Vec<FieldId> {
+        let mut out: Vec<FieldId> = Vec::new();
+        for (f, _) in &self.ctx.witnesses.matched {
+            if !out.contains(f) {
+                out.push(*f);
+            }
+        }
+        out
+    }
+
+    /// Captures in the order they were recorded: each group that took part by number (`0` is
+    /// the whole match) and each named group also by name. A later one wins over an earlier
+    /// one with the same key.
+    pub fn captures(&self) -> impl Iterator<Item = (CaptureKey<'a>, &'a str)> + 'a {
+        let w = &self.ctx.witnesses;
+        w.captures.iter().map(move |(k, r)| {
+            let key = match k {
+                Key::Index(i) => CaptureKey::Index(*i),
+                Key::Name(n) => CaptureKey::Name(n),
+            };
+            (key, &w.text[r.clone()])
+        })
+    }
+
+    /// One capture by key (the last recorded with that key).
+    pub fn capture(&self, key: CaptureKey<'_>) -> Option<&'a str> {
+        let w = &self.ctx.witnesses;
+        w.captures
+            .iter()
+            .rev()
+            .find(|(k, _)| match (k, key) {
+                (Key::Index(a), CaptureKey::Index(b)) => *a == b,
+                (Key::Name(a), CaptureKey::Name(b)) => **a == *b,
+                _ => false,
+            })
+            .map(|(_, r)| &w.text[r.clone()])
+    }
+
+    /// Captures as a map from `"0"`, `"1"`, … and group names to text (allocates).
+    pub fn captures_map(&self) -> HashMap<String, String> {
+        self.captures()
+            .map(|(k, v)| (k.to_string(), v.to_owned()))
+            .collect()
+    }
+}
+
+/// A matched value, borrowed from the context or the route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MatchedValue<'a> {
+    String(&'a str),
+    Int(i64),
+    IpAddr(IpAddr),
+    IpCidr(IpCidr),
+}
+
+impl fmt::Display for MatchedValue<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MatchedValue::String(s) => f.write_str(s),
+            MatchedValue::Int(i) => write!(f, "{i}"),
+            MatchedValue::IpAddr(a) => write!(f, "{a}"),
+            MatchedValue::IpCidr(c) => write!(f, "{c}"),
+        }
+    }
+}
+
+/// The key of a capture: group number or group name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CaptureKey<'a> {
+    Index(usize),
+    Name(&'a str),
+}
+
+impl fmt::Display for CaptureKey<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CaptureKey::Index(i) => write!(f, "{i}"),
+            CaptureKey::Name(n) => f.write_str(n),
+        }
+    }
+}
+
+/// What the deciding predicates recorded, as ranges into one reusable text buffer so that
+/// recording costs no allocation once the buffers have grown.
+///
+/// Invariant: a sub-expression that turns out false rolls back to the [`Mark`] taken before it,
+/// so only deciding predicates leave anything here.
+#[derive(Debug, Default)]
+pub(crate) struct Witnesses {
+    matched: Vec<(FieldId, Matched)>,
+    captures: Vec<(Key, Range<usize>)>,
+    text: String,
+}
+
+#[derive(Debug)]
+enum Matched {
+    Lit(Lit),
+    Text(Range<usize>),
+}
+
+#[derive(Debug)]
+enum Key {
+    Index(usize),
+    Name(Arc<str>),
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Mark(usize, usize, usize);
+
+impl Witnesses {
+    pub(crate) fn mark(&self) -> Mark {
+        Mark(self.matched.len(), self.captures.len(), self.text.len())
+    }
+
+    pub(crate) fn rollback(&mut self, m: Mark) {
+        self.matched.truncate(m.0);
+        self.captures.truncate(m.1);
+        self.text.truncate(m.2);
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.rollback(Mark(0, 0, 0));
+    }
+
+    pub(crate) fn literal(&mut self, field: FieldId, lit: &Lit) {
+        self.matched.push((field, Matched::Lit(lit.clone())));
+    }
+
+    fn push_text(&mut self, s: &str) -> Range<usize> {
+        let start = self.text.len();
+        self.text.push_str(s);
+        start..self.text.len()
+    }
+
+    pub(crate) fn text(&mut self, field: FieldId, s: &str) {
+        let r = self.push_text(s);
+        self.matched.push((field, Matched::Text(r)));
+    }
+
+    pub(crate) fn capture_index(&mut self, index: usize, s: &str) {
+        let r = self.push_text(s);
+        self.captures.push((Key::Index(index), r));
+    }
+
+    pub(crate) fn capture_name(&mut self, name: &Arc<str>, s: &str) {
+        let r = self.push_text(s);
+        self.captures.push((Key::Name(name.clone()), r));
+    }
+}

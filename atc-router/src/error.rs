@@ -1,0 +1,194 @@
+//! Errors. Expression errors point into the source: line, column, the line itself and a caret
+//! under the span, and say in plain words what was expected.
+
+use std::fmt;
+use std::ops::Range;
+
+use crate::value::Type;
+
+/// What went wrong with an expression.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExprErrorKind {
+    /// The text is not in the language (spec §2–§3).
+    Syntax,
+    /// The text parses but does not fit the schema (spec §6), or a regex does not compile.
+    Semantic,
+    /// A documented limit was exceeded (see [`crate::Limits`]).
+    Limit,
+}
+
+/// An error in an expression, with its position.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExprError {
+    pub kind: ExprErrorKind,
+    /// The plain-words message, without position.
+    pub message: String,
+    /// Byte range in the source.
+    pub span: Range<usize>,
+    /// 1-based line of `span.start`.
+    pub line: usize,
+    /// 1-based column (in characters) of `span.start`.
+    pub column: usize,
+    source_line: String,
+    caret_indent: String,
+    caret_len: usize,
+}
+
+impl ExprError {
+    pub(crate) fn new(
+        kind: ExprErrorKind,
+        source: &str,
+        span: Range<usize>,
+        message: impl Into<String>,
+    ) -> ExprError {
+        let start = floor_char_boundary(source, span.start.min(source.len()));
+        let end = floor_char_boundary(source, span.end.clamp(start, source.len()));
+        let line_start = source[..start].rfind('\n').map_or(0, |i| i + 1);
+        let line_end = source[start..]
+            .find('\n')
+            .map_or(source.len(), |i| start + i);
+        let line = source[..start].matches('\n').count() + 1;
+        let before = &source[line_start..start];
+        let column = before.chars().count() + 1;
+        // Tabs stay tabs so the caret lines up under the source line whatever the tab width.
+        let caret_indent = before
+            .chars()
+            .map(|c| if c == '\t' { '\t' } else { ' ' })
+            .collect();
+        let caret_len = source[start..end.min(line_end)].chars().count().max(1);
+        ExprError {
+            kind,
+            message: message.into(),
+            span: start..end,
+            line,
+            column,
+            source_line: source[line_start..line_end]
+                .trim_end_matches('\r')
+                .to_owned(),
+            caret_indent,
+            caret_len,
+        }
+    }
+
+    /// The source line the error points into.
+    pub fn source_line(&self) -> &str {
+        &self.source_line
+    }
+}
+
+fn floor_char_boundary(s: &str, mut i: usize) -> usize {
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+impl fmt::Display for ExprError {
+    /// ```text
+    /// line 1, column 11: expected an operator (==, !=, ~, ...)
+    ///   |
+    /// 1 | http.host = "a"
+    ///   |           ^
+    /// ```
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let gutter = self.line.to_string();
+        let pad = " ".repeat(gutter.len());
+        write!(
+            f,
+            "line {}, column {}: {}\n{pad} |\n{gutter} | {}\n{pad} | {}{}",
+            self.line,
+            self.column,
+            self.message,
+            self.source_line,
+            self.caret_indent,
+            "^".repeat(self.caret_len)
+        )
+    }
+}
+
+impl std::error::Error for ExprError {}
+
+/// Every error of the library.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// A syntax, validation or limit error in an expression.
+    Expr(ExprError),
+    /// A field name that is not in the schema.
+    UnknownField(String),
+    /// A field name that is not an identifier (or `prefix.*` in a schema).
+    InvalidFieldName(String),
+    /// `Schema::add_field` with a name that is already there.
+    DuplicateField(String),
+    /// A context value whose type differs from the field's.
+    TypeMismatch {
+        field: String,
+        expected: Type,
+        found: Type,
+    },
+    /// `Router::add` with an id that is already there.
+    DuplicateRoute(uuid::Uuid),
+    /// A limit outside of expressions (values per field, distinct wildcard field names).
+    Limit(String),
+    /// A router and a context built from different schemas.
+    SchemaMismatch,
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Expr(e) => e.fmt(f),
+            Error::UnknownField(n) => write!(f, "unknown field `{n}`: it is not in the schema"),
+            Error::InvalidFieldName(n) => write!(
+                f,
+                "invalid field name `{n}`: expected an ASCII letter followed by letters, digits, \
+                 `_` or `.` (in a schema, optionally ending in `.*`)"
+            ),
+            Error::DuplicateField(n) => write!(f, "field `{n}` is already in the schema"),
+            Error::TypeMismatch {
+                field,
+                expected,
+                found,
+            } => write!(
+                f,
+                "field `{field}` holds {expected} values, but a {found} value was given"
+            ),
+            Error::DuplicateRoute(id) => write!(f, "a route with id {id} already exists"),
+            Error::Limit(m) => f.write_str(m),
+            Error::SchemaMismatch => {
+                f.write_str("the context was created from another schema than the router")
+            }
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<ExprError> for Error {
+    fn from(e: ExprError) -> Error {
+        Error::Expr(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_caret_under_span_on_the_right_line() {
+        let src = "a == 1 &&\n\tb ~ \"(\"";
+        let start = src.find("\"(").unwrap();
+        let e = ExprError::new(ExprErrorKind::Semantic, src, start..start + 3, "bad regex");
+        assert_eq!((e.line, e.column), (2, 6));
+        assert_eq!(
+            e.to_string(),
+            "line 2, column 6: bad regex\n  |\n2 | \tb ~ \"(\"\n  | \t    ^^^"
+        );
+    }
+
+    #[test]
+    fn columns_count_characters_not_bytes() {
+        let src = "a == \"é\" x";
+        let e = ExprError::new(ExprErrorKind::Syntax, src, 10..11, "m");
+        assert_eq!(e.column, 10);
+    }
+}

@@ -1,0 +1,54 @@
+//! # atc-router
+//!
+//! A route-matching engine for API gateways. Routes are written in the route expression
+//! language (`http.host == "a.com" && http.path ^= "/api"`), validated against a typed
+//! [`Schema`], and matched against per-request [`Context`]s by a [`Router`] that picks the
+//! highest-priority route whose expression holds.
+//!
+//! The pieces, each in a module of its own:
+//! - [`parser`]: text → [`Expr`] (pest grammar, spec §2–§3), errors with positions;
+//! - [`ast`]: the tree and its printer (print, re-parse: same tree);
+//! - [`schema`], [`validate`]: field types and the semantic checks (spec §6);
+//! - [`context`]: request values and results;
+//! - [`router`]: routes in priority order, add / remove / execute;
+//! - the reference evaluator (a plain tree walk) that every faster matcher is tested against.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use atc_router::{Context, Router, Schema, Type};
+//! use uuid::Uuid;
+//!
+//! let mut schema = Schema::new();
+//! schema.add_field("http.path", Type::String).unwrap();
+//! let schema = Arc::new(schema);
+//! let mut router = Router::new(schema.clone());
+//! router.add(Uuid::from_u128(7), 1, r#"http.path ^= "/api""#).unwrap();
+//!
+//! let mut ctx = Context::new(schema);
+//! ctx.add_value("http.path", "/api/users").unwrap();
+//! assert!(router.execute(&mut ctx));
+//! assert_eq!(ctx.result().unwrap().id(), Uuid::from_u128(7));
+//! ```
+
+pub mod ast;
+pub mod context;
+pub mod error;
+pub mod limits;
+pub mod parser;
+mod reference;
+mod regex_cache;
+mod resolved;
+pub mod router;
+pub mod schema;
+pub mod validate;
+pub mod value;
+
+pub use ast::{Expr, Lhs, Op, Predicate, Transform};
+pub use context::{CaptureKey, Context, MatchResult, MatchedValue};
+pub use error::{Error, ExprError, ExprErrorKind};
+pub use limits::Limits;
+pub use parser::{parse, parse_with_limits, Parsed};
+pub use router::{Route, Router};
+pub use schema::{FieldId, Schema};
+pub use uuid::Uuid;
+pub use value::{IpCidr, Type, Value};

@@ -1,0 +1,524 @@
+//! Text → [`Expr`], with the lexical rules of spec §2 and the precedence of spec §3.
+//!
+//! Invariants a change must keep:
+//! - Nothing recurses deeper than the nesting limit: [`check_nesting`] rejects deep inputs before
+//!   pest (a recursive-descent parser) sees them, and `&&`/`||` chains are read as flat lists.
+//! - Every error is worded for a person: pest's rule names never reach a message
+//!   (see [`describe_rule`]).
+//! - Predicates are numbered in textual order; [`Parsed::spans`] is indexed by that number.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::ops::Range;
+
+use pest::iterators::Pair;
+use pest::Parser as _;
+
+use crate::ast::{Expr, Lhs, Op, Predicate, Transform};
+use crate::error::{ExprError, ExprErrorKind};
+use crate::limits::Limits;
+use crate::value::{IpCidr, Value};
+
+#[derive(pest_derive::Parser)]
+#[grammar = "grammar.pest"]
+struct Grammar;
+
+/// Where each predicate's parts are in the source, for error messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PredicateSpans {
+    pub predicate: Range<usize>,
+    pub lhs: Range<usize>,
+    pub field: Range<usize>,
+    pub op: Range<usize>,
+    pub rhs: Range<usize>,
+}
+
+/// A parsed expression and the positions of its predicates (in textual order).
+#[derive(Debug, Clone)]
+pub struct Parsed {
+    pub expr: Expr,
+    pub spans: Vec<PredicateSpans>,
+}
+
+/// Parses an expression with the default [`Limits`].
+///
+/// ```
+/// use atc_router::{parse, Expr};
+/// let e = parse(r#"http.host == "a.com" && http.path ^= "/v1" || http.path ^= "/v2""#).unwrap();
+/// // `||` binds tighter than `&&`.
+/// assert!(matches!(&e, Expr::And(c) if matches!(c[1], Expr::Or(_))));
+/// assert_eq!(parse(&e.to_string()).unwrap(), e);
+/// ```
+pub fn parse(source: &str) -> Result<Expr, ExprError> {
+    parse_with_limits(source, &Limits::default()).map(|p| p.expr)
+}
+
+/// Parses an expression, keeping predicate positions.
+pub fn parse_with_limits(source: &str, limits: &Limits) -> Result<Parsed, ExprError> {
+    if source.len() > limits.max_expression_len {
+        return Err(ExprError::new(
+            ExprErrorKind::Limit,
+            source,
+            limits.max_expression_len..source.len(),
+            format!(
+                "expression is too long: {} bytes, the limit is {} bytes",
+                source.len(),
+                limits.max_expression_len
+            ),
+        ));
+    }
+    check_nesting(source, limits.depth())?;
+    let mut pairs = Grammar::parse(Rule::matcher, source).map_err(|e| syntax_error(source, e))?;
+    let matcher = pairs
+        .next()
+        .expect("the matcher rule always yields one pair");
+    let expression = matcher
+        .into_inner()
+        .next()
+        .expect("matcher starts with an expression");
+    let mut builder = Builder {
+        source,
+        spans: Vec::new(),
+    };
+    let expr = builder.expression(expression)?;
+    if builder.spans.len() > limits.max_predicates {
+        let span = builder.spans[limits.max_predicates].predicate.clone();
+        return Err(ExprError::new(
+            ExprErrorKind::Limit,
+            source,
+            span,
+            format!(
+                "too many predicates: {}, the limit is {}",
+                builder.spans.len(),
+                limits.max_predicates
+            ),
+        ));
+    }
+    Ok(Parsed {
+        expr,
+        spans: builder.spans,
+    })
+}
+
+/// Rejects nesting deeper than `max` before the recursive parser runs. String contents are
+/// skipped, so parentheses inside literals do not count.
+fn check_nesting(source: &str, max: usize) -> Result<(), ExprError> {
+    let b = source.as_bytes();
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            b'r' if b[i..].starts_with(b"r#\"") => {
+                i += 3;
+                while i < b.len() && !b[i..].starts_with(b"\"#") {
+                    i += 1;
+                }
+                i += 1;
+            }
+            b'(' => {
+                depth += 1;
+                if depth > max {
+                    return Err(ExprError::new(
+                        ExprErrorKind::Limit,
+                        source,
+                        i..i + 1,
+                        format!("expression is nested too deeply: the limit is {max} levels of parentheses"),
+                    ));
+                }
+            }
+            b')' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        i += 1;
+    }
+    Ok(())
+}
+
+fn syntax_error(source: &str, e: pest::error::Error<Rule>) -> ExprError {
+    let pos = match e.location {
+        pest::error::InputLocation::Pos(p) => p,
+        pest::error::InputLocation::Span((s, _)) => s,
+    };
+    let mut expected: Vec<&str> = Vec::new();
+    if let pest::error::ErrorVariant::ParsingError { positives, .. } = &e.variant {
+        for r in positives {
+            let d = describe_rule(*r);
+            if !expected.contains(&d) {
+                expected.push(d);
+            }
+        }
+    }
+    // A term can start with many things; name them once. `(` after a field only means a
+    // transformation call, which is noise next to the list of operators.
+    if expected.contains(&TERM) {
+        expected.retain(|d| *d == TERM || !matches!(*d, "`(`" | "a field name"));
+    }
+    if expected.iter().any(|d| d.starts_with("an operator")) {
+        expected.retain(|d| *d != "`(`");
+    }
+    // "the end of the expression" reads best last.
+    expected.sort_by_key(|d| *d == "the end of the expression");
+    let expected = match expected.len() {
+        0 => "a valid expression".to_owned(),
+        1 => expected[0].to_owned(),
+        n => format!("{} or {}", expected[..n - 1].join(", "), expected[n - 1]),
+    };
+    let rest = &source[pos..];
+    let found = found_text(rest);
+    let end = pos + found.len().max(1).min(rest.len());
+    let found = if rest.is_empty() {
+        "the end of the expression".to_owned()
+    } else {
+        format!("`{}`", found.escape_debug())
+    };
+    ExprError::new(
+        ExprErrorKind::Syntax,
+        source,
+        pos..end,
+        format!("expected {expected}, found {found}"),
+    )
+}
+
+/// The word or character at the error position, for "found …".
+fn found_text(rest: &str) -> &str {
+    let word = rest
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+        .unwrap_or(rest.len());
+    if word > 0 {
+        return &rest[..word.min(40)];
+    }
+    rest.chars().next().map_or("", |c| &rest[..c.len_utf8()])
+}
+
+const TERM: &str = "a predicate (such as `http.path ^= \"/\"`), `(` or `!(`";
+
+/// Plain words for what a grammar rule stands for.
+fn describe_rule(rule: Rule) -> &'static str {
+    match rule {
+        Rule::matcher
+        | Rule::expression
+        | Rule::term
+        | Rule::predicate
+        | Rule::not_group
+        | Rule::group => TERM,
+        Rule::lhs | Rule::transform | Rule::ident => "a field name",
+        Rule::operator
+        | Rule::op_eq
+        | Rule::op_ne
+        | Rule::op_regex
+        | Rule::op_prefix
+        | Rule::op_postfix
+        | Rule::op_ge
+        | Rule::op_gt
+        | Rule::op_le
+        | Rule::op_lt
+        | Rule::op_not_in
+        | Rule::op_in
+        | Rule::op_contains => {
+            "an operator (==, !=, ~, ^=, =^, >, >=, <, <=, in, not in, contains)"
+        }
+        Rule::rhs
+        | Rule::str_lit
+        | Rule::raw_str_lit
+        | Rule::cidr_lit
+        | Rule::ip_lit
+        | Rule::ipv4_text
+        | Rule::ipv6_text
+        | Rule::int_lit
+        | Rule::int_neg
+        | Rule::int_oct
+        | Rule::int_hex
+        | Rule::int_dec => {
+            "a value (a \"string\", a raw string r#\"…\"#, an integer, an IP address or a CIDR)"
+        }
+        Rule::str_escape | Rule::str_chars => "the closing `\"` of the string",
+        Rule::raw_str_body => "the closing `\"#` of the raw string",
+        Rule::logic_op | Rule::and_op | Rule::or_op => "`&&`, `||`",
+        Rule::EOI => "the end of the expression",
+        Rule::lparen => "`(`",
+        Rule::rparen => "`)`",
+        Rule::WHITESPACE => "white space",
+    }
+}
+
+struct Builder<'s> {
+    source: &'s str,
+    spans: Vec<PredicateSpans>,
+}
+
+impl<'s> Builder<'s> {
+    fn error(&self, span: Range<usize>, message: String) -> ExprError {
+        ExprError::new(ExprErrorKind::Syntax, self.source, span, message)
+    }
+
+    /// `term {op term}`: split at `&&` into groups joined by `||` (so `||` binds tighter).
+    fn expression(&mut self, pair: Pair<'s, Rule>) -> Result<Expr, ExprError> {
+        let mut groups: Vec<Vec<Expr>> = vec![Vec::new()];
+        for p in pair.into_inner() {
+            match p.as_rule() {
+                Rule::and_op => groups.push(Vec::new()),
+                Rule::or_op => {}
+                _ => {
+                    let term = self.term(p)?;
+                    groups.last_mut().expect("never empty").push(term);
+                }
+            }
+        }
+        let mut ors: Vec<Expr> = groups
+            .into_iter()
+            .map(|mut g| {
+                if g.len() == 1 {
+                    g.pop().expect("one element")
+                } else {
+                    Expr::Or(g)
+                }
+            })
+            .collect();
+        Ok(if ors.len() == 1 {
+            ors.pop().expect("one element")
+        } else {
+            Expr::And(ors)
+        })
+    }
+
+    fn term(&mut self, pair: Pair<'s, Rule>) -> Result<Expr, ExprError> {
+        match pair.as_rule() {
+            Rule::not_group => {
+                let inner = inner_expression(pair);
+                Ok(Expr::Not(Box::new(self.expression(inner)?)))
+            }
+            Rule::group => {
+                let inner = inner_expression(pair);
+                self.expression(inner)
+            }
+            Rule::predicate => self.predicate(pair),
+            r => unreachable!("grammar yields no {r:?} as a term"),
+        }
+    }
+
+    fn predicate(&mut self, pair: Pair<'s, Rule>) -> Result<Expr, ExprError> {
+        let whole = span(&pair);
+        let mut it = pair.into_inner();
+        let (lhs_pair, op_pair, rhs_pair) = (
+            it.next().expect("lhs"),
+            it.next().expect("op"),
+            it.next().expect("rhs"),
+        );
+        // Reserve the predicate's number before recursing, so numbering stays textual.
+        let index = self.spans.len();
+        self.spans.push(PredicateSpans {
+            predicate: whole,
+            lhs: span(&lhs_pair),
+            field: 0..0,
+            op: span(&op_pair),
+            rhs: span(&rhs_pair),
+        });
+        let mut transforms = Vec::new();
+        let (field, field_span) = self.lhs(lhs_pair, &mut transforms)?;
+        self.spans[index].field = field_span;
+        let op = operator(op_pair);
+        let rhs = self.rhs(rhs_pair)?;
+        Ok(Expr::Predicate(Predicate {
+            lhs: Lhs { field, transforms },
+            op,
+            rhs,
+        }))
+    }
+
+    fn lhs(
+        &mut self,
+        pair: Pair<'s, Rule>,
+        transforms: &mut Vec<Transform>,
+    ) -> Result<(String, Range<usize>), ExprError> {
+        let inner = pair.into_inner().next().expect("lhs has one child");
+        match inner.as_rule() {
+            Rule::ident => Ok((inner.as_str().to_owned(), span(&inner))),
+            Rule::transform => {
+                let mut it = inner.into_inner();
+                let name = it.next().expect("transform name");
+                let t = match name.as_str() {
+                    "lower" => Transform::Lower,
+                    "any" => Transform::Any,
+                    other => {
+                        return Err(self.error(
+                            span(&name),
+                            format!("unknown transformation `{other}`: expected `lower` or `any`"),
+                        ))
+                    }
+                };
+                transforms.push(t);
+                let _lparen = it.next();
+                self.lhs(it.next().expect("transform argument"), transforms)
+            }
+            r => unreachable!("grammar yields no {r:?} in an lhs"),
+        }
+    }
+
+    fn rhs(&self, pair: Pair<'s, Rule>) -> Result<Value, ExprError> {
+        let lit = pair.into_inner().next().expect("rhs has one child");
+        let sp = span(&lit);
+        match lit.as_rule() {
+            Rule::str_lit => self.string(lit).map(Value::String),
+            Rule::raw_str_lit => Ok(Value::String(
+                lit.into_inner()
+                    .next()
+                    .expect("raw string body")
+                    .as_str()
+                    .to_owned(),
+            )),
+            Rule::ip_lit => self.ip(lit.as_str(), sp).map(Value::IpAddr),
+            Rule::cidr_lit => self.cidr(lit.as_str(), sp).map(Value::IpCidr),
+            Rule::int_lit => self.int(lit).map(Value::Int),
+            r => unreachable!("grammar yields no {r:?} as a value"),
+        }
+    }
+
+    fn string(&self, pair: Pair<'s, Rule>) -> Result<String, ExprError> {
+        let mut out = String::new();
+        for piece in pair.into_inner() {
+            match piece.as_rule() {
+                Rule::str_chars => out.push_str(piece.as_str()),
+                Rule::str_escape => match &piece.as_str()[1..] {
+                    "\"" => out.push('"'),
+                    "\\" => out.push('\\'),
+                    "n" => out.push('\n'),
+                    "r" => out.push('\r'),
+                    "t" => out.push('\t'),
+                    other => {
+                        return Err(self.error(
+                            span(&piece),
+                            format!(
+                                "unknown escape `\\{}` in a string: the escapes are \\\" \\\\ \\n \\r \\t \
+                                 (for a regex, write `\\\\` or use a raw string r#\"…\"#)",
+                                other.escape_debug()
+                            ),
+                        ))
+                    }
+                },
+                r => unreachable!("grammar yields no {r:?} in a string"),
+            }
+        }
+        Ok(out)
+    }
+
+    fn ip(&self, text: &str, sp: Range<usize>) -> Result<IpAddr, ExprError> {
+        let parsed = if text.contains(':') {
+            text.parse::<Ipv6Addr>().map(IpAddr::V6).ok()
+        } else {
+            text.parse::<Ipv4Addr>().map(IpAddr::V4).ok()
+        };
+        parsed.ok_or_else(|| {
+            let what = if text.contains(':') {
+                "an IPv6 address in standard notation (no embedded IPv4, no zone)"
+            } else {
+                "a dotted-quad IPv4 address (octets 0-255, no leading zeros)"
+            };
+            self.error(sp, format!("invalid IP address `{text}`: expected {what}"))
+        })
+    }
+
+    fn cidr(&self, text: &str, sp: Range<usize>) -> Result<IpCidr, ExprError> {
+        let (addr_text, len_text) = text.split_once('/').expect("grammar puts a `/` in a CIDR");
+        let addr = self.ip(addr_text, sp.start..sp.start + addr_text.len())?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let len_span = sp.start + addr_text.len() + 1..sp.end;
+        let len = match len_text.parse::<u8>() {
+            Ok(l) if l <= max => l,
+            _ => {
+                return Err(self.error(
+                    len_span,
+                    format!("invalid prefix length `/{len_text}`: expected 0 to {max}"),
+                ))
+            }
+        };
+        IpCidr::new(addr, len).map_err(|_| {
+            let suggestion = network_of(addr, len);
+            self.error(
+                sp.clone(),
+                format!(
+                    "invalid CIDR `{text}`: the host bits must be zero (did you mean {}?)",
+                    Value::IpCidr(suggestion)
+                ),
+            )
+        })
+    }
+
+    fn int(&self, pair: Pair<'s, Rule>) -> Result<i64, ExprError> {
+        let sp = span(&pair);
+        let text = pair.as_str();
+        let mut negative = false;
+        let mut magnitude = None;
+        for part in pair.into_inner() {
+            let (digits, radix) = match part.as_rule() {
+                Rule::int_neg => {
+                    negative = true;
+                    continue;
+                }
+                Rule::int_oct => (&part.as_str()[1..], 8),
+                Rule::int_hex => (&part.as_str()[2..], 16),
+                Rule::int_dec => (part.as_str(), 10),
+                r => unreachable!("grammar yields no {r:?} in an integer"),
+            };
+            magnitude = Some(i64::from_str_radix(digits, radix));
+        }
+        match magnitude.expect("an integer has digits") {
+            Ok(m) => Ok(if negative { -m } else { m }),
+            Err(_) => Err(self.error(
+                sp,
+                format!(
+                    "integer `{text}` is out of range: its magnitude must be at most {} \
+                     (a signed 64-bit integer)",
+                    i64::MAX
+                ),
+            )),
+        }
+    }
+}
+
+fn network_of(addr: IpAddr, len: u8) -> IpCidr {
+    let masked = match addr {
+        IpAddr::V4(a) => {
+            let mask = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
+            IpAddr::V4(Ipv4Addr::from(u32::from(a) & mask))
+        }
+        IpAddr::V6(a) => {
+            let mask = u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0);
+            IpAddr::V6(Ipv6Addr::from(u128::from(a) & mask))
+        }
+    };
+    IpCidr::new(masked, len).expect("masked address has no host bits")
+}
+
+fn inner_expression(pair: Pair<'_, Rule>) -> Pair<'_, Rule> {
+    pair.into_inner()
+        .find(|p| p.as_rule() == Rule::expression)
+        .expect("a group holds an expression")
+}
+
+fn operator(pair: Pair<'_, Rule>) -> Op {
+    match pair.into_inner().next().expect("operator").as_rule() {
+        Rule::op_eq => Op::Equals,
+        Rule::op_ne => Op::NotEquals,
+        Rule::op_regex => Op::Regex,
+        Rule::op_prefix => Op::Prefix,
+        Rule::op_postfix => Op::Postfix,
+        Rule::op_gt => Op::Greater,
+        Rule::op_ge => Op::GreaterOrEqual,
+        Rule::op_lt => Op::Less,
+        Rule::op_le => Op::LessOrEqual,
+        Rule::op_in => Op::In,
+        Rule::op_not_in => Op::NotIn,
+        Rule::op_contains => Op::Contains,
+        r => unreachable!("grammar yields no {r:?} as an operator"),
+    }
+}
+
+fn span(pair: &Pair<'_, Rule>) -> Range<usize> {
+    let s = pair.as_span();
+    s.start()..s.end()
+}

@@ -1,0 +1,137 @@
+//! The reference evaluator: a plain walk of the resolved tree, one route after another in
+//! priority order. It is the oracle that every faster matcher is checked against, so it stays
+//! simple rather than fast: do not optimise it.
+//!
+//! Semantics (spec §5): a field with no value makes every predicate on it false; in the default
+//! mode every value must satisfy the predicate, under `any()` one is enough; `&&` and `||` are
+//! short-circuit, left to right; only the predicates that decided the result leave matched values
+//! and captures (a false sub-expression rolls back what it recorded, `!( … )` keeps nothing).
+//! Within one predicate, the recorded value comes from the first value that satisfied it.
+
+use std::borrow::Cow;
+use std::net::IpAddr;
+
+use crate::ast::Op;
+use crate::context::{Context, Witnesses};
+use crate::resolved::{Lit, Node, Pred};
+use crate::value::Value;
+
+/// Evaluates one route's expression against the context's values.
+pub(crate) fn eval(node: &Node, ctx: &Context, w: &mut Witnesses) -> bool {
+    match node {
+        Node::And(children) => {
+            let mark = w.mark();
+            for c in children.iter() {
+                if !eval(c, ctx, w) {
+                    w.rollback(mark);
+                    return false;
+                }
+            }
+            true
+        }
+        Node::Or(children) => {
+            for c in children.iter() {
+                let mark = w.mark();
+                if eval(c, ctx, w) {
+                    return true;
+                }
+                w.rollback(mark);
+            }
+            false
+        }
+        Node::Not(inner) => {
+            let mark = w.mark();
+            let r = eval(inner, ctx, w);
+            w.rollback(mark);
+            !r
+        }
+        Node::Pred(p) => eval_predicate(p, ctx, w),
+    }
+}
+
+fn eval_predicate(p: &Pred, ctx: &Context, w: &mut Witnesses) -> bool {
+    let values = ctx.values_by_id(p.field);
+    if values.is_empty() {
+        return false;
+    }
+    let mark = w.mark();
+    let mut recorded = false;
+    for v in values {
+        let v: Cow<'_, Value> = match v {
+            Value::String(s) if p.lower => Cow::Owned(Value::String(s.to_lowercase())),
+            v => Cow::Borrowed(v),
+        };
+        let ok = test(p, &v, if recorded { None } else { Some(&mut *w) });
+        recorded |= ok;
+        if ok && p.any {
+            return true;
+        }
+        if !ok && !p.any {
+            w.rollback(mark);
+            return false;
+        }
+    }
+    !p.any
+}
+
+/// Whether one value satisfies the predicate; records what it matched into `w` when given.
+fn test(p: &Pred, v: &Value, w: Option<&mut Witnesses>) -> bool {
+    let (ok, record_literal) = match (p.op, v, &p.lit) {
+        (Op::Equals, v, lit) => (equal(v, lit), true),
+        (Op::NotEquals, v, lit) => (!equal(v, lit), false),
+        (Op::Regex, Value::String(s), _) => {
+            let re = p.regex.as_ref().expect("a `~` predicate has a regex");
+            let Some(caps) = re.regex.captures(s) else {
+                return false;
+            };
+            if let Some(w) = w {
+                w.text(p.field, &caps[0]);
+                for (i, m) in caps.iter().enumerate() {
+                    if let Some(m) = m {
+                        w.capture_index(i, m.as_str());
+                        if let Some(name) = &re.names[i] {
+                            w.capture_name(name, m.as_str());
+                        }
+                    }
+                }
+            }
+            return true;
+        }
+        (Op::Prefix, Value::String(s), Lit::Str(l)) => (s.starts_with(&**l), true),
+        (Op::Postfix, Value::String(s), Lit::Str(l)) => (s.ends_with(&**l), true),
+        (Op::Contains, Value::String(s), Lit::Str(l)) => (s.contains(&**l), false),
+        (Op::Greater, Value::Int(a), Lit::Int(b)) => (a > b, false),
+        (Op::GreaterOrEqual, Value::Int(a), Lit::Int(b)) => (a >= b, false),
+        (Op::Less, Value::Int(a), Lit::Int(b)) => (a < b, false),
+        (Op::LessOrEqual, Value::Int(a), Lit::Int(b)) => (a <= b, false),
+        (Op::In, Value::IpAddr(a), Lit::IpCidr(c)) => (cidr_contains(c, a), false),
+        (Op::NotIn, Value::IpAddr(a), Lit::IpCidr(c)) => (!cidr_contains(c, a), false),
+        // Validation makes every other combination impossible.
+        _ => (false, false),
+    };
+    if ok && record_literal {
+        if let Some(w) = w {
+            w.literal(p.field, &p.lit);
+        }
+    }
+    ok
+}
+
+fn equal(v: &Value, lit: &Lit) -> bool {
+    match (v, lit) {
+        (Value::String(a), Lit::Str(b)) => a.as_str() == &**b,
+        (Value::Int(a), Lit::Int(b)) => a == b,
+        (Value::IpAddr(a), Lit::IpAddr(b)) => a == b,
+        (Value::IpCidr(a), Lit::IpCidr(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// Addresses of the other family are never inside.
+pub(crate) fn cidr_contains(c: &cidr::IpCidr, a: &IpAddr) -> bool {
+    match (c, a) {
+        (cidr::IpCidr::V4(c), IpAddr::V4(a)) => c.contains(a),
+        (cidr::IpCidr::V6(c), IpAddr::V6(a)) => c.contains(a),
+        _ => false,
+    }
+}

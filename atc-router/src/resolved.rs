@@ -1,0 +1,172 @@
+//! An expression resolved against a schema: fields as [`FieldId`]s, string literals shared,
+//! regexes compiled. Both the reference evaluator and the indexed matcher evaluate this form.
+//!
+//! Invariant: a [`Node`] is only built from an expression that passed [`crate::validate`], so
+//! every predicate's literal has the type its operator expects for its field.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use crate::ast::{Expr, Op};
+use crate::error::{ExprError, ExprErrorKind};
+use crate::limits::Limits;
+use crate::parser::Parsed;
+use crate::regex_cache::{CompiledRegex, RegexCache};
+use crate::schema::{FieldId, Schema};
+use crate::value::{IpCidr, Value};
+
+#[derive(Debug)]
+pub(crate) enum Node {
+    And(Box<[Node]>),
+    Or(Box<[Node]>),
+    Not(Box<Node>),
+    Pred(Pred),
+}
+
+#[derive(Debug)]
+pub(crate) struct Pred {
+    pub field: FieldId,
+    pub lower: bool,
+    pub any: bool,
+    pub op: Op,
+    pub lit: Lit,
+    /// Set exactly when `op == Op::Regex`.
+    pub regex: Option<Arc<CompiledRegex>>,
+}
+
+/// A literal; strings are shared so that recording one as a matched value costs no allocation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Lit {
+    Str(Arc<str>),
+    Int(i64),
+    IpAddr(IpAddr),
+    IpCidr(IpCidr),
+}
+
+/// Builds the resolved form of a validated expression, compiling its regexes through `cache`.
+pub(crate) fn resolve(
+    source: &str,
+    parsed: &Parsed,
+    schema: &Schema,
+    limits: &Limits,
+    cache: &mut RegexCache,
+) -> Result<Node, ExprError> {
+    let mut r = Resolver {
+        source,
+        parsed,
+        schema,
+        limits,
+        cache,
+        next_predicate: 0,
+        regexes: 0,
+    };
+    r.node(&parsed.expr)
+}
+
+struct Resolver<'a> {
+    source: &'a str,
+    parsed: &'a Parsed,
+    schema: &'a Schema,
+    limits: &'a Limits,
+    cache: &'a mut RegexCache,
+    next_predicate: usize,
+    regexes: usize,
+}
+
+impl Resolver<'_> {
+    fn node(&mut self, e: &Expr) -> Result<Node, ExprError> {
+        Ok(match e {
+            Expr::And(c) => Node::And(self.nodes(c)?),
+            Expr::Or(c) => Node::Or(self.nodes(c)?),
+            Expr::Not(inner) => Node::Not(Box::new(self.node(inner)?)),
+            Expr::Predicate(p) => {
+                let spans = &self.parsed.spans[self.next_predicate];
+                self.next_predicate += 1;
+                let err =
+                    |kind, msg: String| ExprError::new(kind, self.source, spans.rhs.clone(), msg);
+                let (field, _) = self.schema.resolve(&p.lhs.field).map_err(|e| {
+                    ExprError::new(
+                        ExprErrorKind::Limit,
+                        self.source,
+                        spans.field.clone(),
+                        e.to_string(),
+                    )
+                })?;
+                let regex = if p.op == Op::Regex {
+                    self.regexes += 1;
+                    if self.regexes > self.limits.max_regexes {
+                        return Err(err(
+                            ExprErrorKind::Limit,
+                            format!(
+                                "too many regexes in one expression (limit: {})",
+                                self.limits.max_regexes
+                            ),
+                        ));
+                    }
+                    let Value::String(src) = &p.rhs else {
+                        unreachable!("validated: `~` has a string literal")
+                    };
+                    Some(
+                        self.cache
+                            .get_or_compile(src, self.limits.regex_size_limit)
+                            .map_err(|e| regex_error(e, &err))?,
+                    )
+                } else {
+                    None
+                };
+                Node::Pred(Pred {
+                    field,
+                    lower: p.lhs.lower(),
+                    any: p.lhs.any(),
+                    op: p.op,
+                    lit: match &p.rhs {
+                        Value::String(s) => Lit::Str(Arc::from(s.as_str())),
+                        Value::Int(i) => Lit::Int(*i),
+                        Value::IpAddr(a) => Lit::IpAddr(*a),
+                        Value::IpCidr(c) => Lit::IpCidr(*c),
+                    },
+                    regex,
+                })
+            }
+        })
+    }
+
+    fn nodes(&mut self, children: &[Expr]) -> Result<Box<[Node]>, ExprError> {
+        children.iter().map(|c| self.node(c)).collect()
+    }
+}
+
+fn regex_error(e: regex::Error, err: &impl Fn(ExprErrorKind, String) -> ExprError) -> ExprError {
+    match e {
+        regex::Error::CompiledTooBig(limit) => err(
+            ExprErrorKind::Limit,
+            format!("regex is too large once compiled (limit: {limit} bytes)"),
+        ),
+        e => {
+            // The regex crate draws its own caret over the pattern; keep only its verdict, the
+            // caret under the literal is ours.
+            let text = e.to_string();
+            let reason = text
+                .lines()
+                .find_map(|l| l.strip_prefix("error: "))
+                .unwrap_or(&text)
+                .to_owned();
+            err(ExprErrorKind::Semantic, format!("invalid regex: {reason}"))
+        }
+    }
+}
+
+impl Node {
+    /// Sources of the regexes this node uses (with repeats).
+    pub(crate) fn regex_sources(&self, out: &mut Vec<String>) {
+        match self {
+            Node::And(c) | Node::Or(c) => c.iter().for_each(|n| n.regex_sources(out)),
+            Node::Not(inner) => inner.regex_sources(out),
+            Node::Pred(p) => {
+                if let Some(r) = &p.regex {
+                    out.push(r.as_str().to_owned());
+                }
+            }
+        }
+    }
+}
