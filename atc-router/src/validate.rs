@@ -49,7 +49,8 @@ fn check_predicate(
             )
         } else {
             format!(
-                "type mismatch: `{field}` is a {ty} field, but the value is {}",
+                "type mismatch: `{field}` is {} field, but the value is {}",
+                with_article(ty),
                 describe(&p.rhs)
             )
         };
@@ -58,7 +59,10 @@ fn check_predicate(
     if p.lhs.lower() && ty != Type::String {
         return Err(err(
             &spans.lhs,
-            format!("lower() applies only to String fields, and `{field}` is a {ty} field"),
+            format!(
+                "lower() applies only to String fields, and `{field}` is {} field",
+                with_article(ty)
+            ),
         ));
     }
     if !operator_allowed(p.op, ty) {
@@ -112,6 +116,15 @@ fn allowed_operators(ty: Type) -> String {
         .map(|op| op.symbol())
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+fn with_article(ty: Type) -> &'static str {
+    match ty {
+        Type::String => "a String",
+        Type::Int => "an Int",
+        Type::IpAddr => "an IpAddr",
+        Type::IpCidr => "an IpCidr",
+    }
 }
 
 fn describe(v: &Value) -> String {
