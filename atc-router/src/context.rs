@@ -41,6 +41,14 @@ pub struct Context {
     touched: Vec<FieldId>,
     pub(crate) outcome: Option<(Uuid, u64)>,
     pub(crate) witnesses: Witnesses,
+    pub(crate) scratch: Scratch,
+}
+
+/// Buffers of the indexed matcher, kept with the context so they are reused across requests.
+#[derive(Debug, Default)]
+pub(crate) struct Scratch {
+    pub(crate) candidates: Vec<crate::index::Entry>,
+    pub(crate) lowered: String,
 }
 
 #[derive(Debug, Default)]
@@ -57,6 +65,7 @@ impl Context {
             touched: Vec::new(),
             outcome: None,
             witnesses: Witnesses::default(),
+            scratch: Scratch::default(),
         }
     }
 

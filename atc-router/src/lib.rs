@@ -33,7 +33,9 @@
 pub mod ast;
 pub mod context;
 pub mod error;
+mod index;
 pub mod limits;
+mod matcher;
 pub mod parser;
 mod reference;
 mod regex_cache;

@@ -157,6 +157,19 @@ fn regex_error(e: regex::Error, err: &impl Fn(ExprErrorKind, String) -> ExprErro
 }
 
 impl Node {
+    /// The fields this node uses, each once, in order of first use.
+    pub(crate) fn fields(&self, out: &mut Vec<FieldId>) {
+        match self {
+            Node::And(c) | Node::Or(c) => c.iter().for_each(|n| n.fields(out)),
+            Node::Not(inner) => inner.fields(out),
+            Node::Pred(p) => {
+                if !out.contains(&p.field) {
+                    out.push(p.field);
+                }
+            }
+        }
+    }
+
     /// Sources of the regexes this node uses (with repeats).
     pub(crate) fn regex_sources(&self, out: &mut Vec<String>) {
         match self {

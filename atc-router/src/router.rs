@@ -1,58 +1,83 @@
 //! Routes in priority order, and matching a request against them (spec §7).
 //!
-//! Invariants: routes are ordered by priority (higher first), then by id bytes (higher first);
-//! ids are unique. Regexes with the same source are compiled once per router and freed with the
-//! last route that uses them. An execute either leaves the first matching route's result in the
-//! context or no result at all.
+//! Invariants:
+//! - Routing order is priority descending, then id bytes descending ([`Order`]); ids are unique.
+//! - Every route is in exactly one place of the [`Index`] (an index bucket, or the fallback list),
+//!   put there by [`Router::add`] and taken out by [`Router::remove`]: updates are incremental,
+//!   nothing is rebuilt.
+//! - Regexes with the same source are compiled once per router and freed with the last route
+//!   that uses them.
+//! - An execute leaves either the first matching route's result in the context or no result.
 
-use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use uuid::Uuid;
 
-use crate::ast::Expr;
+use crate::ast::{Expr, Op};
 use crate::context::Context;
 use crate::error::Error;
+use crate::index::{best_requirement, Index, Order, Requirement};
 use crate::limits::Limits;
 use crate::parser::{parse_with_limits, Parsed};
-use crate::reference;
 use crate::regex_cache::RegexCache;
 use crate::resolved::{resolve, Node};
-use crate::schema::Schema;
+use crate::schema::{FieldId, Schema};
 use crate::validate::validate;
-
-/// Order key: ascending order of this key is routing order.
-type RouteKey = (Reverse<u64>, Reverse<Uuid>);
+use crate::value::Value;
+use crate::{matcher, reference};
 
 /// One route of a router.
 #[derive(Debug)]
 pub struct Route {
     id: Uuid,
     priority: u64,
-    source: String,
-    expr: Expr,
-    fields: Vec<String>,
+    source: Box<str>,
+    fields: Box<[FieldId]>,
     pub(crate) node: Node,
+    requirement: Option<Requirement>,
 }
 
 impl Route {
     pub fn id(&self) -> Uuid {
         self.id
     }
+
     pub fn priority(&self) -> u64 {
         self.priority
     }
+
     /// The expression text as it was added.
     pub fn source(&self) -> &str {
         &self.source
     }
-    pub fn expr(&self) -> &Expr {
-        &self.expr
+
+    /// The syntax tree (parsed again from the source: routers keep only the resolved form).
+    pub fn expr(&self) -> Expr {
+        parse_with_limits(
+            &self.source,
+            &Limits {
+                max_expression_len: usize::MAX,
+                max_predicates: usize::MAX,
+                ..Limits::default()
+            },
+        )
+        .expect("a route's source parsed when it was added")
+        .expr
     }
+
     /// Fields the expression uses, in order of first use.
-    pub fn fields(&self) -> &[String] {
+    pub fn field_ids(&self) -> &[FieldId] {
         &self.fields
+    }
+
+    /// Whether the route is in an index (`false`: every request considers it).
+    pub fn is_indexed(&self) -> bool {
+        self.requirement.is_some()
+    }
+
+    fn order(&self) -> Order {
+        Order::new(self.priority, self.id)
     }
 }
 
@@ -70,7 +95,7 @@ impl Route {
 ///
 /// let mut router = Router::new(schema.clone());
 /// let api = Uuid::from_u128(1);
-/// router.add(api, 10, r#"http.host == "a.com" && http.path ~ "^/users/(?<id>\d+)$""#).unwrap();
+/// router.add(api, 10, r#"http.host == "a.com" && http.path ~ "^/users/(?<id>\\d+)$""#).unwrap();
 ///
 /// let mut ctx = Context::new(schema);
 /// ctx.add_value("http.host", "a.com").unwrap();
@@ -85,10 +110,13 @@ impl Route {
 pub struct Router {
     schema: Arc<Schema>,
     limits: Limits,
-    routes: BTreeMap<RouteKey, Route>,
-    keys: HashMap<Uuid, RouteKey>,
+    slots: Vec<Option<Route>>,
+    free: Vec<u32>,
+    ids: HashMap<Uuid, u32>,
+    order: BTreeMap<Order, u32>,
+    index: Index,
     regexes: RegexCache,
-    field_use: HashMap<String, usize>,
+    field_use: HashMap<FieldId, usize>,
 }
 
 impl Router {
@@ -100,8 +128,11 @@ impl Router {
         Router {
             schema,
             limits,
-            routes: BTreeMap::new(),
-            keys: HashMap::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            ids: HashMap::new(),
+            order: BTreeMap::new(),
+            index: Index::default(),
             regexes: RegexCache::default(),
             field_use: HashMap::new(),
         }
@@ -116,20 +147,20 @@ impl Router {
     }
 
     pub fn len(&self) -> usize {
-        self.routes.len()
+        self.ids.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.routes.is_empty()
+        self.ids.is_empty()
     }
 
     /// Parses, validates and inserts a route. Nothing changes on error.
     pub fn add(&mut self, id: Uuid, priority: u64, expression: &str) -> Result<(), Error> {
-        if self.keys.contains_key(&id) {
+        if self.ids.contains_key(&id) {
             return Err(Error::DuplicateRoute(id));
         }
         let parsed = parse_with_limits(expression, &self.limits)?;
-        let fields = validate(expression, &parsed, &self.schema)?;
+        validate(expression, &parsed, &self.schema)?;
         let node = match resolve(
             expression,
             &parsed,
@@ -144,28 +175,37 @@ impl Router {
                 return Err(e.into());
             }
         };
+        let mut fields: Vec<FieldId> = Vec::new();
+        node.fields(&mut fields);
         for f in &fields {
-            *self.field_use.entry(f.clone()).or_insert(0) += 1;
+            *self.field_use.entry(*f).or_insert(0) += 1;
         }
-        let key = (Reverse(priority), Reverse(id));
-        self.keys.insert(id, key);
-        self.routes.insert(
-            key,
-            Route {
-                id,
-                priority,
-                source: expression.to_owned(),
-                expr: parsed.expr,
-                fields,
-                node,
-            },
-        );
+        let route = Route {
+            id,
+            priority,
+            source: expression.into(),
+            fields: fields.into(),
+            requirement: best_requirement(&node),
+            node,
+        };
+        let order = route.order();
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None => {
+                self.slots.push(None);
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.index.insert(route.requirement.as_ref(), (order, slot));
+        self.slots[slot as usize] = Some(route);
+        self.ids.insert(id, slot);
+        self.order.insert(order, slot);
         Ok(())
     }
 
     fn release_regexes(&mut self, parsed: &Parsed) {
         for p in parsed.expr.predicates() {
-            if let (crate::ast::Op::Regex, crate::value::Value::String(s)) = (p.op, &p.rhs) {
+            if let (Op::Regex, Value::String(s)) = (p.op, &p.rhs) {
                 self.regexes.release(s);
             }
         }
@@ -173,11 +213,17 @@ impl Router {
 
     /// Removes a route; `false` when there is none with that id.
     pub fn remove(&mut self, id: Uuid) -> bool {
-        let Some(key) = self.keys.remove(&id) else {
+        let Some(slot) = self.ids.remove(&id) else {
             return false;
         };
-        let route = self.routes.remove(&key).expect("keys and routes agree");
-        for f in &route.fields {
+        let route = self.slots[slot as usize]
+            .take()
+            .expect("ids point at live slots");
+        self.free.push(slot);
+        let order = route.order();
+        self.order.remove(&order);
+        self.index.remove(route.requirement.as_ref(), (order, slot));
+        for f in route.fields.iter() {
             if let Some(n) = self.field_use.get_mut(f) {
                 *n -= 1;
                 if *n == 0 {
@@ -195,17 +241,27 @@ impl Router {
     }
 
     pub fn get(&self, id: Uuid) -> Option<&Route> {
-        self.keys.get(&id).and_then(|k| self.routes.get(k))
+        self.ids.get(&id).map(|s| self.route(*s))
+    }
+
+    fn route(&self, slot: u32) -> &Route {
+        self.slots[slot as usize]
+            .as_ref()
+            .expect("indexes point at live slots")
     }
 
     /// Routes in routing order.
     pub fn routes(&self) -> impl Iterator<Item = &Route> {
-        self.routes.values()
+        self.order.values().map(|s| self.route(*s))
     }
 
     /// Fields used by at least one route, sorted by name.
     pub fn fields(&self) -> Vec<String> {
-        let mut f: Vec<String> = self.field_use.keys().cloned().collect();
+        let mut f: Vec<String> = self
+            .field_use
+            .keys()
+            .filter_map(|id| self.schema.field(*id).map(|f| f.0))
+            .collect();
         f.sort();
         f
     }
@@ -213,6 +269,11 @@ impl Router {
     /// Number of distinct compiled regexes held.
     pub fn regex_count(&self) -> usize {
         self.regexes.len()
+    }
+
+    /// Number of routes that no index holds (every request considers them).
+    pub fn unindexed_count(&self) -> usize {
+        self.index.fallback_len()
     }
 
     /// Checks an expression against a schema without adding it (regexes are compiled to check
@@ -239,14 +300,50 @@ impl Router {
     }
 
     /// Finds the first route in routing order whose expression holds, and leaves its result in
-    /// the context; returns whether one matched. A context made from another schema never
-    /// matches.
+    /// the context; returns whether one matched. Only the routes the indexes cannot rule out
+    /// are evaluated. A context made from another schema never matches.
     pub fn execute(&self, ctx: &mut Context) -> bool {
-        self.execute_reference(ctx)
+        ctx.clear_result();
+        if !Arc::ptr_eq(&self.schema, ctx.schema()) {
+            return false;
+        }
+        let mut scratch = std::mem::take(&mut ctx.scratch);
+        let mut w = std::mem::take(&mut ctx.witnesses);
+        let candidates = &mut scratch.candidates;
+        candidates.clear();
+        self.index.candidates(ctx, &mut scratch.lowered, candidates);
+        candidates.sort_unstable();
+        candidates.dedup();
+        let mut fallback = self.index.fallback().peekable();
+        let mut next_candidate = 0;
+        let found = loop {
+            // Merge the two sorted lists; a route is never in both.
+            let take_candidate = match (candidates.get(next_candidate), fallback.peek()) {
+                (Some(c), Some(f)) => c.0 < f.0,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (None, None) => break None,
+            };
+            let (_, slot) = if take_candidate {
+                next_candidate += 1;
+                candidates[next_candidate - 1]
+            } else {
+                fallback.next().expect("peeked")
+            };
+            let route = self.route(slot);
+            if matcher::eval(&route.node, ctx, &mut scratch.lowered, &mut w) {
+                break Some((route.id, route.priority));
+            }
+            w.clear();
+        };
+        ctx.witnesses = w;
+        ctx.scratch = scratch;
+        ctx.outcome = found;
+        found.is_some()
     }
 
-    /// The reference evaluator: every route in order, plain tree walk. The oracle for
-    /// [`Router::execute`].
+    /// The reference evaluator: every route in routing order, plain tree walk. The oracle that
+    /// [`Router::execute`] is tested against; same results, linear cost.
     pub fn execute_reference(&self, ctx: &mut Context) -> bool {
         ctx.clear_result();
         if !Arc::ptr_eq(&self.schema, ctx.schema()) {
@@ -254,7 +351,8 @@ impl Router {
         }
         let mut w = std::mem::take(&mut ctx.witnesses);
         let mut found = None;
-        for route in self.routes.values() {
+        for slot in self.order.values() {
+            let route = self.route(*slot);
             if reference::eval(&route.node, ctx, &mut w) {
                 found = Some((route.id, route.priority));
                 break;

@@ -102,7 +102,10 @@ impl Parser<'_> {
         if self.eat(tok) {
             Ok(())
         } else {
-            Err(format!("expected {tok:?} at byte {} of {:?}", self.i, self.s))
+            Err(format!(
+                "expected {tok:?} at byte {} of {:?}",
+                self.i, self.s
+            ))
         }
     }
 
@@ -155,7 +158,10 @@ impl Parser<'_> {
         let r = self.rest();
         let ok = r.as_bytes().first().is_some_and(u8::is_ascii_alphabetic);
         if !ok {
-            return Err(format!("expected a field at byte {} of {:?}", self.i, self.s));
+            return Err(format!(
+                "expected a field at byte {} of {:?}",
+                self.i, self.s
+            ));
         }
         let len = r
             .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
@@ -253,7 +259,10 @@ impl Parser<'_> {
             .unwrap_or(r.len());
         let word = &r[..len];
         if word.is_empty() {
-            return Err(format!("expected a value at byte {} of {:?}", self.i, self.s));
+            return Err(format!(
+                "expected a value at byte {} of {:?}",
+                self.i, self.s
+            ));
         }
         let lit = parse_bare(word).ok_or_else(|| format!("bad value {word:?}"))?;
         self.i += len;
@@ -294,7 +303,9 @@ fn parse_bare(word: &str) -> Option<Lit> {
     };
     let v = if let Some(h) = mag.strip_prefix("0x") {
         i64::from_str_radix(h, 16).ok()?
-    } else if mag.len() > 1 && mag.starts_with('0') && mag.bytes().all(|b| (b'0'..=b'7').contains(&b))
+    } else if mag.len() > 1
+        && mag.starts_with('0')
+        && mag.bytes().all(|b| (b'0'..=b'7').contains(&b))
     {
         i64::from_str_radix(mag, 8).ok()?
     } else {
@@ -430,7 +441,7 @@ mod tests {
 
     #[test]
     fn literals() {
-        let e = parse(r#"a == "q\"\\" && b ~ r#"\d"# && c in 10.1.0.0/16 && d == 0x1f && e == 010 && f in fd00::/8 && g not  in 1.2.3.4/32 && h == ::1"#).unwrap();
+        let e = parse(r##"a == "q\"\\" && b ~ r#"\d"# && c in 10.1.0.0/16 && d == 0x1f && e == 010 && f in fd00::/8 && g not  in 1.2.3.4/32 && h == ::1"##).unwrap();
         let Expr::And(v) = e else { panic!() };
         let rhs: Vec<&Lit> = v
             .iter()

@@ -13,11 +13,46 @@ use crate::RouteClass;
 
 /// Path words. No hyphens (so no word looks like a marker), no `static`/`internal`/`no`.
 pub(crate) const WORDS: &[&str] = &[
-    "api", "v1", "v2", "v3", "orders", "users", "items", "cart", "checkout", "search", "catalog",
-    "products", "accounts", "billing", "payments", "profile", "auth", "login", "media", "reports",
-    "events", "admin", "inventory", "shipping", "reviews", "feeds", "graphql", "webhooks",
-    "status", "metrics", "docs", "files", "images", "news", "blog", "support", "help", "settings",
-    "teams", "projects",
+    "api",
+    "v1",
+    "v2",
+    "v3",
+    "orders",
+    "users",
+    "items",
+    "cart",
+    "checkout",
+    "search",
+    "catalog",
+    "products",
+    "accounts",
+    "billing",
+    "payments",
+    "profile",
+    "auth",
+    "login",
+    "media",
+    "reports",
+    "events",
+    "admin",
+    "inventory",
+    "shipping",
+    "reviews",
+    "feeds",
+    "graphql",
+    "webhooks",
+    "status",
+    "metrics",
+    "docs",
+    "files",
+    "images",
+    "news",
+    "blog",
+    "support",
+    "help",
+    "settings",
+    "teams",
+    "projects",
 ];
 
 /// (family word, class) for every marker family.
@@ -186,7 +221,7 @@ pub(crate) fn expression(class: RouteClass, token: &str, side: Side, rng: &mut R
             ];
             let methods: &[&str] = match side {
                 Side::Read => &["GET", "HEAD"],
-                Side::Write => rng.pick(WRITES),
+                Side::Write => WRITES[rng.below(WRITES.len())],
             };
             let preds: Vec<String> = methods
                 .iter()
@@ -209,7 +244,7 @@ pub(crate) fn expression(class: RouteClass, token: &str, side: Side, rng: &mut R
                 2 => "any(http.headers.x_canary) == \"true\"".to_string(),
                 _ => format!(
                     "lower(http.headers.x_env) == {}",
-                    quote(rng.pick(&["staging", "beta", "canary"]))
+                    quote(rng.pick_str(&["staging", "beta", "canary"]))
                 ),
             };
             format!(
@@ -238,14 +273,14 @@ pub(crate) fn expression(class: RouteClass, token: &str, side: Side, rng: &mut R
                 0 => format!(
                     "http.path.segments.{} == {} && http.host == {}",
                     rng.below(3),
-                    quote(rng.pick(WORDS)),
+                    quote(rng.pick_str(WORDS)),
                     h("seg")
                 ),
                 1 => format!(
                     "http.host == {} && http.queries.{} == {}",
                     h("query"),
                     rng.pick(&["debug", "preview", "trace"]),
-                    quote(rng.pick(&["1", "true", "on"]))
+                    quote(rng.pick_str(&["1", "true", "on"]))
                 ),
                 2 => format!(
                     "http.host == {} && http.path contains {}",
@@ -260,7 +295,7 @@ pub(crate) fn expression(class: RouteClass, token: &str, side: Side, rng: &mut R
                 4 => format!(
                     "http.host == {} && http.method != {}",
                     h("ne"),
-                    quote(rng.pick(&["DELETE", "POST", "PUT"]))
+                    quote(rng.pick_str(&["DELETE", "POST", "PUT"]))
                 ),
                 5 => {
                     let port: i64 = *rng.pick(&[1024, 8000, 9000]);
@@ -274,12 +309,9 @@ pub(crate) fn expression(class: RouteClass, token: &str, side: Side, rng: &mut R
                 6 => format!(
                     "http.host == {} && http.path =^ {}",
                     h("sfx"),
-                    quote(rng.pick(&[".json", ".xml", ".html"]))
+                    quote(rng.pick_str(&[".json", ".xml", ".html"]))
                 ),
-                _ => format!(
-                    "http.host == {} && net.src.ip not in 10.0.0.0/8",
-                    h("nin")
-                ),
+                _ => format!("http.host == {} && net.src.ip not in 10.0.0.0/8", h("nin")),
             }
         }
         RouteClass::CatchAll => crate::CATCH_ALL_EXPRESSION.to_string(),

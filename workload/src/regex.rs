@@ -12,7 +12,10 @@ use crate::rng::Rng;
 #[derive(Clone, Debug)]
 enum Node {
     Char(char),
-    Set { ranges: Vec<(char, char)>, negated: bool },
+    Set {
+        ranges: Vec<(char, char)>,
+        negated: bool,
+    },
     Dot,
     Start,
     End,
@@ -165,7 +168,9 @@ impl Parser {
             'n' => Node::Char('\n'),
             'r' => Node::Char('\r'),
             't' => Node::Char('\t'),
-            c if c.is_ascii_alphanumeric() => return Err(format!("unsupported regex escape \\{c}")),
+            c if c.is_ascii_alphanumeric() => {
+                return Err(format!("unsupported regex escape \\{c}"))
+            }
             c => Node::Char(c),
         })
     }
@@ -295,7 +300,10 @@ fn gen_node(node: &Node, rng: &mut Rng, out: &mut String) {
             ranges,
             negated: true,
         } => {
-            let allowed: Vec<char> = FALLBACK.chars().filter(|&c| !in_ranges(ranges, c)).collect();
+            let allowed: Vec<char> = FALLBACK
+                .chars()
+                .filter(|&c| !in_ranges(ranges, c))
+                .collect();
             out.push(if allowed.is_empty() {
                 '~'
             } else {

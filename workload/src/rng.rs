@@ -25,7 +25,9 @@ impl Rng {
     /// A generator for `seed`, on a stream named by `stream` (so that, e.g., route generation and
     /// priority assignment do not share draws).
     pub(crate) fn new(seed: u64, stream: u64) -> Rng {
-        Rng(mix64(seed ^ mix64(stream.wrapping_add(0x9E37_79B9_7F4A_7C15))))
+        Rng(mix64(
+            seed ^ mix64(stream.wrapping_add(0x9E37_79B9_7F4A_7C15)),
+        ))
     }
 
     pub(crate) fn next_u64(&mut self) -> u64 {
@@ -63,11 +65,21 @@ impl Rng {
         &items[self.below(items.len())]
     }
 
+    pub(crate) fn pick_str<'a>(&mut self, items: &[&'a str]) -> &'a str {
+        items[self.below(items.len())]
+    }
+
     pub(crate) fn shuffle<T>(&mut self, items: &mut [T]) {
         for i in (1..items.len()).rev() {
             let j = self.below(i + 1);
             items.swap(i, j);
         }
+    }
+
+    /// A random numeric id of 1 to 6 digits.
+    pub(crate) fn id_digits(&mut self) -> String {
+        let len = 1 + self.below(6);
+        self.digits(len)
     }
 
     /// A decimal number with `len` digits (first digit non-zero).
