@@ -48,32 +48,69 @@ impl ExprError {
             .find('\n')
             .map_or(source.len(), |i| start + i);
         let line = source[..start].matches('\n').count() + 1;
-        let before = &source[line_start..start];
-        let column = before.chars().count() + 1;
-        // Tabs stay tabs so the caret lines up under the source line whatever the tab width.
-        let caret_indent = before
-            .chars()
-            .map(|c| if c == '\t' { '\t' } else { ' ' })
-            .collect();
-        let caret_len = source[start..end.min(line_end)].chars().count().max(1);
+        let text = source[line_start..line_end].trim_end_matches('\r');
+        let column = source[line_start..start].chars().count() + 1;
+        let (source_line, caret_indent, caret_len) = snippet(
+            text,
+            column - 1,
+            source[start..end.min(line_end)].chars().count(),
+        );
         ExprError {
             kind,
             message: message.into(),
             span: start..end,
             line,
             column,
-            source_line: source[line_start..line_end]
-                .trim_end_matches('\r')
-                .to_owned(),
+            source_line,
             caret_indent,
             caret_len,
         }
     }
 
-    /// The source line the error points into.
+    /// The source line the error points into, as it is shown under the message: a line longer
+    /// than [`SHOWN_CHARS`] characters is cut to a window around the error, with `…` marking each
+    /// cut, and control characters other than tab are shown as spaces.
     pub fn source_line(&self) -> &str {
         &self.source_line
     }
+}
+
+/// The most characters of a source line an error shows.
+pub const SHOWN_CHARS: usize = 100;
+/// How many characters before the error a cut line keeps.
+const SHOWN_BEFORE: usize = 40;
+
+/// The displayed line, the caret's indent and the caret's length, for a span starting at
+/// character `col` (0-based) of `line` and covering `len` characters of it. Long lines are
+/// windowed so that a 1 MiB expression on one line gives a readable error, not 2 MiB of text.
+fn snippet(line: &str, col: usize, len: usize) -> (String, String, usize) {
+    let total = line.chars().count();
+    let (from, to) = if total <= SHOWN_CHARS {
+        (0, total)
+    } else {
+        let from = col.saturating_sub(SHOWN_BEFORE);
+        (from, (from + SHOWN_CHARS).min(total))
+    };
+    let mut shown = String::new();
+    let mut indent = String::new();
+    if from > 0 {
+        shown.push('…');
+        indent.push(' ');
+    }
+    for (i, c) in line.chars().enumerate().skip(from).take(to - from) {
+        // Tabs stay tabs so the caret lines up under the source line whatever the tab width.
+        let c = if c.is_control() && c != '\t' { ' ' } else { c };
+        shown.push(c);
+        if i < col {
+            indent.push(if c == '\t' { '\t' } else { ' ' });
+        }
+    }
+    if to < total {
+        shown.push('…');
+    }
+    // At least one caret (an error at the end of the line points just past it); none past a cut.
+    let caret_len = len.min(to.saturating_sub(col)).max(1);
+    (shown, indent, caret_len)
 }
 
 fn floor_char_boundary(s: &str, mut i: usize) -> usize {
@@ -183,6 +220,39 @@ mod tests {
             e.to_string(),
             "line 2, column 6: bad regex\n  |\n2 | \tb ~ \"(\"\n  | \t    ^^^"
         );
+    }
+
+    #[test]
+    fn long_lines_are_cut_to_a_window_around_the_error() {
+        // Near the start: only the end is cut.
+        let src = format!("a = 1 {}", "x".repeat(200));
+        let e = ExprError::new(ExprErrorKind::Syntax, &src, 2..3, "m");
+        assert_eq!(e.source_line(), format!("a = 1 {}…", "x".repeat(94)));
+        assert!(e.to_string().ends_with("\n  |   ^"));
+        // In the middle: both ends are cut, 40 characters are kept before the error.
+        let src = format!("{}é = 1 {}", "x".repeat(300), "y".repeat(300));
+        let e = ExprError::new(ExprErrorKind::Syntax, &src, 302..304, "m");
+        assert_eq!(e.column, 302);
+        assert_eq!(
+            e.source_line(),
+            format!("…{}é = 1 {}…", "x".repeat(39), "y".repeat(55))
+        );
+        assert!(e
+            .to_string()
+            .ends_with(&format!("\n  | {}^^", " ".repeat(41))));
+        // A span running past the cut gets carets up to the cut only.
+        let e = ExprError::new(ExprErrorKind::Limit, &src, 10..src.len(), "m");
+        assert!(e
+            .to_string()
+            .ends_with(&format!("  |  {}{}", " ".repeat(9), "^".repeat(90))));
+    }
+
+    #[test]
+    fn control_characters_in_the_shown_line_become_spaces() {
+        let src = "a\r== \u{1}1";
+        let e = ExprError::new(ExprErrorKind::Syntax, src, 5..6, "m");
+        assert_eq!(e.source_line(), "a ==  1");
+        assert_eq!(e.column, 6);
     }
 
     #[test]
