@@ -208,10 +208,9 @@ impl<'a> MatchResult<'a> {
             .rev()
             .find(|(f, _)| *f == field)
             .map(|(_, m)| match m {
-                Matched::Lit(Lit::Str(s)) => MatchedValue::String(s),
-                Matched::Lit(Lit::Int(i)) => MatchedValue::Int(*i),
-                Matched::Lit(Lit::IpAddr(a)) => MatchedValue::IpAddr(*a),
-                Matched::Lit(Lit::IpCidr(c)) => MatchedValue::IpCidr(*c),
+                Matched::Int(i) => MatchedValue::Int(*i),
+                Matched::IpAddr(a) => MatchedValue::IpAddr(*a),
+                Matched::IpCidr(c) => MatchedValue::IpCidr(*c),
                 Matched::Text(r) => MatchedValue::String(&w.text[r.clone()]),
             })
     }
@@ -235,7 +234,7 @@ impl<'a> MatchResult<'a> {
         w.captures.iter().map(move |(k, r)| {
             let key = match k {
                 Key::Index(i) => CaptureKey::Index(*i),
-                Key::Name(n) => CaptureKey::Name(n),
+                Key::Name(n) => CaptureKey::Name(&w.text[n.clone()]),
             };
             (key, &w.text[r.clone()])
         })
@@ -249,7 +248,7 @@ impl<'a> MatchResult<'a> {
             .rev()
             .find(|(k, _)| match (k, key) {
                 (Key::Index(a), CaptureKey::Index(b)) => *a == b,
-                (Key::Name(a), CaptureKey::Name(b)) => **a == *b,
+                (Key::Name(a), CaptureKey::Name(b)) => w.text[a.clone()] == *b,
                 _ => false,
             })
             .map(|(_, r)| &w.text[r.clone()])
@@ -299,8 +298,10 @@ impl fmt::Display for CaptureKey<'_> {
     }
 }
 
-/// What the deciding predicates recorded, as ranges into one reusable text buffer so that
-/// recording costs no allocation once the buffers have grown.
+/// What the deciding predicates recorded. Text (matched strings, captures, group names) is
+/// copied into one reusable buffer and referred to by range: recording costs no allocation once
+/// the buffers have grown, and no reference counting (copying a few bytes is cheaper than the
+/// atomic increments and decrements of sharing the route's `Arc<str>`).
 ///
 /// Invariant: a sub-expression that turns out false rolls back to the [`Mark`] taken before it,
 /// so only deciding predicates leave anything here.
@@ -313,14 +314,16 @@ pub(crate) struct Witnesses {
 
 #[derive(Debug)]
 enum Matched {
-    Lit(Lit),
     Text(Range<usize>),
+    Int(i64),
+    IpAddr(IpAddr),
+    IpCidr(IpCidr),
 }
 
 #[derive(Debug)]
 enum Key {
     Index(usize),
-    Name(Arc<str>),
+    Name(Range<usize>),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -342,7 +345,13 @@ impl Witnesses {
     }
 
     pub(crate) fn literal(&mut self, field: FieldId, lit: &Lit) {
-        self.matched.push((field, Matched::Lit(lit.clone())));
+        let m = match lit {
+            Lit::Str(s) => Matched::Text(self.push_text(s)),
+            Lit::Int(i) => Matched::Int(*i),
+            Lit::IpAddr(a) => Matched::IpAddr(*a),
+            Lit::IpCidr(c) => Matched::IpCidr(*c),
+        };
+        self.matched.push((field, m));
     }
 
     fn push_text(&mut self, s: &str) -> Range<usize> {
@@ -361,8 +370,9 @@ impl Witnesses {
         self.captures.push((Key::Index(index), r));
     }
 
-    pub(crate) fn capture_name(&mut self, name: &Arc<str>, s: &str) {
+    pub(crate) fn capture_name(&mut self, name: &str, s: &str) {
+        let n = self.push_text(name);
         let r = self.push_text(s);
-        self.captures.push((Key::Name(name.clone()), r));
+        self.captures.push((Key::Name(n), r));
     }
 }

@@ -18,7 +18,13 @@
 //! Candidates are visited in routing order (see [`Order`]) and the first true one wins, so the
 //! result is the linear scan's.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+// Fx hashing: keys are route literals from the configuration, and a request can only look up,
+// never insert, so it cannot build the collision chains that SipHash guards against; Fx costs
+// a fraction of SipHash on every request.
+use rustc_hash::FxHashMap as HashMap;
 
 use uuid::Uuid;
 
@@ -33,14 +39,18 @@ use crate::value::Value;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) struct Order {
     priority: u64,
-    id: u128,
+    // Two halves rather than a u128: u128's 16-byte alignment would pad every entry.
+    id_high: u64,
+    id_low: u64,
 }
 
 impl Order {
     pub(crate) fn new(priority: u64, id: Uuid) -> Order {
+        let (high, low) = id.as_u64_pair();
         Order {
             priority: !priority,
-            id: !id.as_u128(),
+            id_high: !high,
+            id_low: !low,
         }
     }
 }
@@ -58,8 +68,8 @@ pub(crate) struct Requirement {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Kind {
-    /// Some value equals one of these strings.
-    Exact(Vec<Box<str>>),
+    /// Some value equals one of these strings (shared with the route's literals).
+    Exact(Vec<Arc<str>>),
     /// Some value equals one of these integers.
     ExactInt(Vec<i64>),
     /// Some value starts with one of these byte strings.
@@ -89,7 +99,7 @@ impl Requirement {
         if (self.field, self.lower) != (other.field, other.lower) {
             return None;
         }
-        let bytes = |v: &[Box<str>]| -> Vec<Box<[u8]>> {
+        let bytes = |v: &[Arc<str>]| -> Vec<Box<[u8]>> {
             v.iter().map(|s| Box::from(s.as_bytes())).collect()
         };
         let kind = match (&self.kind, &other.kind) {
@@ -139,7 +149,7 @@ fn requirements(node: &Node) -> Vec<Requirement> {
     match node {
         Node::Pred(p) => {
             let kind = match (p.op, &p.lit) {
-                (Op::Equals, Lit::Str(s)) => Kind::Exact(vec![Box::from(&**s)]),
+                (Op::Equals, Lit::Str(s)) => Kind::Exact(vec![s.clone()]),
                 (Op::Equals, Lit::Int(i)) => Kind::ExactInt(vec![*i]),
                 (Op::Prefix, Lit::Str(s)) if !s.is_empty() => {
                     Kind::Prefix(vec![Box::from(s.as_bytes())])
@@ -193,6 +203,11 @@ struct Bucket(Vec<Entry>);
 impl Bucket {
     fn insert(&mut self, e: Entry) {
         if let Err(i) = self.0.binary_search(&e) {
+            // Most buckets hold one or two routes: grow small ones exactly instead of by the
+            // vector's default minimum of four entries.
+            if self.0.len() < 4 {
+                self.0.reserve_exact(1);
+            }
             self.0.insert(i, e);
         }
     }
@@ -204,7 +219,13 @@ impl Bucket {
     }
 }
 
-/// A byte trie whose nodes hold the routes whose literal ends there.
+/// A path-compressed (radix) trie over bytes whose nodes hold the routes whose literal ends
+/// there. Edges carry whole byte strings, so a lookup costs one step per branching point
+/// instead of one per byte.
+///
+/// Invariants: sibling edges start with distinct bytes (children are sorted by that byte);
+/// every node but the root holds routes or has at least two children (removal merges a node
+/// left with one child into it), so the trie stays as small as its keys.
 #[derive(Debug, Default)]
 struct Trie {
     nodes: Vec<TrieNode>,
@@ -213,94 +234,193 @@ struct Trie {
 
 #[derive(Debug, Default)]
 struct TrieNode {
-    /// Sorted by byte.
+    /// The bytes on the edge from the parent (empty for the root).
+    label: Box<[u8]>,
+    /// Children by the first byte of their label.
     children: Vec<(u8, u32)>,
     bucket: Bucket,
 }
 
+/// A lookup key read forwards (prefixes) or backwards (suffixes), without copying it.
+trait Key {
+    fn len(&self) -> usize;
+    fn at(&self, i: usize) -> u8;
+}
+
+struct Forward<'a>(&'a [u8]);
+struct Backward<'a>(&'a [u8]);
+
+impl Key for Forward<'_> {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+    fn at(&self, i: usize) -> u8 {
+        self.0[i]
+    }
+}
+
+impl Key for Backward<'_> {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+    fn at(&self, i: usize) -> u8 {
+        self.0[self.0.len() - 1 - i]
+    }
+}
+
 impl Trie {
-    fn root(&mut self) -> u32 {
+    fn new_node(&mut self, node: TrieNode) -> u32 {
+        match self.free.pop() {
+            Some(f) => {
+                self.nodes[f as usize] = node;
+                f
+            }
+            None => {
+                self.nodes.push(node);
+                (self.nodes.len() - 1) as u32
+            }
+        }
+    }
+
+    fn child(&self, n: u32, b: u8) -> Result<usize, usize> {
+        self.nodes[n as usize]
+            .children
+            .binary_search_by_key(&b, |c| c.0)
+    }
+
+    fn insert(&mut self, key: &[u8], e: Entry) {
         if self.nodes.is_empty() {
             self.nodes.push(TrieNode::default());
         }
-        0
-    }
-
-    fn insert(&mut self, key: impl Iterator<Item = u8>, e: Entry) {
-        let mut n = self.root();
-        for b in key {
-            let children = &self.nodes[n as usize].children;
-            n = match children.binary_search_by_key(&b, |c| c.0) {
-                Ok(i) => children[i].1,
+        let mut n = 0u32;
+        let mut rest = key;
+        while let Some(&b) = rest.first() {
+            let i = match self.child(n, b) {
+                Ok(i) => i,
                 Err(i) => {
-                    let new = match self.free.pop() {
-                        Some(f) => f,
-                        None => {
-                            self.nodes.push(TrieNode::default());
-                            (self.nodes.len() - 1) as u32
-                        }
-                    };
-                    self.nodes[n as usize].children.insert(i, (b, new));
-                    new
+                    let leaf = self.new_node(TrieNode {
+                        label: rest.into(),
+                        ..TrieNode::default()
+                    });
+                    self.nodes[n as usize].children.insert(i, (b, leaf));
+                    n = leaf;
+                    break;
                 }
             };
+            let c = self.nodes[n as usize].children[i].1;
+            let label = &self.nodes[c as usize].label;
+            let common = label.iter().zip(rest).take_while(|(x, y)| x == y).count();
+            if common < label.len() {
+                // Split the edge: a new node for the shared part, the old child below it.
+                let (shared, tail) = label.split_at(common);
+                let (shared, tail): (Box<[u8]>, Box<[u8]>) = (shared.into(), tail.into());
+                let tail_first = tail[0];
+                self.nodes[c as usize].label = tail;
+                let mid = self.new_node(TrieNode {
+                    label: shared,
+                    children: vec![(tail_first, c)],
+                    bucket: Bucket::default(),
+                });
+                self.nodes[n as usize].children[i].1 = mid;
+                n = mid;
+            } else {
+                n = c;
+            }
+            rest = &rest[common..];
         }
         self.nodes[n as usize].bucket.insert(e);
     }
 
-    /// Removes the entry and prunes nodes left with neither routes nor children.
-    fn remove(&mut self, key: impl Iterator<Item = u8>, e: Entry) {
+    /// Removes the entry, then prunes and merges so the invariants hold again.
+    fn remove(&mut self, key: &[u8], e: Entry) {
         if self.nodes.is_empty() {
             return;
         }
-        let mut path: Vec<(u32, u8)> = Vec::new();
+        let mut path: Vec<(u32, usize)> = Vec::new(); // (parent, index of the child taken)
         let mut n = 0u32;
-        for b in key {
-            let children = &self.nodes[n as usize].children;
-            match children.binary_search_by_key(&b, |c| c.0) {
-                Ok(i) => {
-                    path.push((n, b));
-                    n = children[i].1;
-                }
-                Err(_) => return,
+        let mut rest = key;
+        while let Some(&b) = rest.first() {
+            let Ok(i) = self.child(n, b) else { return };
+            let c = self.nodes[n as usize].children[i].1;
+            let label = &self.nodes[c as usize].label;
+            if !rest.starts_with(label) {
+                return;
             }
+            rest = &rest[label.len()..];
+            path.push((n, i));
+            n = c;
         }
         self.nodes[n as usize].bucket.remove(e);
-        while let Some((parent, b)) = path.pop() {
+        // Walk up: drop empty leaves, merge single-child nodes into their child.
+        while let Some((parent, i)) = path.pop() {
             let node = &self.nodes[n as usize];
-            if !node.bucket.0.is_empty() || !node.children.is_empty() {
+            if !node.bucket.0.is_empty() {
                 break;
             }
-            let siblings = &mut self.nodes[parent as usize].children;
-            if let Ok(i) = siblings.binary_search_by_key(&b, |c| c.0) {
-                siblings.remove(i);
+            match node.children.len() {
+                0 => {
+                    self.nodes[parent as usize].children.remove(i);
+                    self.release(n);
+                    n = parent;
+                }
+                1 => {
+                    self.merge_into_child(parent, i, n);
+                    break;
+                }
+                _ => break,
             }
-            self.nodes[n as usize] = TrieNode::default();
-            self.free.push(n);
-            n = parent;
         }
     }
 
-    /// Calls `f` with the bucket of every node along `key` (every stored literal that is a
-    /// prefix of `key`).
-    fn walk(&self, key: impl Iterator<Item = u8>, out: &mut Vec<Entry>) {
-        let Some(mut node) = self.nodes.first() else {
+    /// Replaces node `n` (child `i` of `parent`) by its only child, prepending `n`'s label.
+    fn merge_into_child(&mut self, parent: u32, i: usize, n: u32) {
+        let child = self.nodes[n as usize].children[0].1;
+        let mut label = std::mem::take(&mut self.nodes[n as usize].label).into_vec();
+        label.extend_from_slice(&self.nodes[child as usize].label);
+        self.nodes[child as usize].label = label.into();
+        self.nodes[parent as usize].children[i].1 = child;
+        self.release(n);
+    }
+
+    fn release(&mut self, n: u32) {
+        self.nodes[n as usize] = TrieNode::default();
+        self.free.push(n);
+    }
+
+    /// Appends the bucket of every node whose key is a prefix of `key`.
+    fn walk(&self, key: &impl Key, out: &mut Vec<Entry>) {
+        let Some(root) = self.nodes.first() else {
             return;
         };
-        out.extend_from_slice(&node.bucket.0);
-        for b in key {
-            match node.children.binary_search_by_key(&b, |c| c.0) {
-                Ok(i) => node = &self.nodes[node.children[i].1 as usize],
-                Err(_) => return,
+        out.extend_from_slice(&root.bucket.0);
+        let mut node = root;
+        let mut pos = 0;
+        while pos < key.len() {
+            let Ok(i) = node.children.binary_search_by_key(&key.at(pos), |c| c.0) else {
+                return;
+            };
+            let child = &self.nodes[node.children[i].1 as usize];
+            let label = &child.label;
+            if key.len() - pos < label.len()
+                || (1..label.len()).any(|j| label[j] != key.at(pos + j))
+            {
+                return;
             }
+            pos += label.len();
+            node = child;
             out.extend_from_slice(&node.bucket.0);
         }
+    }
+
+    /// Number of nodes in use.
+    fn size(&self) -> usize {
+        self.nodes.len() - self.free.len()
     }
 }
 
 #[derive(Debug)]
 enum Structure {
-    Exact(HashMap<Box<str>, Bucket>),
+    Exact(HashMap<Arc<str>, Bucket>),
     ExactInt(HashMap<i64, Bucket>),
     Prefix(Trie),
     Suffix(Trie),
@@ -349,8 +469,8 @@ impl Index {
                     field: req.field,
                     lower: req.lower,
                     structure: match req.kind {
-                        Kind::Exact(_) => Structure::Exact(HashMap::new()),
-                        Kind::ExactInt(_) => Structure::ExactInt(HashMap::new()),
+                        Kind::Exact(_) => Structure::Exact(HashMap::default()),
+                        Kind::ExactInt(_) => Structure::ExactInt(HashMap::default()),
                         Kind::Prefix(_) => Structure::Prefix(Trie::default()),
                         Kind::Suffix(_) => Structure::Suffix(Trie::default()),
                     },
@@ -374,12 +494,13 @@ impl Index {
             }
             (Structure::Prefix(t), Kind::Prefix(keys)) => {
                 for k in keys {
-                    t.insert(k.iter().copied(), e);
+                    t.insert(k, e);
                 }
             }
             (Structure::Suffix(t), Kind::Suffix(keys)) => {
                 for k in keys {
-                    t.insert(k.iter().rev().copied(), e);
+                    let reversed: Vec<u8> = k.iter().rev().copied().collect();
+                    t.insert(&reversed, e);
                 }
             }
             _ => unreachable!("FieldIndex::matches checked the kind"),
@@ -418,12 +539,13 @@ impl Index {
             }
             (Structure::Prefix(t), Kind::Prefix(keys)) => {
                 for k in keys {
-                    t.remove(k.iter().copied(), e);
+                    t.remove(k, e);
                 }
             }
             (Structure::Suffix(t), Kind::Suffix(keys)) => {
                 for k in keys {
-                    t.remove(k.iter().rev().copied(), e);
+                    let reversed: Vec<u8> = k.iter().rev().copied().collect();
+                    t.remove(&reversed, e);
                 }
             }
             _ => unreachable!("FieldIndex::matches checked the kind"),
@@ -453,11 +575,11 @@ impl Index {
                     }
                     (Structure::Prefix(t), Value::String(s)) => {
                         let s = crate::matcher::lowercase_if(fi.lower, s, lowered);
-                        t.walk(s.bytes(), out);
+                        t.walk(&Forward(s.as_bytes()), out);
                     }
                     (Structure::Suffix(t), Value::String(s)) => {
                         let s = crate::matcher::lowercase_if(fi.lower, s, lowered);
-                        t.walk(s.bytes().rev(), out);
+                        t.walk(&Backward(s.as_bytes()), out);
                     }
                     _ => {}
                 }
@@ -470,7 +592,96 @@ impl Index {
         self.fallback.iter().map(|(o, s)| (*o, *s))
     }
 
+    pub(crate) fn summary(&self) -> String {
+        let mut out = String::new();
+        for fi in &self.fields {
+            let (kind, size) = match &fi.structure {
+                Structure::Exact(m) => ("exact", m.len()),
+                Structure::ExactInt(m) => ("exact-int", m.len()),
+                Structure::Prefix(t) => ("prefix", t.size()),
+                Structure::Suffix(t) => ("suffix", t.size()),
+            };
+            out.push_str(&format!(
+                "field #{} lower={} {kind}: {} routes, {size} keys/nodes\n",
+                fi.field.0, fi.lower, fi.routes
+            ));
+        }
+        out
+    }
+
     pub(crate) fn fallback_len(&self) -> usize {
         self.fallback.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(i: u64) -> Entry {
+        (Order::new(i, Uuid::from_u128(u128::from(i))), i as u32)
+    }
+
+    fn walk(t: &Trie, key: &str) -> Vec<u32> {
+        let mut out = Vec::new();
+        t.walk(&Forward(key.as_bytes()), &mut out);
+        let mut slots: Vec<u32> = out.into_iter().map(|e| e.1).collect();
+        slots.sort();
+        slots
+    }
+
+    #[test]
+    fn trie_finds_every_stored_prefix_and_shrinks_back_when_emptied() {
+        let keys = ["/a", "/ab", "/abc", "/b", "/abd", "/a/x", "/", "/abc", "x"];
+        let mut t = Trie::default();
+        for (i, k) in keys.iter().enumerate() {
+            t.insert(k.as_bytes(), entry(i as u64));
+        }
+        // Every key that is a prefix of the lookup, and nothing else.
+        let brute = |lookup: &str| -> Vec<u32> {
+            let mut v: Vec<u32> = keys
+                .iter()
+                .enumerate()
+                .filter(|(_, k)| lookup.starts_with(*k))
+                .map(|(i, _)| i as u32)
+                .collect();
+            v.sort();
+            v
+        };
+        for lookup in [
+            "/abcd", "/abd", "/a/x/y", "/b", "", "/", "xy", "/ac", "/abz",
+        ] {
+            assert_eq!(walk(&t, lookup), brute(lookup), "{lookup}");
+        }
+        for (i, k) in keys.iter().enumerate().rev() {
+            t.remove(k.as_bytes(), entry(i as u64));
+        }
+        assert_eq!(t.size(), 1, "only the root is left");
+        assert!(walk(&t, "/abc").is_empty());
+    }
+
+    #[test]
+    fn trie_merges_nodes_left_with_one_child() {
+        let mut t = Trie::default();
+        t.insert(b"/api/v1", entry(1));
+        t.insert(b"/api/v2", entry(2));
+        assert_eq!(t.size(), 4, "root, /api/v, 1, 2");
+        t.remove(b"/api/v2", entry(2));
+        assert_eq!(t.size(), 2, "root and /api/v1 again");
+        assert_eq!(walk(&t, "/api/v1/x"), [1]);
+    }
+
+    #[test]
+    fn backward_keys_walk_suffixes() {
+        let mut t = Trie::default();
+        let rev = |s: &str| s.bytes().rev().collect::<Vec<u8>>();
+        t.insert(&rev(".example.com"), entry(1));
+        t.insert(&rev(".b.example.com"), entry(2));
+        let mut out = Vec::new();
+        t.walk(&Backward(b"a.b.example.com"), &mut out);
+        assert_eq!(out.len(), 2);
+        out.clear();
+        t.walk(&Backward(b"example.com"), &mut out);
+        assert!(out.is_empty());
     }
 }

@@ -5,9 +5,9 @@
 //! - `lower()` of an ASCII value is written into a reused buffer (the reference allocates a new
 //!   `String`); for ASCII text both give the same bytes. Non-ASCII values use
 //!   `str::to_lowercase`, exactly as the reference does.
-//! - `~` uses `is_match` when nothing will be recorded, `find` for regexes without groups and
-//!   `captures_read` with pooled capture locations otherwise; all three agree with `captures`
-//!   on whether and where the leftmost-first match is.
+//! - `~` runs on the memory-lean engines of [`crate::regex_cache`] (string operations for
+//!   literal patterns, NFA simulations otherwise) where the reference runs the `regex` crate;
+//!   both find the same leftmost-first match.
 //!
 //! Invariant: this file and `reference.rs` must keep the same semantics. The property tests in
 //! `tests/equivalence.rs` compare them on random tables and requests.
@@ -19,6 +19,7 @@ use crate::resolved::{Lit, Node, Pred};
 use crate::value::Value;
 
 /// `s`, lowercased into `buf` when `lower` is set.
+#[inline]
 pub(crate) fn lowercase_if<'a>(lower: bool, s: &'a str, buf: &'a mut String) -> &'a str {
     if !lower {
         return s;
@@ -107,33 +108,16 @@ fn test_str(p: &Pred, s: &str, w: Option<&mut Witnesses>) -> bool {
         Op::Regex => {
             let re = p.regex.as_ref().expect("a `~` predicate has a regex");
             let Some(w) = w else {
-                return re.regex.is_match(s);
+                return re.is_match(s);
             };
-            if re.names.len() == 1 {
-                let Some(m) = re.regex.find(s) else {
-                    return false;
-                };
-                w.text(p.field, m.as_str());
-                w.capture_index(0, m.as_str());
-                return true;
-            }
-            return re.with_locations(|locs| {
-                if re.regex.captures_read(locs, s).is_none() {
-                    return false;
+            return re.captures(s, |i, text| {
+                if i == 0 {
+                    w.text(p.field, text);
                 }
-                for i in 0..locs.len() {
-                    if let Some((start, end)) = locs.get(i) {
-                        let text = &s[start..end];
-                        if i == 0 {
-                            w.text(p.field, text);
-                        }
-                        w.capture_index(i, text);
-                        if let Some(name) = &re.names[i] {
-                            w.capture_name(name, text);
-                        }
-                    }
+                w.capture_index(i, text);
+                if let Some(name) = &re.names[i] {
+                    w.capture_name(name, text);
                 }
-                true
             });
         }
         _ => (false, false),

@@ -81,7 +81,7 @@ fn test(p: &Pred, v: &Value, w: Option<&mut Witnesses>) -> bool {
         (Op::NotEquals, v, lit) => (!equal(v, lit), false),
         (Op::Regex, Value::String(s), _) => {
             let re = p.regex.as_ref().expect("a `~` predicate has a regex");
-            let Some(caps) = re.regex.captures(s) else {
+            let Some(caps) = re.reference().and_then(|r| r.captures(s)) else {
                 return false;
             };
             if let Some(w) = w {

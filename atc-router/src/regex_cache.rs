@@ -1,43 +1,105 @@
 //! Compiled regexes, shared by source text.
 //!
-//! Invariant: one router compiles a given regex source once; every route using it holds an
-//! `Arc` to the same [`CompiledRegex`]. Entries no route holds any more are dropped by
-//! [`RegexCache::release`], so removing routes frees their regexes.
+//! Invariants:
+//! - One router compiles a given regex source once; every route using it holds an `Arc` to the
+//!   same [`CompiledRegex`]. Entries no route holds any more are dropped by
+//!   [`RegexCache::release`], so removing routes frees their regexes.
+//! - Matching uses [`Engine`], chosen for memory: a pattern that is only a literal with anchors
+//!   (`^/shop$`, `^/v1`, `\.com$`) is matched with string operations, and any other pattern with
+//!   regex-automata's meta engine restricted to its NFA simulations (PikeVM and bounded
+//!   backtracker). The default `regex` configuration also builds one-pass and lazy DFAs: about
+//!   ten times the memory (≈93 KB instead of ≈10 KB for a two-capture path pattern, plus up to
+//!   2 MB of lazy DFA cache per thread) for a matching speed-up that a router, which runs only a
+//!   few regexes per request, does not need. Matching stays linear in the text either way.
+//! - The reference evaluator uses a plain `regex::Regex` of the same source, compiled on first
+//!   use, so that the oracle does not share these engine choices.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 
-use std::sync::Mutex;
-
-use regex::{CaptureLocations, Regex};
+use regex_automata::meta;
+use regex_automata::util::captures::Captures;
+use regex_automata::PatternID;
 use regex_syntax::hir::literal::{ExtractKind, Extractor};
-use regex_syntax::hir::Look;
+use regex_syntax::hir::{Hir, HirKind, Look};
 
-/// A regex and what capture recording needs of it.
+/// A regex and what matching and capture recording need of it.
 #[derive(Debug)]
 pub struct CompiledRegex {
-    pub(crate) regex: Regex,
+    source: Box<str>,
+    engine: Engine,
     /// Group names by group index (`None` for unnamed groups and group 0).
     pub(crate) names: Box<[Option<Arc<str>>]>,
     /// For a regex anchored at the start: literals one of which every matching text starts with.
     prefixes: Option<Box<[Box<[u8]>]>>,
-    /// Capture locations to reuse, so that recording captures allocates nothing per request.
-    /// A pool rather than one slot because routers are shared by threads.
-    locations: Mutex<Vec<CaptureLocations>>,
+    /// Capture slots to reuse, so that recording captures allocates nothing per request. A pool
+    /// rather than one slot because routers are shared by threads.
+    captures: Mutex<Vec<Captures>>,
+    size_limit: usize,
+    reference: OnceLock<Option<regex::Regex>>,
+}
+
+#[derive(Debug)]
+enum Engine {
+    /// The pattern is `literal` with optional `^`/`\A` and `$`/`\z` and no groups.
+    Literal {
+        text: Box<str>,
+        start: bool,
+        end: bool,
+    },
+    Automaton(meta::Regex),
+}
+
+/// Why a regex was rejected.
+#[derive(Debug)]
+pub(crate) enum RegexError {
+    Syntax(String),
+    TooBig(usize),
 }
 
 impl CompiledRegex {
-    pub(crate) fn new(source: &str, size_limit: usize) -> Result<CompiledRegex, regex::Error> {
-        let regex = regex::RegexBuilder::new(source)
-            .size_limit(size_limit)
-            .build()?;
-        let names = regex.capture_names().map(|n| n.map(Arc::from)).collect();
+    pub(crate) fn new(source: &str, size_limit: usize) -> Result<CompiledRegex, RegexError> {
+        // The same syntax defaults as `regex::Regex::new` (Unicode, UTF-8, nest limit).
+        let hir = regex_syntax::Parser::new()
+            .parse(source)
+            .map_err(|e| RegexError::Syntax(e.to_string()))?;
+        let prefixes = anchored_prefixes(&hir);
+        let (engine, names) = match literal(&hir) {
+            Some((text, start, end)) => (Engine::Literal { text, start, end }, vec![None]),
+            None => {
+                let config = meta::Config::new()
+                    .nfa_size_limit(Some(size_limit))
+                    .onepass(false)
+                    .dfa(false)
+                    .hybrid(false);
+                let re = meta::Regex::builder()
+                    .configure(config)
+                    .build_from_hir(&hir)
+                    .map_err(|e| match e.size_limit() {
+                        Some(limit) => RegexError::TooBig(limit),
+                        None => RegexError::Syntax(e.to_string()),
+                    })?;
+                let names: Vec<Option<Arc<str>>> = re
+                    .group_info()
+                    .pattern_names(PatternID::ZERO)
+                    .map(|n| n.map(Arc::from))
+                    .collect();
+                (Engine::Automaton(re), names)
+            }
+        };
         Ok(CompiledRegex {
-            prefixes: anchored_prefixes(source),
-            regex,
-            names,
-            locations: Mutex::new(Vec::new()),
+            source: source.into(),
+            engine,
+            names: names.into(),
+            prefixes,
+            captures: Mutex::new(Vec::new()),
+            size_limit,
+            reference: OnceLock::new(),
         })
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.source
     }
 
     /// Literals one of which every text this regex matches starts with; `None` when the regex
@@ -46,36 +108,125 @@ impl CompiledRegex {
         self.prefixes.as_deref()
     }
 
-    /// Runs `f` with capture locations of this regex taken from (and returned to) the pool.
-    pub(crate) fn with_locations<T>(&self, f: impl FnOnce(&mut CaptureLocations) -> T) -> T {
+    pub(crate) fn is_match(&self, s: &str) -> bool {
+        match &self.engine {
+            Engine::Literal { .. } => self.find_literal(s).is_some(),
+            Engine::Automaton(re) => re.is_match(s),
+        }
+    }
+
+    /// Finds the leftmost-first match and calls `f(group, text)` for every group that took
+    /// part, group 0 (the whole match) first. Returns whether there was a match.
+    pub(crate) fn captures(&self, s: &str, mut f: impl FnMut(usize, &str)) -> bool {
+        let re = match &self.engine {
+            Engine::Literal { .. } => {
+                return match self.find_literal(s) {
+                    Some(m) => {
+                        f(0, m);
+                        true
+                    }
+                    None => false,
+                };
+            }
+            Engine::Automaton(re) if self.names.len() == 1 => {
+                return match re.find(s) {
+                    Some(m) => {
+                        f(0, &s[m.range()]);
+                        true
+                    }
+                    None => false,
+                };
+            }
+            Engine::Automaton(re) => re,
+        };
         let pooled = self
-            .locations
+            .captures
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .pop();
-        let mut locs = pooled.unwrap_or_else(|| self.regex.capture_locations());
-        let out = f(&mut locs);
-        self.locations
+        let mut caps = pooled.unwrap_or_else(|| re.create_captures());
+        re.captures(s, &mut caps);
+        let matched = caps.is_match();
+        if matched {
+            for i in 0..self.names.len() {
+                if let Some(span) = caps.get_group(i) {
+                    f(i, &s[span.range()]);
+                }
+            }
+        }
+        self.captures
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push(locs);
-        out
+            .push(caps);
+        matched
     }
 
-    pub fn as_str(&self) -> &str {
-        self.regex.as_str()
+    fn find_literal<'s>(&self, s: &'s str) -> Option<&'s str> {
+        let Engine::Literal { text, start, end } = &self.engine else {
+            return None;
+        };
+        let found = match (start, end) {
+            (true, true) => s == &**text,
+            (true, false) => s.starts_with(&**text),
+            (false, true) => s.ends_with(&**text),
+            (false, false) => return s.find(&**text).map(|i| &s[i..i + text.len()]),
+        };
+        // Every match of a literal pattern is the literal itself; `s` holds it where it matched.
+        found.then(|| {
+            let at = if *end { s.len() - text.len() } else { 0 };
+            &s[at..at + text.len()]
+        })
     }
+
+    /// The plain `regex` crate's view of this pattern, for the reference evaluator.
+    pub(crate) fn reference(&self) -> Option<&regex::Regex> {
+        self.reference
+            .get_or_init(|| {
+                regex::RegexBuilder::new(&self.source)
+                    .size_limit(self.size_limit)
+                    .build()
+                    .ok()
+            })
+            .as_ref()
+    }
+}
+
+/// `(text, anchored at start, anchored at end)` when the pattern is a literal with anchors.
+fn literal(hir: &Hir) -> Option<(Box<str>, bool, bool)> {
+    let parts: &[Hir] = match hir.kind() {
+        HirKind::Concat(parts) => parts,
+        _ => std::slice::from_ref(hir),
+    };
+    let mut i = 0;
+    let start = matches!(
+        parts.first().map(Hir::kind),
+        Some(HirKind::Look(Look::Start))
+    );
+    i += usize::from(start);
+    let text = match parts.get(i).map(Hir::kind) {
+        Some(HirKind::Literal(l)) => {
+            i += 1;
+            std::str::from_utf8(&l.0).ok()?
+        }
+        Some(HirKind::Empty) => {
+            i += 1;
+            ""
+        }
+        _ => "",
+    };
+    let end = matches!(parts.get(i).map(Hir::kind), Some(HirKind::Look(Look::End)));
+    i += usize::from(end);
+    (i == parts.len()).then(|| (text.into(), start, end))
 }
 
 /// Uses regex-syntax (the parser inside `regex`, with the same default flags) to find the
 /// literal prefixes. Only a start anchor that every match begins with (`^` without `(?m)`, or
 /// `\A`) makes a prefix of the match a prefix of the whole text.
-fn anchored_prefixes(source: &str) -> Option<Box<[Box<[u8]>]>> {
-    let hir = regex_syntax::Parser::new().parse(source).ok()?;
+fn anchored_prefixes(hir: &Hir) -> Option<Box<[Box<[u8]>]>> {
     if !hir.properties().look_set_prefix().contains(Look::Start) {
         return None;
     }
-    let seq = Extractor::new().kind(ExtractKind::Prefix).extract(&hir);
+    let seq = Extractor::new().kind(ExtractKind::Prefix).extract(hir);
     let literals = seq.literals()?;
     if literals.is_empty() || literals.iter().any(|l| l.as_bytes().is_empty()) {
         return None;
@@ -93,7 +244,7 @@ impl RegexCache {
         &mut self,
         source: &str,
         size_limit: usize,
-    ) -> Result<Arc<CompiledRegex>, regex::Error> {
+    ) -> Result<Arc<CompiledRegex>, RegexError> {
         if let Some(r) = self.by_source.get(source) {
             return Ok(r.clone());
         }
@@ -116,5 +267,57 @@ impl RegexCache {
 
     pub(crate) fn len(&self) -> usize {
         self.by_source.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lit(p: &str) -> Option<(Box<str>, bool, bool)> {
+        literal(&regex_syntax::Parser::new().parse(p).unwrap())
+    }
+
+    #[test]
+    fn anchored_literals_skip_the_automaton() {
+        assert_eq!(lit("^/shop$"), Some(("/shop".into(), true, true)));
+        assert_eq!(lit(r"\A/shop"), Some(("/shop".into(), true, false)));
+        assert_eq!(lit(r"\.com$"), Some((".com".into(), false, true)));
+        assert_eq!(lit("abc"), Some(("abc".into(), false, false)));
+        assert_eq!(lit("^$"), Some(("".into(), true, true)));
+        assert_eq!(lit(""), Some(("".into(), false, false)));
+        for not_literal in [
+            "^(/shop)$",
+            "(?i)^a",
+            "(?m)^a$",
+            "^a+$",
+            "^a|b$",
+            r"^a\b",
+            "a$b",
+        ] {
+            assert_eq!(lit(not_literal), None, "{not_literal}");
+        }
+    }
+
+    #[test]
+    fn literal_matches_agree_with_regex() {
+        for (p, hays) in [
+            ("^/shop$", &["/shop", "/shop/", "x/shop"][..]),
+            ("^/v1", &["/v1/x", "/v", "a/v1"]),
+            (r"\.com$", &["a.com", "a.comx", ".com"]),
+            ("ab", &["xxabyab", "ba", ""]),
+            ("", &["", "x"]),
+            ("^é$", &["é", "e"]),
+        ] {
+            let ours = CompiledRegex::new(p, 1 << 20).unwrap();
+            assert!(matches!(ours.engine, Engine::Literal { .. }), "{p}");
+            let re = regex::Regex::new(p).unwrap();
+            for h in hays {
+                let mut got = None;
+                ours.captures(h, |_, t| got = Some(t.to_owned()));
+                assert_eq!(got.as_deref(), re.find(h).map(|m| m.as_str()), "{p} on {h}");
+                assert_eq!(ours.is_match(h), re.is_match(h));
+            }
+        }
     }
 }

@@ -136,16 +136,19 @@ impl Resolver<'_> {
     }
 }
 
-fn regex_error(e: regex::Error, err: &impl Fn(ExprErrorKind, String) -> ExprError) -> ExprError {
+fn regex_error(
+    e: crate::regex_cache::RegexError,
+    err: &impl Fn(ExprErrorKind, String) -> ExprError,
+) -> ExprError {
+    use crate::regex_cache::RegexError;
     match e {
-        regex::Error::CompiledTooBig(limit) => err(
+        RegexError::TooBig(limit) => err(
             ExprErrorKind::Limit,
             format!("regex is too large once compiled (limit: {limit} bytes)"),
         ),
-        e => {
-            // The regex crate draws its own caret over the pattern; keep only its verdict, the
+        RegexError::Syntax(text) => {
+            // The regex parser draws its own caret over the pattern; keep only its verdict, the
             // caret under the literal is ours.
-            let text = e.to_string();
             let reason = text
                 .lines()
                 .find_map(|l| l.strip_prefix("error: "))

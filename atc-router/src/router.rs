@@ -110,7 +110,8 @@ impl Route {
 pub struct Router {
     schema: Arc<Schema>,
     limits: Limits,
-    slots: Vec<Option<Route>>,
+    /// Boxed so that the slack of a growing vector costs a pointer per route, not a route.
+    slots: Vec<Option<Box<Route>>>,
     free: Vec<u32>,
     ids: HashMap<Uuid, u32>,
     order: BTreeMap<Order, u32>,
@@ -197,7 +198,7 @@ impl Router {
             }
         };
         self.index.insert(route.requirement.as_ref(), (order, slot));
-        self.slots[slot as usize] = Some(route);
+        self.slots[slot as usize] = Some(Box::new(route));
         self.ids.insert(id, slot);
         self.order.insert(order, slot);
         Ok(())
@@ -340,6 +341,25 @@ impl Router {
         ctx.scratch = scratch;
         ctx.outcome = found;
         found.is_some()
+    }
+
+    #[doc(hidden)]
+    pub fn index_summary(&self) -> String {
+        self.index.summary()
+    }
+
+    /// How many routes a request has to consider at most (index candidates plus the routes no
+    /// index holds): the cost model of [`Router::execute`], for diagnostics and tests.
+    pub fn candidate_count(&self, ctx: &mut Context) -> usize {
+        let mut scratch = std::mem::take(&mut ctx.scratch);
+        scratch.candidates.clear();
+        self.index
+            .candidates(ctx, &mut scratch.lowered, &mut scratch.candidates);
+        scratch.candidates.sort_unstable();
+        scratch.candidates.dedup();
+        let n = scratch.candidates.len() + self.index.fallback_len();
+        ctx.scratch = scratch;
+        n
     }
 
     /// The reference evaluator: every route in routing order, plain tree walk. The oracle that

@@ -1,10 +1,11 @@
 //! Schemas: field names and their types (spec §6), and the small integers ([`FieldId`]) that
 //! routers and contexts use instead of names on the request path.
 //!
-//! Invariant: a [`FieldId`] once handed out keeps its meaning for the life of the schema. Exact
-//! fields get theirs from [`Schema::add_field`]; a name that matches a `prefix.*` wildcard gets one
-//! the first time it is resolved, from an append-only table (bounded by
-//! [`Limits::max_wildcard_fields`]) shared by every router and context of the schema.
+//! Invariant: a [`FieldId`] once handed out keeps its meaning for the life of the schema, and no
+//! two fields share one. Exact fields get theirs from [`Schema::add_field`]; a name that matches a
+//! `prefix.*` wildcard gets one the first time it is resolved (bounded by
+//! [`Limits::max_wildcard_fields`]); both draw from the same counter, so fields added after a
+//! wildcard name was resolved get fresh ids.
 
 use std::collections::HashMap;
 use std::sync::RwLock;
@@ -39,16 +40,19 @@ pub struct Schema {
     exact: HashMap<String, FieldId>,
     /// Wildcard prefix including its trailing dot (`"http.headers."`) → type.
     wildcards: HashMap<String, Type>,
-    /// Types of all fields by id: the exact ones first, then interned wildcard names.
-    fields: Vec<(String, Type)>,
+    /// Exact fields by id (`None` at ids of wildcard-derived names).
+    fields: Vec<Option<(String, Type)>>,
     dynamic: RwLock<Dynamic>,
     limits: Limits,
 }
 
 #[derive(Debug, Default)]
 struct Dynamic {
+    /// The next id to hand out, exact or wildcard-derived.
+    next: u32,
+    count: usize,
     ids: HashMap<String, FieldId>,
-    fields: Vec<(String, Type)>,
+    fields: HashMap<FieldId, (String, Type)>,
 }
 
 impl Schema {
@@ -87,29 +91,34 @@ impl Schema {
         if self.exact.contains_key(name) {
             return Err(Error::DuplicateField(name.to_owned()));
         }
-        if self.dynamic_read().ids.contains_key(name) {
+        let dynamic = self.dynamic.get_mut().unwrap_or_else(|e| e.into_inner());
+        if dynamic.ids.contains_key(name) {
             // Already resolved through a wildcard: its id is in use, so the type cannot change.
             return Err(Error::DuplicateField(name.to_owned()));
         }
-        let id = FieldId(self.fields.len() as u32);
+        let id = FieldId(dynamic.next);
+        dynamic.next += 1;
         self.exact.insert(name.to_owned(), id);
-        self.fields.push((name.to_owned(), ty));
+        if self.fields.len() <= id.index() {
+            self.fields.resize(id.index() + 1, None);
+        }
+        self.fields[id.index()] = Some((name.to_owned(), ty));
         Ok(())
     }
 
     /// The type of a field, exact names first, then wildcards. Does not assign an id.
     pub fn field_type(&self, name: &str) -> Option<Type> {
-        if let Some(id) = self.exact.get(name) {
-            return Some(self.fields[id.index()].1);
+        match self.exact.get(name) {
+            Some(id) => self.type_of(*id),
+            None => self.wildcard_type(name),
         }
-        self.wildcard_type(name)
     }
 
     /// The type given by the declaration as written (`"http.headers.*"` included).
     pub fn declared_type(&self, name: &str) -> Option<Type> {
         match name.strip_suffix(".*") {
             Some(prefix) => self.wildcards.get(&format!("{prefix}.")).copied(),
-            None => self.exact.get(name).map(|id| self.fields[id.index()].1),
+            None => self.type_of(*self.exact.get(name)?),
         }
     }
 
@@ -124,7 +133,8 @@ impl Schema {
     /// Resolves a name to its id and type, assigning an id to a new wildcard-derived name.
     pub fn resolve(&self, name: &str) -> Result<(FieldId, Type), Error> {
         if let Some(id) = self.exact.get(name) {
-            return Ok((*id, self.fields[id.index()].1));
+            let ty = self.type_of(*id).expect("exact fields have a type");
+            return Ok((*id, ty));
         }
         let ty = self
             .wildcard_type(name)
@@ -136,16 +146,18 @@ impl Schema {
         if let Some(id) = dynamic.ids.get(name) {
             return Ok((*id, ty));
         }
-        if dynamic.fields.len() >= self.limits.max_wildcard_fields {
+        if dynamic.count >= self.limits.max_wildcard_fields {
             return Err(Error::Limit(format!(
                 "too many distinct wildcard field names in this schema (limit: {}); \
                  add to a context only the fields routes use",
                 self.limits.max_wildcard_fields
             )));
         }
-        let id = FieldId((self.fields.len() + dynamic.fields.len()) as u32);
+        let id = FieldId(dynamic.next);
+        dynamic.next += 1;
+        dynamic.count += 1;
         dynamic.ids.insert(name.to_owned(), id);
-        dynamic.fields.push((name.to_owned(), ty));
+        dynamic.fields.insert(id, (name.to_owned(), ty));
         Ok((id, ty))
     }
 
@@ -160,24 +172,16 @@ impl Schema {
     /// Name and type of a resolved field.
     pub fn field(&self, id: FieldId) -> Option<(String, Type)> {
         match self.fields.get(id.index()) {
-            Some(f) => Some(f.clone()),
-            None => self
-                .dynamic_read()
-                .fields
-                .get(id.index() - self.fields.len())
-                .cloned(),
+            Some(Some(f)) => Some(f.clone()),
+            _ => self.dynamic_read().fields.get(&id).cloned(),
         }
     }
 
     /// The type of a resolved field.
     pub fn type_of(&self, id: FieldId) -> Option<Type> {
         match self.fields.get(id.index()) {
-            Some(f) => Some(f.1),
-            None => self
-                .dynamic_read()
-                .fields
-                .get(id.index() - self.fields.len())
-                .map(|f| f.1),
+            Some(Some(f)) => Some(f.1),
+            _ => self.dynamic_read().fields.get(&id).map(|f| f.1),
         }
     }
 
@@ -219,6 +223,19 @@ mod tests {
         assert_eq!(s.field(x), Some(("h.x".into(), Type::String)));
         assert!(matches!(s.resolve("h"), Err(Error::UnknownField(_))));
         assert!(matches!(s.resolve("h.x.y"), Err(Error::UnknownField(_))));
+    }
+
+    #[test]
+    fn fields_added_after_a_wildcard_name_was_resolved_get_their_own_id() {
+        let mut s = Schema::new();
+        s.add_field("h.*", Type::String).unwrap();
+        let (wild, _) = s.resolve("h.x").unwrap();
+        s.add_field("port", Type::Int).unwrap();
+        let (port, ty) = s.resolve("port").unwrap();
+        assert_ne!(wild, port);
+        assert_eq!(ty, Type::Int);
+        assert_eq!(s.type_of(wild), Some(Type::String));
+        assert_eq!(s.field(port), Some(("port".into(), Type::Int)));
     }
 
     #[test]

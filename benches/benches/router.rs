@@ -1,0 +1,138 @@
+//! Criterion benchmarks on the WORKLOAD.md tables, indexed matcher and reference evaluator side
+//! by side in one run.
+//!
+//! `cargo bench -p atc-benches` for the full run; `cargo bench -p atc-benches -- --test` runs
+//! each benchmark once (what CI does, so they never rot). `ATC_BENCH_SIZES=100,1000` limits the
+//! table sizes.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use atc_benches::{build, contexts, live_bytes, schema, CountingAlloc};
+use atc_router::{Router, Uuid};
+use atc_workload::{Mix, Table};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+
+#[global_allocator]
+static ALLOC: CountingAlloc = CountingAlloc;
+
+fn sizes() -> Vec<usize> {
+    std::env::var("ATC_BENCH_SIZES")
+        .ok()
+        .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![100, 1_000, 10_000, 100_000])
+}
+
+fn matching(c: &mut Criterion) {
+    let schema = schema();
+    for n in sizes() {
+        let table = Table::generate(n, 1, false);
+        let before = live_bytes();
+        let router = build(&table, &schema);
+        let bytes = live_bytes() - before;
+        eprintln!(
+            "table {n}: {} routes, {} unindexed, {} regexes, {:.0} bytes per route",
+            router.len(),
+            router.unindexed_count(),
+            router.regex_count(),
+            bytes as f64 / router.len() as f64
+        );
+        let mut g = c.benchmark_group(format!("match/{n}"));
+        g.warm_up_time(Duration::from_millis(500));
+        g.measurement_time(Duration::from_secs(2));
+        for mix in Mix::all() {
+            let mut ctxs = contexts(&table, &schema, mix, 256);
+            g.bench_function(BenchmarkId::new("indexed", mix.name()), |b| {
+                let mut i = 0;
+                b.iter(|| {
+                    i = (i + 1) % ctxs.len();
+                    black_box(router.execute(&mut ctxs[i]))
+                })
+            });
+            // The linear scan costs milliseconds per request on big tables: fewer samples.
+            if n >= 10_000 {
+                g.sample_size(10);
+            }
+            g.bench_function(BenchmarkId::new("reference", mix.name()), |b| {
+                let mut i = 0;
+                b.iter(|| {
+                    i = (i + 1) % ctxs.len();
+                    black_box(router.execute_reference(&mut ctxs[i]))
+                })
+            });
+            g.sample_size(100);
+        }
+        g.finish();
+    }
+}
+
+fn updates(c: &mut Criterion) {
+    let schema = schema();
+    for n in sizes() {
+        let table = Table::generate(n, 1, false);
+        let mut g = c.benchmark_group(format!("update/{n}"));
+        g.warm_up_time(Duration::from_millis(500));
+        g.measurement_time(Duration::from_secs(2));
+        if n >= 10_000 {
+            g.sample_size(10);
+        }
+        g.bench_function("build", |b| b.iter(|| black_box(build(&table, &schema))));
+
+        let mut router = build(&table, &schema);
+        // Non-regex routes of the table's mix, fresh ids.
+        let extras: Vec<_> = (0..64u64)
+            .map(|s| table.extra_route(s))
+            .filter(|r| !r.expression.contains('~'))
+            .collect();
+        let add_remove = |router: &mut Router, iters: u64, time_add: bool| {
+            let mut spent = Duration::ZERO;
+            for i in 0..iters {
+                let r = &extras[i as usize % extras.len()];
+                let id = Uuid::from_bytes(r.id);
+                let t = Instant::now();
+                router.add(id, r.priority, &r.expression).unwrap();
+                if time_add {
+                    spent += t.elapsed();
+                }
+                let t = Instant::now();
+                router.remove(id);
+                if !time_add {
+                    spent += t.elapsed();
+                }
+            }
+            spent
+        };
+        g.bench_function("add-one", |b| {
+            b.iter_custom(|iters| add_remove(&mut router, iters, true))
+        });
+        g.bench_function("remove-one", |b| {
+            b.iter_custom(|iters| add_remove(&mut router, iters, false))
+        });
+        // Change: the same id gets another expression (remove + add).
+        let victim = &table.routes[n / 2];
+        let id = Uuid::from_bytes(victim.id);
+        g.bench_function("change-one", |b| {
+            let mut flip = false;
+            b.iter(|| {
+                flip = !flip;
+                let r = &extras[usize::from(flip)];
+                router.remove(id);
+                router
+                    .add(
+                        id,
+                        victim.priority,
+                        if flip {
+                            &r.expression
+                        } else {
+                            &victim.expression
+                        },
+                    )
+                    .unwrap();
+            })
+        });
+        g.finish();
+    }
+}
+
+criterion_group!(benches, matching, updates);
+criterion_main!(benches);

@@ -1,0 +1,26 @@
+//! Runs one mix in a loop for profiling: `perf record ... --example hot -- <n> <mix>`.
+use atc_benches::{build, contexts, schema};
+use atc_workload::{Mix, Table};
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let n: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(10_000);
+    let mix_name = args.next().unwrap_or_else(|| "hit-first".into());
+    let mix = Mix::all()
+        .into_iter()
+        .find(|m| m.name() == mix_name)
+        .expect("mix");
+    let schema = schema();
+    let table = Table::generate(n, 1, false);
+    let router = build(&table, &schema);
+    let mut ctxs = contexts(&table, &schema, mix, 256);
+    let t = std::time::Instant::now();
+    let mut hits = 0;
+    let iters: usize = std::env::var("ITERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5_000_000);
+    for i in 0..iters {
+        hits += usize::from(router.execute(&mut ctxs[i % 256]));
+    }
+    println!("{hits} hits, {:?} per request", t.elapsed() / iters as u32);
+}

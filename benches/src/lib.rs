@@ -1,0 +1,105 @@
+//! Shared set-up of the benchmarks: WORKLOAD.md tables loaded into routers, requests loaded into
+//! contexts, and an allocator that counts live bytes (for memory per route).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use atc_router::{Context, Router, Schema, Type, Uuid, Value};
+use atc_workload::{FieldType, Mix, Request, Table, SCHEMA};
+
+/// The schema every WORKLOAD table is written against.
+pub fn schema() -> Arc<Schema> {
+    let mut s = Schema::new();
+    for (name, ty) in SCHEMA {
+        let ty = match ty {
+            FieldType::String => Type::String,
+            FieldType::Int => Type::Int,
+            FieldType::IpAddr => Type::IpAddr,
+            FieldType::IpCidr => Type::IpCidr,
+        };
+        s.add_field(name, ty).expect("workload schema is valid");
+    }
+    Arc::new(s)
+}
+
+pub fn build(table: &Table, schema: &Arc<Schema>) -> Router {
+    let mut r = Router::new(schema.clone());
+    for route in &table.routes {
+        r.add(
+            Uuid::from_bytes(route.id),
+            route.priority,
+            &route.expression,
+        )
+        .unwrap_or_else(|e| panic!("{}\n{e}", route.expression));
+    }
+    r
+}
+
+pub fn value(v: &atc_workload::Value) -> Value {
+    match v {
+        atc_workload::Value::Str(s) => Value::String(s.clone()),
+        atc_workload::Value::Int(i) => Value::Int(*i),
+        atc_workload::Value::Ip(a) => Value::IpAddr(*a as IpAddr),
+    }
+}
+
+pub fn fill(ctx: &mut Context, req: &Request) {
+    ctx.reset();
+    for (f, v) in &req.fields {
+        ctx.add_value(f, value(v))
+            .expect("workload request fits the schema");
+    }
+}
+
+/// One filled context per request of a mix.
+pub fn contexts(table: &Table, schema: &Arc<Schema>, mix: Mix, n: usize) -> Vec<Context> {
+    atc_workload::requests(table, mix, n, 42)
+        .iter()
+        .map(|req| {
+            let mut ctx = Context::new(schema.clone());
+            fill(&mut ctx, req);
+            ctx
+        })
+        .collect()
+}
+
+/// Counts bytes currently allocated through it; install with `#[global_allocator]`.
+pub struct CountingAlloc;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+
+unsafe impl GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: forwarding the caller's layout to the system allocator.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        // SAFETY: `ptr` came from `alloc` above with this layout.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_add(new_size, Ordering::Relaxed);
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: as for `alloc`/`dealloc`.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+/// Bytes allocated and not yet freed (only with [`CountingAlloc`] installed).
+pub fn live_bytes() -> usize {
+    LIVE.load(Ordering::Relaxed)
+}
+
+/// Number of allocations so far (only with [`CountingAlloc`] installed).
+pub fn allocations() -> usize {
+    ALLOCATIONS.load(Ordering::Relaxed)
+}
