@@ -1,0 +1,443 @@
+//! Context handles: a request's values, and the result of the last execute.
+//!
+//! The request path is allocation-free once a context has served a request of the same shape:
+//! fields are addressed by ids resolved once ([`atc_context_field_id`]), strings are copied into
+//! buffers the context keeps across [`atc_context_reset`], and results are read as pointers into
+//! the context (non-string matched values are formatted into a scratch buffer it also keeps).
+//!
+//! Invariant: pointers handed out by [`atc_context_result`] and [`atc_context_captures`] point
+//! into `ctx` or `scratch` and stay valid until the next call that takes the context mutably
+//! (add, reset, execute, result, free).
+
+use std::fmt::Write as _;
+use std::net::IpAddr;
+
+use atc_router::{CaptureKey, Context, FieldId, IpCidr, MatchedValue, Type, Value};
+
+use crate::schema::AtcSchema;
+use std::ffi::c_char;
+
+use crate::{
+    guard, guard_ptr, guard_status, handle, handle_mut, out, str_arg, type_code, type_from_code,
+    Fail, Res, ATC_ERR_BUFFER, ATC_ERR_INVALID, ATC_ERR_TYPE, ATC_ERR_UNKNOWN_FIELD, ATC_OK,
+    ATC_TYPE_INT, ATC_TYPE_IPADDR, ATC_TYPE_IPCIDR, ATC_TYPE_NONE, ATC_TYPE_STRING, ATC_UUID_LEN,
+};
+
+/// A request context. Opaque.
+pub struct AtcContext {
+    pub(crate) ctx: Context,
+    scratch: String,
+}
+
+/// One value of a batch (`atc_context_add_values`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct AtcValue {
+    /// A field id from `atc_context_field_id`.
+    pub field: u32,
+    /// The `ATC_TYPE_*` code of the value; it must be the field's type.
+    pub value_type: i32,
+    /// The value of an `ATC_TYPE_INT`.
+    pub int_value: i64,
+    /// The bytes of an `ATC_TYPE_STRING` (UTF-8), or the text of an `ATC_TYPE_IPADDR`
+    /// (`192.0.2.1`, `2001:db8::1`) or `ATC_TYPE_IPCIDR` (`10.0.0.0/8`).
+    pub ptr: *const c_char,
+    pub len: usize,
+}
+
+/// A matched value, as read by `atc_context_result`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct AtcMatched {
+    /// `ATC_TYPE_NONE` when the field recorded no value, else the value's `ATC_TYPE_*`.
+    pub value_type: i32,
+    /// The value of an `ATC_TYPE_INT`.
+    pub int_value: i64,
+    /// The value as text (not NUL-terminated): the string itself, or the integer, address or
+    /// CIDR written out. Points into the context.
+    pub ptr: *const c_char,
+    pub len: usize,
+}
+
+/// A regex capture, as read by `atc_context_captures`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct AtcCapture {
+    /// The group number (0 is the whole match), or -1 for a named group.
+    pub index: i64,
+    /// The group name when `index` is -1 (not NUL-terminated), else NULL.
+    pub name: *const c_char,
+    pub name_len: usize,
+    /// The captured text (not NUL-terminated). Points into the context.
+    pub value: *const c_char,
+    pub value_len: usize,
+}
+
+impl AtcContext {
+    fn field_type(&self, field: u32) -> Res<Type> {
+        self.ctx.schema().type_of(FieldId(field)).ok_or_else(|| {
+            Fail::new(
+                ATC_ERR_UNKNOWN_FIELD,
+                format_args!("{field} is not a field id of this context's schema"),
+            )
+        })
+    }
+
+    fn add_text(&mut self, field: u32, text: &str) -> Res<()> {
+        let value = match self.field_type(field)? {
+            Type::String => return Ok(self.ctx.add_str(FieldId(field), text)?),
+            Type::IpAddr => text.parse::<IpAddr>().map(Value::IpAddr).map_err(|_| {
+                Fail::new(
+                    ATC_ERR_INVALID,
+                    format_args!("{text:?} is not an IP address"),
+                )
+            })?,
+            Type::IpCidr => text.parse::<IpCidr>().map(Value::IpCidr).map_err(|e| {
+                Fail::new(
+                    ATC_ERR_INVALID,
+                    format_args!("{text:?} is not a CIDR ({e})"),
+                )
+            })?,
+            Type::Int => {
+                return Err(self.type_error(field, "a text"));
+            }
+        };
+        Ok(self.ctx.add_value_by_id(FieldId(field), value)?)
+    }
+
+    fn type_error(&self, field: u32, found: &str) -> Fail {
+        let (name, ty) = self
+            .ctx
+            .schema()
+            .field(FieldId(field))
+            .unwrap_or_else(|| (format!("#{field}"), Type::String));
+        Fail::new(
+            ATC_ERR_TYPE,
+            format_args!("field `{name}` holds {ty} values, but {found} value was given"),
+        )
+    }
+
+    /// # Safety
+    /// `v.ptr` points to `v.len` bytes (or is NULL with length 0).
+    unsafe fn add(&mut self, v: &AtcValue) -> Res<()> {
+        let ty = type_from_code(v.value_type)?;
+        let field_ty = self.field_type(v.field)?;
+        if ty != field_ty {
+            return Err(self.type_error(v.field, &format!("a {ty}")));
+        }
+        match ty {
+            Type::Int => Ok(self
+                .ctx
+                .add_value_by_id(FieldId(v.field), Value::Int(v.int_value))?),
+            _ => self.add_text(v.field, str_arg(v.ptr, v.len, "value")?),
+        }
+    }
+}
+
+/// A new, empty context over `schema`, which from now on accepts no more fields. NULL when
+/// `schema` is NULL (message in `errbuf`). Free it with `atc_context_free`.
+///
+/// # Safety
+/// `schema` is NULL or a live handle; `errbuf` points to `*errbuf_len` bytes (or NULLs).
+#[no_mangle]
+pub unsafe extern "C" fn atc_context_new(
+    schema: *const AtcSchema,
+    errbuf: *mut c_char,
+    errbuf_len: *mut usize,
+) -> *mut AtcContext {
+    guard_ptr(errbuf, errbuf_len, || {
+        let schema = handle(schema, "schema")?.share();
+        Ok(Box::into_raw(Box::new(AtcContext {
+            ctx: Context::new(schema),
+            scratch: String::new(),
+        })))
+    })
+}
+
+/// Frees a context (NULL is ignored).
+///
+/// # Safety
+/// `context` must be NULL or a handle from `atc_context_new` not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn atc_context_free(context: *mut AtcContext) {
+    if !context.is_null() {
+        guard_status(|| {
+            drop(Box::from_raw(context));
+            Ok(ATC_OK)
+        });
+    }
+}
+
+/// Forgets the values and the result, keeping the buffers for the next request.
+///
+/// # Safety
+/// `context` is a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn atc_context_reset(context: *mut AtcContext) -> i32 {
+    guard_status(|| {
+        handle_mut(context, "context")?.ctx.reset();
+        Ok(ATC_OK)
+    })
+}
+
+/// Resolves a field name (exact, or through a `prefix.*` wildcard) to the small integer the
+/// add functions take, and its `ATC_TYPE_*` code (`field_type` may be NULL). Ids stay valid for
+/// every context and router of the same schema handle, so resolve once and reuse.
+///
+/// # Safety
+/// `context` is a live handle; `name` points to `name_len` bytes; `field_id` is writable;
+/// `errbuf` points to `*errbuf_len` bytes (or NULLs).
+#[no_mangle]
+pub unsafe extern "C" fn atc_context_field_id(
+    context: *const AtcContext,
+    name: *const c_char,
+    name_len: usize,
+    field_id: *mut u32,
+    field_type: *mut i32,
+    errbuf: *mut c_char,
+    errbuf_len: *mut usize,
+) -> i32 {
+    guard(errbuf, errbuf_len, || {
+        let c = handle(context, "context")?;
+        let name = str_arg(name, name_len, "name")?;
+        let id_out = out(field_id, "field_id")?;
+        let (id, ty) = c.ctx.schema().resolve(name)?;
+        *id_out = id.0;
+        if !field_type.is_null() {
+            *field_type = type_code(ty);
+        }
+        Ok(ATC_OK)
+    })
+}
+
+/// Appends a String value (UTF-8 bytes) to a field; a field may hold several values (a header
+/// that repeats). `ATC_ERR_TYPE` when the field is not a String field.
+///
+/// # Safety
+/// `context` is a live handle; `value` points to `value_len` bytes; `errbuf` points to
+/// `*errbuf_len` bytes (or NULLs).
+#[no_mangle]
+pub unsafe extern "C" fn atc_context_add_str(
+    context: *mut AtcContext,
+    field: u32,
+    value: *const c_char,
+    value_len: usize,
+    errbuf: *mut c_char,
+    errbuf_len: *mut usize,
+) -> i32 {
+    guard(errbuf, errbuf_len, || {
+        let c = handle_mut(context, "context")?;
+        let value = str_arg(value, value_len, "value")?;
+        if c.field_type(field)? != Type::String {
+            return Err(c.type_error(field, "a String"));
+        }
+        c.ctx.add_str(FieldId(field), value)?;
+        Ok(ATC_OK)
+    })
+}
+
+/// Appends an Int value to a field. `ATC_ERR_TYPE` when the field is not an Int field.
+///
+/// # Safety
+/// `context` is a live handle; `errbuf` points to `*errbuf_len` bytes (or NULLs).
+#[no_mangle]
+pub unsafe extern "C" fn atc_context_add_int(
+    context: *mut AtcContext,
+    field: u32,
+    value: i64,
+    errbuf: *mut c_char,
+    errbuf_len: *mut usize,
+) -> i32 {
+    guard(errbuf, errbuf_len, || {
+        let c = handle_mut(context, "context")?;
+        if c.field_type(field)? != Type::Int {
+            return Err(c.type_error(field, "an Int"));
+        }
+        c.ctx.add_value_by_id(FieldId(field), Value::Int(value))?;
+        Ok(ATC_OK)
+    })
+}
+
+/// Appends an address (`192.0.2.1`, `2001:db8::1`) to an IpAddr field, or a CIDR
+/// (`10.0.0.0/8`) to an IpCidr field, given as text. `ATC_ERR_INVALID` for text that does not
+/// parse, `ATC_ERR_TYPE` for a field of another type.
+///
+/// # Safety
+/// As `atc_context_add_str`.
+#[no_mangle]
+pub unsafe extern "C" fn atc_context_add_ip(
+    context: *mut AtcContext,
+    field: u32,
+    value: *const c_char,
+    value_len: usize,
+    errbuf: *mut c_char,
+    errbuf_len: *mut usize,
+) -> i32 {
+    guard(errbuf, errbuf_len, || {
+        let c = handle_mut(context, "context")?;
+        let value = str_arg(value, value_len, "value")?;
+        if !matches!(c.field_type(field)?, Type::IpAddr | Type::IpCidr) {
+            return Err(c.type_error(field, "an IP"));
+        }
+        c.add_text(field, value)?;
+        Ok(ATC_OK)
+    })
+}
+
+/// Appends `n` values in one call, in order. On failure `*failed` (may be NULL) receives the
+/// index of the value that failed; the values before it were added and the rest were not (reset
+/// the context to drop a partial request).
+///
+/// # Safety
+/// `context` is a live handle; `values` points to `n` values (may be NULL when `n` is 0), each
+/// string pointer to its length; `errbuf` points to `*errbuf_len` bytes (or NULLs).
+#[no_mangle]
+pub unsafe extern "C" fn atc_context_add_values(
+    context: *mut AtcContext,
+    values: *const AtcValue,
+    n: usize,
+    failed: *mut usize,
+    errbuf: *mut c_char,
+    errbuf_len: *mut usize,
+) -> i32 {
+    guard(errbuf, errbuf_len, || {
+        let c = handle_mut(context, "context")?;
+        if n == 0 {
+            return Ok(ATC_OK);
+        }
+        if values.is_null() {
+            return Err(Fail::null("values"));
+        }
+        for (i, v) in std::slice::from_raw_parts(values, n).iter().enumerate() {
+            if let Err(mut e) = c.add(v) {
+                if !failed.is_null() {
+                    *failed = i;
+                }
+                e.msg = format!("value {i}: {}", e.msg);
+                return Err(e);
+            }
+        }
+        Ok(ATC_OK)
+    })
+}
+
+/// Reads the result of the last execute: returns 1 and fills the outputs when a route matched,
+/// 0 when none did (outputs untouched). Every output may be NULL when not wanted:
+/// - `uuid`: the route id in hyphenated lowercase text, `ATC_UUID_LEN` bytes, not
+///   NUL-terminated (`*uuid_len`: capacity in, bytes written out; `ATC_ERR_BUFFER` with 36 in
+///   `*uuid_len` when smaller);
+/// - `matched`: the value recorded for the field whose id is `*matched_field` (no field when
+///   `matched_field` is NULL; `value_type` is `ATC_TYPE_NONE` when it recorded none);
+/// - `captures_n`: the number of captures, to read with `atc_context_captures`.
+///
+/// # Safety
+/// `context` is a live handle; every non-NULL pointer is valid as described.
+#[no_mangle]
+pub unsafe extern "C" fn atc_context_result(
+    context: *mut AtcContext,
+    matched_field: *const u32,
+    uuid: *mut c_char,
+    uuid_len: *mut usize,
+    matched: *mut AtcMatched,
+    captures_n: *mut usize,
+) -> i32 {
+    guard_status(|| {
+        let c = handle_mut(context, "context")?;
+        let Some(m) = c.ctx.result() else {
+            return Ok(0);
+        };
+        if !uuid.is_null() {
+            let len = out(uuid_len, "uuid_len")?;
+            if *len < ATC_UUID_LEN {
+                *len = ATC_UUID_LEN;
+                return Err(Fail::new(ATC_ERR_BUFFER, ""));
+            }
+            let buf = std::slice::from_raw_parts_mut(uuid.cast::<u8>(), ATC_UUID_LEN);
+            m.id().hyphenated().encode_lower(buf);
+            *len = ATC_UUID_LEN;
+        }
+        if !matched.is_null() {
+            let value = match matched_field.as_ref() {
+                Some(f) => m.matched_value_by_id(FieldId(*f)),
+                None => None,
+            };
+            let scratch = &mut c.scratch;
+            scratch.clear();
+            let (value_type, int_value, text): (i32, i64, &str) = match value {
+                None => (ATC_TYPE_NONE, 0, ""),
+                Some(MatchedValue::String(s)) => (ATC_TYPE_STRING, 0, s),
+                Some(MatchedValue::Int(i)) => {
+                    let _ = write!(scratch, "{i}");
+                    (ATC_TYPE_INT, i, scratch)
+                }
+                Some(v @ MatchedValue::IpAddr(_)) => {
+                    let _ = write!(scratch, "{v}");
+                    (ATC_TYPE_IPADDR, 0, scratch)
+                }
+                Some(v @ MatchedValue::IpCidr(_)) => {
+                    let _ = write!(scratch, "{v}");
+                    (ATC_TYPE_IPCIDR, 0, scratch)
+                }
+            };
+            *matched = AtcMatched {
+                value_type,
+                int_value,
+                ptr: text.as_ptr().cast(),
+                len: text.len(),
+            };
+        }
+        if !captures_n.is_null() {
+            *captures_n = m.captures().count();
+        }
+        Ok(1)
+    })
+}
+
+/// The captures of the last execute's result, in the order they were recorded (a key may
+/// repeat; the last one wins). `*n`: capacity of `captures` in, number of captures out;
+/// `ATC_ERR_BUFFER` (nothing written) when `out` is too small. No result means no captures.
+///
+/// # Safety
+/// `context` is a live handle; `captures` points to `*n` elements (may be NULL when `*n` is 0).
+#[no_mangle]
+pub unsafe extern "C" fn atc_context_captures(
+    context: *const AtcContext,
+    captures: *mut AtcCapture,
+    n: *mut usize,
+) -> i32 {
+    guard_status(|| {
+        let c = handle(context, "context")?;
+        let n = out(n, "n")?;
+        let Some(m) = c.ctx.result() else {
+            *n = 0;
+            return Ok(ATC_OK);
+        };
+        let count = m.captures().count();
+        if *n < count {
+            *n = count;
+            return Err(Fail::new(ATC_ERR_BUFFER, ""));
+        }
+        if count > 0 && captures.is_null() {
+            return Err(Fail::null("captures"));
+        }
+        for (i, (key, value)) in m.captures().enumerate() {
+            let (index, name): (i64, &str) = match key {
+                CaptureKey::Index(i) => (i64::try_from(i).unwrap_or(i64::MAX), ""),
+                CaptureKey::Name(name) => (-1, name),
+            };
+            *captures.add(i) = AtcCapture {
+                index,
+                name: if index < 0 {
+                    name.as_ptr().cast()
+                } else {
+                    std::ptr::null()
+                },
+                name_len: name.len(),
+                value: value.as_ptr().cast(),
+                value_len: value.len(),
+            };
+        }
+        *n = count;
+        Ok(ATC_OK)
+    })
+}

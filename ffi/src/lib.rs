@@ -1,0 +1,421 @@
+//! # atc-router-ffi: the C ABI of atc-router
+//!
+//! Built as `libatc_router_ffi.{so,a}` and installed as `libatc_router.{so,a}` (see README.md);
+//! the C declarations are in `include/atc_router.h`, generated from this crate by cbindgen (the
+//! `header` test fails when the checked-in copy is stale). The LuaJIT binding in `lua/` is a
+//! thin layer over these functions.
+//!
+//! Contract of every exported function (all of them start with `atc_`):
+//!
+//! - **No unwinding, no abort.** The body runs inside `catch_unwind`; a panic becomes
+//!   [`ATC_ERR_PANIC`] (or a NULL handle) with its message in the error buffer. An object whose
+//!   call panicked should be freed and not used again.
+//! - **Input is checked.** A NULL where a pointer is required is [`ATC_ERR_NULL`]. Strings are
+//!   passed as pointer + length (no NUL needed); the pointer may be NULL only when the length is
+//!   0, and the bytes must be UTF-8 ([`ATC_ERR_UTF8`]). Field ids, type codes, UUIDs and IP
+//!   texts are validated. Handles themselves cannot be checked: passing a freed or foreign
+//!   pointer as a handle is undefined behaviour, as in any C library.
+//! - **Status codes.** `int32_t` results are [`ATC_OK`] (0) or a non-negative answer on success
+//!   and one of the negative `ATC_ERR_*` codes on failure; [`atc_strerror`] describes a code.
+//! - **Error messages** go to a caller buffer `(errbuf, errbuf_len)`: `*errbuf_len` holds the
+//!   capacity on entry. On failure the message is cut to the longest prefix of whole UTF-8
+//!   characters that fits in `capacity - 1` bytes, a NUL is written after it, and `*errbuf_len`
+//!   receives its length (without the NUL); with capacity 0 nothing is written and
+//!   `*errbuf_len` becomes 0. Both pointers may be NULL (no message wanted). On success the
+//!   buffer and `*errbuf_len` are left untouched.
+//! - **Output buffers that are too small** give [`ATC_ERR_BUFFER`] and the size needed in the
+//!   length argument; nothing else is written, so the call can be repeated with a larger buffer.
+//! - **Lifetimes.** Routers and contexts keep the schema's data alive (reference counted), so a
+//!   schema handle may be freed before, after or between them. Results read from a context
+//!   point into the context and stay valid until the next call that changes it.
+//! - **Threads.** A schema handle may be used from any thread (it is locked inside). A router
+//!   or a context must be used by one thread at a time.
+
+use std::any::Any;
+use std::ffi::c_char;
+use std::fmt::Display;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use atc_router::{Error, Type};
+
+pub mod context;
+pub mod router;
+pub mod schema;
+
+pub use context::*;
+pub use router::*;
+pub use schema::*;
+
+/// Success.
+pub const ATC_OK: i32 = 0;
+/// A required pointer argument is NULL (or a string pointer is NULL with a non-zero length).
+pub const ATC_ERR_NULL: i32 = -1;
+/// A string argument is not valid UTF-8.
+pub const ATC_ERR_UTF8: i32 = -2;
+/// An argument is malformed: a type code, a field name, an IP address or CIDR text.
+pub const ATC_ERR_INVALID: i32 = -3;
+/// A field name or field id that the schema does not know.
+pub const ATC_ERR_UNKNOWN_FIELD: i32 = -4;
+/// A value of another type than its field's.
+pub const ATC_ERR_TYPE: i32 = -5;
+/// A route id that is not a UUID.
+pub const ATC_ERR_UUID: i32 = -6;
+/// An output buffer is too small; the size needed was stored in its length argument.
+pub const ATC_ERR_BUFFER: i32 = -7;
+/// A field or route id that is already there.
+pub const ATC_ERR_DUPLICATE: i32 = -8;
+/// `atc_schema_add_field` after the schema was shared by a router or a context.
+pub const ATC_ERR_SCHEMA_SHARED: i32 = -9;
+/// An expression that does not parse or validate (the message shows where and why).
+pub const ATC_ERR_EXPR: i32 = -10;
+/// A documented limit was exceeded (values per field, wildcard field names).
+pub const ATC_ERR_LIMIT: i32 = -11;
+/// A router and a context made from different schemas.
+pub const ATC_ERR_SCHEMA_MISMATCH: i32 = -12;
+/// No route with that id (`atc_router_remove`).
+pub const ATC_ERR_NOT_FOUND: i32 = -13;
+/// An internal error (a panic was caught). Free the object involved.
+pub const ATC_ERR_PANIC: i32 = -14;
+
+/// Field type `String`.
+pub const ATC_TYPE_STRING: i32 = 0;
+/// Field type `Int` (signed 64-bit).
+pub const ATC_TYPE_INT: i32 = 1;
+/// Field type `IpAddr`.
+pub const ATC_TYPE_IPADDR: i32 = 2;
+/// Field type `IpCidr`.
+pub const ATC_TYPE_IPCIDR: i32 = 3;
+/// No value (in `atc_matched`: the field recorded no matched value).
+pub const ATC_TYPE_NONE: i32 = -1;
+
+/// Length of a UUID in its hyphenated text form, the form results are written in.
+pub const ATC_UUID_LEN: usize = 36;
+
+/// A static, NUL-terminated description of a status code (never NULL).
+#[no_mangle]
+pub extern "C" fn atc_strerror(status: i32) -> *const c_char {
+    let s: &'static std::ffi::CStr = match status {
+        ATC_OK => c"success",
+        ATC_ERR_NULL => c"a required pointer argument is NULL",
+        ATC_ERR_UTF8 => c"a string argument is not valid UTF-8",
+        ATC_ERR_INVALID => c"an argument is malformed",
+        ATC_ERR_UNKNOWN_FIELD => c"unknown field",
+        ATC_ERR_TYPE => c"the value's type differs from the field's",
+        ATC_ERR_UUID => c"the route id is not a UUID",
+        ATC_ERR_BUFFER => c"the output buffer is too small",
+        ATC_ERR_DUPLICATE => c"already exists",
+        ATC_ERR_SCHEMA_SHARED => c"the schema is already used by a router or a context",
+        ATC_ERR_EXPR => c"invalid expression",
+        ATC_ERR_LIMIT => c"a limit was exceeded",
+        ATC_ERR_SCHEMA_MISMATCH => c"the router and the context use different schemas",
+        ATC_ERR_NOT_FOUND => c"not found",
+        ATC_ERR_PANIC => c"internal error",
+        _ => c"unknown status code",
+    };
+    s.as_ptr()
+}
+
+/// A failed call: its status code and message.
+#[derive(Debug)]
+pub(crate) struct Fail {
+    pub code: i32,
+    pub msg: String,
+}
+
+impl Fail {
+    pub(crate) fn new(code: i32, msg: impl Display) -> Fail {
+        Fail {
+            code,
+            msg: msg.to_string(),
+        }
+    }
+
+    pub(crate) fn null(arg: &str) -> Fail {
+        Fail::new(ATC_ERR_NULL, format_args!("`{arg}` is NULL"))
+    }
+}
+
+impl From<Error> for Fail {
+    fn from(e: Error) -> Fail {
+        // The core may grow variants; anything new is reported as a malformed argument rather
+        // than failing to build.
+        #[allow(unreachable_patterns)]
+        let code = match &e {
+            Error::Expr(_) => ATC_ERR_EXPR,
+            Error::UnknownField(_) => ATC_ERR_UNKNOWN_FIELD,
+            Error::InvalidFieldName(_) => ATC_ERR_INVALID,
+            Error::DuplicateField(_) | Error::DuplicateRoute(_) => ATC_ERR_DUPLICATE,
+            Error::TypeMismatch { .. } => ATC_ERR_TYPE,
+            Error::Limit(_) => ATC_ERR_LIMIT,
+            Error::SchemaMismatch => ATC_ERR_SCHEMA_MISMATCH,
+            _ => ATC_ERR_INVALID,
+        };
+        Fail::new(code, e)
+    }
+}
+
+pub(crate) type Res<T> = Result<T, Fail>;
+
+/// Runs an entry point's body: catches panics and reports failures through the error buffer.
+pub(crate) fn guard(
+    errbuf: *mut c_char,
+    errbuf_len: *mut usize,
+    f: impl FnOnce() -> Res<i32>,
+) -> i32 {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(code)) => code,
+        Ok(Err(fail)) => {
+            // SAFETY: the caller passes a buffer of `*errbuf_len` bytes, or NULLs.
+            unsafe { write_error(errbuf, errbuf_len, &fail.msg) };
+            fail.code
+        }
+        Err(payload) => {
+            let msg = format!("internal error: {}", panic_message(&*payload));
+            // SAFETY: as above.
+            unsafe { write_error(errbuf, errbuf_len, &msg) };
+            ATC_ERR_PANIC
+        }
+    }
+}
+
+/// Like [`guard`] for constructors: NULL on failure.
+pub(crate) fn guard_ptr<T>(
+    errbuf: *mut c_char,
+    errbuf_len: *mut usize,
+    f: impl FnOnce() -> Res<*mut T>,
+) -> *mut T {
+    let mut out = std::ptr::null_mut();
+    guard(errbuf, errbuf_len, || {
+        out = f()?;
+        Ok(ATC_OK)
+    });
+    out
+}
+
+/// Runs a body that reports only a status (no error buffer), catching panics.
+pub(crate) fn guard_status(f: impl FnOnce() -> Res<i32>) -> i32 {
+    guard(std::ptr::null_mut(), std::ptr::null_mut(), f)
+}
+
+fn panic_message(payload: &(dyn Any + Send)) -> &str {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        s
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s
+    } else {
+        "panic"
+    }
+}
+
+/// Writes `msg` by the truncation rule of the module docs.
+///
+/// # Safety
+/// `buf` must point to `*len` writable bytes, or one of the pointers must be NULL.
+pub(crate) unsafe fn write_error(buf: *mut c_char, len: *mut usize, msg: &str) {
+    if buf.is_null() || len.is_null() {
+        return;
+    }
+    let cap = *len;
+    if cap == 0 {
+        return;
+    }
+    let mut n = msg.len().min(cap - 1);
+    while !msg.is_char_boundary(n) {
+        n -= 1;
+    }
+    std::ptr::copy_nonoverlapping(msg.as_ptr(), buf.cast::<u8>(), n);
+    *buf.add(n) = 0;
+    *len = n;
+}
+
+/// Borrows a pointer + length string argument.
+///
+/// # Safety
+/// `ptr` must point to `len` readable bytes that stay unchanged for `'a`, or be NULL.
+pub(crate) unsafe fn str_arg<'a>(ptr: *const c_char, len: usize, arg: &str) -> Res<&'a str> {
+    let bytes = bytes_arg(ptr, len, arg)?;
+    std::str::from_utf8(bytes).map_err(|e| {
+        Fail::new(
+            ATC_ERR_UTF8,
+            format_args!(
+                "`{arg}` is not valid UTF-8 (invalid byte at offset {})",
+                e.valid_up_to()
+            ),
+        )
+    })
+}
+
+/// # Safety
+/// As [`str_arg`].
+pub(crate) unsafe fn bytes_arg<'a>(ptr: *const c_char, len: usize, arg: &str) -> Res<&'a [u8]> {
+    if len == 0 {
+        return Ok(&[]);
+    }
+    if ptr.is_null() {
+        return Err(Fail::new(
+            ATC_ERR_NULL,
+            format_args!("`{arg}` is NULL but its length is {len}"),
+        ));
+    }
+    if len > isize::MAX as usize {
+        return Err(Fail::new(
+            ATC_ERR_INVALID,
+            format_args!("`{arg}` has an impossible length ({len})"),
+        ));
+    }
+    Ok(std::slice::from_raw_parts(ptr.cast::<u8>(), len))
+}
+
+/// Borrows a handle argument.
+///
+/// # Safety
+/// `ptr` must be NULL or a live handle of type `T` made by this library.
+pub(crate) unsafe fn handle<'a, T>(ptr: *const T, arg: &str) -> Res<&'a T> {
+    ptr.as_ref().ok_or_else(|| Fail::null(arg))
+}
+
+/// # Safety
+/// As [`handle`], and no other reference to the object may be live.
+pub(crate) unsafe fn handle_mut<'a, T>(ptr: *mut T, arg: &str) -> Res<&'a mut T> {
+    ptr.as_mut().ok_or_else(|| Fail::null(arg))
+}
+
+/// # Safety
+/// `ptr` must be NULL or valid for writing a `T`.
+pub(crate) unsafe fn out<'a, T>(ptr: *mut T, arg: &str) -> Res<&'a mut T> {
+    ptr.as_mut().ok_or_else(|| Fail::null(arg))
+}
+
+pub(crate) fn type_code(ty: Type) -> i32 {
+    match ty {
+        Type::String => ATC_TYPE_STRING,
+        Type::Int => ATC_TYPE_INT,
+        Type::IpAddr => ATC_TYPE_IPADDR,
+        Type::IpCidr => ATC_TYPE_IPCIDR,
+    }
+}
+
+pub(crate) fn type_from_code(code: i32) -> Res<Type> {
+    Ok(match code {
+        ATC_TYPE_STRING => Type::String,
+        ATC_TYPE_INT => Type::Int,
+        ATC_TYPE_IPADDR => Type::IpAddr,
+        ATC_TYPE_IPCIDR => Type::IpCidr,
+        _ => {
+            return Err(Fail::new(
+                ATC_ERR_INVALID,
+                format_args!(
+                    "{code} is not a field type code (expected ATC_TYPE_STRING, ATC_TYPE_INT, \
+                     ATC_TYPE_IPADDR or ATC_TYPE_IPCIDR)"
+                ),
+            ))
+        }
+    })
+}
+
+/// Names joined by NUL terminators into a caller buffer (`*len`: capacity in, bytes out).
+///
+/// # Safety
+/// `buf` must point to `*len` writable bytes (it may be NULL when `*len` is 0).
+pub(crate) unsafe fn write_names(
+    names: &[String],
+    buf: *mut c_char,
+    len: *mut usize,
+    count: *mut usize,
+) -> Res<i32> {
+    let len = out(len, "buf_len")?;
+    let needed: usize = names.iter().map(|n| n.len() + 1).sum();
+    if !count.is_null() {
+        *count = names.len();
+    }
+    if *len < needed {
+        let cap = std::mem::replace(len, needed);
+        return Err(Fail::new(
+            ATC_ERR_BUFFER,
+            format_args!("the buffer holds {cap} bytes; {needed} are needed"),
+        ));
+    }
+    if needed > 0 && buf.is_null() {
+        return Err(Fail::null("buf"));
+    }
+    let mut at = 0;
+    for n in names {
+        std::ptr::copy_nonoverlapping(n.as_ptr(), buf.add(at).cast::<u8>(), n.len());
+        at += n.len();
+        *buf.add(at) = 0;
+        at += 1;
+    }
+    *len = needed;
+    Ok(ATC_OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(cap: usize, msg: &str) -> (String, usize) {
+        let mut buf = vec![0x55 as c_char; cap];
+        let mut len = cap;
+        unsafe { write_error(buf.as_mut_ptr(), &mut len, msg) };
+        if cap > 0 {
+            assert_eq!(buf[len], 0, "NUL after the message");
+        }
+        let bytes: Vec<u8> = buf[..len].iter().map(|&c| c as u8).collect();
+        (String::from_utf8(bytes).unwrap(), len)
+    }
+
+    #[test]
+    fn error_truncation_never_splits_a_character() {
+        assert_eq!(err(0, "abc"), (String::new(), 0));
+        assert_eq!(err(1, "abc"), (String::new(), 0));
+        assert_eq!(err(3, "abc"), ("ab".into(), 2));
+        assert_eq!(err(4, "abc"), ("abc".into(), 3));
+        assert_eq!(err(100, "abc"), ("abc".into(), 3));
+        // "é" is 2 bytes, "€" 3: every cut lands on a boundary.
+        let m = "aé€b";
+        for cap in 0..10 {
+            let (s, n) = err(cap, m);
+            assert!(m.starts_with(&s));
+            assert!(n < cap.max(1));
+        }
+        assert_eq!(err(3, m).0, "a");
+        assert_eq!(err(4, m).0, "aé");
+        assert_eq!(err(6, m).0, "aé");
+        assert_eq!(err(7, m).0, "aé€");
+    }
+
+    #[test]
+    fn null_error_buffers_are_fine() {
+        unsafe {
+            write_error(std::ptr::null_mut(), std::ptr::null_mut(), "x");
+            let mut len = 5;
+            write_error(std::ptr::null_mut(), &mut len, "x");
+            assert_eq!(len, 5);
+        }
+    }
+
+    #[test]
+    fn panics_become_status_codes() {
+        let mut buf = [0 as c_char; 64];
+        let mut len = buf.len();
+        let prev = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|_| {}));
+        let code = guard(buf.as_mut_ptr(), &mut len, || panic!("boom {}", 1));
+        let p: *mut c_char = guard_ptr(buf.as_mut_ptr(), &mut len, || panic!("again"));
+        std::panic::set_hook(prev);
+        assert_eq!(code, ATC_ERR_PANIC);
+        assert!(p.is_null());
+        let text: Vec<u8> = buf[..len].iter().map(|&c| c as u8).collect();
+        assert_eq!(text, b"internal error: again");
+    }
+
+    #[test]
+    fn every_status_has_a_description() {
+        for code in ATC_ERR_PANIC..=ATC_OK {
+            let s = unsafe { std::ffi::CStr::from_ptr(atc_strerror(code)) };
+            assert_ne!(s.to_str().unwrap(), "unknown status code", "{code}");
+        }
+        let s = unsafe { std::ffi::CStr::from_ptr(atc_strerror(42)) };
+        assert_eq!(s.to_str().unwrap(), "unknown status code");
+    }
+}

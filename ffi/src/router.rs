@@ -1,0 +1,175 @@
+//! Router handles.
+//!
+//! Invariant: a router's schema is the `Arc<Schema>` its schema handle shared when the router
+//! was made; only contexts holding that same `Arc` can be executed against it.
+
+use std::sync::Arc;
+
+use atc_router::{Router, Uuid};
+
+use crate::context::AtcContext;
+use crate::schema::AtcSchema;
+use std::ffi::c_char;
+
+use crate::{
+    guard, guard_ptr, guard_status, handle, handle_mut, out, str_arg, write_names, Fail, Res,
+    ATC_ERR_NOT_FOUND, ATC_ERR_SCHEMA_MISMATCH, ATC_ERR_UUID, ATC_OK,
+};
+
+/// A router: routes in priority order over one schema. Opaque.
+pub struct AtcRouter {
+    router: Router,
+}
+
+pub(crate) fn parse_uuid(text: &str) -> Res<Uuid> {
+    Uuid::try_parse(text).map_err(|e| {
+        Fail::new(
+            ATC_ERR_UUID,
+            format_args!("invalid route id {text:?}: {e} (expected a UUID such as a8f2c1e4-…)"),
+        )
+    })
+}
+
+/// A new router over `schema`, which from now on accepts no more fields. NULL when `schema` is
+/// NULL (message in `errbuf`). Free it with `atc_router_free`.
+///
+/// # Safety
+/// `schema` is NULL or a live handle; `errbuf` points to `*errbuf_len` bytes (or NULLs).
+#[no_mangle]
+pub unsafe extern "C" fn atc_router_new(
+    schema: *const AtcSchema,
+    errbuf: *mut c_char,
+    errbuf_len: *mut usize,
+) -> *mut AtcRouter {
+    guard_ptr(errbuf, errbuf_len, || {
+        let schema = handle(schema, "schema")?.share();
+        Ok(Box::into_raw(Box::new(AtcRouter {
+            router: Router::new(schema),
+        })))
+    })
+}
+
+/// Frees a router (NULL is ignored).
+///
+/// # Safety
+/// `router` must be NULL or a handle from `atc_router_new` not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn atc_router_free(router: *mut AtcRouter) {
+    if !router.is_null() {
+        guard_status(|| {
+            drop(Box::from_raw(router));
+            Ok(ATC_OK)
+        });
+    }
+}
+
+/// Parses, validates and adds a route. `id` is a UUID in text form (hyphenated, simple, braced
+/// or URN). Higher priorities are tried first; equal priorities by id, higher first. Nothing
+/// changes on failure: `ATC_ERR_UUID`, `ATC_ERR_DUPLICATE` (id in use), `ATC_ERR_EXPR`.
+///
+/// # Safety
+/// `router` is a live handle; strings point to their lengths in bytes; `errbuf` to
+/// `*errbuf_len` bytes (or NULLs).
+#[no_mangle]
+pub unsafe extern "C" fn atc_router_add(
+    router: *mut AtcRouter,
+    priority: u64,
+    id: *const c_char,
+    id_len: usize,
+    expr: *const c_char,
+    expr_len: usize,
+    errbuf: *mut c_char,
+    errbuf_len: *mut usize,
+) -> i32 {
+    guard(errbuf, errbuf_len, || {
+        let r = handle_mut(router, "router")?;
+        let id = parse_uuid(str_arg(id, id_len, "id")?)?;
+        let expr = str_arg(expr, expr_len, "expr")?;
+        r.router.add(id, priority, expr)?;
+        Ok(ATC_OK)
+    })
+}
+
+/// Removes the route with id `id`: `ATC_OK`, or `ATC_ERR_NOT_FOUND` when there is none.
+///
+/// # Safety
+/// As `atc_router_add`.
+#[no_mangle]
+pub unsafe extern "C" fn atc_router_remove(
+    router: *mut AtcRouter,
+    id: *const c_char,
+    id_len: usize,
+    errbuf: *mut c_char,
+    errbuf_len: *mut usize,
+) -> i32 {
+    guard(errbuf, errbuf_len, || {
+        let r = handle_mut(router, "router")?;
+        let id = parse_uuid(str_arg(id, id_len, "id")?)?;
+        if r.router.remove(id) {
+            Ok(ATC_OK)
+        } else {
+            Err(Fail::new(
+                ATC_ERR_NOT_FOUND,
+                format_args!("no route with id {id}"),
+            ))
+        }
+    })
+}
+
+/// Matches the context's values against the routes: 1 when a route matched (read the result
+/// with `atc_context_result`), 0 when none did, or a negative status (`ATC_ERR_NULL`;
+/// `ATC_ERR_SCHEMA_MISMATCH` when the context was made from another schema handle). Every call
+/// first clears the context's previous result.
+///
+/// # Safety
+/// `router` and `context` are live handles.
+#[no_mangle]
+pub unsafe extern "C" fn atc_router_execute(
+    router: *const AtcRouter,
+    context: *mut AtcContext,
+) -> i32 {
+    guard_status(|| {
+        let r = handle(router, "router")?;
+        let c = handle_mut(context, "context")?;
+        // The core's execute clears the previous result even for a foreign context, which is
+        // what the error case needs too.
+        let matched = r.router.execute(&mut c.ctx);
+        if !matched && !Arc::ptr_eq(r.router.schema(), c.ctx.schema()) {
+            return Err(Fail::new(ATC_ERR_SCHEMA_MISMATCH, ""));
+        }
+        Ok(i32::from(matched))
+    })
+}
+
+/// The names of the fields used by at least one route, sorted, each followed by a NUL, into
+/// `buf` (`*buf_len`: capacity in, bytes written out; `ATC_ERR_BUFFER` with the size needed
+/// when too small). `*count` (may be NULL) receives the number of names.
+///
+/// # Safety
+/// `router` is a live handle; `buf` points to `*buf_len` bytes (may be NULL when it is 0).
+#[no_mangle]
+pub unsafe extern "C" fn atc_router_fields(
+    router: *const AtcRouter,
+    buf: *mut c_char,
+    buf_len: *mut usize,
+    count: *mut usize,
+) -> i32 {
+    guard_status(|| {
+        let r = handle(router, "router")?;
+        out(buf_len, "buf_len")?;
+        write_names(&r.router.fields(), buf, buf_len, count)
+    })
+}
+
+/// Stores the number of routes in `*count`.
+///
+/// # Safety
+/// `router` is a live handle; `count` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn atc_router_len(router: *const AtcRouter, count: *mut usize) -> i32 {
+    guard_status(|| {
+        let r = handle(router, "router")?;
+        *out(count, "count")? = r.router.len();
+        Ok(ATC_OK)
+    })
+}

@@ -1,0 +1,92 @@
+/* A C program using atc_router.h: compiled and run by ffi/tests/c_program.rs. */
+#include <stdio.h>
+#include <string.h>
+
+#include "atc_router.h"
+
+#define CHECK(cond)                                                              \
+    do {                                                                         \
+        if (!(cond)) {                                                           \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+            return 1;                                                            \
+        }                                                                        \
+    } while (0)
+
+#define S(lit) lit, sizeof(lit) - 1
+
+int main(void) {
+    char err[256];
+    size_t errlen;
+
+    atc_schema *schema = atc_schema_new();
+    CHECK(schema != NULL);
+    CHECK(atc_schema_add_field(schema, S("http.path"), ATC_TYPE_STRING, NULL, NULL) == ATC_OK);
+    CHECK(atc_schema_add_field(schema, S("net.dst.port"), ATC_TYPE_INT, NULL, NULL) == ATC_OK);
+    errlen = sizeof err;
+    CHECK(atc_schema_add_field(schema, S("http.path"), ATC_TYPE_INT, err, &errlen) == ATC_ERR_DUPLICATE);
+    CHECK(errlen > 0 && err[errlen] == '\0');
+
+    atc_router *router = atc_router_new(schema, NULL, NULL);
+    atc_context *ctx = atc_context_new(schema, NULL, NULL);
+    atc_schema_free(schema); /* router and context keep it alive */
+    CHECK(router != NULL && ctx != NULL);
+
+    const char *id = "a8f2c1e4-0000-4000-8000-000000000001";
+    const char *expr = "http.path ~ \"^/users/(?<id>\\\\d+)$\" && net.dst.port == 443";
+    errlen = sizeof err;
+    int32_t rc = atc_router_add(router, 10, id, strlen(id), expr, strlen(expr), err, &errlen);
+    if (rc != ATC_OK) {
+        fprintf(stderr, "add: %s\n", err);
+        return 1;
+    }
+
+    uint32_t path, port;
+    CHECK(atc_context_field_id(ctx, S("http.path"), &path, NULL, NULL, NULL) == ATC_OK);
+    CHECK(atc_context_field_id(ctx, S("net.dst.port"), &port, NULL, NULL, NULL) == ATC_OK);
+
+    for (int round = 0; round < 3; round++) {
+        atc_value values[2] = {
+            {.field = path, .value_type = ATC_TYPE_STRING, .ptr = "/users/42", .len = 9},
+            {.field = port, .value_type = ATC_TYPE_INT, .int_value = 443},
+        };
+        size_t failed;
+        CHECK(atc_context_reset(ctx) == ATC_OK);
+        CHECK(atc_context_add_values(ctx, values, 2, &failed, NULL, NULL) == ATC_OK);
+        CHECK(atc_router_execute(router, ctx) == 1);
+
+        char uuid[ATC_UUID_LEN];
+        size_t uuid_len = sizeof uuid;
+        atc_matched matched;
+        size_t ncaps;
+        CHECK(atc_context_result(ctx, &path, uuid, &uuid_len, &matched, &ncaps) == 1);
+        CHECK(uuid_len == ATC_UUID_LEN && memcmp(uuid, id, ATC_UUID_LEN) == 0);
+        CHECK(matched.value_type == ATC_TYPE_STRING && matched.len == 9);
+        CHECK(memcmp(matched.ptr, "/users/42", 9) == 0);
+        CHECK(ncaps == 3);
+
+        atc_capture caps[3];
+        size_t n = 3;
+        CHECK(atc_context_captures(ctx, caps, &n) == ATC_OK && n == 3);
+        int named = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (caps[i].index < 0) {
+                named = caps[i].name_len == 2 && memcmp(caps[i].name, "id", 2) == 0 &&
+                        caps[i].value_len == 2 && memcmp(caps[i].value, "42", 2) == 0;
+            }
+        }
+        CHECK(named);
+    }
+
+    char fields[64];
+    size_t fields_len = 4, count;
+    CHECK(atc_router_fields(router, fields, &fields_len, &count) == ATC_ERR_BUFFER);
+    CHECK(fields_len == sizeof("http.path") + sizeof("net.dst.port"));
+    CHECK(atc_router_fields(router, fields, &fields_len, &count) == ATC_OK && count == 2);
+    CHECK(strcmp(fields, "http.path") == 0);
+
+    CHECK(strcmp(atc_strerror(ATC_ERR_BUFFER), "the output buffer is too small") == 0);
+    atc_context_free(ctx);
+    atc_router_free(router);
+    puts("ok");
+    return 0;
+}

@@ -1,0 +1,921 @@
+//! The C ABI called directly, the way a C program would: NULLs, invalid UTF-8, bad ids, types
+//! and UUIDs, small buffers, error-buffer truncation, lifetimes.
+
+use std::ffi::{c_char, CStr};
+use std::ptr::{null, null_mut};
+
+use atc_router_ffi::*;
+
+const U1: &str = "a8f2c1e4-0000-4000-8000-000000000001";
+const U2: &str = "a8f2c1e4-0000-4000-8000-000000000002";
+
+fn p(s: &str) -> *const c_char {
+    s.as_ptr().cast()
+}
+
+/// An error buffer and the message a call left in it.
+struct ErrBuf {
+    buf: Vec<c_char>,
+    len: usize,
+}
+
+impl ErrBuf {
+    fn new(cap: usize) -> ErrBuf {
+        ErrBuf {
+            buf: vec![0x55; cap],
+            len: cap,
+        }
+    }
+    fn ptr(&mut self) -> *mut c_char {
+        self.buf.as_mut_ptr()
+    }
+    fn len(&mut self) -> *mut usize {
+        self.len = self.buf.len();
+        &mut self.len
+    }
+    fn text(&self) -> String {
+        let bytes: Vec<u8> = self.buf[..self.len].iter().map(|&c| c as u8).collect();
+        if self.len < self.buf.len() {
+            assert_eq!(self.buf[self.len], 0, "the message is NUL-terminated");
+        }
+        String::from_utf8(bytes).expect("messages are never cut inside a character")
+    }
+}
+
+fn schema_with(fields: &[(&str, i32)]) -> *mut AtcSchema {
+    let s = atc_schema_new();
+    assert!(!s.is_null());
+    for (name, ty) in fields {
+        let rc =
+            unsafe { atc_schema_add_field(s, p(name), name.len(), *ty, null_mut(), null_mut()) };
+        assert_eq!(rc, ATC_OK, "{name}");
+    }
+    s
+}
+
+fn http_schema() -> *mut AtcSchema {
+    schema_with(&[
+        ("http.host", ATC_TYPE_STRING),
+        ("http.path", ATC_TYPE_STRING),
+        ("http.headers.*", ATC_TYPE_STRING),
+        ("net.dst.port", ATC_TYPE_INT),
+        ("net.src.ip", ATC_TYPE_IPADDR),
+        ("net.src.cidr", ATC_TYPE_IPCIDR),
+    ])
+}
+
+fn add(r: *mut AtcRouter, prio: u64, id: &str, expr: &str) -> (i32, String) {
+    let mut e = ErrBuf::new(1024);
+    let rc = unsafe {
+        atc_router_add(
+            r,
+            prio,
+            p(id),
+            id.len(),
+            p(expr),
+            expr.len(),
+            e.ptr(),
+            e.len(),
+        )
+    };
+    (
+        rc,
+        if rc == ATC_OK {
+            String::new()
+        } else {
+            e.text()
+        },
+    )
+}
+
+fn field(c: *const AtcContext, name: &str) -> (u32, i32) {
+    let (mut id, mut ty) = (0u32, -99i32);
+    let rc = unsafe {
+        atc_context_field_id(
+            c,
+            p(name),
+            name.len(),
+            &mut id,
+            &mut ty,
+            null_mut(),
+            null_mut(),
+        )
+    };
+    assert_eq!(rc, ATC_OK, "{name}");
+    (id, ty)
+}
+
+fn add_str(c: *mut AtcContext, id: u32, v: &[u8]) -> (i32, String) {
+    let mut e = ErrBuf::new(512);
+    let rc = unsafe { atc_context_add_str(c, id, v.as_ptr().cast(), v.len(), e.ptr(), e.len()) };
+    (
+        rc,
+        if rc == ATC_OK {
+            String::new()
+        } else {
+            e.text()
+        },
+    )
+}
+
+fn result_id(c: *mut AtcContext) -> Option<String> {
+    let mut buf = [0 as c_char; 64];
+    let mut len = buf.len();
+    let rc = unsafe {
+        atc_context_result(
+            c,
+            null(),
+            buf.as_mut_ptr(),
+            &mut len,
+            null_mut(),
+            null_mut(),
+        )
+    };
+    match rc {
+        1 => Some(buf[..len].iter().map(|&b| b as u8 as char).collect()),
+        0 => None,
+        e => panic!("atc_context_result: {e}"),
+    }
+}
+
+#[test]
+fn null_handles_and_pointers_are_errors() {
+    unsafe {
+        let mut e = ErrBuf::new(256);
+        let mut n = 0usize;
+        let mut id = 0u32;
+        let mut ty = 0i32;
+        assert_eq!(
+            atc_schema_add_field(null_mut(), p("a"), 1, 0, e.ptr(), e.len()),
+            ATC_ERR_NULL
+        );
+        assert_eq!(e.text(), "`schema` is NULL");
+        assert_eq!(
+            atc_schema_field_type(null(), p("a"), 1, &mut ty),
+            ATC_ERR_NULL
+        );
+        assert!(atc_router_new(null(), e.ptr(), e.len()).is_null());
+        assert_eq!(e.text(), "`schema` is NULL");
+        assert!(atc_context_new(null(), null_mut(), null_mut()).is_null());
+        assert_eq!(
+            atc_router_add(null_mut(), 1, p(U1), 36, p("a"), 1, e.ptr(), e.len()),
+            ATC_ERR_NULL
+        );
+        assert_eq!(
+            atc_router_remove(null_mut(), p(U1), 36, null_mut(), null_mut()),
+            ATC_ERR_NULL
+        );
+        assert_eq!(atc_router_execute(null(), null_mut()), ATC_ERR_NULL);
+        assert_eq!(
+            atc_router_fields(null(), null_mut(), &mut n, null_mut()),
+            ATC_ERR_NULL
+        );
+        assert_eq!(atc_router_len(null(), &mut n), ATC_ERR_NULL);
+        assert_eq!(
+            atc_router_validate(
+                null(),
+                p("a"),
+                1,
+                null_mut(),
+                &mut n,
+                null_mut(),
+                null_mut(),
+                null_mut()
+            ),
+            ATC_ERR_NULL
+        );
+        assert_eq!(atc_context_reset(null_mut()), ATC_ERR_NULL);
+        assert_eq!(
+            atc_context_field_id(null(), p("a"), 1, &mut id, &mut ty, null_mut(), null_mut()),
+            ATC_ERR_NULL
+        );
+        assert_eq!(
+            atc_context_add_str(null_mut(), 0, p("a"), 1, null_mut(), null_mut()),
+            ATC_ERR_NULL
+        );
+        assert_eq!(
+            atc_context_add_int(null_mut(), 0, 1, null_mut(), null_mut()),
+            ATC_ERR_NULL
+        );
+        assert_eq!(
+            atc_context_add_ip(null_mut(), 0, p("a"), 1, null_mut(), null_mut()),
+            ATC_ERR_NULL
+        );
+        assert_eq!(
+            atc_context_add_values(null_mut(), null(), 0, null_mut(), null_mut(), null_mut()),
+            ATC_ERR_NULL
+        );
+        assert_eq!(
+            atc_context_result(
+                null_mut(),
+                null(),
+                null_mut(),
+                null_mut(),
+                null_mut(),
+                null_mut()
+            ),
+            ATC_ERR_NULL
+        );
+        assert_eq!(
+            atc_context_captures(null(), null_mut(), &mut n),
+            ATC_ERR_NULL
+        );
+        // Freeing NULL is a no-op.
+        atc_schema_free(null_mut());
+        atc_router_free(null_mut());
+        atc_context_free(null_mut());
+
+        // NULL string pointers: fine with length 0, an error otherwise.
+        let s = http_schema();
+        assert_eq!(
+            atc_schema_add_field(s, null(), 3, 0, e.ptr(), e.len()),
+            ATC_ERR_NULL
+        );
+        assert_eq!(e.text(), "`name` is NULL but its length is 3");
+        assert_eq!(
+            atc_schema_add_field(s, null(), 0, 0, e.ptr(), e.len()),
+            ATC_ERR_INVALID
+        );
+        // NULL output pointers.
+        assert_eq!(
+            atc_schema_field_type(s, p("http.host"), 9, null_mut()),
+            ATC_ERR_NULL
+        );
+        let c = atc_context_new(s, null_mut(), null_mut());
+        assert_eq!(
+            atc_context_field_id(
+                c,
+                p("http.host"),
+                9,
+                null_mut(),
+                null_mut(),
+                e.ptr(),
+                e.len()
+            ),
+            ATC_ERR_NULL
+        );
+        assert_eq!(
+            atc_context_captures(c, null_mut(), null_mut()),
+            ATC_ERR_NULL
+        );
+        assert_eq!(
+            atc_context_add_values(c, null(), 2, null_mut(), e.ptr(), e.len()),
+            ATC_ERR_NULL
+        );
+        let r = atc_router_new(s, null_mut(), null_mut());
+        assert_eq!(
+            atc_router_fields(r, null_mut(), null_mut(), null_mut()),
+            ATC_ERR_NULL
+        );
+        assert_eq!(atc_router_len(r, null_mut()), ATC_ERR_NULL);
+        assert_eq!(atc_router_execute(r, null_mut()), ATC_ERR_NULL);
+        assert_eq!(atc_router_execute(null(), c), ATC_ERR_NULL);
+        atc_context_free(c);
+        atc_router_free(r);
+        atc_schema_free(s);
+    }
+}
+
+#[test]
+fn invalid_utf8_is_rejected_everywhere() {
+    unsafe {
+        let bad = b"http.h\xffost";
+        let mut e = ErrBuf::new(256);
+        let s = http_schema();
+        assert_eq!(
+            atc_schema_add_field(s, bad.as_ptr().cast(), bad.len(), 0, e.ptr(), e.len()),
+            ATC_ERR_UTF8
+        );
+        assert_eq!(
+            e.text(),
+            "`name` is not valid UTF-8 (invalid byte at offset 6)"
+        );
+        let mut ty = 0;
+        assert_eq!(
+            atc_schema_field_type(s, bad.as_ptr().cast(), bad.len(), &mut ty),
+            ATC_ERR_UTF8
+        );
+        let r = atc_router_new(s, null_mut(), null_mut());
+        let c = atc_context_new(s, null_mut(), null_mut());
+        let expr = b"http.path == \"\xc3\"";
+        assert_eq!(
+            atc_router_add(
+                r,
+                1,
+                p(U1),
+                36,
+                expr.as_ptr().cast(),
+                expr.len(),
+                e.ptr(),
+                e.len()
+            ),
+            ATC_ERR_UTF8
+        );
+        assert_eq!(
+            atc_router_add(
+                r,
+                1,
+                bad.as_ptr().cast(),
+                bad.len(),
+                p("a"),
+                1,
+                e.ptr(),
+                e.len()
+            ),
+            ATC_ERR_UTF8
+        );
+        let mut n = 0;
+        assert_eq!(
+            atc_router_validate(
+                s,
+                expr.as_ptr().cast(),
+                expr.len(),
+                null_mut(),
+                &mut n,
+                null_mut(),
+                e.ptr(),
+                e.len()
+            ),
+            ATC_ERR_UTF8
+        );
+        let mut id = 0;
+        assert_eq!(
+            atc_context_field_id(
+                c,
+                bad.as_ptr().cast(),
+                bad.len(),
+                &mut id,
+                null_mut(),
+                e.ptr(),
+                e.len()
+            ),
+            ATC_ERR_UTF8
+        );
+        let (path, _) = field(c, "http.path");
+        let (rc, msg) = add_str(c, path, b"/a\xed\xa0\x80"); // an encoded surrogate
+        assert_eq!(rc, ATC_ERR_UTF8);
+        assert!(msg.contains("offset 2"), "{msg}");
+        let (ip, _) = field(c, "net.src.ip");
+        assert_eq!(
+            atc_context_add_ip(c, ip, bad.as_ptr().cast(), bad.len(), e.ptr(), e.len()),
+            ATC_ERR_UTF8
+        );
+        atc_context_free(c);
+        atc_router_free(r);
+        atc_schema_free(s);
+    }
+}
+
+#[test]
+fn schema_rules() {
+    unsafe {
+        let mut e = ErrBuf::new(256);
+        let s = http_schema();
+        assert_eq!(
+            atc_schema_add_field(s, p("http.host"), 9, ATC_TYPE_INT, e.ptr(), e.len()),
+            ATC_ERR_DUPLICATE
+        );
+        assert_eq!(e.text(), "field `http.host` is already in the schema");
+        assert_eq!(
+            atc_schema_add_field(s, p("x"), 1, 7, e.ptr(), e.len()),
+            ATC_ERR_INVALID
+        );
+        assert!(e.text().contains("not a field type code"));
+        assert_eq!(
+            atc_schema_add_field(s, p("1x"), 2, 0, e.ptr(), e.len()),
+            ATC_ERR_INVALID
+        );
+        let mut ty = -5;
+        assert_eq!(
+            atc_schema_field_type(s, p("http.headers.x"), 14, &mut ty),
+            ATC_OK
+        );
+        assert_eq!(ty, ATC_TYPE_STRING);
+        assert_eq!(
+            atc_schema_field_type(s, p("net.src.cidr"), 12, &mut ty),
+            ATC_OK
+        );
+        assert_eq!(ty, ATC_TYPE_IPCIDR);
+        assert_eq!(
+            atc_schema_field_type(s, p("nope"), 4, &mut ty),
+            ATC_ERR_UNKNOWN_FIELD
+        );
+
+        // Validating does not share the schema, and does not disturb later field ids.
+        let mut n = 0;
+        let expr = "http.headers.x_a == \"1\"";
+        assert_eq!(
+            atc_router_validate(
+                s,
+                p(expr),
+                expr.len(),
+                null_mut(),
+                &mut n,
+                null_mut(),
+                null_mut(),
+                null_mut()
+            ),
+            ATC_ERR_BUFFER
+        );
+        assert_eq!(n, "http.headers.x_a".len() + 1);
+        assert_eq!(
+            atc_schema_add_field(s, p("late"), 4, ATC_TYPE_STRING, null_mut(), null_mut()),
+            ATC_OK
+        );
+
+        // Once a router exists, no more fields.
+        let r = atc_router_new(s, null_mut(), null_mut());
+        assert_eq!(
+            atc_schema_add_field(s, p("later"), 5, ATC_TYPE_STRING, e.ptr(), e.len()),
+            ATC_ERR_SCHEMA_SHARED
+        );
+        assert!(
+            e.text().contains("already used by a router or a context"),
+            "{}",
+            e.text()
+        );
+        // Field types are still readable.
+        assert_eq!(atc_schema_field_type(s, p("late"), 4, &mut ty), ATC_OK);
+        let c = atc_context_new(s, null_mut(), null_mut());
+        let (late, _) = field(c, "late");
+        let (hx, _) = field(c, "http.headers.x_a");
+        assert_ne!(
+            late, hx,
+            "a field added after a validation has an id of its own"
+        );
+        atc_context_free(c);
+        atc_router_free(r);
+        atc_schema_free(s);
+    }
+}
+
+#[test]
+fn router_errors_and_buffers() {
+    unsafe {
+        let s = http_schema();
+        let r = atc_router_new(s, null_mut(), null_mut());
+        assert_eq!(add(r, 1, U1, r#"http.path ^= "/a""#).0, ATC_OK);
+        let (rc, msg) = add(r, 1, U1, r#"http.path ^= "/b""#);
+        assert_eq!(rc, ATC_ERR_DUPLICATE);
+        assert!(msg.contains(U1), "{msg}");
+        let (rc, msg) = add(r, 1, "nope", r#"http.path ^= "/b""#);
+        assert_eq!(rc, ATC_ERR_UUID);
+        assert!(msg.starts_with("invalid route id \"nope\""), "{msg}");
+        let (rc, msg) = add(r, 1, U2, r#"http.path = "/b""#);
+        assert_eq!(rc, ATC_ERR_EXPR);
+        assert!(msg.starts_with("line 1, column 11"), "{msg}");
+        assert_eq!(add(r, 1, U2, r#"nope == "/b""#).0, ATC_ERR_EXPR);
+        assert_eq!(add(r, 1, U2, r#"net.dst.port == "80""#).0, ATC_ERR_EXPR);
+
+        let mut count = 0;
+        assert_eq!(atc_router_len(r, &mut count), ATC_OK);
+        assert_eq!(count, 1);
+        assert_eq!(
+            add(r, 2, U2, r#"http.host == "h" && net.dst.port > 1"#).0,
+            ATC_OK
+        );
+
+        // Field list: too small reports the size needed and writes nothing.
+        let want = b"http.host\0http.path\0net.dst.port\0";
+        let mut buf = [0x55 as c_char; 64];
+        let mut len = 5;
+        let mut n = 0;
+        assert_eq!(
+            atc_router_fields(r, buf.as_mut_ptr(), &mut len, &mut n),
+            ATC_ERR_BUFFER
+        );
+        assert_eq!((len, n), (want.len(), 3));
+        assert_eq!(buf[0], 0x55);
+        len = 0;
+        assert_eq!(
+            atc_router_fields(r, null_mut(), &mut len, null_mut()),
+            ATC_ERR_BUFFER
+        );
+        assert_eq!(len, want.len());
+        len = buf.len();
+        assert_eq!(
+            atc_router_fields(r, buf.as_mut_ptr(), &mut len, &mut n),
+            ATC_OK
+        );
+        let got: Vec<u8> = buf[..len].iter().map(|&c| c as u8).collect();
+        assert_eq!(got, want);
+
+        // Validate writes the fields in order of first use.
+        let expr = r#"net.dst.port == 1 && http.host == "a""#;
+        len = buf.len();
+        assert_eq!(
+            atc_router_validate(
+                s,
+                p(expr),
+                expr.len(),
+                buf.as_mut_ptr(),
+                &mut len,
+                &mut n,
+                null_mut(),
+                null_mut()
+            ),
+            ATC_OK
+        );
+        let got: Vec<u8> = buf[..len].iter().map(|&c| c as u8).collect();
+        assert_eq!(got, b"net.dst.port\0http.host\0");
+        assert_eq!(n, 2);
+
+        // Remove.
+        let mut e = ErrBuf::new(128);
+        assert_eq!(atc_router_remove(r, p(U1), 36, e.ptr(), e.len()), ATC_OK);
+        assert_eq!(
+            atc_router_remove(r, p(U1), 36, e.ptr(), e.len()),
+            ATC_ERR_NOT_FOUND
+        );
+        assert_eq!(e.text(), format!("no route with id {U1}"));
+        assert_eq!(
+            atc_router_remove(r, p("x"), 1, e.ptr(), e.len()),
+            ATC_ERR_UUID
+        );
+        atc_router_free(r);
+        atc_schema_free(s);
+    }
+}
+
+#[test]
+fn error_messages_are_truncated_on_character_boundaries() {
+    unsafe {
+        let s = http_schema();
+        let r = atc_router_new(s, null_mut(), null_mut());
+        // The message quotes the expression line, which is full of 3-byte characters.
+        let expr = "http.path == \"€€€€€€€€€€\" &&";
+        let mut full = ErrBuf::new(4096);
+        assert_eq!(
+            atc_router_add(r, 1, p(U1), 36, p(expr), expr.len(), full.ptr(), full.len()),
+            ATC_ERR_EXPR
+        );
+        let full = full.text();
+        assert!(full.contains('€'));
+        for cap in 0..full.len() + 3 {
+            let mut e = ErrBuf::new(cap);
+            let rc = atc_router_add(r, 1, p(U1), 36, p(expr), expr.len(), e.ptr(), e.len());
+            assert_eq!(rc, ATC_ERR_EXPR);
+            let text = e.text(); // panics on a split character
+            assert!(full.starts_with(&text), "cap {cap}");
+            assert!(text.len() < cap.max(1), "cap {cap}: {} bytes", text.len());
+            assert!(
+                full.len() - text.len() < 4 || text.len() + 4 > cap,
+                "cap {cap}: cut too early"
+            );
+        }
+        // NULL length pointer or NULL buffer: no message, same status.
+        let mut len = 10usize;
+        assert_eq!(
+            atc_router_add(r, 1, p(U1), 36, p(expr), expr.len(), null_mut(), &mut len),
+            ATC_ERR_EXPR
+        );
+        assert_eq!(len, 10);
+        atc_router_free(r);
+        atc_schema_free(s);
+    }
+}
+
+#[test]
+fn context_values_types_and_batch() {
+    unsafe {
+        let s = http_schema();
+        let r = atc_router_new(s, null_mut(), null_mut());
+        let expr = r#"http.path ^= "/a" && net.dst.port == 80 && net.src.ip in 10.0.0.0/8 && net.src.cidr == 10.0.0.0/8 && http.headers.x_a == "1""#;
+        assert_eq!(add(r, 1, U1, expr).0, ATC_OK);
+        let c = atc_context_new(s, null_mut(), null_mut());
+        let (path, t_path) = field(c, "http.path");
+        let (port, t_port) = field(c, "net.dst.port");
+        let (ip, t_ip) = field(c, "net.src.ip");
+        let (cidr, t_cidr) = field(c, "net.src.cidr");
+        let (hx, t_hx) = field(c, "http.headers.x_a");
+        assert_eq!(
+            [t_path, t_port, t_ip, t_cidr, t_hx],
+            [
+                ATC_TYPE_STRING,
+                ATC_TYPE_INT,
+                ATC_TYPE_IPADDR,
+                ATC_TYPE_IPCIDR,
+                ATC_TYPE_STRING
+            ]
+        );
+        assert_eq!(field(c, "http.headers.x_a").0, hx, "ids are stable");
+
+        let mut e = ErrBuf::new(256);
+        let mut id = 0;
+        assert_eq!(
+            atc_context_field_id(c, p("nope"), 4, &mut id, null_mut(), e.ptr(), e.len()),
+            ATC_ERR_UNKNOWN_FIELD
+        );
+        // Wrong types and unknown ids, one function at a time.
+        assert_eq!(add_str(c, port, b"80").0, ATC_ERR_TYPE);
+        assert_eq!(add_str(c, 9999, b"80").0, ATC_ERR_UNKNOWN_FIELD);
+        assert_eq!(
+            atc_context_add_int(c, path, 80, e.ptr(), e.len()),
+            ATC_ERR_TYPE
+        );
+        assert!(
+            e.text().contains("field `http.path` holds String values"),
+            "{}",
+            e.text()
+        );
+        assert_eq!(
+            atc_context_add_int(c, u32::MAX, 80, e.ptr(), e.len()),
+            ATC_ERR_UNKNOWN_FIELD
+        );
+        assert_eq!(
+            atc_context_add_ip(c, path, p("1.2.3.4"), 7, e.ptr(), e.len()),
+            ATC_ERR_TYPE
+        );
+        assert_eq!(
+            atc_context_add_ip(c, port, p("1.2.3.4"), 7, e.ptr(), e.len()),
+            ATC_ERR_TYPE
+        );
+        assert_eq!(
+            atc_context_add_ip(c, ip, p("1.2.3.400"), 9, e.ptr(), e.len()),
+            ATC_ERR_INVALID
+        );
+        assert_eq!(
+            atc_context_add_ip(c, cidr, p("10.0.0.1/8"), 10, e.ptr(), e.len()),
+            ATC_ERR_INVALID
+        );
+
+        // A batch stops at the first bad value and says which.
+        let v = |field, value_type, int_value, text: &'static str| AtcValue {
+            field,
+            value_type,
+            int_value,
+            ptr: p(text),
+            len: text.len(),
+        };
+        let batch = [
+            v(path, ATC_TYPE_STRING, 0, "/a/b"),
+            v(port, ATC_TYPE_INT, 80, ""),
+            v(ip, ATC_TYPE_IPADDR, 0, "10.1.1.1"),
+            v(cidr, ATC_TYPE_IPCIDR, 0, "10.0.0.0/8"),
+            v(hx, ATC_TYPE_STRING, 0, "1"),
+        ];
+        let mut failed = usize::MAX;
+        assert_eq!(
+            atc_context_add_values(
+                c,
+                batch.as_ptr(),
+                batch.len(),
+                &mut failed,
+                e.ptr(),
+                e.len()
+            ),
+            ATC_OK
+        );
+        assert_eq!(failed, usize::MAX, "untouched on success");
+        assert_eq!(atc_router_execute(r, c), 1);
+        assert_eq!(result_id(c).as_deref(), Some(U1));
+
+        for (bad, code) in [
+            (v(port, ATC_TYPE_STRING, 0, "80"), ATC_ERR_TYPE),
+            (v(port, 42, 0, ""), ATC_ERR_INVALID),
+            (v(77_777, ATC_TYPE_INT, 1, ""), ATC_ERR_UNKNOWN_FIELD),
+            (v(ip, ATC_TYPE_IPADDR, 0, "::g"), ATC_ERR_INVALID),
+            (
+                AtcValue {
+                    field: path,
+                    value_type: ATC_TYPE_STRING,
+                    int_value: 0,
+                    ptr: null(),
+                    len: 4,
+                },
+                ATC_ERR_NULL,
+            ),
+        ] {
+            assert_eq!(atc_context_reset(c), ATC_OK);
+            let batch = [batch[0], bad, batch[1]];
+            let rc = atc_context_add_values(c, batch.as_ptr(), 3, &mut failed, e.ptr(), e.len());
+            assert_eq!(rc, code, "{}", e.text());
+            assert_eq!(failed, 1);
+            assert!(e.text().starts_with("value 1: "), "{}", e.text());
+        }
+        // Empty batches are fine, even with a NULL array.
+        assert_eq!(
+            atc_context_add_values(c, null(), 0, null_mut(), null_mut(), null_mut()),
+            ATC_OK
+        );
+
+        // Too many values for one field.
+        atc_context_reset(c);
+        let mut last = ATC_OK;
+        for _ in 0..5000 {
+            last = add_str(c, hx, b"v").0;
+            if last != ATC_OK {
+                break;
+            }
+        }
+        assert_eq!(last, ATC_ERR_LIMIT);
+        atc_context_free(c);
+        atc_router_free(r);
+        atc_schema_free(s);
+    }
+}
+
+#[test]
+fn results_matched_values_and_captures() {
+    unsafe {
+        let s = http_schema();
+        let r = atc_router_new(s, null_mut(), null_mut());
+        let expr = r##"http.path ~ r#"^/u/(?<id>\d+)/(x)?(y)?$"# && net.dst.port == 8443 && net.src.ip == 10.0.0.1 && net.src.cidr == 10.0.0.0/8"##;
+        assert_eq!(add(r, 1, U1, expr).0, ATC_OK, "{}", add(r, 1, U1, expr).1);
+        let c = atc_context_new(s, null_mut(), null_mut());
+        let (path, _) = field(c, "http.path");
+        let (port, _) = field(c, "net.dst.port");
+        let (ip, _) = field(c, "net.src.ip");
+        let (cidr, _) = field(c, "net.src.cidr");
+        let (host, _) = field(c, "http.host");
+
+        // Nothing to read before an execute.
+        let mut n = 99;
+        assert_eq!(atc_context_captures(c, null_mut(), &mut n), ATC_OK);
+        assert_eq!(n, 0);
+        assert_eq!(result_id(c), None);
+
+        assert_eq!(add_str(c, path, b"/u/42/x").0, ATC_OK);
+        assert_eq!(
+            atc_context_add_int(c, port, 8443, null_mut(), null_mut()),
+            ATC_OK
+        );
+        assert_eq!(
+            atc_context_add_ip(c, ip, p("10.0.0.1"), 8, null_mut(), null_mut()),
+            ATC_OK
+        );
+        assert_eq!(
+            atc_context_add_ip(c, cidr, p("10.0.0.0/8"), 10, null_mut(), null_mut()),
+            ATC_OK
+        );
+        assert_eq!(atc_router_execute(r, c), 1);
+
+        // UUID buffer too small.
+        let mut small = [0 as c_char; 8];
+        let mut len = small.len();
+        assert_eq!(
+            atc_context_result(
+                c,
+                null(),
+                small.as_mut_ptr(),
+                &mut len,
+                null_mut(),
+                null_mut()
+            ),
+            ATC_ERR_BUFFER
+        );
+        assert_eq!(len, ATC_UUID_LEN);
+        assert_eq!(
+            atc_context_result(
+                c,
+                null(),
+                small.as_mut_ptr(),
+                null_mut(),
+                null_mut(),
+                null_mut()
+            ),
+            ATC_ERR_NULL
+        );
+
+        let read = |f: Option<u32>| -> AtcMatched {
+            let mut m = AtcMatched {
+                value_type: 77,
+                int_value: 0,
+                ptr: null(),
+                len: 0,
+            };
+            let fp = f.as_ref().map_or(null(), |f| f as *const u32);
+            let mut nc = 0;
+            assert_eq!(
+                atc_context_result(c, fp, null_mut(), null_mut(), &mut m, &mut nc),
+                1
+            );
+            assert_eq!(nc, 4);
+            m
+        };
+        let text = |m: &AtcMatched| -> String {
+            String::from_utf8(std::slice::from_raw_parts(m.ptr.cast::<u8>(), m.len).to_vec())
+                .unwrap()
+        };
+        let m = read(Some(path));
+        assert_eq!(
+            (m.value_type, text(&m).as_str()),
+            (ATC_TYPE_STRING, "/u/42/x")
+        );
+        let m = read(Some(port));
+        assert_eq!(
+            (m.value_type, m.int_value, text(&m).as_str()),
+            (ATC_TYPE_INT, 8443, "8443")
+        );
+        let m = read(Some(ip));
+        assert_eq!(
+            (m.value_type, text(&m).as_str()),
+            (ATC_TYPE_IPADDR, "10.0.0.1")
+        );
+        let m = read(Some(cidr));
+        assert_eq!(
+            (m.value_type, text(&m).as_str()),
+            (ATC_TYPE_IPCIDR, "10.0.0.0/8")
+        );
+        assert_eq!(read(Some(host)).value_type, ATC_TYPE_NONE);
+        assert_eq!(read(Some(123_456)).value_type, ATC_TYPE_NONE);
+        assert_eq!(read(None).value_type, ATC_TYPE_NONE);
+
+        // Captures: too small a buffer reports the count and writes nothing.
+        let empty = AtcCapture {
+            index: -7,
+            name: null(),
+            name_len: 0,
+            value: null(),
+            value_len: 0,
+        };
+        let mut caps = vec![empty; 10];
+        let mut n = 2;
+        assert_eq!(
+            atc_context_captures(c, caps.as_mut_ptr(), &mut n),
+            ATC_ERR_BUFFER
+        );
+        assert_eq!(n, 4);
+        assert_eq!(caps[0].index, -7);
+        n = 4;
+        assert_eq!(atc_context_captures(c, null_mut(), &mut n), ATC_ERR_NULL);
+        n = caps.len();
+        assert_eq!(atc_context_captures(c, caps.as_mut_ptr(), &mut n), ATC_OK);
+        assert_eq!(n, 4);
+        let s_of = |ptr: *const c_char, len: usize| {
+            String::from_utf8(std::slice::from_raw_parts(ptr.cast::<u8>(), len).to_vec()).unwrap()
+        };
+        let mut got: Vec<(i64, String, String)> = caps[..n]
+            .iter()
+            .map(|k| {
+                let name = if k.index < 0 {
+                    s_of(k.name, k.name_len)
+                } else {
+                    assert!(k.name.is_null());
+                    String::new()
+                };
+                (k.index, name, s_of(k.value, k.value_len))
+            })
+            .collect();
+        got.sort();
+        let want: Vec<(i64, String, String)> = [
+            (-1, "id", "42"),
+            (0, "", "/u/42/x"),
+            (1, "", "42"),
+            (2, "", "x"),
+        ]
+        .iter()
+        .map(|(i, n, v)| (*i, n.to_string(), v.to_string()))
+        .collect();
+        // Group 3 (`(y)?`) did not take part, so it is absent.
+        assert_eq!(got, want);
+
+        // Reset forgets the result.
+        assert_eq!(atc_context_reset(c), ATC_OK);
+        assert_eq!(result_id(c), None);
+        n = caps.len();
+        assert_eq!(atc_context_captures(c, caps.as_mut_ptr(), &mut n), ATC_OK);
+        assert_eq!(n, 0);
+        atc_context_free(c);
+        atc_router_free(r);
+        atc_schema_free(s);
+    }
+}
+
+#[test]
+fn schema_freed_first_and_foreign_contexts() {
+    unsafe {
+        let s = http_schema();
+        let r = atc_router_new(s, null_mut(), null_mut());
+        let c = atc_context_new(s, null_mut(), null_mut());
+        atc_schema_free(s);
+        // Router and context keep the schema alive.
+        assert_eq!(add(r, 1, U1, r#"http.host == "a""#).0, ATC_OK);
+        let (host, _) = field(c, "http.host");
+        assert_eq!(add_str(c, host, b"a").0, ATC_OK);
+        assert_eq!(atc_router_execute(r, c), 1);
+        assert_eq!(result_id(c).as_deref(), Some(U1));
+
+        // A context of another schema handle, even with the same fields, is refused.
+        let s2 = http_schema();
+        let c2 = atc_context_new(s2, null_mut(), null_mut());
+        assert_eq!(atc_router_execute(r, c2), ATC_ERR_SCHEMA_MISMATCH);
+        // ... and the context of r still matches, while c2 has no result.
+        assert_eq!(result_id(c2), None);
+        atc_router_free(r);
+        // The context outlives both the router and the schema.
+        assert_eq!(atc_context_reset(c), ATC_OK);
+        assert_eq!(add_str(c, host, b"b").0, ATC_OK);
+        atc_context_free(c);
+        atc_context_free(c2);
+        atc_schema_free(s2);
+    }
+}
+
+#[test]
+fn strerror_is_static_text() {
+    for code in [ATC_OK, ATC_ERR_BUFFER, ATC_ERR_PANIC, 12345] {
+        let s = unsafe { CStr::from_ptr(atc_strerror(code)) };
+        assert!(!s.to_bytes().is_empty());
+    }
+}

@@ -1,0 +1,85 @@
+//! The LuaJIT binding (`lua/resty/router/*.lua`) against the freshly built shared object, in a
+//! LuaJIT embedded through mlua. Each test runs one function of `lua/t/binding_test.lua` in a
+//! fresh Lua state, so a failure names the Lua test and shows its traceback.
+
+mod common;
+
+use std::sync::OnceLock;
+
+use mlua::{Lua, LuaOptions, StdLib};
+
+fn cpath() -> &'static str {
+    static CPATH: OnceLock<String> = OnceLock::new();
+    CPATH.get_or_init(|| common::lua_cpath(&common::cpath_dir("lua")))
+}
+
+fn new_state() -> Lua {
+    // SAFETY: the binding needs the `ffi` and `debug` libraries, which mlua calls unsafe.
+    let lua = unsafe { Lua::unsafe_new_with(StdLib::ALL, LuaOptions::new()) };
+    let package: mlua::Table = lua.globals().get("package").unwrap();
+    package.set("path", common::lua_path()).unwrap();
+    package.set("cpath", cpath()).unwrap();
+    lua
+}
+
+fn run(test: &str) {
+    let lua = new_state();
+    let chunk = format!(
+        r#"
+        local tests = require("binding_test")
+        local fn = assert(tests[{test:?}], "no Lua test named {test}")
+        local ok, err = xpcall(fn, debug.traceback)
+        -- Whatever the test left behind is collected here, finalizers included.
+        collectgarbage()
+        collectgarbage()
+        if not ok then error(err, 0) end
+        "#
+    );
+    if let Err(e) = lua.load(&chunk).set_name(test).exec() {
+        panic!("Lua test {test} failed:\n{e}");
+    }
+    drop(lua);
+}
+
+macro_rules! lua_tests {
+    ($($name:ident),* $(,)?) => {
+        $(#[test] fn $name() { run(stringify!($name)); })*
+
+        /// Every test function of the Lua file has a Rust test above.
+        #[test]
+        fn every_lua_test_is_run() {
+            let lua = new_state();
+            let names: Vec<String> = lua
+                .load(r#"local t = {} for k in pairs(require("binding_test")) do t[#t + 1] = k end
+                         table.sort(t) return t"#)
+                .eval()
+                .unwrap();
+            let mut listed = vec![$(stringify!($name).to_string()),*];
+            listed.sort();
+            assert_eq!(names, listed, "lua_tests! must list exactly the functions of binding_test.lua");
+        }
+    };
+}
+
+lua_tests!(
+    schema_fields_and_types,
+    schema_is_frozen_once_shared,
+    router_add_and_errors,
+    router_priority_and_ties,
+    router_remove,
+    router_get_fields_and_validate,
+    context_values_and_types,
+    context_bad_values,
+    multi_valued_headers,
+    result_matched_values_and_captures,
+    result_after_miss_and_reset,
+    many_captures,
+    execute_argument_errors,
+    wildcard_fields,
+    int64_cdata_values,
+    gc_any_order,
+    gc_after_unload,
+    schema_freed_before_router,
+    reload_modules,
+    workload_shaped_routes,
+);

@@ -1,0 +1,771 @@
+//! A real gateway: Debian's nginx with the lua module loads the binding, builds a 10,000-route
+//! router (atc-workload's table) in `init_worker_by_lua`, and routes requests in
+//! `access_by_lua` (lua/t/gateway.lua). Real HTTP requests over 127.0.0.1 must reach the route
+//! that the core's reference evaluator picks for the same values; bad requests (invalid UTF-8,
+//! huge or repeated headers) must get a clean 4xx, and the worker must survive all of it.
+//!
+//! Needs the Debian packages `nginx`, `libnginx-mod-http-lua` and `lua-resty-core`; nothing is
+//! installed here. Without them the test prints a notice and passes, unless
+//! `ATC_REQUIRE_NGINX=1`, which makes their absence a failure. Paths can be overridden with
+//! `ATC_NGINX` (the binary) and `ATC_NGINX_MODULES` (the modules directory).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use atc_router::{Context, Router, Schema, Type, Uuid, Value};
+use atc_workload::{requests, Mix, Table};
+
+const ROUTES: usize = 10_000;
+const SEED: u64 = 0x5eed_1234;
+const PER_MIX: usize = 40;
+/// The whole test, start to stop.
+const DEADLINE: Duration = Duration::from_secs(600);
+
+struct Nginx {
+    bin: PathBuf,
+    modules: PathBuf,
+    lua_share: PathBuf,
+}
+
+fn find_nginx() -> Result<Nginx, String> {
+    let bin = match std::env::var_os("ATC_NGINX") {
+        Some(p) => PathBuf::from(p),
+        None => ["/usr/sbin/nginx", "/usr/bin/nginx", "/usr/local/sbin/nginx"]
+            .iter()
+            .map(PathBuf::from)
+            .find(|p| p.is_file())
+            .ok_or("no nginx binary (apt-get install nginx)")?,
+    };
+    let modules = std::env::var_os("ATC_NGINX_MODULES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/lib/nginx/modules"));
+    for m in ["ndk_http_module.so", "ngx_http_lua_module.so"] {
+        if !modules.join(m).is_file() {
+            return Err(format!(
+                "no {} (apt-get install libnginx-mod-http-lua)",
+                modules.join(m).display()
+            ));
+        }
+    }
+    let lua_share = PathBuf::from("/usr/share/lua/5.1");
+    if !lua_share.join("resty/core.lua").is_file() {
+        return Err("no resty/core.lua (apt-get install lua-resty-core)".into());
+    }
+    Ok(Nginx {
+        bin,
+        modules,
+        lua_share,
+    })
+}
+
+/// Stops nginx when dropped, whatever happened.
+struct Running {
+    child: Child,
+    bin: PathBuf,
+    dir: PathBuf,
+}
+
+impl Running {
+    fn stop(&mut self) {
+        let conf = self.dir.join("nginx.conf");
+        let _ = Command::new(&self.bin)
+            .arg("-p")
+            .arg(&self.dir)
+            .arg("-c")
+            .arg(&conf)
+            .args(["-s", "stop"])
+            .stderr(Stdio::null())
+            .status();
+        let until = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < until {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn write_config(n: &Nginx, dir: &Path, libdir: &Path, port: u16) -> PathBuf {
+    let lua = common::repo_root().join("lua");
+    let conf = format!(
+        r#"
+worker_processes 1;
+daemon off;
+master_process on;
+pid {dir}/nginx.pid;
+error_log {dir}/error.log info;
+load_module {modules}/ndk_http_module.so;
+load_module {modules}/ngx_http_lua_module.so;
+
+events {{ worker_connections 256; }}
+
+http {{
+    access_log off;
+    client_body_temp_path {dir}/tmp_body;
+    proxy_temp_path {dir}/tmp_proxy;
+    fastcgi_temp_path {dir}/tmp_fastcgi;
+    uwsgi_temp_path {dir}/tmp_uwsgi;
+    scgi_temp_path {dir}/tmp_scgi;
+    large_client_header_buffers 4 64k;
+    merge_slashes off;
+    set_real_ip_from 127.0.0.1;
+    real_ip_header X-Real-IP;
+
+    lua_package_path "{lua}/?.lua;{lua}/t/?.lua;{share}/?.lua;;";
+    lua_package_cpath "{libdir}/?.so;;";
+
+    init_worker_by_lua_block {{
+        require("gateway").init_worker("{dir}/schema.tsv", "{dir}/routes.tsv")
+    }}
+
+    server {{
+        listen 127.0.0.1:{port};
+        location = /__status {{
+            content_by_lua_block {{ require("gateway").status() }}
+        }}
+        location / {{
+            access_by_lua_block {{ require("gateway").access() }}
+            content_by_lua_block {{ ngx.exit(404) }}
+        }}
+    }}
+}}
+"#,
+        dir = dir.display(),
+        modules = n.modules.display(),
+        lua = lua.display(),
+        share = n.lua_share.display(),
+        libdir = libdir.display(),
+    );
+    let path = dir.join("nginx.conf");
+    std::fs::write(&path, conf).unwrap();
+    path
+}
+
+/// A request as it goes on the wire; `header` values are raw bytes so that invalid UTF-8 can
+/// be sent.
+#[derive(Clone, Debug, Default)]
+struct HttpReq {
+    method: String,
+    host: Vec<u8>,
+    /// The decoded path (what nginx's `$uri` gives back).
+    path: Vec<u8>,
+    query: Vec<(String, String)>,
+    headers: Vec<(String, Vec<u8>)>,
+    /// The port nginx listens on (`net.dst.port` without a test header).
+    server_port: u16,
+}
+
+fn percent_encode(bytes: &[u8], keep_slash: bool) -> String {
+    let mut out = String::new();
+    for &b in bytes {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) || (keep_slash && b == b'/') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+impl HttpReq {
+    fn from_workload(fields: &[(String, atc_workload::Value)], server_port: u16) -> HttpReq {
+        let mut r = HttpReq {
+            server_port,
+            ..HttpReq::default()
+        };
+        for (name, value) in fields {
+            let text = match value {
+                atc_workload::Value::Str(s) => s.clone(),
+                atc_workload::Value::Int(i) => i.to_string(),
+                atc_workload::Value::Ip(a) => a.to_string(),
+            };
+            let test_header = |h: &str| (format!("X-Test-{h}"), text.clone().into_bytes());
+            match name.as_str() {
+                "http.method" => r.method = text,
+                "http.host" => r.host = text.into_bytes(),
+                "http.path" => r.path = text.into_bytes(),
+                "net.src.ip" => r.headers.push(("X-Real-IP".into(), text.into_bytes())),
+                "net.dst.port" => r.headers.push(test_header("Dst-Port")),
+                "net.src.port" => r.headers.push(test_header("Src-Port")),
+                "net.dst.ip" => r.headers.push(test_header("Dst-Ip")),
+                "net.protocol" => r.headers.push(test_header("Protocol")),
+                "tls.sni" => r.headers.push(test_header("Tls-Sni")),
+                n if n.starts_with("http.path.segments.") => {} // derived from the path
+                n => {
+                    if let Some(h) = n.strip_prefix("http.headers.") {
+                        r.headers.push((h.replace('_', "-"), text.into_bytes()));
+                    } else if let Some(q) = n.strip_prefix("http.queries.") {
+                        r.query.push((q.to_owned(), text));
+                    } else {
+                        panic!("the test does not know how to send field {n}");
+                    }
+                }
+            }
+        }
+        if r.method.is_empty() {
+            r.method = "GET".into();
+        }
+        r
+    }
+
+    /// Paths that nginx would normalise (dot segments) cannot arrive as they were built.
+    fn survives_nginx(&self) -> bool {
+        self.path.starts_with(b"/")
+            && !self
+                .path
+                .split(|&b| b == b'/')
+                .any(|s| s == b"." || s == b"..")
+            && !self.path.contains(&0)
+    }
+
+    fn to_bytes(&self) -> Vec<u8> {
+        let mut target = percent_encode(&self.path, true);
+        if !self.query.is_empty() {
+            let q: Vec<String> = self
+                .query
+                .iter()
+                .map(|(k, v)| {
+                    format!(
+                        "{}={}",
+                        percent_encode(k.as_bytes(), false),
+                        percent_encode(v.as_bytes(), false)
+                    )
+                })
+                .collect();
+            target = format!("{target}?{}", q.join("&"));
+        }
+        let mut out = format!("{} {target} HTTP/1.0\r\n", self.method).into_bytes();
+        out.extend_from_slice(b"Host: ");
+        out.extend_from_slice(&self.host);
+        out.extend_from_slice(b"\r\n");
+        for (name, value) in &self.headers {
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(value);
+            out.extend_from_slice(b"\r\n");
+        }
+        if self.method != "GET" && self.method != "HEAD" {
+            out.extend_from_slice(b"Content-Length: 0\r\n");
+        }
+        out.extend_from_slice(b"\r\n");
+        out
+    }
+
+    fn header_values(&self, name: &str) -> Vec<&[u8]> {
+        self.headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_slice())
+            .collect()
+    }
+
+    fn test_header(&self, name: &str) -> Option<&[u8]> {
+        self.header_values(&format!("x-test-{name}"))
+            .first()
+            .copied()
+    }
+
+    /// The values lua/t/gateway.lua adds for `field` (its `derive`, mirrored). `Err` for bytes
+    /// that are not UTF-8 or text that does not parse, which the gateway answers with 400.
+    fn derive(&self, field: &str, ty: Type) -> Result<Vec<Value>, ()> {
+        let raw: Vec<Vec<u8>> = match field {
+            "http.method" => vec![self.method.clone().into_bytes()],
+            "http.host" => {
+                // $host: without port and trailing dot, lowercased.
+                let mut h = self.host.clone();
+                if let Some(colon) = h.iter().rposition(|&b| b == b':') {
+                    h.truncate(colon);
+                }
+                while h.last() == Some(&b'.') {
+                    h.pop();
+                }
+                h.make_ascii_lowercase();
+                vec![h]
+            }
+            "http.path" => vec![self.path.clone()],
+            "net.src.ip" => vec![self
+                .header_values("x-real-ip")
+                .first()
+                .map_or(b"127.0.0.1".to_vec(), |v| v.to_vec())],
+            "net.dst.port" => vec![self
+                .test_header("dst-port")
+                .map_or(self.server_port.to_string().into_bytes(), <[u8]>::to_vec)],
+            "tls.sni" => self
+                .test_header("tls-sni")
+                .map(<[u8]>::to_vec)
+                .into_iter()
+                .collect(),
+            "net.src.port" | "net.dst.ip" | "net.protocol" => {
+                let h = field.rsplit('.').next().unwrap();
+                let name = match h {
+                    "port" => "src-port",
+                    "ip" => "dst-ip",
+                    _ => "protocol",
+                };
+                self.test_header(name)
+                    .map(<[u8]>::to_vec)
+                    .into_iter()
+                    .collect()
+            }
+            f => {
+                if let Some(h) = f.strip_prefix("http.headers.") {
+                    self.header_values(&h.replace('_', "-"))
+                        .into_iter()
+                        .map(<[u8]>::to_vec)
+                        .collect()
+                } else if let Some(q) = f.strip_prefix("http.queries.") {
+                    self.query
+                        .iter()
+                        .filter(|(k, _)| k == q)
+                        .map(|(_, v)| v.clone().into_bytes())
+                        .collect()
+                } else if let Some(n) = f.strip_prefix("http.path.segments.") {
+                    let n: usize = n.parse().map_err(|_| ())?;
+                    let start = self
+                        .path
+                        .iter()
+                        .position(|&b| b != b'/')
+                        .unwrap_or(self.path.len());
+                    self.path[start..]
+                        .split(|&b| b == b'/')
+                        .nth(n)
+                        .map(<[u8]>::to_vec)
+                        .into_iter()
+                        .collect()
+                } else {
+                    vec![]
+                }
+            }
+        };
+        raw.into_iter()
+            .map(|bytes| {
+                let text = String::from_utf8(bytes).map_err(|_| ())?;
+                Ok(match ty {
+                    Type::String => Value::String(text),
+                    Type::Int => Value::Int(text.parse().map_err(|_| ())?),
+                    Type::IpAddr => Value::IpAddr(text.parse::<IpAddr>().map_err(|_| ())?),
+                    Type::IpCidr => Value::IpCidr(text.parse().map_err(|_| ())?),
+                })
+            })
+            .collect()
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Expected {
+    Route { id: Uuid, body: String },
+    NotFound,
+    BadRequest,
+}
+
+fn ns(out: &mut String, s: &str) {
+    out.push_str(&format!("{}:{s},", s.len()));
+}
+
+/// What the gateway must answer, by the reference evaluator over the same values.
+fn expected(router: &Router, req: &HttpReq) -> Expected {
+    let schema = router.schema().clone();
+    let mut ctx = Context::new(schema.clone());
+    for field in router.fields() {
+        let ty = schema
+            .field_type(&field)
+            .expect("router fields are in the schema");
+        let Ok(values) = req.derive(&field, ty) else {
+            return Expected::BadRequest;
+        };
+        for v in values {
+            if ctx.add_value(&field, v).is_err() {
+                return Expected::BadRequest;
+            }
+        }
+    }
+    if !router.execute_reference(&mut ctx) {
+        return Expected::NotFound;
+    }
+    let m = ctx.result().unwrap();
+    let mut body = format!("{}\n", m.id());
+    let matched = m
+        .matched_value("http.path")
+        .map(|v| v.to_string())
+        .unwrap_or_default();
+    ns(&mut body, &matched);
+    let caps: BTreeMap<String, String> = m.captures_map().into_iter().collect();
+    for (k, v) in caps {
+        ns(&mut body, &k);
+        ns(&mut body, &v);
+    }
+    Expected::Route { id: m.id(), body }
+}
+
+struct Response {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+fn send(port: u16, raw: &[u8]) -> Result<Response, String> {
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let mut s =
+        TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    s.set_write_timeout(Some(Duration::from_secs(60))).unwrap();
+    // nginx may answer (and close) before reading a huge request to its end, so a failed
+    // write is only an error if no answer can be read either.
+    let written = s.write_all(raw);
+    let mut buf = Vec::new();
+    if let Err(e) = s.read_to_end(&mut buf) {
+        if buf.is_empty() {
+            return Err(format!("read: {e} (write: {written:?})"));
+        }
+    }
+    let split = buf
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(|| format!("no header end in {:?}", String::from_utf8_lossy(&buf)))?;
+    let head = String::from_utf8_lossy(&buf[..split]).into_owned();
+    let mut lines = head.split("\r\n");
+    let status: u16 = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| format!("bad status line in {head:?}"))?;
+    let headers = lines
+        .filter_map(|l| l.split_once(": "))
+        .map(|(k, v)| (k.to_ascii_lowercase(), v.to_owned()))
+        .collect();
+    Ok(Response {
+        status,
+        headers,
+        body: buf[split + 4..].to_vec(),
+    })
+}
+
+fn check(port: u16, router: &Router, req: &HttpReq, what: &str) -> Result<Expected, String> {
+    let want = expected(router, req);
+    let got = send(port, &req.to_bytes())?;
+    let route_header = got
+        .headers
+        .iter()
+        .find(|(k, _)| k == "x-route")
+        .map(|(_, v)| v.clone());
+    let ok = match &want {
+        Expected::Route { id, body } => {
+            got.status == 200
+                && route_header.as_deref() == Some(id.to_string().as_str())
+                && (req.method == "HEAD" || got.body == body.as_bytes())
+        }
+        Expected::NotFound => got.status == 404,
+        Expected::BadRequest => got.status == 400,
+    };
+    if !ok {
+        return Err(format!(
+            "{what}: {} {:?}\n  want {want:?}\n  got {} {route_header:?} {:?}",
+            req.method,
+            String::from_utf8_lossy(&req.path),
+            got.status,
+            String::from_utf8_lossy(&got.body)
+        ));
+    }
+    Ok(want)
+}
+
+fn status_page(port: u16) -> Result<String, String> {
+    let r = send(port, b"GET /__status HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
+    if r.status != 200 {
+        return Err(format!("status page: {}", r.status));
+    }
+    Ok(String::from_utf8_lossy(&r.body).into_owned())
+}
+
+fn worker_pid(status: &str) -> String {
+    status
+        .split_whitespace()
+        .skip_while(|w| *w != "pid")
+        .nth(1)
+        .unwrap_or("?")
+        .to_owned()
+}
+
+#[test]
+fn nginx_routes_like_the_reference() {
+    let required = std::env::var("ATC_REQUIRE_NGINX").as_deref() == Ok("1");
+    let nginx = match find_nginx() {
+        Ok(n) => n,
+        Err(why) if required => panic!("ATC_REQUIRE_NGINX=1 but nginx is not usable: {why}"),
+        Err(why) => {
+            println!("SKIPPED nginx_routes_like_the_reference: {why} (set ATC_REQUIRE_NGINX=1 to require it)");
+            return;
+        }
+    };
+    let started = Instant::now();
+
+    // The table, as files for the Lua side and as a reference router here.
+    let table = Table::generate(ROUTES, SEED, false);
+    let dir = common::cpath_dir("nginx");
+    let mut schema_tsv = String::new();
+    let mut schema = Schema::new();
+    for (name, ty) in atc_workload::SCHEMA {
+        schema_tsv.push_str(&format!("{name}\t{}\n", ty.name()));
+        schema
+            .add_field(name, Type::from_name(ty.name()).unwrap())
+            .unwrap();
+    }
+    let schema = Arc::new(schema);
+    let mut router = Router::new(schema.clone());
+    let mut routes_tsv = String::new();
+    for r in &table.routes {
+        assert!(
+            !r.expression.contains(['\n', '\t']),
+            "expressions are written one per line: {:?}",
+            r.expression
+        );
+        routes_tsv.push_str(&format!(
+            "{}\t{}\t{}\n",
+            r.priority,
+            r.id_string(),
+            r.expression
+        ));
+        router
+            .add(Uuid::from_bytes(r.id), r.priority, &r.expression)
+            .unwrap_or_else(|e| panic!("the core rejects a workload route: {e}"));
+    }
+    std::fs::write(dir.join("schema.tsv"), schema_tsv).unwrap();
+    std::fs::write(dir.join("routes.tsv"), routes_tsv).unwrap();
+
+    let port = free_port();
+    let conf = write_config(&nginx, &dir, &dir, port);
+    let log = std::fs::File::create(dir.join("stderr.log")).unwrap();
+    let child = Command::new(&nginx.bin)
+        .arg("-p")
+        .arg(&dir)
+        .arg("-c")
+        .arg(&conf)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("start nginx");
+    let mut running = Running {
+        child,
+        bin: nginx.bin.clone(),
+        dir: dir.clone(),
+    };
+
+    let read_logs = || {
+        let mut s = std::fs::read_to_string(dir.join("error.log")).unwrap_or_default();
+        s.push_str(&std::fs::read_to_string(dir.join("stderr.log")).unwrap_or_default());
+        s
+    };
+
+    // Ready once the worker answers (init_worker has then finished building the router).
+    let status = loop {
+        if let Ok(s) = status_page(port) {
+            break s;
+        }
+        if let Ok(Some(code)) = running.child.try_wait() {
+            panic!("nginx exited with {code} during start:\n{}", read_logs());
+        }
+        assert!(
+            started.elapsed() < DEADLINE,
+            "nginx did not answer in time:\n{}",
+            read_logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        status.starts_with(&format!("loaded {} ", table.routes.len())),
+        "routes not all loaded: {status}\n{}",
+        read_logs()
+    );
+    let pid = worker_pid(&status);
+    println!(
+        "nginx up with {} routes after {:.1?}",
+        table.routes.len(),
+        started.elapsed()
+    );
+
+    // Requests of every mix: each must reach the reference's route.
+    let mut failures = Vec::new();
+    let (mut routed, mut not_found, mut skipped, mut off_target) = (0, 0, 0, 0);
+    for (k, mix) in Mix::all().into_iter().enumerate() {
+        for (i, wreq) in requests(&table, mix, PER_MIX, SEED + k as u64)
+            .iter()
+            .enumerate()
+        {
+            assert!(started.elapsed() < DEADLINE, "out of time");
+            let req = HttpReq::from_workload(&wreq.fields, port);
+            if !req.survives_nginx() {
+                skipped += 1;
+                continue;
+            }
+            match check(port, &router, &req, &format!("{} #{i}", mix.name())) {
+                Ok(Expected::Route { id, .. }) => {
+                    routed += 1;
+                    if wreq.target.map(|t| Uuid::from_bytes(table.routes[t].id)) != Some(id) {
+                        off_target += 1;
+                    }
+                }
+                Ok(_) => not_found += 1,
+                Err(e) => failures.push(e),
+            }
+        }
+    }
+    println!(
+        "workload requests: {routed} routed, {not_found} not found, {skipped} skipped (dot \
+         segments), {off_target} routed elsewhere than their target, {} wrong",
+        failures.len()
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(
+        routed >= 4 * PER_MIX * 9 / 10,
+        "too few requests were routed ({routed}): the HTTP mapping loses values"
+    );
+
+    // Bad and odd requests: a clean 4xx (or the reference's answer), and the worker lives on.
+    let base = HttpReq::from_workload(&requests(&table, Mix::HitFirst, 1, SEED)[0].fields, port);
+    let header_field = table
+        .routes
+        .iter()
+        .find_map(|r| {
+            r.expression
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '.' || c == '_'))
+                .find(|w| w.starts_with("http.headers."))
+                .map(str::to_owned)
+        })
+        .expect("the table routes on some header");
+    let header = header_field["http.headers.".len()..].replace('_', "-");
+    let with_header = |values: Vec<Vec<u8>>| {
+        let mut r = base.clone();
+        r.headers
+            .extend(values.into_iter().map(|v| (header.clone(), v)));
+        r
+    };
+    let odd: Vec<(&str, HttpReq, Option<u16>)> = vec![
+        (
+            "invalid UTF-8 header",
+            with_header(vec![b"v\xff\xfe".to_vec()]),
+            Some(400),
+        ),
+        (
+            "invalid UTF-8 path",
+            {
+                let mut r = base.clone();
+                r.path = b"/caf\xe9".to_vec();
+                r
+            },
+            Some(400),
+        ),
+        (
+            "invalid UTF-8 host",
+            {
+                let mut r = base.clone();
+                r.host = b"h\xc3.example.com".to_vec();
+                r
+            },
+            None,
+        ),
+        (
+            "large header value",
+            with_header(vec![vec![b'a'; 60_000]]),
+            None,
+        ),
+        (
+            "multi-valued header",
+            with_header(vec![b"v1".to_vec(), b"V2".to_vec(), b"v2".to_vec()]),
+            None,
+        ),
+        (
+            "1,100 values of one header",
+            with_header(vec![b"x".to_vec(); 1100]),
+            Some(400),
+        ),
+    ];
+    // Expected answers come from the reference unless fixed above.
+    let mut bad_failures = Vec::new();
+    for (what, req, fixed) in odd {
+        let result = match fixed {
+            Some(code) => send(port, &req.to_bytes()).and_then(|r| {
+                if r.status == code {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "{what}: got {} {:?}, want {code}",
+                        r.status,
+                        String::from_utf8_lossy(&r.body)
+                    ))
+                }
+            }),
+            None => check(port, &router, &req, what).map(|_| ()),
+        };
+        if let Err(e) = result {
+            bad_failures.push(e);
+        }
+    }
+    // Requests nginx itself refuses: still a clean 4xx.
+    let mut huge = base.clone();
+    huge.headers.push((header.clone(), vec![b'a'; 300_000]));
+    match send(port, &huge.to_bytes()) {
+        Ok(r) if (400..500).contains(&r.status) => {}
+        Ok(r) => bad_failures.push(format!("huge header: got {}", r.status)),
+        Err(e) => bad_failures.push(format!("huge header: {e}")),
+    }
+    let mut nul = base.to_bytes();
+    let at = nul.windows(2).position(|w| w == b"\r\n").unwrap() + 2;
+    nul.splice(at..at, b"X-Nul: a\0b\r\n".iter().copied());
+    match send(port, &nul) {
+        Ok(r) if (400..500).contains(&r.status) => {}
+        Ok(r) => bad_failures.push(format!("NUL in a header: got {}", r.status)),
+        Err(e) => bad_failures.push(format!("NUL in a header: {e}")),
+    }
+    assert!(bad_failures.is_empty(), "{}", bad_failures.join("\n"));
+
+    // Still the same worker, still routing.
+    let status = status_page(port).expect("nginx still answers");
+    assert_eq!(
+        worker_pid(&status),
+        pid,
+        "the worker was replaced (it crashed)"
+    );
+    check(port, &router, &base, "after the bad requests").unwrap();
+
+    running.stop();
+    let logs = read_logs();
+    // A worker that crashed shows as "worker process N exited on signal 11" (alert).
+    for bad in [
+        "[crit]",
+        "[alert]",
+        "[emerg]",
+        "exited on signal",
+        "segfault",
+        "core dumped",
+        "panicked",
+    ] {
+        let hits: Vec<&str> = logs.lines().filter(|l| l.contains(bad)).collect();
+        assert!(hits.is_empty(), "the logs have {bad}: {hits:?}");
+    }
+    println!("nginx test done in {:.1?}", started.elapsed());
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,95 @@
+-- The cost of routing one request through LuaJIT -> C -> Rust at 10,000 routes: reset the
+-- context, add http.method, http.host and http.path, execute, read the route id and the matched
+-- path. Prints the median over rounds of the mean time per request.
+--
+--   lua/bench/run.sh                       (builds the release library and the data, runs this)
+--   LUA_PATH='lua/?.lua;;' LUA_CPATH='DIR_WITH_libatc_router.so/?.so;;' luajit lua/bench/bench.lua DATA_DIR [ROUNDS]
+--
+-- DATA_DIR holds schema.tsv, routes.tsv and requests.tsv (ffi/examples/workload_dump.rs).
+
+local ffi = require("ffi")
+local schema = require("resty.router.schema")
+local router = require("resty.router.router")
+local context = require("resty.router.context")
+
+local dir = assert(arg[1], "usage: bench.lua DATA_DIR [ROUNDS]")
+local rounds = tonumber(arg[2] or "21")
+
+pcall(ffi.cdef, [[
+typedef struct { long tv_sec; long tv_nsec; } atc_bench_timespec;
+int clock_gettime(int clk_id, atc_bench_timespec *tp);
+]])
+local ts = ffi.new("atc_bench_timespec")
+local function now_ns()
+    ffi.C.clock_gettime(1, ts) -- CLOCK_MONOTONIC
+    return tonumber(ts.tv_sec) * 1e9 + tonumber(ts.tv_nsec)
+end
+
+local s = schema.new()
+for line in io.lines(dir .. "/schema.tsv") do
+    local name, typ = line:match("^(%S+)\t(%S+)$")
+    assert(s:add_field(name, typ))
+end
+local r = router.new(s)
+local t0 = now_ns()
+local n = 0
+for line in io.lines(dir .. "/routes.tsv") do
+    local prio, id, expr = line:match("^(%d+)\t(%S+)\t(.*)$")
+    assert(r:add_matcher(tonumber(prio), id, expr))
+    n = n + 1
+end
+local build_ms = (now_ns() - t0) / 1e6
+
+local reqs = {}
+for line in io.lines(dir .. "/requests.tsv") do
+    local m, h, p = line:match("^([^\t]*)\t([^\t]*)\t(.*)$")
+    reqs[#reqs + 1] = { m, h, p }
+end
+
+local c = context.new(s)
+local function route(req)
+    c:reset()
+    c:add_value("http.method", req[1])
+    c:add_value("http.host", req[2])
+    c:add_value("http.path", req[3])
+    if r:execute(c) then
+        local uuid, path = c:get_result("http.path")
+        return uuid, path
+    end
+end
+
+local hits = 0
+for i = 1, #reqs do
+    if route(reqs[i]) then
+        hits = hits + 1
+    end
+end
+
+-- Without reading the result back: what get_result (two Lua strings) adds.
+local function match_only(req)
+    c:reset()
+    c:add_value("http.method", req[1])
+    c:add_value("http.host", req[2])
+    c:add_value("http.path", req[3])
+    return r:execute(c)
+end
+
+local function measure(fn)
+    local samples = {}
+    for round = 1, rounds do
+        local start = now_ns()
+        for i = 1, #reqs do
+            fn(reqs[i])
+        end
+        samples[round] = (now_ns() - start) / #reqs
+    end
+    table.sort(samples)
+    return samples[math.floor(rounds / 2) + 1], samples[1], samples[rounds]
+end
+
+print(string.format("%d routes (built in %.0f ms), %d requests (%d matched), %d rounds",
+    n, build_ms, #reqs, hits, rounds))
+print(string.format("full request (reset, 3 add_value, execute, get_result): median %.0f ns/request (min %.0f, max %.0f)",
+    measure(route)))
+print(string.format("without get_result:                                     median %.0f ns/request (min %.0f, max %.0f)",
+    measure(match_only)))

@@ -1,0 +1,288 @@
+-- C declarations of libatc_router for LuaJIT's FFI, the loaded library, and the error buffer
+-- the other resty.router modules share.
+--
+-- Invariants:
+-- * The library is loaded once per Lua state and anchored in the registry for the life of the
+--   state: finalizers of schemas, routers and contexts may run after every resty.router module
+--   was unloaded, and LuaJIT closes a library whose handle is collected. (The library is also
+--   linked with `-z nodelete`, so even a dlclose() would not unmap it.)
+-- * The declarations between the markers are derived from ffi/include/atc_router.h by
+--   ffi/tests/header.rs, which fails when they are stale.
+
+local ffi = require("ffi")
+
+local DECLS = [=[
+-- BEGIN GENERATED (ffi/tests/header.rs)
+static const int ATC_OK = 0;
+static const int ATC_ERR_NULL = -1;
+static const int ATC_ERR_UTF8 = -2;
+static const int ATC_ERR_INVALID = -3;
+static const int ATC_ERR_UNKNOWN_FIELD = -4;
+static const int ATC_ERR_TYPE = -5;
+static const int ATC_ERR_UUID = -6;
+static const int ATC_ERR_BUFFER = -7;
+static const int ATC_ERR_DUPLICATE = -8;
+static const int ATC_ERR_SCHEMA_SHARED = -9;
+static const int ATC_ERR_EXPR = -10;
+static const int ATC_ERR_LIMIT = -11;
+static const int ATC_ERR_SCHEMA_MISMATCH = -12;
+static const int ATC_ERR_NOT_FOUND = -13;
+static const int ATC_ERR_PANIC = -14;
+static const int ATC_TYPE_STRING = 0;
+static const int ATC_TYPE_INT = 1;
+static const int ATC_TYPE_IPADDR = 2;
+static const int ATC_TYPE_IPCIDR = 3;
+static const int ATC_TYPE_NONE = -1;
+static const int ATC_UUID_LEN = 36;
+typedef struct atc_context atc_context;
+typedef struct atc_router atc_router;
+typedef struct atc_schema atc_schema;
+typedef struct {
+  uint32_t field;
+  int32_t value_type;
+  int64_t int_value;
+  const char *ptr;
+  size_t len;
+} atc_value;
+typedef struct {
+  int32_t value_type;
+  int64_t int_value;
+  const char *ptr;
+  size_t len;
+} atc_matched;
+typedef struct {
+  int64_t index;
+  const char *name;
+  size_t name_len;
+  const char *value;
+  size_t value_len;
+} atc_capture;
+const char *atc_strerror(int32_t status);
+atc_context *atc_context_new(const atc_schema *schema, char *errbuf, size_t *errbuf_len);
+void atc_context_free(atc_context *context);
+int32_t atc_context_reset(atc_context *context);
+int32_t atc_context_field_id(const atc_context *context,
+                             const char *name,
+                             size_t name_len,
+                             uint32_t *field_id,
+                             int32_t *field_type,
+                             char *errbuf,
+                             size_t *errbuf_len);
+int32_t atc_context_add_str(atc_context *context,
+                            uint32_t field,
+                            const char *value,
+                            size_t value_len,
+                            char *errbuf,
+                            size_t *errbuf_len);
+int32_t atc_context_add_int(atc_context *context,
+                            uint32_t field,
+                            int64_t value,
+                            char *errbuf,
+                            size_t *errbuf_len);
+int32_t atc_context_add_ip(atc_context *context,
+                           uint32_t field,
+                           const char *value,
+                           size_t value_len,
+                           char *errbuf,
+                           size_t *errbuf_len);
+int32_t atc_context_add_values(atc_context *context,
+                               const atc_value *values,
+                               size_t n,
+                               size_t *failed,
+                               char *errbuf,
+                               size_t *errbuf_len);
+int32_t atc_context_result(atc_context *context,
+                           const uint32_t *matched_field,
+                           char *uuid,
+                           size_t *uuid_len,
+                           atc_matched *matched,
+                           size_t *captures_n);
+int32_t atc_context_captures(const atc_context *context, atc_capture *captures, size_t *n);
+atc_router *atc_router_new(const atc_schema *schema, char *errbuf, size_t *errbuf_len);
+void atc_router_free(atc_router *router);
+int32_t atc_router_add(atc_router *router,
+                       uint64_t priority,
+                       const char *id,
+                       size_t id_len,
+                       const char *expr,
+                       size_t expr_len,
+                       char *errbuf,
+                       size_t *errbuf_len);
+int32_t atc_router_remove(atc_router *router,
+                          const char *id,
+                          size_t id_len,
+                          char *errbuf,
+                          size_t *errbuf_len);
+int32_t atc_router_execute(const atc_router *router, atc_context *context);
+int32_t atc_router_fields(const atc_router *router, char *buf, size_t *buf_len, size_t *count);
+int32_t atc_router_len(const atc_router *router, size_t *count);
+atc_schema *atc_schema_new(void);
+void atc_schema_free(atc_schema *schema);
+int32_t atc_schema_add_field(atc_schema *schema,
+                             const char *name,
+                             size_t name_len,
+                             int32_t field_type,
+                             char *errbuf,
+                             size_t *errbuf_len);
+int32_t atc_schema_field_type(const atc_schema *schema,
+                              const char *name,
+                              size_t name_len,
+                              int32_t *field_type);
+int32_t atc_router_validate(const atc_schema *schema,
+                            const char *expr,
+                            size_t expr_len,
+                            char *fields,
+                            size_t *fields_len,
+                            size_t *fields_count,
+                            char *errbuf,
+                            size_t *errbuf_len);
+atc_schema *atc_schema_new(void);
+void atc_schema_free(atc_schema *schema);
+int32_t atc_schema_add_field(atc_schema *schema,
+                             const char *name,
+                             size_t name_len,
+                             int32_t field_type,
+                             char *errbuf,
+                             size_t *errbuf_len);
+int32_t atc_schema_field_type(const atc_schema *schema,
+                              const char *name,
+                              size_t name_len,
+                              int32_t *field_type);
+int32_t atc_router_validate(const atc_schema *schema,
+                            const char *expr,
+                            size_t expr_len,
+                            char *fields,
+                            size_t *fields_len,
+                            size_t *fields_count,
+                            char *errbuf,
+                            size_t *errbuf_len);
+atc_router *atc_router_new(const atc_schema *schema, char *errbuf, size_t *errbuf_len);
+void atc_router_free(atc_router *router);
+int32_t atc_router_add(atc_router *router,
+                       uint64_t priority,
+                       const char *id,
+                       size_t id_len,
+                       const char *expr,
+                       size_t expr_len,
+                       char *errbuf,
+                       size_t *errbuf_len);
+int32_t atc_router_remove(atc_router *router,
+                          const char *id,
+                          size_t id_len,
+                          char *errbuf,
+                          size_t *errbuf_len);
+int32_t atc_router_execute(const atc_router *router, atc_context *context);
+int32_t atc_router_fields(const atc_router *router, char *buf, size_t *buf_len, size_t *count);
+int32_t atc_router_len(const atc_router *router, size_t *count);
+atc_context *atc_context_new(const atc_schema *schema, char *errbuf, size_t *errbuf_len);
+void atc_context_free(atc_context *context);
+int32_t atc_context_reset(atc_context *context);
+int32_t atc_context_field_id(const atc_context *context,
+                             const char *name,
+                             size_t name_len,
+                             uint32_t *field_id,
+                             int32_t *field_type,
+                             char *errbuf,
+                             size_t *errbuf_len);
+int32_t atc_context_add_str(atc_context *context,
+                            uint32_t field,
+                            const char *value,
+                            size_t value_len,
+                            char *errbuf,
+                            size_t *errbuf_len);
+int32_t atc_context_add_int(atc_context *context,
+                            uint32_t field,
+                            int64_t value,
+                            char *errbuf,
+                            size_t *errbuf_len);
+int32_t atc_context_add_ip(atc_context *context,
+                           uint32_t field,
+                           const char *value,
+                           size_t value_len,
+                           char *errbuf,
+                           size_t *errbuf_len);
+int32_t atc_context_add_values(atc_context *context,
+                               const atc_value *values,
+                               size_t n,
+                               size_t *failed,
+                               char *errbuf,
+                               size_t *errbuf_len);
+int32_t atc_context_result(atc_context *context,
+                           const uint32_t *matched_field,
+                           char *uuid,
+                           size_t *uuid_len,
+                           atc_matched *matched,
+                           size_t *captures_n);
+int32_t atc_context_captures(const atc_context *context, atc_capture *captures, size_t *n);
+-- END GENERATED
+]=]
+
+-- LuaJIT refuses to declare a type twice, and these modules may be unloaded and required again
+-- in the same state.
+if not pcall(ffi.typeof, "atc_value") then
+    ffi.cdef((DECLS:gsub("%-%-[^\n]*\n", "")))
+end
+
+local REGISTRY_KEY = "libatc_router (resty.router.cdefs)"
+
+local function load_library()
+    local anchor = debug and debug.getregistry and debug.getregistry() or package.loaded
+    local lib = anchor[REGISTRY_KEY]
+    if lib then
+        return lib
+    end
+    local path, err = package.searchpath("libatc_router", package.cpath)
+    if not path then
+        error("resty.router: libatc_router not found in package.cpath" .. (err or ""), 3)
+    end
+    lib = ffi.load(path)
+    anchor[REGISTRY_KEY] = lib
+    return lib
+end
+
+local lib = load_library()
+
+local ERRBUF_SIZE = 4096
+local errbuf = ffi.new("char[?]", ERRBUF_SIZE)
+local errlen = ffi.new("size_t[1]")
+
+local _M = {
+    lib = lib,
+    errbuf = errbuf,
+    errlen = errlen,
+    ERRBUF_SIZE = ERRBUF_SIZE,
+    TYPE_NAMES = { [0] = "String", "Int", "IpAddr", "IpCidr" },
+    TYPE_CODES = { String = 0, Int = 1, IpAddr = 2, IpCidr = 3 },
+}
+
+-- Arms the shared error buffer before a call that may fail.
+function _M.arm()
+    errlen[0] = ERRBUF_SIZE
+end
+
+-- The message of a failed call: the error buffer's text, or the status's description when the
+-- call left no text.
+function _M.message(status)
+    local n = tonumber(errlen[0])
+    if n > 0 and n < ERRBUF_SIZE then
+        return ffi.string(errbuf, n)
+    end
+    return ffi.string(lib.atc_strerror(status))
+end
+
+-- A route priority as uint64_t: a non-negative integral Lua number that a double represents
+-- exactly, or a 64-bit integer cdata.
+function _M.priority(p)
+    if type(p) == "number" then
+        if p >= 0 and p <= 2 ^ 53 and p == math.floor(p) then
+            return p
+        end
+        return nil, "priority must be an integer between 0 and 2^53, got " .. tostring(p)
+    end
+    if type(p) == "cdata" and (ffi.istype("uint64_t", p) or (ffi.istype("int64_t", p) and p >= 0)) then
+        return ffi.cast("uint64_t", p)
+    end
+    return nil, "priority must be a non-negative integer, got " .. type(p)
+end
+
+return _M

@@ -1,0 +1,224 @@
+-- resty.router.context: the values of one request, and the route it matched.
+--
+--   local context = require("resty.router.context")
+--   local c = context.new(s)           -- once per worker; reset between requests
+--   c:add_value("http.path", ngx.var.uri)
+--   c:add_value("http.headers.accept", ngx.req.get_headers()["accept"])  -- string or array
+--   if r:execute(c) then
+--       local uuid, prefix, captures = c:get_result("http.path")
+--   end
+--   c:reset()
+--
+-- Invariants: field names are resolved to ids once per schema (cached on the schema object);
+-- results are read through buffers allocated once per module, so a request costs no FFI
+-- allocation, only the Lua strings it returns.
+
+local ffi = require("ffi")
+local cdefs = require("resty.router.cdefs")
+
+local lib = cdefs.lib
+local arm, message = cdefs.arm, cdefs.message
+local errbuf, errlen = cdefs.errbuf, cdefs.errlen
+local TYPE_NAMES = cdefs.TYPE_NAMES
+
+local type, tonumber, floor = type, tonumber, math.floor
+local ffi_string = ffi.string
+
+-- Sized tables avoid rehashing while captures are filled in (LuaJIT 2.1 has table.new).
+local ok_new, table_new = pcall(require, "table.new")
+if not ok_new then
+    table_new = function()
+        return {}
+    end
+end
+
+local T_STRING = lib.ATC_TYPE_STRING
+local T_INT = lib.ATC_TYPE_INT
+local T_NONE = lib.ATC_TYPE_NONE
+local UUID_LEN = lib.ATC_UUID_LEN
+local ERR_BUFFER = lib.ATC_ERR_BUFFER
+
+local _M = {}
+local mt = { __index = _M }
+
+local function free(p)
+    lib.atc_context_free(p)
+end
+
+function _M.new(schema)
+    if type(schema) ~= "table" or schema.ptr == nil then
+        error("bad argument #1 to 'new' (schema expected)", 2)
+    end
+    arm()
+    local p = lib.atc_context_new(schema.ptr, errbuf, errlen)
+    if p == nil then
+        return nil, message(lib.ATC_ERR_NULL)
+    end
+    return setmetatable({
+        ptr = ffi.gc(p, free),
+        schema = schema,
+        ids = schema.ids,
+        types = schema.types,
+    }, mt)
+end
+
+local id_out = ffi.new("uint32_t[1]")
+local type_out = ffi.new("int32_t[1]")
+
+-- id, type code of a field; nil and an error for a name the schema does not know.
+local function resolve(self, field)
+    local id = self.ids[field]
+    if id then
+        return id, self.types[field]
+    end
+    if type(field) ~= "string" then
+        return nil, "field name must be a string, got " .. type(field)
+    end
+    arm()
+    local rc = lib.atc_context_field_id(self.ptr, field, #field, id_out, type_out, errbuf, errlen)
+    if rc ~= 0 then
+        return nil, message(rc)
+    end
+    id = tonumber(id_out[0])
+    local ty = tonumber(type_out[0])
+    self.ids[field] = id
+    self.types[field] = ty
+    return id, ty
+end
+
+local function add_one(self, field, id, ty, value)
+    local tv = type(value)
+    local rc
+    if ty == T_STRING then
+        if tv ~= "string" then
+            return nil, "field `" .. field .. "` takes String values, got a Lua " .. tv
+        end
+        arm()
+        rc = lib.atc_context_add_str(self.ptr, id, value, #value, errbuf, errlen)
+    elseif ty == T_INT then
+        if tv == "number" then
+            -- A double outside [-2^63, 2^63) or with a fraction has no int64_t; LuaJIT would
+            -- convert it silently.
+            if value ~= floor(value) or value < -2 ^ 63 or value >= 2 ^ 63 then
+                return nil, "field `" .. field .. "` takes Int values, got " .. tostring(value)
+            end
+        elseif not (tv == "cdata" and (ffi.istype("int64_t", value)
+                or ffi.istype("uint64_t", value) and value <= 9223372036854775807ULL)) then
+            return nil, "field `" .. field .. "` takes Int values, got a Lua " .. tv
+        end
+        arm()
+        rc = lib.atc_context_add_int(self.ptr, id, value, errbuf, errlen)
+    else
+        if tv ~= "string" then
+            return nil, "field `" .. field .. "` takes " .. TYPE_NAMES[ty]
+                .. " values (as text), got a Lua " .. tv
+        end
+        arm()
+        rc = lib.atc_context_add_ip(self.ptr, id, value, #value, errbuf, errlen)
+    end
+    if rc ~= 0 then
+        return nil, message(rc)
+    end
+    return true
+end
+
+-- Appends a value to a field: true, or nil and an error (unknown field, wrong type, invalid
+-- UTF-8 or address, too many values). A nil value does nothing; an array adds each element in
+-- order (what ngx.req.get_headers() gives for a repeated header). String fields take strings,
+-- Int fields integral numbers (or int64 cdata), IpAddr and IpCidr fields text.
+function _M:add_value(field, value)
+    if value == nil then
+        return true
+    end
+    local id, ty = resolve(self, field)
+    if not id then
+        return nil, ty
+    end
+    if type(value) == "table" then
+        for i = 1, #value do
+            local ok, err = add_one(self, field, id, ty, value[i])
+            if not ok then
+                return nil, err
+            end
+        end
+        return true
+    end
+    return add_one(self, field, id, ty, value)
+end
+
+-- Forgets the values and the result; the context is ready for the next request.
+function _M:reset()
+    lib.atc_context_reset(self.ptr)
+end
+
+local uuid_buf = ffi.new("char[?]", UUID_LEN)
+local uuid_len = ffi.new("size_t[1]")
+local matched = ffi.new("atc_matched")
+local ncaptures = ffi.new("size_t[1]")
+local field_box = ffi.new("uint32_t[1]")
+local caps_cap = 16
+local caps = ffi.new("atc_capture[?]", caps_cap)
+local caps_n = ffi.new("size_t[1]")
+
+local function read_captures(self, n)
+    while true do
+        caps_n[0] = caps_cap
+        local rc = lib.atc_context_captures(self.ptr, caps, caps_n)
+        if rc == 0 then
+            break
+        end
+        if rc ~= ERR_BUFFER then
+            return nil
+        end
+        caps_cap = tonumber(caps_n[0])
+        caps = ffi.new("atc_capture[?]", caps_cap)
+    end
+    n = tonumber(caps_n[0])
+    local out = table_new(n, n)
+    for i = 0, n - 1 do
+        local c = caps[i]
+        local v = ffi_string(c.value, c.value_len)
+        if c.index >= 0 then
+            out[tonumber(c.index)] = v
+        else
+            out[ffi_string(c.name, c.name_len)] = v
+        end
+    end
+    return out
+end
+
+-- After a successful execute: uuid, matched_value, captures. `matched_value` is the value
+-- recorded for `matched_field` (a string; a number for an Int field) or nil; `captures` maps
+-- group numbers (Lua numbers, 0 = whole match) and group names to text, or is nil when the
+-- route captured nothing. Returns nil when the last execute matched nothing.
+function _M:get_result(matched_field)
+    local fid = nil
+    if matched_field ~= nil then
+        local id = resolve(self, matched_field)
+        if id then
+            field_box[0] = id
+            fid = field_box
+        end
+    end
+    uuid_len[0] = UUID_LEN
+    local rc = lib.atc_context_result(self.ptr, fid, uuid_buf, uuid_len, matched, ncaptures)
+    if rc ~= 1 then
+        return nil
+    end
+    local uuid = ffi_string(uuid_buf, UUID_LEN)
+    local value = nil
+    local vt = matched.value_type
+    if vt == T_INT then
+        value = tonumber(matched.int_value)
+    elseif vt ~= T_NONE then
+        value = ffi_string(matched.ptr, matched.len)
+    end
+    local captures = nil
+    local n = tonumber(ncaptures[0])
+    if n > 0 then
+        captures = read_captures(self, n)
+    end
+    return uuid, value, captures
+end
+
+return _M

@@ -1,0 +1,579 @@
+-- Tests of the resty.router binding. A table of test functions: ffi/tests/lua.rs runs each in a
+-- fresh LuaJIT state with package.path / package.cpath pointing at this repository and the
+-- library under test; lua/t/run.lua runs them all from a plain `luajit`.
+
+local T = {}
+
+local function fmt(v)
+    if type(v) == "string" then
+        return string.format("%q", v)
+    end
+    return tostring(v)
+end
+
+local function eq(got, want, what)
+    if got ~= want then
+        error((what or "value") .. ": got " .. fmt(got) .. ", want " .. fmt(want), 2)
+    end
+end
+
+-- Checks a `nil, err` (or `false, err`) return and that err matches `pattern` (plain find).
+local function fails(pattern, ok, err)
+    if ok then
+        error("expected a failure matching " .. fmt(pattern) .. ", got " .. fmt(ok), 2)
+    end
+    if type(err) ~= "string" or not err:find(pattern, 1, true) then
+        error("error " .. fmt(err) .. " does not contain " .. fmt(pattern), 2)
+    end
+end
+
+local function same(got, want, what)
+    for k, v in pairs(want) do
+        if got[k] ~= v then
+            error((what or "table") .. "[" .. fmt(k) .. "]: got " .. fmt(got[k]) .. ", want " .. fmt(v), 2)
+        end
+    end
+    for k, v in pairs(got) do
+        if want[k] == nil then
+            error((what or "table") .. " has an unexpected key " .. fmt(k) .. " = " .. fmt(v), 2)
+        end
+    end
+end
+
+local schema = require("resty.router.schema")
+local router = require("resty.router.router")
+local context = require("resty.router.context")
+
+local U1 = "a8f2c1e4-0000-4000-8000-000000000001"
+local U2 = "a8f2c1e4-0000-4000-8000-000000000002"
+local U3 = "a8f2c1e4-0000-4000-8000-000000000003"
+
+local function http_schema()
+    local s = schema.new()
+    assert(s:add_field("http.method", "String"))
+    assert(s:add_field("http.host", "String"))
+    assert(s:add_field("http.path", "String"))
+    assert(s:add_field("http.headers.*", "String"))
+    assert(s:add_field("http.queries.*", "String"))
+    assert(s:add_field("http.path.segments.*", "String"))
+    assert(s:add_field("net.dst.port", "Int"))
+    assert(s:add_field("net.src.ip", "IpAddr"))
+    assert(s:add_field("net.src.cidr", "IpCidr"))
+    assert(s:add_field("tls.sni", "String"))
+    return s
+end
+
+function T.schema_fields_and_types()
+    local s = schema.new()
+    eq(s:add_field("a.str", "String"), true)
+    eq(s:add_field("a.int", "Int"), true)
+    eq(s:add_field("a.ip", "IpAddr"), true)
+    eq(s:add_field("a.cidr", "IpCidr"), true)
+    eq(s:get_field_type("a.str"), "String")
+    eq(s:get_field_type("a.int"), "Int")
+    eq(s:get_field_type("a.ip"), "IpAddr")
+    eq(s:get_field_type("a.cidr"), "IpCidr")
+    eq(s:get_field_type("nope"), nil)
+    eq(s:get_field_type(42), nil)
+    eq(s:get_field_type("bad\255utf8"), nil)
+    fails("already in the schema", s:add_field("a.str", "Int"))
+    fails("invalid field name", s:add_field("1abc", "String"))
+    fails("invalid field name", s:add_field("", "String"))
+    fails("not valid UTF-8", s:add_field("a\255", "String"))
+    fails("unknown field type", s:add_field("a.x", "Float"))
+    fails("unknown field type", s:add_field("a.x", nil))
+    fails("must be a string", s:add_field(nil, "String"))
+    fails("must be a string", s:add_field({}, "String"))
+end
+
+function T.schema_is_frozen_once_shared()
+    local s = http_schema()
+    assert(router.validate(s, 'http.host == "a"'))
+    -- Validation does not share the schema.
+    eq(s:add_field("x.before", "String"), true)
+    local r = router.new(s)
+    fails("already used by a router or a context", s:add_field("x.after", "String"))
+    eq(s:get_field_type("x.before"), "String")
+    eq(s:get_field_type("x.after"), nil)
+    -- The same for a context.
+    local s2 = http_schema()
+    local c = context.new(s2)
+    fails("already used by a router or a context", s2:add_field("x.after", "String"))
+    assert(r and c)
+end
+
+function T.router_add_and_errors()
+    local s = http_schema()
+    local r = router.new(s, 100)
+    eq(r:add_matcher(10, U1, 'http.path ^= "/api"'), true)
+    fails("already exists", r:add_matcher(5, U1, 'http.path ^= "/b"'))
+    fails("invalid route id", r:add_matcher(5, "not-a-uuid", 'http.path ^= "/b"'))
+    fails("invalid route id", r:add_matcher(5, "", 'http.path ^= "/b"'))
+    fails("must be a string", r:add_matcher(5, nil, 'http.path ^= "/b"'))
+    fails("must be a string", r:add_matcher(5, U2, nil))
+    fails("priority must be", r:add_matcher(-1, U2, 'http.path ^= "/b"'))
+    fails("priority must be", r:add_matcher(1.5, U2, 'http.path ^= "/b"'))
+    fails("priority must be", r:add_matcher(2 ^ 60, U2, 'http.path ^= "/b"'))
+    fails("priority must be", r:add_matcher("1", U2, 'http.path ^= "/b"'))
+    fails("priority must be", r:add_matcher(0 / 0, U2, 'http.path ^= "/b"'))
+    -- Expression errors carry their position and a caret.
+    local ok, err = r:add_matcher(1, U2, 'http.path = "/b"')
+    fails("line 1, column", ok, err)
+    assert(err:find("^", 1, true), "caret in " .. err)
+    fails("unknown field", r:add_matcher(1, U2, 'http.nope == "/b"'))
+    fails("line 1", r:add_matcher(1, U2, 'net.dst.port == "80"'))
+    fails("not valid UTF-8", r:add_matcher(1, U2, 'http.path == "\255"'))
+    fails("line 1", r:add_matcher(1, U2, ""))
+    -- Nothing was added by the failures: U2 is still free.
+    eq(r:add_matcher(1, U2, 'http.path ^= "/b"'), true)
+    -- Other UUID spellings are accepted.
+    eq(r:add_matcher(1, "A8F2C1E4000040008000000000000003", 'http.path ^= "/c"'), true)
+    eq(r:remove_matcher(U3), true)
+end
+
+function T.router_priority_and_ties()
+    local s = http_schema()
+    local r = router.new(s)
+    assert(r:add_matcher(1, U3, 'http.path ^= "/"'))
+    assert(r:add_matcher(5, U1, 'http.path ^= "/a"'))
+    assert(r:add_matcher(5, U2, 'http.path ^= "/a"'))
+    local c = context.new(s)
+    assert(c:add_value("http.path", "/a/b"))
+    eq(r:execute(c), true)
+    -- Equal priorities: the higher id wins.
+    eq(c:get_result(), U2)
+    c:reset()
+    assert(c:add_value("http.path", "/z"))
+    eq(r:execute(c), true)
+    eq(c:get_result(), U3)
+end
+
+function T.router_remove()
+    local s = http_schema()
+    local r = router.new(s)
+    assert(r:add_matcher(1, U1, 'http.path ^= "/"'))
+    local c = context.new(s)
+    assert(c:add_value("http.path", "/x"))
+    eq(r:execute(c), true)
+    eq(r:remove_matcher(U1), true)
+    eq(r:remove_matcher(U1), false)
+    eq(r:remove_matcher("garbage"), false)
+    eq(r:remove_matcher(nil), false)
+    eq(r:execute(c), false)
+    eq(c:get_result(), nil)
+    eq(#r:get_fields(), 0)
+end
+
+function T.router_get_fields_and_validate()
+    local s = http_schema()
+    local r = router.new(s)
+    same(r:get_fields(), {}, "fields of an empty router")
+    assert(r:add_matcher(1, U1, 'http.path ^= "/" && http.host == "a"'))
+    assert(r:add_matcher(2, U2, 'net.dst.port == 80 && http.headers.x_a == "1"'))
+    same(r:get_fields(), { "http.headers.x_a", "http.host", "http.path", "net.dst.port" })
+
+    same(router.validate(s, 'http.path ^= "/" && (http.host == "a" || http.path ~ "x")'),
+        { "http.path", "http.host" }, "validate")
+    fails("line 1, column 11", router.validate(s, 'http.path = "/"'))
+    fails("unknown field", router.validate(s, 'foo == 1'))
+    fails("must be a string", router.validate(s, 42))
+    fails("not valid UTF-8", router.validate(s, "http.path == \"\255\""))
+    assert(not pcall(router.validate, nil, "x"), "validate without a schema raises")
+
+    -- Field lists larger than the initial buffer make the binding grow it.
+    local big = schema.new()
+    local preds = {}
+    for i = 1, 120 do
+        local name = "f" .. i .. ".a_rather_long_field_name_to_fill_the_buffer_quickly"
+        assert(big:add_field(name, "Int"))
+        preds[#preds + 1] = name .. " == " .. i
+    end
+    local expr = table.concat(preds, " && ")
+    local fields = assert(router.validate(big, expr))
+    eq(#fields, 120)
+    eq(fields[120], "f120.a_rather_long_field_name_to_fill_the_buffer_quickly")
+    local rb = router.new(big)
+    assert(rb:add_matcher(1, U1, expr))
+    eq(#rb:get_fields(), 120)
+end
+
+function T.context_values_and_types()
+    local s = http_schema()
+    local r = router.new(s)
+    assert(r:add_matcher(1, U1, table.concat({
+        'http.method == "GET"',
+        'net.dst.port == 8443',
+        'net.src.ip in 10.0.0.0/8',
+        'net.src.cidr == 192.168.0.0/16',
+        'http.path ^= "/p"',
+    }, " && ")))
+    local c = context.new(s)
+    eq(c:add_value("http.method", "GET"), true)
+    eq(c:add_value("net.dst.port", 8443), true)
+    eq(c:add_value("net.src.ip", "10.1.2.3"), true)
+    eq(c:add_value("net.src.cidr", "192.168.0.0/16"), true)
+    eq(c:add_value("http.path", "/p/q"), true)
+    eq(c:add_value("http.host", nil), true) -- nil is a no-op
+    eq(r:execute(c), true)
+    local uuid, value = c:get_result("net.dst.port")
+    eq(uuid, U1)
+    eq(value, 8443)
+    eq(select(2, c:get_result("net.src.cidr")), "192.168.0.0/16")
+    eq(select(2, c:get_result("http.method")), "GET")
+    eq(select(2, c:get_result("http.path")), "/p")
+    eq(select(2, c:get_result("net.src.ip")), nil) -- `in` records nothing
+    eq(select(2, c:get_result("no.such.field")), nil)
+    -- IPv6 addresses too.
+    local r6 = router.new(s)
+    assert(r6:add_matcher(1, U2, 'net.src.ip == 2001:db8::1'))
+    c:reset()
+    assert(c:add_value("net.src.ip", "2001:db8::1"))
+    eq(r6:execute(c), true)
+    eq(select(2, c:get_result("net.src.ip")), "2001:db8::1")
+end
+
+function T.context_bad_values()
+    local s = http_schema()
+    local c = context.new(s)
+    fails("unknown field", c:add_value("http.nope", "x"))
+    fails("field name must be a string", c:add_value(42, "x"))
+    fails("takes String values", c:add_value("http.path", 42))
+    fails("takes String values", c:add_value("http.path", true))
+    fails("takes Int values", c:add_value("net.dst.port", "80"))
+    fails("takes Int values", c:add_value("net.dst.port", 80.5))
+    fails("takes Int values", c:add_value("net.dst.port", 2 ^ 63))
+    fails("takes Int values", c:add_value("net.dst.port", 1 / 0))
+    fails("takes Int values", c:add_value("net.dst.port", 0 / 0))
+    fails("takes IpAddr values", c:add_value("net.src.ip", 1))
+    fails("is not an IP address", c:add_value("net.src.ip", "10.0.0.256"))
+    fails("is not an IP address", c:add_value("net.src.ip", "010.0.0.1"))
+    fails("is not an IP address", c:add_value("net.src.ip", "10.0.0.0/8"))
+    fails("is not a CIDR", c:add_value("net.src.cidr", "10.0.0.1/8"))
+    fails("is not a CIDR", c:add_value("net.src.cidr", "nonsense"))
+    fails("not valid UTF-8", c:add_value("http.path", "/a\255\254"))
+    fails("not valid UTF-8", c:add_value("http.headers.x_a", { "ok", "bad\192" }))
+    -- A huge value is just a value.
+    eq(c:add_value("http.path", string.rep("a", 1024 * 1024)), true)
+    -- Too many values for one field is a clean error.
+    local last_ok, err = true, nil
+    for i = 1, 2000 do
+        last_ok, err = c:add_value("http.headers.x_many", "v" .. i)
+        if not last_ok then
+            break
+        end
+    end
+    fails("values", last_ok, err)
+end
+
+function T.multi_valued_headers()
+    local s = http_schema()
+    local r = router.new(s)
+    assert(r:add_matcher(2, U1, 'http.headers.x_v == "a"'))
+    assert(r:add_matcher(1, U2, 'any(lower(http.headers.x_v)) == "b"'))
+    local c = context.new(s)
+    -- All values must satisfy a plain predicate; any() needs one.
+    assert(c:add_value("http.headers.x_v", { "a", "B" }))
+    eq(r:execute(c), true)
+    eq(c:get_result(), U2)
+    eq(select(2, c:get_result("http.headers.x_v")), "b")
+    c:reset()
+    assert(c:add_value("http.headers.x_v", "a"))
+    assert(c:add_value("http.headers.x_v", "a"))
+    eq(r:execute(c), true)
+    eq(c:get_result(), U1)
+    c:reset()
+    assert(c:add_value("http.headers.x_v", {}))
+    eq(r:execute(c), false)
+end
+
+function T.result_matched_values_and_captures()
+    local s = http_schema()
+    local r = router.new(s)
+    assert(r:add_matcher(3, U1, [[http.path ~ r#"^/users/(?<id>\d+)/(\w+)$"# && http.host == "a.com"]]))
+    assert(r:add_matcher(2, U2, 'http.path ^= "/users" || http.path ~ "^/u/(?<n>.*)"'))
+    local c = context.new(s)
+    assert(c:add_value("http.host", "a.com"))
+    assert(c:add_value("http.path", "/users/42/orders"))
+    eq(r:execute(c), true)
+    local uuid, path, caps = c:get_result("http.path")
+    eq(uuid, U1)
+    eq(path, "/users/42/orders")
+    same(caps, { [0] = "/users/42/orders", [1] = "42", [2] = "orders", id = "42" }, "captures")
+    eq(select(2, c:get_result("http.host")), "a.com")
+    -- Numbered keys are Lua numbers, names are strings.
+    eq(caps["1"], nil)
+    eq(type(next(caps)) == "number" or type(next(caps)) == "string", true)
+
+    -- The first true side of || decides: a prefix match records the literal, no captures.
+    c:reset()
+    assert(c:add_value("http.path", "/users/x"))
+    eq(r:execute(c), true)
+    local u2, v2, c2 = c:get_result("http.path")
+    eq(u2, U2)
+    eq(v2, "/users")
+    eq(c2, nil)
+    c:reset()
+    assert(c:add_value("http.path", "/u/é"))
+    eq(r:execute(c), true)
+    local _, v3, c3 = c:get_result("http.path")
+    eq(v3, "/u/é")
+    same(c3, { [0] = "/u/é", [1] = "é", n = "é" }, "captures")
+end
+
+function T.result_after_miss_and_reset()
+    local s = http_schema()
+    local r = router.new(s)
+    assert(r:add_matcher(1, U1, 'http.path ^= "/a"'))
+    local c = context.new(s)
+    eq(c:get_result(), nil)
+    assert(c:add_value("http.path", "/a"))
+    eq(r:execute(c), true)
+    eq(c:get_result(), U1)
+    -- A failed execute leaves no result behind.
+    c:reset()
+    assert(c:add_value("http.path", "/b"))
+    eq(r:execute(c), false)
+    eq(c:get_result(), nil)
+    eq(c:get_result("http.path"), nil)
+    -- reset clears the result too.
+    c:reset()
+    assert(c:add_value("http.path", "/a"))
+    eq(r:execute(c), true)
+    c:reset()
+    eq(c:get_result(), nil)
+    eq(r:execute(c), false)
+end
+
+function T.many_captures()
+    local s = http_schema()
+    local r = router.new(s)
+    local groups, want = {}, { [0] = "" }
+    for i = 1, 40 do
+        groups[#groups + 1] = "(?<g" .. i .. ">" .. string.char(96 + (i - 1) % 26 + 1) .. ")"
+    end
+    local re = table.concat(groups)
+    assert(r:add_matcher(1, U1, 'http.path ~ "' .. re .. '"'))
+    local text = {}
+    for i = 1, 40 do
+        text[i] = string.char(96 + (i - 1) % 26 + 1)
+        want[i] = text[i]
+        want["g" .. i] = text[i]
+    end
+    want[0] = table.concat(text)
+    local c = context.new(s)
+    assert(c:add_value("http.path", want[0]))
+    eq(r:execute(c), true)
+    local _, _, caps = c:get_result()
+    same(caps, want, "40 captures")
+    -- Again, with the grown buffer.
+    _, _, caps = c:get_result()
+    same(caps, want, "40 captures, second read")
+end
+
+function T.execute_argument_errors()
+    local s = http_schema()
+    local r = router.new(s)
+    assert(r:add_matcher(1, U1, 'http.path ^= "/"'))
+    assert(not pcall(r.execute, r, nil), "execute(nil) raises")
+    assert(not pcall(r.execute, r, {}), "execute({}) raises")
+    assert(not pcall(router.new, nil), "router.new(nil) raises")
+    assert(not pcall(router.new, {}), "router.new({}) raises")
+    assert(not pcall(context.new, nil), "context.new(nil) raises")
+    -- A context of another schema never matches, and says why.
+    local other = context.new(http_schema())
+    assert(other:add_value("http.path", "/x"))
+    local ok, err = r:execute(other)
+    eq(ok, false)
+    fails("different schemas", ok, err)
+    eq(other:get_result(), nil)
+    -- Two routers over one schema share contexts.
+    local r2 = router.new(s)
+    assert(r2:add_matcher(1, U2, 'http.path ^= "/"'))
+    local c = context.new(s)
+    assert(c:add_value("http.path", "/x"))
+    eq(r:execute(c), true)
+    eq(c:get_result(), U1)
+    eq(r2:execute(c), true)
+    eq(c:get_result(), U2)
+end
+
+function T.wildcard_fields()
+    local s = http_schema()
+    eq(s:get_field_type("http.headers.x_anything"), "String")
+    eq(s:get_field_type("http.headers.a.b"), nil)
+    local r = router.new(s)
+    assert(r:add_matcher(1, U1, 'http.queries.debug == "1" && http.path.segments.0 == "v2"'))
+    local c = context.new(s)
+    assert(c:add_value("http.queries.debug", "1"))
+    assert(c:add_value("http.path.segments.0", "v2"))
+    fails("unknown field", c:add_value("http.headers.a.b", "x"))
+    eq(r:execute(c), true)
+    eq(select(2, c:get_result("http.queries.debug")), "1")
+end
+
+function T.int64_cdata_values()
+    local ffi = require("ffi")
+    local s = http_schema()
+    local r = router.new(s)
+    assert(r:add_matcher(ffi.new("uint64_t", 2) ^ 62, U1, 'net.dst.port == -9223372036854775807'))
+    assert(r:add_matcher(ffi.new("int64_t", 1), U2, 'net.dst.port == 1'))
+    fails("priority must be", r:add_matcher(ffi.new("int64_t", -1), U3, 'net.dst.port == 1'))
+    local c = context.new(s)
+    assert(c:add_value("net.dst.port", -9223372036854775807LL))
+    eq(r:execute(c), true)
+    eq(c:get_result(), U1)
+    fails("takes Int values", c:add_value("net.dst.port", 9223372036854775808ULL))
+    c:reset()
+    assert(c:add_value("net.dst.port", 1ULL))
+    eq(r:execute(c), true)
+    eq(c:get_result(), U2)
+end
+
+-- Many objects dropped in shuffled order, collected together.
+function T.gc_any_order()
+    local objs = {}
+    for i = 1, 50 do
+        local s = http_schema()
+        local r = router.new(s)
+        assert(r:add_matcher(1, U1, 'http.path ^= "/' .. i .. '"'))
+        local c = context.new(s)
+        assert(c:add_value("http.path", "/" .. i))
+        eq(r:execute(c), true)
+        objs[#objs + 1] = s
+        objs[#objs + 1] = r
+        objs[#objs + 1] = c
+    end
+    local seed = 7
+    for i = #objs, 2, -1 do
+        seed = (seed * 1103515245 + 12345) % 2147483648
+        local j = seed % i + 1
+        objs[i], objs[j] = objs[j], objs[i]
+    end
+    for i = 1, #objs do
+        objs[i] = nil
+        if i % 10 == 0 then
+            collectgarbage()
+        end
+    end
+    collectgarbage()
+    collectgarbage()
+end
+
+local MODULES = { "resty.router.schema", "resty.router.router", "resty.router.context",
+    "resty.router.cdefs" }
+
+local function unload()
+    for _, m in ipairs(MODULES) do
+        package.loaded[m] = nil
+    end
+end
+
+-- Objects outliving the modules that made them, then everything collected in one cycle.
+function T.gc_after_unload()
+    local s = http_schema()
+    local r = router.new(s)
+    assert(r:add_matcher(1, U1, 'http.path ^= "/"'))
+    local c = context.new(s)
+    schema, router, context = nil, nil, nil
+    unload()
+    collectgarbage()
+    -- The objects still work: their methods and the library stay reachable through them.
+    assert(c:add_value("http.path", "/x"))
+    eq(r:execute(c), true)
+    eq(c:get_result(), U1)
+    s, r, c = nil, nil, nil
+    collectgarbage()
+    collectgarbage()
+    schema = require("resty.router.schema")
+    router = require("resty.router.router")
+    context = require("resty.router.context")
+end
+
+function T.schema_freed_before_router()
+    local r, c
+    do
+        local s = http_schema()
+        r = router.new(s)
+        c = context.new(s)
+    end
+    -- Nothing refers to the Lua schema object any more except through r and c; drop their
+    -- references too, so the schema handle itself is finalized first.
+    r.schema, c.schema = nil, nil
+    collectgarbage()
+    collectgarbage()
+    assert(r:add_matcher(1, U1, 'http.host == "a.com"'))
+    assert(c:add_value("http.host", "a.com"))
+    eq(r:execute(c), true)
+    eq(c:get_result("http.host"), U1)
+    c = nil
+    collectgarbage()
+    assert(r:add_matcher(2, U2, 'http.path ^= "/"'))
+    r = nil
+    collectgarbage()
+end
+
+function T.reload_modules()
+    unload()
+    local s2 = require("resty.router.schema")
+    local r2 = require("resty.router.router")
+    local c2 = require("resty.router.context")
+    assert(s2 ~= schema, "a fresh module table")
+    -- Old and new module instances work together: they share the C declarations and library.
+    local s = s2.new()
+    assert(s:add_field("http.path", "String"))
+    local r = r2.new(s)
+    assert(r:add_matcher(1, U1, 'http.path ^= "/"'))
+    local old_ctx = context.new(s)
+    assert(old_ctx:add_value("http.path", "/x"))
+    eq(r:execute(old_ctx), true)
+    local c = c2.new(s)
+    assert(c:add_value("http.path", "/y"))
+    eq(router.execute(r, c), true)
+    schema, router, context = s2, r2, c2
+end
+
+-- Routes of the shapes the workload generator produces, through the Lua API.
+function T.workload_shaped_routes()
+    local s = http_schema()
+    local r = router.new(s)
+    local routes = {
+        { 100, U1, 'http.host == "svc-17.example.com" && (http.path ^= "/api/v1/orders" || http.path ^= "/api/v1")' },
+        { 90, U2, [[http.path ~ "^/rx-3/users/(?<id>\\d+)/orders/(?<oid>\\d+)$"]] },
+        { 80, U3, 'any(lower(http.headers.x_version)) == "v2" && http.host == "ver-1.example.com" && http.path ^= "/"' },
+        { 70, "a8f2c1e4-0000-4000-8000-000000000004", 'http.host =^ ".tenant-9.example.com" && http.path ^= "/"' },
+        { 60, "a8f2c1e4-0000-4000-8000-000000000005", 'net.src.ip in 10.0.0.0/8 && http.path ^= "/internal-5/"' },
+        { 50, "a8f2c1e4-0000-4000-8000-000000000006", '!(http.path ^= "/x") && http.host == "neg-6.example.com"' },
+    }
+    for _, rt in ipairs(routes) do
+        assert(r:add_matcher(rt[1], rt[2], rt[3]))
+    end
+    local c = context.new(s)
+    local function route(fields)
+        c:reset()
+        for k, v in pairs(fields) do
+            assert(c:add_value(k, v))
+        end
+        if not r:execute(c) then
+            return nil
+        end
+        return c:get_result("http.path")
+    end
+    eq(route({ ["http.host"] = "svc-17.example.com", ["http.path"] = "/api/v1/orders/9" }), U1)
+    local _, p = route({ ["http.host"] = "svc-17.example.com", ["http.path"] = "/api/v1/x" })
+    eq(p, "/api/v1")
+    local u, m, caps = route({ ["http.path"] = "/rx-3/users/5/orders/6" })
+    eq(u, U2)
+    eq(m, "/rx-3/users/5/orders/6")
+    same(caps, { [0] = "/rx-3/users/5/orders/6", [1] = "5", [2] = "6", id = "5", oid = "6" })
+    eq(route({ ["http.host"] = "ver-1.example.com", ["http.path"] = "/a",
+        ["http.headers.x_version"] = { "v1", "V2" } }), U3)
+    eq(route({ ["http.host"] = "a.tenant-9.example.com", ["http.path"] = "/z" }),
+        "a8f2c1e4-0000-4000-8000-000000000004")
+    eq(route({ ["net.src.ip"] = "10.9.8.7", ["http.path"] = "/internal-5/q" }),
+        "a8f2c1e4-0000-4000-8000-000000000005")
+    eq(route({ ["http.host"] = "neg-6.example.com", ["http.path"] = "/y" }),
+        "a8f2c1e4-0000-4000-8000-000000000006")
+    eq(route({ ["http.host"] = "neg-6.example.com", ["http.path"] = "/x" }), nil)
+end
+
+return T

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Runs the binding's tests under valgrind: no definite leaks, no invalid reads or writes.
+#
+#   lua/t/valgrind.sh
+#
+# 1. The Rust test binaries that drive the library: ffi/tests/lua.rs (the Lua binding in an
+#    embedded LuaJIT, every test of lua/t/binding_test.lua) and ffi/tests/c_abi.rs (the C ABI).
+# 2. If a `luajit` is installed, lua/t/run.lua in it (the same Lua tests, another LuaJIT build).
+#
+# Exits non-zero on the first run that valgrind or the tests fail. Needs valgrind
+# (apt-get install valgrind); installs nothing itself.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+command -v valgrind >/dev/null || { echo "valgrind is not installed" >&2; exit 2; }
+
+VALGRIND=(valgrind --quiet --leak-check=full --show-leak-kinds=definite
+          --errors-for-leak-kinds=definite --error-exitcode=1)
+
+executable() {
+    cargo test -p atc-router-ffi --test "$1" --no-run 2>&1 \
+        | sed -n 's/.*Executable .*(\(.*\))$/\1/p' | tail -n 1
+}
+
+for t in lua c_abi; do
+    exe=$(executable "$t")
+    [ -x "$exe" ] || { echo "could not build the $t test binary" >&2; exit 2; }
+    echo "==> valgrind $exe"
+    "${VALGRIND[@]}" "$exe" --test-threads=1 -q
+done
+
+if command -v luajit >/dev/null; then
+    lib=$(realpath "$(dirname "$(executable lua)")/libatc_router_ffi.so")
+    dir=$(mktemp -d)
+    trap 'rm -rf "$dir"' EXIT
+    ln -s "$lib" "$dir/libatc_router.so"
+    echo "==> valgrind luajit lua/t/run.lua"
+    LUA_PATH="lua/?.lua;lua/t/?.lua" LUA_CPATH="$dir/?.so" "${VALGRIND[@]}" luajit lua/t/run.lua
+else
+    echo "(no luajit installed: skipped the plain LuaJIT run)"
+fi
+echo "valgrind: no errors, no definite leaks"
