@@ -49,6 +49,7 @@ pub struct Context {
 pub(crate) struct Scratch {
     pub(crate) candidates: Vec<crate::index::Entry>,
     pub(crate) lowered: String,
+    pub(crate) reversed: Vec<u8>,
 }
 
 #[derive(Debug, Default)]
@@ -344,6 +345,7 @@ impl Witnesses {
         self.rollback(Mark(0, 0, 0));
     }
 
+    #[inline]
     pub(crate) fn literal(&mut self, field: FieldId, lit: &Lit) {
         let m = match lit {
             Lit::Str(s) => Matched::Text(self.push_text(s)),

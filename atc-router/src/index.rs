@@ -241,33 +241,6 @@ struct TrieNode {
     bucket: Bucket,
 }
 
-/// A lookup key read forwards (prefixes) or backwards (suffixes), without copying it.
-trait Key {
-    fn len(&self) -> usize;
-    fn at(&self, i: usize) -> u8;
-}
-
-struct Forward<'a>(&'a [u8]);
-struct Backward<'a>(&'a [u8]);
-
-impl Key for Forward<'_> {
-    fn len(&self) -> usize {
-        self.0.len()
-    }
-    fn at(&self, i: usize) -> u8 {
-        self.0[i]
-    }
-}
-
-impl Key for Backward<'_> {
-    fn len(&self) -> usize {
-        self.0.len()
-    }
-    fn at(&self, i: usize) -> u8 {
-        self.0[self.0.len() - 1 - i]
-    }
-}
-
 impl Trie {
     fn new_node(&mut self, node: TrieNode) -> u32 {
         match self.free.pop() {
@@ -388,27 +361,31 @@ impl Trie {
     }
 
     /// Appends the bucket of every node whose key is a prefix of `key`.
-    fn walk(&self, key: &impl Key, out: &mut Vec<Entry>) {
+    fn walk(&self, key: &[u8], out: &mut Vec<Entry>) {
         let Some(root) = self.nodes.first() else {
             return;
         };
-        out.extend_from_slice(&root.bucket.0);
+        if !root.bucket.0.is_empty() {
+            out.extend_from_slice(&root.bucket.0);
+        }
         let mut node = root;
-        let mut pos = 0;
-        while pos < key.len() {
-            let Ok(i) = node.children.binary_search_by_key(&key.at(pos), |c| c.0) else {
+        let mut rest = key;
+        while let Some(&b) = rest.first() {
+            // Children are few (a byte's worth at most, usually a handful): a linear scan of
+            // their first bytes beats a binary search here.
+            let Some(i) = node.children.iter().position(|c| c.0 == b) else {
                 return;
             };
-            let child = &self.nodes[node.children[i].1 as usize];
-            let label = &child.label;
-            if key.len() - pos < label.len()
-                || (1..label.len()).any(|j| label[j] != key.at(pos + j))
-            {
-                return;
+            node = &self.nodes[node.children[i].1 as usize];
+            // The first byte of the label is `b`, matched just above.
+            let label = &node.label[1..];
+            match rest.get(1..1 + label.len()) {
+                Some(r) if r == label => rest = &rest[1 + label.len()..],
+                _ => return,
             }
-            pos += label.len();
-            node = child;
-            out.extend_from_slice(&node.bucket.0);
+            if !node.bucket.0.is_empty() {
+                out.extend_from_slice(&node.bucket.0);
+            }
         }
     }
 
@@ -424,6 +401,23 @@ enum Structure {
     ExactInt(HashMap<i64, Bucket>),
     Prefix(Trie),
     Suffix(Trie),
+    /// Suffixes that all start with `.` (`.tenant-9.example.com`, the usual wildcard host): a
+    /// request value is looked up once per `.` it contains, which for host names is a couple of
+    /// hash probes instead of a trie walk through every branching label.
+    DotSuffix(HashMap<Box<[u8]>, Bucket>),
+}
+
+/// Which structure holds a requirement.
+fn structure_for(kind: &Kind) -> Structure {
+    match kind {
+        Kind::Exact(_) => Structure::Exact(HashMap::default()),
+        Kind::ExactInt(_) => Structure::ExactInt(HashMap::default()),
+        Kind::Prefix(_) => Structure::Prefix(Trie::default()),
+        Kind::Suffix(keys) if keys.iter().all(|k| k.first() == Some(&b'.')) => {
+            Structure::DotSuffix(HashMap::default())
+        }
+        Kind::Suffix(_) => Structure::Suffix(Trie::default()),
+    }
 }
 
 /// The index of one (field, lowercased?, kind of requirement).
@@ -439,13 +433,8 @@ impl FieldIndex {
     fn matches(&self, r: &Requirement) -> bool {
         self.field == r.field
             && self.lower == r.lower
-            && matches!(
-                (&self.structure, &r.kind),
-                (Structure::Exact(_), Kind::Exact(_))
-                    | (Structure::ExactInt(_), Kind::ExactInt(_))
-                    | (Structure::Prefix(_), Kind::Prefix(_))
-                    | (Structure::Suffix(_), Kind::Suffix(_))
-            )
+            && std::mem::discriminant(&self.structure)
+                == std::mem::discriminant(&structure_for(&r.kind))
     }
 }
 
@@ -468,12 +457,7 @@ impl Index {
                 self.fields.push(FieldIndex {
                     field: req.field,
                     lower: req.lower,
-                    structure: match req.kind {
-                        Kind::Exact(_) => Structure::Exact(HashMap::default()),
-                        Kind::ExactInt(_) => Structure::ExactInt(HashMap::default()),
-                        Kind::Prefix(_) => Structure::Prefix(Trie::default()),
-                        Kind::Suffix(_) => Structure::Suffix(Trie::default()),
-                    },
+                    structure: structure_for(&req.kind),
                     routes: 0,
                 });
                 self.fields.len() - 1
@@ -501,6 +485,11 @@ impl Index {
                 for k in keys {
                     let reversed: Vec<u8> = k.iter().rev().copied().collect();
                     t.insert(&reversed, e);
+                }
+            }
+            (Structure::DotSuffix(m), Kind::Suffix(keys)) => {
+                for k in keys {
+                    m.entry(k.clone()).or_default().insert(e);
                 }
             }
             _ => unreachable!("FieldIndex::matches checked the kind"),
@@ -548,6 +537,16 @@ impl Index {
                     t.remove(&reversed, e);
                 }
             }
+            (Structure::DotSuffix(m), Kind::Suffix(keys)) => {
+                for k in keys {
+                    if let Some(b) = m.get_mut(&**k) {
+                        b.remove(e);
+                        if b.0.is_empty() {
+                            m.remove(&**k);
+                        }
+                    }
+                }
+            }
             _ => unreachable!("FieldIndex::matches checked the kind"),
         }
         fi.routes -= 1;
@@ -557,8 +556,15 @@ impl Index {
     }
 
     /// Appends to `out` every indexed route the request may match (unsorted, with repeats).
-    /// `lowered` is scratch space for lowercasing values without allocating.
-    pub(crate) fn candidates(&self, ctx: &Context, lowered: &mut String, out: &mut Vec<Entry>) {
+    /// `lowered` and `reversed` are scratch space, so that lowercasing and reversing values
+    /// allocate nothing once they have grown.
+    pub(crate) fn candidates(
+        &self,
+        ctx: &Context,
+        lowered: &mut String,
+        reversed: &mut Vec<u8>,
+        out: &mut Vec<Entry>,
+    ) {
         for fi in &self.fields {
             for v in ctx.values_by_id(fi.field) {
                 match (&fi.structure, v) {
@@ -575,11 +581,22 @@ impl Index {
                     }
                     (Structure::Prefix(t), Value::String(s)) => {
                         let s = crate::matcher::lowercase_if(fi.lower, s, lowered);
-                        t.walk(&Forward(s.as_bytes()), out);
+                        t.walk(s.as_bytes(), out);
                     }
                     (Structure::Suffix(t), Value::String(s)) => {
                         let s = crate::matcher::lowercase_if(fi.lower, s, lowered);
-                        t.walk(&Backward(s.as_bytes()), out);
+                        reversed.clear();
+                        reversed.extend_from_slice(s.as_bytes());
+                        reversed.reverse();
+                        t.walk(reversed, out);
+                    }
+                    (Structure::DotSuffix(m), Value::String(s)) => {
+                        let s = crate::matcher::lowercase_if(fi.lower, s, lowered);
+                        for (i, _) in s.match_indices('.') {
+                            if let Some(b) = m.get(&s.as_bytes()[i..]) {
+                                out.extend_from_slice(&b.0);
+                            }
+                        }
                     }
                     _ => {}
                 }
@@ -600,6 +617,7 @@ impl Index {
                 Structure::ExactInt(m) => ("exact-int", m.len()),
                 Structure::Prefix(t) => ("prefix", t.size()),
                 Structure::Suffix(t) => ("suffix", t.size()),
+                Structure::DotSuffix(m) => ("dot-suffix", m.len()),
             };
             out.push_str(&format!(
                 "field #{} lower={} {kind}: {} routes, {size} keys/nodes\n",
@@ -624,7 +642,7 @@ mod tests {
 
     fn walk(t: &Trie, key: &str) -> Vec<u32> {
         let mut out = Vec::new();
-        t.walk(&Forward(key.as_bytes()), &mut out);
+        t.walk(key.as_bytes(), &mut out);
         let mut slots: Vec<u32> = out.into_iter().map(|e| e.1).collect();
         slots.sort();
         slots
@@ -672,16 +690,16 @@ mod tests {
     }
 
     #[test]
-    fn backward_keys_walk_suffixes() {
+    fn reversed_keys_walk_suffixes() {
         let mut t = Trie::default();
         let rev = |s: &str| s.bytes().rev().collect::<Vec<u8>>();
         t.insert(&rev(".example.com"), entry(1));
         t.insert(&rev(".b.example.com"), entry(2));
         let mut out = Vec::new();
-        t.walk(&Backward(b"a.b.example.com"), &mut out);
+        t.walk(&rev("a.b.example.com"), &mut out);
         assert_eq!(out.len(), 2);
         out.clear();
-        t.walk(&Backward(b"example.com"), &mut out);
+        t.walk(&rev("example.com"), &mut out);
         assert!(out.is_empty());
     }
 }

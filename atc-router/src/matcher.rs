@@ -19,14 +19,21 @@ use crate::resolved::{Lit, Node, Pred};
 use crate::value::Value;
 
 /// `s`, lowercased into `buf` when `lower` is set.
-#[inline]
+#[inline(always)]
 pub(crate) fn lowercase_if<'a>(lower: bool, s: &'a str, buf: &'a mut String) -> &'a str {
-    if !lower {
-        return s;
+    if lower {
+        lowercase_into(s, buf)
+    } else {
+        s
     }
+}
+
+#[inline(never)]
+fn lowercase_into<'a>(s: &str, buf: &'a mut String) -> &'a str {
     buf.clear();
     if s.is_ascii() {
-        buf.extend(s.bytes().map(|b| char::from(b.to_ascii_lowercase())));
+        buf.push_str(s);
+        buf.make_ascii_lowercase();
     } else {
         // Unicode lowercasing depends on context (final sigma): leave it to the standard library.
         buf.push_str(&s.to_lowercase());
@@ -67,21 +74,22 @@ pub(crate) fn eval(node: &Node, ctx: &Context, lowered: &mut String, w: &mut Wit
 }
 
 fn predicate(p: &Pred, ctx: &Context, lowered: &mut String, w: &mut Witnesses) -> bool {
-    let values = ctx.values_by_id(p.field);
-    if values.is_empty() {
-        return false;
+    match ctx.values_by_id(p.field) {
+        [] => false,
+        // One value (the common case): "all" and "any" agree, and a false test records
+        // nothing, so no mark or rollback is needed.
+        [v] => test_value(p, v, lowered, Some(w)),
+        values => multi_valued(p, values, lowered, w),
     }
+}
+
+#[inline(never)]
+fn multi_valued(p: &Pred, values: &[Value], lowered: &mut String, w: &mut Witnesses) -> bool {
     let mark = w.mark();
     let mut recorded = false;
     for v in values {
         let record = if recorded { None } else { Some(&mut *w) };
-        let ok = match v {
-            Value::String(s) => {
-                let s = lowercase_if(p.lower, s, lowered);
-                test_str(p, s, record)
-            }
-            v => test_other(p, v, record),
-        };
+        let ok = test_value(p, v, lowered, record);
         recorded |= ok;
         if ok && p.any {
             return true;
@@ -94,6 +102,18 @@ fn predicate(p: &Pred, ctx: &Context, lowered: &mut String, w: &mut Witnesses) -
     !p.any
 }
 
+#[inline]
+fn test_value(p: &Pred, v: &Value, lowered: &mut String, w: Option<&mut Witnesses>) -> bool {
+    match v {
+        Value::String(s) => {
+            let s = lowercase_if(p.lower, s, lowered);
+            test_str(p, s, w)
+        }
+        v => test_other(p, v, w),
+    }
+}
+
+#[inline]
 fn test_str(p: &Pred, s: &str, w: Option<&mut Witnesses>) -> bool {
     let lit = match &p.lit {
         Lit::Str(l) => &**l,
@@ -105,21 +125,7 @@ fn test_str(p: &Pred, s: &str, w: Option<&mut Witnesses>) -> bool {
         Op::Prefix => (s.starts_with(lit), true),
         Op::Postfix => (s.ends_with(lit), true),
         Op::Contains => (s.contains(lit), false),
-        Op::Regex => {
-            let re = p.regex.as_ref().expect("a `~` predicate has a regex");
-            let Some(w) = w else {
-                return re.is_match(s);
-            };
-            return re.captures(s, |i, text| {
-                if i == 0 {
-                    w.text(p.field, text);
-                }
-                w.capture_index(i, text);
-                if let Some(name) = &re.names[i] {
-                    w.capture_name(name, text);
-                }
-            });
-        }
+        Op::Regex => return regex(p, s, w),
         _ => (false, false),
     };
     if ok && record_literal {
@@ -130,6 +136,24 @@ fn test_str(p: &Pred, s: &str, w: Option<&mut Witnesses>) -> bool {
     ok
 }
 
+#[inline(never)]
+fn regex(p: &Pred, s: &str, w: Option<&mut Witnesses>) -> bool {
+    let re = p.regex.as_ref().expect("a `~` predicate has a regex");
+    let Some(w) = w else {
+        return re.is_match(s);
+    };
+    re.captures(s, |i, text| {
+        if i == 0 {
+            w.text(p.field, text);
+        }
+        w.capture_index(i, text);
+        if let Some(name) = &re.names[i] {
+            w.capture_name(name, text);
+        }
+    })
+}
+
+#[inline(never)]
 fn test_other(p: &Pred, v: &Value, w: Option<&mut Witnesses>) -> bool {
     let ok = match (p.op, v, &p.lit) {
         (Op::Equals | Op::NotEquals, v, lit) => {

@@ -312,9 +312,12 @@ impl Router {
         let mut w = std::mem::take(&mut ctx.witnesses);
         let candidates = &mut scratch.candidates;
         candidates.clear();
-        self.index.candidates(ctx, &mut scratch.lowered, candidates);
-        candidates.sort_unstable();
-        candidates.dedup();
+        self.index
+            .candidates(ctx, &mut scratch.lowered, &mut scratch.reversed, candidates);
+        if candidates.len() > 1 {
+            candidates.sort_unstable();
+            candidates.dedup();
+        }
         let mut fallback = self.index.fallback().peekable();
         let mut next_candidate = 0;
         let found = loop {
@@ -353,8 +356,9 @@ impl Router {
     pub fn candidate_count(&self, ctx: &mut Context) -> usize {
         let mut scratch = std::mem::take(&mut ctx.scratch);
         scratch.candidates.clear();
+        let s = &mut scratch;
         self.index
-            .candidates(ctx, &mut scratch.lowered, &mut scratch.candidates);
+            .candidates(ctx, &mut s.lowered, &mut s.reversed, &mut s.candidates);
         scratch.candidates.sort_unstable();
         scratch.candidates.dedup();
         let n = scratch.candidates.len() + self.index.fallback_len();

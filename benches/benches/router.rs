@@ -9,7 +9,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use atc_benches::{build, contexts, live_bytes, schema, CountingAlloc};
-use atc_router::{Router, Uuid};
+use atc_router::{CaptureKey, Context, Router, Uuid};
 use atc_workload::{Mix, Table};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 
@@ -41,29 +41,55 @@ fn matching(c: &mut Criterion) {
         g.warm_up_time(Duration::from_millis(500));
         g.measurement_time(Duration::from_secs(2));
         for mix in Mix::all() {
-            let mut ctxs = contexts(&table, &schema, mix, 256);
-            g.bench_function(BenchmarkId::new("indexed", mix.name()), |b| {
-                let mut i = 0;
-                b.iter(|| {
-                    i = (i + 1) % ctxs.len();
-                    black_box(router.execute(&mut ctxs[i]))
-                })
-            });
-            // The linear scan costs milliseconds per request on big tables: fewer samples.
-            if n >= 10_000 {
-                g.sample_size(10);
+            // The targets distinguish requests whose winning route runs a capturing regex.
+            let (plain, capturing) =
+                split_by_captures(&router, contexts(&table, &schema, mix, 512));
+            for (suffix, mut ctxs) in [("", plain), ("+captures", capturing)] {
+                if ctxs.is_empty() {
+                    continue;
+                }
+                ctxs.truncate(256);
+                let name = format!("{}{suffix}", mix.name());
+                g.sample_size(100);
+                g.bench_function(BenchmarkId::new("indexed", &name), |b| {
+                    let mut i = 0;
+                    b.iter(|| {
+                        i = (i + 1) % ctxs.len();
+                        black_box(router.execute(&mut ctxs[i]))
+                    })
+                });
+                // The linear scan costs milliseconds per request on big tables: fewer samples.
+                if n >= 10_000 {
+                    g.sample_size(10);
+                }
+                g.bench_function(BenchmarkId::new("reference", &name), |b| {
+                    let mut i = 0;
+                    b.iter(|| {
+                        i = (i + 1) % ctxs.len();
+                        black_box(router.execute_reference(&mut ctxs[i]))
+                    })
+                });
             }
-            g.bench_function(BenchmarkId::new("reference", mix.name()), |b| {
-                let mut i = 0;
-                b.iter(|| {
-                    i = (i + 1) % ctxs.len();
-                    black_box(router.execute_reference(&mut ctxs[i]))
-                })
-            });
-            g.sample_size(100);
         }
         g.finish();
     }
+}
+
+/// Splits requests into those whose winning route records no regex group and those whose does.
+fn split_by_captures(router: &Router, ctxs: Vec<Context>) -> (Vec<Context>, Vec<Context>) {
+    let (mut plain, mut capturing) = (Vec::new(), Vec::new());
+    for mut ctx in ctxs {
+        router.execute(&mut ctx);
+        let groups = ctx
+            .result()
+            .is_some_and(|m| m.captures().any(|(k, _)| k != CaptureKey::Index(0)));
+        if groups {
+            capturing.push(ctx);
+        } else {
+            plain.push(ctx);
+        }
+    }
+    (plain, capturing)
 }
 
 fn updates(c: &mut Criterion) {

@@ -26,6 +26,7 @@ fn main() {
         by_class.entry(class).or_default().push(ctx);
     }
     let only = std::env::var("CLASS").ok();
+    let candidates_only = std::env::var("MODE").is_ok_and(|m| m == "candidates");
     let total: usize = std::env::var("ITERS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -38,7 +39,11 @@ fn main() {
         let t = Instant::now();
         for _ in 0..rounds {
             for c in ctxs.iter_mut() {
-                std::hint::black_box(router.execute(c));
+                if candidates_only {
+                    std::hint::black_box(router.candidate_count(c));
+                } else {
+                    std::hint::black_box(router.execute(c));
+                }
             }
         }
         let per = t.elapsed() / (rounds * ctxs.len()) as u32;
