@@ -10,7 +10,9 @@
 //! - [`ast`]: the tree and its printer (print, re-parse: same tree);
 //! - [`schema`], [`validate`]: field types and the semantic checks (spec §6);
 //! - [`context`]: request values and results;
-//! - [`router`]: routes in priority order, add / remove / execute;
+//! - [`router`]: routes in priority order, add / remove / sync / execute, over indexes that
+//!   leave each request only the few routes that can match;
+//! - [`shared`]: one router, many matching threads, updates that are never seen half-done;
 //! - the reference evaluator (a plain tree walk) that every faster matcher is tested against.
 //!
 //! ```
@@ -42,6 +44,7 @@ mod regex_cache;
 mod resolved;
 pub mod router;
 pub mod schema;
+pub mod shared;
 pub mod validate;
 pub mod value;
 
@@ -50,7 +53,8 @@ pub use context::{CaptureKey, Context, MatchResult, MatchedValue};
 pub use error::{Error, ExprError, ExprErrorKind};
 pub use limits::Limits;
 pub use parser::{parse, parse_with_limits, Parsed};
-pub use router::{Route, Router};
+pub use router::{Route, RouteSpec, Router, SyncError, SyncMode, SyncPlan, SyncReport};
 pub use schema::{FieldId, Schema};
+pub use shared::SharedRouter;
 pub use uuid::Uuid;
 pub use value::{IpCidr, Type, Value};

@@ -234,23 +234,57 @@ fn anchored_prefixes(hir: &Hir) -> Option<Box<[Box<[u8]>]>> {
     Some(literals.iter().map(|l| Box::from(l.as_bytes())).collect())
 }
 
+/// Where resolving an expression gets its compiled regexes from.
+pub(crate) trait RegexSource {
+    fn regex(&mut self, source: &str, size_limit: usize) -> Result<Arc<CompiledRegex>, RegexError>;
+}
+
+/// A read-only view of a router's cache plus the regexes compiled since: lets a change be
+/// prepared without touching the router, and dropped without leaving anything behind.
+#[derive(Debug)]
+pub(crate) struct Overlay<'a> {
+    base: &'a RegexCache,
+    new: HashMap<String, Arc<CompiledRegex>>,
+}
+
+impl<'a> Overlay<'a> {
+    pub(crate) fn new(base: &'a RegexCache) -> Overlay<'a> {
+        Overlay {
+            base,
+            new: HashMap::new(),
+        }
+    }
+
+    pub(crate) fn into_new(self) -> HashMap<String, Arc<CompiledRegex>> {
+        self.new
+    }
+}
+
+impl RegexSource for Overlay<'_> {
+    fn regex(&mut self, source: &str, size_limit: usize) -> Result<Arc<CompiledRegex>, RegexError> {
+        if let Some(r) = self
+            .base
+            .by_source
+            .get(source)
+            .or_else(|| self.new.get(source))
+        {
+            return Ok(r.clone());
+        }
+        let r = Arc::new(CompiledRegex::new(source, size_limit)?);
+        self.new.insert(source.to_owned(), r.clone());
+        Ok(r)
+    }
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct RegexCache {
     by_source: HashMap<String, Arc<CompiledRegex>>,
 }
 
 impl RegexCache {
-    pub(crate) fn get_or_compile(
-        &mut self,
-        source: &str,
-        size_limit: usize,
-    ) -> Result<Arc<CompiledRegex>, RegexError> {
-        if let Some(r) = self.by_source.get(source) {
-            return Ok(r.clone());
-        }
-        let r = Arc::new(CompiledRegex::new(source, size_limit)?);
-        self.by_source.insert(source.to_owned(), r.clone());
-        Ok(r)
+    /// Takes in the regexes an [`Overlay`] compiled, once the routes using them are in.
+    pub(crate) fn absorb(&mut self, new: HashMap<String, Arc<CompiledRegex>>) {
+        self.by_source.extend(new);
     }
 
     /// Called after a route holding the regex `source` was dropped: forgets the regex if no

@@ -11,7 +11,7 @@ use crate::ast::{Expr, Op};
 use crate::error::{ExprError, ExprErrorKind};
 use crate::limits::Limits;
 use crate::parser::Parsed;
-use crate::regex_cache::{CompiledRegex, RegexCache};
+use crate::regex_cache::{CompiledRegex, RegexSource};
 use crate::schema::{FieldId, Schema};
 use crate::value::{IpCidr, Value};
 
@@ -43,22 +43,22 @@ pub(crate) enum Lit {
     IpCidr(IpCidr),
 }
 
-/// Builds the resolved form of a validated expression, compiling its regexes through `cache`.
+/// Builds the resolved form of a validated expression, taking its regexes from `regexes`.
 pub(crate) fn resolve(
     source: &str,
     parsed: &Parsed,
     schema: &Schema,
     limits: &Limits,
-    cache: &mut RegexCache,
+    regexes: &mut dyn RegexSource,
 ) -> Result<Node, ExprError> {
     let mut r = Resolver {
         source,
         parsed,
         schema,
         limits,
-        cache,
+        regexes,
         next_predicate: 0,
-        regexes: 0,
+        regex_count: 0,
     };
     r.node(&parsed.expr)
 }
@@ -68,9 +68,9 @@ struct Resolver<'a> {
     parsed: &'a Parsed,
     schema: &'a Schema,
     limits: &'a Limits,
-    cache: &'a mut RegexCache,
+    regexes: &'a mut dyn RegexSource,
     next_predicate: usize,
-    regexes: usize,
+    regex_count: usize,
 }
 
 impl Resolver<'_> {
@@ -93,8 +93,8 @@ impl Resolver<'_> {
                     )
                 })?;
                 let regex = if p.op == Op::Regex {
-                    self.regexes += 1;
-                    if self.regexes > self.limits.max_regexes {
+                    self.regex_count += 1;
+                    if self.regex_count > self.limits.max_regexes {
                         return Err(err(
                             ExprErrorKind::Limit,
                             format!(
@@ -107,8 +107,8 @@ impl Resolver<'_> {
                         unreachable!("validated: `~` has a string literal")
                     };
                     Some(
-                        self.cache
-                            .get_or_compile(src, self.limits.regex_size_limit)
+                        self.regexes
+                            .regex(src, self.limits.regex_size_limit)
                             .map_err(|e| regex_error(e, &err))?,
                     )
                 } else {

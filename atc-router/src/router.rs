@@ -9,22 +9,21 @@
 //!   that uses them.
 //! - An execute leaves either the first matching route's result in the context or no result.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use uuid::Uuid;
 
-use crate::ast::{Expr, Op};
+use crate::ast::Expr;
 use crate::context::Context;
 use crate::error::Error;
 use crate::index::{best_requirement, Index, Order, Requirement};
 use crate::limits::Limits;
-use crate::parser::{parse_with_limits, Parsed};
-use crate::regex_cache::RegexCache;
+use crate::parser::parse_with_limits;
+use crate::regex_cache::{Overlay, RegexCache};
 use crate::resolved::{resolve, Node};
 use crate::schema::{FieldId, Schema};
 use crate::validate::validate;
-use crate::value::Value;
 use crate::{matcher, reference};
 
 /// One route of a router.
@@ -118,6 +117,75 @@ pub struct Router {
     index: Index,
     regexes: RegexCache,
     field_use: HashMap<FieldId, usize>,
+    /// Bumped by every change, so that a plan prepared before a change is not applied after it.
+    version: u64,
+}
+
+/// One route of a desired route list (see [`Router::sync`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RouteSpec<'a> {
+    pub id: Uuid,
+    pub priority: u64,
+    pub expression: &'a str,
+}
+
+/// What [`Router::sync`] does with invalid routes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SyncMode {
+    /// Any invalid route: change nothing, report them all.
+    #[default]
+    AllOrNothing,
+    /// Apply the valid routes, report the invalid ones.
+    ApplyValid,
+}
+
+/// What a sync did.
+#[derive(Debug, Default)]
+pub struct SyncReport {
+    pub added: usize,
+    pub removed: usize,
+    pub changed: usize,
+    pub unchanged: usize,
+    /// Routes left out ([`SyncMode::ApplyValid`]), with why.
+    pub errors: Vec<(Uuid, Error)>,
+    /// The plan was prepared before another change and was not applied.
+    pub stale: bool,
+}
+
+/// Every invalid route of a refused sync.
+#[derive(Debug)]
+pub struct SyncError {
+    pub errors: Vec<(Uuid, Error)>,
+}
+
+impl std::fmt::Display for SyncError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} invalid route(s), nothing changed", self.errors.len())?;
+        for (id, e) in &self.errors {
+            write!(f, "\nroute {id}: {e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for SyncError {}
+
+/// A change prepared by [`Router::prepare_sync`], applied by [`Router::apply`].
+#[derive(Debug, Default)]
+pub struct SyncPlan {
+    version: u64,
+    /// Ids to take out: removed routes and the old versions of changed ones.
+    remove: Vec<Uuid>,
+    insert: Vec<Route>,
+    regexes: std::collections::HashMap<String, Arc<crate::regex_cache::CompiledRegex>>,
+    report: SyncReport,
+}
+
+impl SyncPlan {
+    /// What applying the plan will do.
+    pub fn report(&self) -> &SyncReport {
+        &self.report
+    }
 }
 
 impl Router {
@@ -136,6 +204,7 @@ impl Router {
             index: Index::default(),
             regexes: RegexCache::default(),
             field_use: HashMap::new(),
+            version: 0,
         }
     }
 
@@ -157,38 +226,47 @@ impl Router {
 
     /// Parses, validates and inserts a route. Nothing changes on error.
     pub fn add(&mut self, id: Uuid, priority: u64, expression: &str) -> Result<(), Error> {
+        self.version += 1;
         if self.ids.contains_key(&id) {
             return Err(Error::DuplicateRoute(id));
         }
+        let mut overlay = Overlay::new(&self.regexes);
+        let route = self.prepare(id, priority, expression, &mut overlay)?;
+        let compiled = overlay.into_new();
+        self.regexes.absorb(compiled);
+        self.insert(route);
+        Ok(())
+    }
+
+    /// Parses, validates and resolves a route without changing the router; new regexes go to
+    /// the overlay.
+    fn prepare(
+        &self,
+        id: Uuid,
+        priority: u64,
+        expression: &str,
+        overlay: &mut Overlay<'_>,
+    ) -> Result<Route, Error> {
         let parsed = parse_with_limits(expression, &self.limits)?;
         validate(expression, &parsed, &self.schema)?;
-        let node = match resolve(
-            expression,
-            &parsed,
-            &self.schema,
-            &self.limits,
-            &mut self.regexes,
-        ) {
-            Ok(node) => node,
-            Err(e) => {
-                // Regexes compiled for this route before the error must not stay cached.
-                self.release_regexes(&parsed);
-                return Err(e.into());
-            }
-        };
+        let node = resolve(expression, &parsed, &self.schema, &self.limits, overlay)?;
         let mut fields: Vec<FieldId> = Vec::new();
         node.fields(&mut fields);
-        for f in &fields {
-            *self.field_use.entry(*f).or_insert(0) += 1;
-        }
-        let route = Route {
+        Ok(Route {
             id,
             priority,
             source: expression.into(),
             fields: fields.into(),
             requirement: best_requirement(&node),
             node,
-        };
+        })
+    }
+
+    /// Puts a prepared route in its slot, the order map and its index.
+    fn insert(&mut self, route: Route) {
+        for f in route.fields.iter() {
+            *self.field_use.entry(*f).or_insert(0) += 1;
+        }
         let order = route.order();
         let slot = match self.free.pop() {
             Some(s) => s,
@@ -198,25 +276,14 @@ impl Router {
             }
         };
         self.index.insert(route.requirement.as_ref(), (order, slot));
-        self.slots[slot as usize] = Some(Box::new(route));
-        self.ids.insert(id, slot);
+        self.ids.insert(route.id, slot);
         self.order.insert(order, slot);
-        Ok(())
+        self.slots[slot as usize] = Some(Box::new(route));
     }
 
-    fn release_regexes(&mut self, parsed: &Parsed) {
-        for p in parsed.expr.predicates() {
-            if let (Op::Regex, Value::String(s)) = (p.op, &p.rhs) {
-                self.regexes.release(s);
-            }
-        }
-    }
-
-    /// Removes a route; `false` when there is none with that id.
-    pub fn remove(&mut self, id: Uuid) -> bool {
-        let Some(slot) = self.ids.remove(&id) else {
-            return false;
-        };
+    /// Takes a route out of every structure; its regexes are still cached (see `release`).
+    fn take(&mut self, id: Uuid) -> Option<Box<Route>> {
+        let slot = self.ids.remove(&id)?;
         let route = self.slots[slot as usize]
             .take()
             .expect("ids point at live slots");
@@ -232,13 +299,162 @@ impl Router {
                 }
             }
         }
+        Some(route)
+    }
+
+    /// Drops a route taken out, and the regexes no other route uses.
+    fn release(&mut self, route: Box<Route>) {
         let mut sources = Vec::new();
         route.node.regex_sources(&mut sources);
         drop(route);
         for s in &sources {
             self.regexes.release(s);
         }
-        true
+    }
+
+    /// Removes a route; `false` when there is none with that id.
+    pub fn remove(&mut self, id: Uuid) -> bool {
+        self.version += 1;
+        match self.take(id) {
+            Some(route) => {
+                self.release(route);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Makes the router hold exactly `desired`, touching only what differs: see
+    /// [`Router::prepare_sync`] (what is compared, the modes) and [`Router::apply`].
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use atc_router::{Router, RouteSpec, Schema, SyncMode, Type, Uuid};
+    ///
+    /// let mut schema = Schema::new();
+    /// schema.add_field("http.path", Type::String).unwrap();
+    /// let mut router = Router::new(Arc::new(schema));
+    /// let (a, b) = (Uuid::from_u128(1), Uuid::from_u128(2));
+    /// router.add(a, 1, r#"http.path ^= "/a""#).unwrap();
+    ///
+    /// let desired = [
+    ///     RouteSpec { id: a, priority: 1, expression: r#"http.path ^= "/a""# },
+    ///     RouteSpec { id: b, priority: 2, expression: r#"http.path ^= "/b""# },
+    /// ];
+    /// let report = router.sync(&desired, SyncMode::AllOrNothing).unwrap();
+    /// assert_eq!((report.added, report.unchanged), (1, 1));
+    ///
+    /// // One bad route: nothing changes, and every bad route is reported.
+    /// let bad = [RouteSpec { id: a, priority: 1, expression: "http.path ==" }];
+    /// let err = router.sync(&bad, SyncMode::AllOrNothing).unwrap_err();
+    /// assert_eq!(err.errors.len(), 1);
+    /// assert_eq!(router.len(), 2);
+    /// ```
+    pub fn sync(
+        &mut self,
+        desired: &[RouteSpec<'_>],
+        mode: SyncMode,
+    ) -> Result<SyncReport, SyncError> {
+        let plan = self.prepare_sync(desired, mode)?;
+        Ok(self.apply(plan))
+    }
+
+    /// Computes what it takes to make the router hold exactly `desired`, and prepares it
+    /// (parses, validates, compiles) without changing the router, so that matching can go on
+    /// meanwhile (see [`crate::SharedRouter`]).
+    ///
+    /// A route whose id, priority and expression text are all the same as now is unchanged and
+    /// is not parsed again. A known id with another priority or text is changed; an unknown id
+    /// is added; an id missing from `desired` is removed.
+    ///
+    /// Invalid routes (and ids repeated in `desired`): with [`SyncMode::AllOrNothing`] the plan
+    /// is refused and the error lists every one of them; with [`SyncMode::ApplyValid`] they are
+    /// left out and listed in [`SyncReport::errors`], and a known route whose new version is
+    /// invalid keeps its current version (serving the old route beats dropping it).
+    pub fn prepare_sync(
+        &self,
+        desired: &[RouteSpec<'_>],
+        mode: SyncMode,
+    ) -> Result<SyncPlan, SyncError> {
+        let mut overlay = Overlay::new(&self.regexes);
+        let mut seen = vec![false; self.slots.len()];
+        let mut new_ids: HashSet<Uuid> = HashSet::new();
+        let mut plan = SyncPlan::default();
+        let mut errors = Vec::new();
+        for spec in desired {
+            let current = self.ids.get(&spec.id).copied();
+            let duplicate = match current {
+                Some(slot) => std::mem::replace(&mut seen[slot as usize], true),
+                None => !new_ids.insert(spec.id),
+            };
+            if duplicate {
+                errors.push((spec.id, Error::DuplicateRoute(spec.id)));
+                continue;
+            }
+            if let Some(slot) = current {
+                let route = self.route(slot);
+                if route.priority == spec.priority && *route.source == *spec.expression {
+                    plan.report.unchanged += 1;
+                    continue;
+                }
+            }
+            match self.prepare(spec.id, spec.priority, spec.expression, &mut overlay) {
+                Ok(route) => {
+                    if current.is_some() {
+                        plan.report.changed += 1;
+                        plan.remove.push(spec.id);
+                    } else {
+                        plan.report.added += 1;
+                    }
+                    plan.insert.push(route);
+                }
+                Err(e) => errors.push((spec.id, e)),
+            }
+        }
+        if !errors.is_empty() && mode == SyncMode::AllOrNothing {
+            return Err(SyncError { errors });
+        }
+        for (slot, route) in self.slots.iter().enumerate() {
+            if let (Some(route), false) = (route, seen[slot]) {
+                plan.report.removed += 1;
+                plan.remove.push(route.id);
+            }
+        }
+        plan.report.errors = errors;
+        plan.regexes = overlay.into_new();
+        plan.version = self.version;
+        Ok(plan)
+    }
+
+    /// Applies a prepared plan: only index updates, no parsing. Returns what was done.
+    ///
+    /// A plan prepared before another change of this router is refused (nothing is applied, and
+    /// the report says `stale`): it was computed against routes that are no longer there.
+    pub fn apply(&mut self, plan: SyncPlan) -> SyncReport {
+        let SyncPlan {
+            version,
+            remove,
+            insert,
+            regexes,
+            mut report,
+        } = plan;
+        if version != self.version {
+            report.stale = true;
+            return report;
+        }
+        self.version += 1;
+        self.regexes.absorb(regexes);
+        let mut taken = Vec::with_capacity(remove.len());
+        for id in remove {
+            taken.extend(self.take(id));
+        }
+        for route in insert {
+            self.insert(route);
+        }
+        for route in taken {
+            self.release(route);
+        }
+        report
     }
 
     pub fn get(&self, id: Uuid) -> Option<&Route> {
@@ -290,12 +506,13 @@ impl Router {
     ) -> Result<Vec<String>, Error> {
         let parsed = parse_with_limits(expression, limits)?;
         let fields = validate(expression, &parsed, schema)?;
+        let cache = RegexCache::default();
         resolve(
             expression,
             &parsed,
             schema,
             limits,
-            &mut RegexCache::default(),
+            &mut Overlay::new(&cache),
         )?;
         Ok(fields)
     }

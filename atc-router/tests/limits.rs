@@ -1,0 +1,369 @@
+//! Resource limits under attack (spec §8, issue 6): every documented limit, exercised through the
+//! public API a gateway calls (`Router::add`, `Router::validate`, `Context::add_value`,
+//! `Schema::resolve`), each giving a clear error that names the limit, never a crash, a stack
+//! overflow or unbounded memory. Parser-level tests of length, depth and predicate count are in
+//! tests/syntax.rs (§8); these check the same limits at the router and the ones syntax.rs does not
+//! cover: compiled regex size, regexes per expression, values per field, wildcard field names.
+
+use std::sync::Arc;
+
+use atc_router::{Context, Error, ExprError, ExprErrorKind, Limits, Router, Schema, Type, Uuid};
+
+fn schema_with(limits: Limits) -> Arc<Schema> {
+    let mut s = Schema::with_limits(limits);
+    s.add_field("http.path", Type::String).unwrap();
+    s.add_field("net.dst.port", Type::Int).unwrap();
+    s.add_field("p", Type::Int).unwrap();
+    s.add_field("http.headers.*", Type::String).unwrap();
+    Arc::new(s)
+}
+
+fn schema() -> Arc<Schema> {
+    schema_with(Limits::default())
+}
+
+/// Adds `src` to a fresh router with `limits` and returns the expression error, checking that
+/// it is a limit error, that its message has every one of `words`, that `Router::validate`
+/// reports the same error, and that the router is left empty.
+fn add_limit_error(src: &str, limits: Limits, words: &[&str]) -> ExprError {
+    let schema = schema_with(limits);
+    let mut router = Router::with_limits(schema.clone(), limits);
+    let e = match router.add(Uuid::from_u128(1), 1, src) {
+        Err(Error::Expr(e)) => e,
+        other => panic!("expected an expression error, got {other:?}"),
+    };
+    assert_eq!(e.kind, ExprErrorKind::Limit, "{e}");
+    for w in words {
+        assert!(e.message.contains(w), "`{w}` not in: {}", e.message);
+    }
+    assert!(router.is_empty(), "a refused route was added");
+    assert_eq!(
+        router.regex_count(),
+        0,
+        "a refused route left regexes behind"
+    );
+    let v = Router::validate_with_limits(&schema, src, &limits).unwrap_err();
+    assert_eq!(v, Error::Expr(e.clone()), "validate and add disagree");
+    // The rendering names the position (spec §6) and stays short even for huge inputs.
+    let shown = e.to_string();
+    assert!(shown.starts_with(&format!("line {}, column {}: ", e.line, e.column)));
+    assert!(shown.len() < 1024, "{} bytes of error", shown.len());
+    e
+}
+
+fn regex_pred(re: &str) -> String {
+    format!("http.path ~ {}", atc_router::Value::String(re.into()))
+}
+
+#[test]
+fn the_defaults_are_the_documented_ones() {
+    // SECURITY.md and the `Limits` docs state these numbers; keep them in step.
+    let d = Limits::default();
+    assert_eq!(d.max_expression_len, 64 * 1024);
+    assert_eq!(d.max_depth, 64);
+    assert_eq!(Limits::HARD_MAX_DEPTH, 256);
+    assert_eq!(d.max_predicates, 4096);
+    assert_eq!(d.max_regexes, 64);
+    assert_eq!(d.regex_size_limit, 1024 * 1024);
+    assert_eq!(d.max_values_per_field, 1024);
+    assert_eq!(d.max_wildcard_fields, 65_536);
+}
+
+mod regex_size {
+    use super::*;
+
+    #[test]
+    fn a_regex_too_large_once_compiled_is_a_limit_error_naming_the_limit() {
+        // 10^6 repetitions of one byte: tiny as text, a million NFA states once compiled.
+        let src = regex_pred("a{1000}{1000}");
+        let e = add_limit_error(
+            &src,
+            Limits::default(),
+            &["regex is too large once compiled", "1048576 bytes"],
+        );
+        // The caret is under the literal.
+        assert_eq!(&src[e.span.clone()], r#""a{1000}{1000}""#);
+    }
+
+    #[test]
+    fn other_exploding_regexes_are_refused_the_same_way() {
+        // Unicode classes make each repetition large; counted repetitions multiply.
+        for re in [
+            r"\w{1000}",
+            r"(?:\p{L}){500}",
+            "[a-z]{60000}",
+            "(?i)a{200}{200}",
+        ] {
+            add_limit_error(
+                &regex_pred(re),
+                Limits::default(),
+                &["regex is too large once compiled", "1048576 bytes"],
+            );
+        }
+    }
+
+    #[test]
+    fn the_limit_is_configurable_and_a_regex_under_it_compiles() {
+        let limits = Limits {
+            regex_size_limit: 64 * 1024,
+            ..Limits::default()
+        };
+        add_limit_error(
+            &regex_pred("^/a{100}{100}"),
+            limits,
+            &["regex is too large once compiled", "65536 bytes"],
+        );
+        let mut router = Router::with_limits(schema_with(limits), limits);
+        router
+            .add(Uuid::from_u128(1), 1, &regex_pred(r"^/users/(?<id>\d+)$"))
+            .unwrap();
+        assert_eq!(router.regex_count(), 1);
+    }
+
+    #[test]
+    fn a_regex_that_does_not_parse_is_a_semantic_error_not_a_limit() {
+        let mut router = Router::new(schema());
+        let Err(Error::Expr(e)) = router.add(Uuid::from_u128(1), 1, &regex_pred("a{4294967296}"))
+        else {
+            panic!("a repetition count past u32 must be refused");
+        };
+        assert_eq!(e.kind, ExprErrorKind::Semantic, "{e}");
+        assert!(e.message.starts_with("invalid regex"), "{e}");
+    }
+}
+
+mod regex_count {
+    use super::*;
+
+    fn regexes(n: usize) -> String {
+        (0..n)
+            .map(|i| regex_pred(&format!("^/r{i}/")))
+            .collect::<Vec<_>>()
+            .join(" || ")
+    }
+
+    #[test]
+    fn sixty_four_regexes_are_fine_and_the_sixty_fifth_is_a_limit_error() {
+        let mut router = Router::new(schema());
+        router.add(Uuid::from_u128(1), 1, &regexes(64)).unwrap();
+        assert_eq!(router.regex_count(), 64);
+
+        let src = regexes(65);
+        let e = add_limit_error(
+            &src,
+            Limits::default(),
+            &["too many regexes in one expression", "limit: 64"],
+        );
+        // The error points at the 65th regex, the first one over the limit.
+        assert_eq!(&src[e.span.clone()], r#""^/r64/""#);
+    }
+
+    #[test]
+    fn the_same_regex_counts_each_time_it_is_written() {
+        // The limit bounds the work of one route, not the distinct patterns.
+        let limits = Limits {
+            max_regexes: 2,
+            ..Limits::default()
+        };
+        let src = [regex_pred("^a"), regex_pred("^a"), regex_pred("^a")].join(" && ");
+        add_limit_error(&src, limits, &["too many regexes", "limit: 2"]);
+    }
+
+    #[test]
+    fn the_limit_is_per_expression_not_per_router() {
+        let mut router = Router::new(schema());
+        for r in 0..4u128 {
+            let src = (0..64)
+                .map(|i| regex_pred(&format!("^/t{r}/{i}/")))
+                .collect::<Vec<_>>()
+                .join(" || ");
+            router.add(Uuid::from_u128(r + 1), 1, &src).unwrap();
+        }
+        assert_eq!(router.regex_count(), 256);
+    }
+}
+
+mod expression_shape {
+    //! Length, depth and predicate count, through `Router::add` (the parser-level tests are in
+    //! tests/syntax.rs).
+    use super::*;
+
+    #[test]
+    fn an_expression_over_64_kib_is_refused_before_parsing() {
+        let src = format!(r#"http.path == "{}""#, "a".repeat(64 * 1024));
+        add_limit_error(
+            &src,
+            Limits::default(),
+            &["expression is too long", "65536 bytes"],
+        );
+    }
+
+    #[test]
+    fn nesting_deeper_than_64_is_refused_and_the_hard_cap_holds() {
+        let nested = |d: usize| format!("{}http.path == \"a\"{}", "(".repeat(d), ")".repeat(d));
+        let mut router = Router::new(schema());
+        router.add(Uuid::from_u128(1), 1, &nested(64)).unwrap();
+        add_limit_error(
+            &nested(65),
+            Limits::default(),
+            &["nested too deeply", "64 levels"],
+        );
+        // A configured depth above the hard cap is treated as the cap: this is what keeps the
+        // recursive-descent parser and the tree walks inside their stacks.
+        let deep = Limits {
+            max_depth: 1_000_000,
+            ..Limits::default()
+        };
+        let mut router = Router::with_limits(schema_with(deep), deep);
+        router.add(Uuid::from_u128(1), 1, &nested(256)).unwrap();
+        add_limit_error(&nested(257), deep, &["nested too deeply", "256 levels"]);
+        let nots = format!("{}http.path == \"a\"{}", "!(".repeat(257), ")".repeat(257));
+        add_limit_error(&nots, deep, &["nested too deeply", "256 levels"]);
+    }
+
+    #[test]
+    fn a_route_at_the_hard_depth_cap_evaluates_without_overflowing() {
+        let deep = Limits {
+            max_depth: Limits::HARD_MAX_DEPTH,
+            ..Limits::default()
+        };
+        let schema = schema_with(deep);
+        let mut router = Router::with_limits(schema.clone(), deep);
+        // An even number of negations: true exactly when the predicate is.
+        let src = format!("{}http.path == \"a\"{}", "!(".repeat(256), ")".repeat(256));
+        router.add(Uuid::from_u128(1), 1, &src).unwrap();
+        let mut ctx = Context::new(schema);
+        ctx.add_value("http.path", "a").unwrap();
+        assert!(router.execute(&mut ctx));
+        assert!(router.execute_reference(&mut ctx));
+    }
+
+    #[test]
+    fn more_than_4096_predicates_are_refused() {
+        let chain = |n: usize| {
+            (0..n)
+                .map(|i| format!("p == {i}"))
+                .collect::<Vec<_>>()
+                .join(" || ")
+        };
+        let mut router = Router::new(schema());
+        let src = chain(4096);
+        assert!(src.len() < 64 * 1024);
+        router.add(Uuid::from_u128(1), 1, &src).unwrap();
+        let mut ctx = Context::new(router.schema().clone());
+        ctx.add_value("p", 4095).unwrap();
+        assert!(router.execute(&mut ctx), "a long flat chain evaluates");
+        add_limit_error(
+            &chain(4097),
+            Limits::default(),
+            &["too many predicates", "4097", "limit is 4096"],
+        );
+    }
+}
+
+mod values_per_field {
+    use super::*;
+
+    #[test]
+    fn a_field_holds_1024_values_and_the_next_is_a_limit_error() {
+        let mut ctx = Context::new(schema());
+        for i in 0..1024 {
+            ctx.add_value("http.headers.x", format!("v{i}")).unwrap();
+        }
+        let e = ctx.add_value("http.headers.x", "one more").unwrap_err();
+        assert!(matches!(e, Error::Limit(_)), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "field `http.headers.x` already holds 1024 values, the most one field may hold"
+        );
+        assert_eq!(
+            ctx.values("http.headers.x").len(),
+            1024,
+            "nothing was added"
+        );
+        // Other fields are unaffected, and a reset makes room again.
+        ctx.add_value("http.headers.y", "y").unwrap();
+        ctx.reset();
+        ctx.add_value("http.headers.x", "again").unwrap();
+    }
+
+    #[test]
+    fn the_limit_holds_for_every_way_of_adding() {
+        let limits = Limits {
+            max_values_per_field: 2,
+            ..Limits::default()
+        };
+        let schema = schema_with(limits);
+        let mut ctx = Context::new(schema.clone());
+        let (port, _) = schema.resolve("net.dst.port").unwrap();
+        let (path, _) = schema.resolve("http.path").unwrap();
+        ctx.add_value_by_id(port, 1.into()).unwrap();
+        ctx.add_value("net.dst.port", 2).unwrap();
+        let e = ctx.add_value_by_id(port, 3.into()).unwrap_err();
+        assert!(e.to_string().contains("already holds 2 values"), "{e}");
+        ctx.add_str(path, "/a").unwrap();
+        ctx.add_str(path, "/b").unwrap();
+        let e = ctx.add_str(path, "/c").unwrap_err();
+        assert!(
+            e.to_string().contains("`http.path` already holds 2 values"),
+            "{e}"
+        );
+    }
+}
+
+mod wildcard_fields {
+    use super::*;
+
+    #[test]
+    fn a_schema_resolves_65536_wildcard_names_and_refuses_the_next() {
+        let schema = schema();
+        for i in 0..65_536 {
+            schema.resolve(&format!("http.headers.h{i}")).unwrap();
+        }
+        // Names already resolved and exact names still work.
+        schema.resolve("http.headers.h0").unwrap();
+        schema.resolve("http.path").unwrap();
+        let e = schema.resolve("http.headers.one_more").unwrap_err();
+        assert!(matches!(e, Error::Limit(_)), "{e:?}");
+        assert!(
+            e.to_string()
+                .contains("too many distinct wildcard field names in this schema (limit: 65536)"),
+            "{e}"
+        );
+
+        // Through a context: the request is refused, the worker goes on.
+        let mut ctx = Context::new(schema.clone());
+        let e = ctx.add_value("http.headers.another", "x").unwrap_err();
+        assert!(matches!(e, Error::Limit(_)), "{e:?}");
+        ctx.add_value("http.headers.h7", "x").unwrap();
+
+        // Through a route: a limit error pointing at the field.
+        let mut router = Router::new(schema.clone());
+        let src = r#"http.path == "/" && http.headers.fresh == "x""#;
+        let Err(Error::Expr(e)) = router.add(Uuid::from_u128(1), 1, src) else {
+            panic!("a new wildcard name past the limit must be refused");
+        };
+        assert_eq!(e.kind, ExprErrorKind::Limit);
+        assert_eq!(&src[e.span.clone()], "http.headers.fresh");
+        assert!(e.message.contains("too many distinct wildcard field names"));
+        assert!(router.is_empty());
+        router
+            .add(Uuid::from_u128(2), 1, r#"http.headers.h1 == "x""#)
+            .unwrap();
+    }
+
+    #[test]
+    fn the_limit_is_configurable() {
+        let limits = Limits {
+            max_wildcard_fields: 3,
+            ..Limits::default()
+        };
+        let schema = schema_with(limits);
+        let mut ctx = Context::new(schema);
+        for name in ["a", "b", "c"] {
+            ctx.add_value(&format!("http.headers.{name}"), "1").unwrap();
+        }
+        let e = ctx.add_value("http.headers.d", "1").unwrap_err();
+        assert!(e.to_string().contains("(limit: 3)"), "{e}");
+    }
+}

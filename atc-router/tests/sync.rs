@@ -1,0 +1,283 @@
+//! Spec §7 "rebuild on change": sync applies only the difference, refuses or skips invalid
+//! routes as asked, and readers never observe a half-applied update.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use atc_router::{
+    Context, Error, Route, RouteSpec, Router, Schema, SharedRouter, SyncMode, Type, Uuid,
+};
+
+fn schema() -> Arc<Schema> {
+    let mut s = Schema::new();
+    s.add_field("http.path", Type::String).unwrap();
+    s.add_field("http.host", Type::String).unwrap();
+    Arc::new(s)
+}
+
+fn id(n: u128) -> Uuid {
+    Uuid::from_u128(n)
+}
+
+fn spec(n: u128, priority: u64, expression: &str) -> RouteSpec<'_> {
+    RouteSpec {
+        id: id(n),
+        priority,
+        expression,
+    }
+}
+
+fn table(r: &Router) -> Vec<(Uuid, u64, String)> {
+    r.routes()
+        .map(|r| (r.id(), r.priority(), r.source().to_owned()))
+        .collect()
+}
+
+#[test]
+fn unchanged_routes_are_recognised_by_content_and_not_rebuilt() {
+    let mut r = Router::new(schema());
+    let initial = [
+        spec(1, 1, r#"http.path ^= "/a""#),
+        spec(2, 2, r#"http.path ~ "^/b/(\\d+)""#),
+        spec(3, 3, r#"http.path ^= "/c""#),
+    ];
+    let report = r.sync(&initial, SyncMode::AllOrNothing).unwrap();
+    assert_eq!(
+        (
+            report.added,
+            report.removed,
+            report.changed,
+            report.unchanged
+        ),
+        (3, 0, 0, 0)
+    );
+    let before: *const Route = r.get(id(2)).unwrap();
+
+    let next = [
+        spec(1, 1, r#"http.path ^= "/a""#),        // unchanged
+        spec(2, 2, r#"http.path ~ "^/b/(\\d+)""#), // unchanged
+        spec(3, 9, r#"http.path ^= "/c""#),        // priority changed
+        spec(4, 4, r#"http.path ^= "/d""#),        // added
+    ];
+    let report = r.sync(&next, SyncMode::AllOrNothing).unwrap();
+    assert_eq!(
+        (
+            report.added,
+            report.removed,
+            report.changed,
+            report.unchanged
+        ),
+        (1, 0, 1, 2)
+    );
+    assert!(
+        std::ptr::eq(before, r.get(id(2)).unwrap()),
+        "an unchanged route is the same object"
+    );
+    assert_eq!(r.get(id(3)).unwrap().priority(), 9);
+
+    let last = [
+        spec(2, 2, r#"http.path ~ "^/b/(\\d+)""#),
+        spec(4, 4, r#"http.path ^= "/dd""#),
+    ];
+    let report = r.sync(&last, SyncMode::AllOrNothing).unwrap();
+    assert_eq!(
+        (
+            report.added,
+            report.removed,
+            report.changed,
+            report.unchanged
+        ),
+        (0, 2, 1, 1)
+    );
+    assert_eq!(
+        table(&r),
+        [
+            (id(4), 4, r#"http.path ^= "/dd""#.into()),
+            (id(2), 2, r#"http.path ~ "^/b/(\\d+)""#.into())
+        ]
+    );
+    assert_eq!(r.regex_count(), 1);
+    assert_eq!(r.sync(&[], SyncMode::AllOrNothing).unwrap().removed, 2);
+    assert_eq!(r.regex_count(), 0);
+    assert!(r.is_empty());
+}
+
+#[test]
+fn all_or_nothing_reports_every_bad_route_and_changes_nothing() {
+    let mut r = Router::new(schema());
+    r.sync(
+        &[spec(1, 1, r#"http.path ^= "/a""#)],
+        SyncMode::AllOrNothing,
+    )
+    .unwrap();
+    let desired = [
+        spec(1, 1, r#"http.path ^= "/changed""#),
+        spec(2, 1, r#"http.nope == "x""#),
+        spec(3, 1, r#"http.path ~ "^/new(""#),
+        spec(4, 1, r#"http.path ~ "^/ok/(\\d+)""#),
+        spec(5, 1, "http.path =="),
+    ];
+    let before = table(&r);
+    let err = r.sync(&desired, SyncMode::AllOrNothing).unwrap_err();
+    let bad: Vec<Uuid> = err.errors.iter().map(|(i, _)| *i).collect();
+    assert_eq!(bad, [id(2), id(3), id(5)]);
+    assert!(
+        err.to_string()
+            .contains("3 invalid route(s), nothing changed"),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("unknown field `http.nope`"),
+        "{err}"
+    );
+    assert_eq!(table(&r), before);
+    assert_eq!(
+        r.regex_count(),
+        0,
+        "regexes compiled for the refused plan are not kept"
+    );
+}
+
+#[test]
+fn apply_valid_skips_bad_routes_and_keeps_the_old_version_of_a_bad_change() {
+    let mut r = Router::new(schema());
+    r.sync(
+        &[
+            spec(1, 1, r#"http.path ^= "/a""#),
+            spec(2, 1, r#"http.path ^= "/b""#),
+        ],
+        SyncMode::AllOrNothing,
+    )
+    .unwrap();
+    let desired = [
+        spec(1, 1, r#"http.path ^= "#),      // bad change: keeps "/a"
+        spec(2, 1, r#"http.path ^= "/b2""#), // good change
+        spec(3, 1, r#"http.path ^= "/c""#),  // added
+        spec(4, 1, r#"http.nope == "x""#),   // bad new route
+    ];
+    let report = r.sync(&desired, SyncMode::ApplyValid).unwrap();
+    assert_eq!((report.added, report.changed, report.removed), (1, 1, 0));
+    assert_eq!(
+        report.errors.iter().map(|e| e.0).collect::<Vec<_>>(),
+        [id(1), id(4)]
+    );
+    assert_eq!(r.get(id(1)).unwrap().source(), r#"http.path ^= "/a""#);
+    assert_eq!(r.get(id(2)).unwrap().source(), r#"http.path ^= "/b2""#);
+    assert!(r.get(id(4)).is_none());
+}
+
+#[test]
+fn repeated_ids_in_the_desired_list_are_errors() {
+    let mut r = Router::new(schema());
+    let desired = [
+        spec(1, 1, r#"http.path ^= "/a""#),
+        spec(1, 2, r#"http.path ^= "/b""#),
+    ];
+    let err = r.sync(&desired, SyncMode::AllOrNothing).unwrap_err();
+    assert!(matches!(err.errors[..], [(i, Error::DuplicateRoute(_))] if i == id(1)));
+    let report = r.sync(&desired, SyncMode::ApplyValid).unwrap();
+    assert_eq!((report.added, report.errors.len()), (1, 1));
+    assert_eq!(
+        r.get(id(1)).unwrap().source(),
+        r#"http.path ^= "/a""#,
+        "the first one wins"
+    );
+}
+
+#[test]
+fn a_plan_prepared_before_another_change_is_not_applied() {
+    let mut r = Router::new(schema());
+    let plan = r
+        .prepare_sync(
+            &[spec(1, 1, r#"http.path ^= "/a""#)],
+            SyncMode::AllOrNothing,
+        )
+        .unwrap();
+    assert_eq!(plan.report().added, 1);
+    r.add(id(2), 1, r#"http.path ^= "/b""#).unwrap();
+    let report = r.apply(plan);
+    assert!(report.stale);
+    assert_eq!(table(&r).len(), 1);
+}
+
+/// Two versions of a table of `pairs` route pairs: in version A the even route of each pair
+/// wins, in version B the odd one. A reader that sees both kinds of winners in one read has
+/// seen half an update.
+fn as_specs(v: &[(Uuid, u64, String)]) -> Vec<RouteSpec<'_>> {
+    v.iter()
+        .map(|(i, p, e)| RouteSpec {
+            id: *i,
+            priority: *p,
+            expression: e,
+        })
+        .collect()
+}
+
+fn version(pairs: u128, b: bool) -> Vec<(u128, u64, String)> {
+    (0..pairs)
+        .flat_map(|p| {
+            let expr = format!(r#"http.path ^= "/p{p}/""#);
+            let (high, low) = if b {
+                (2 * p + 1, 2 * p)
+            } else {
+                (2 * p, 2 * p + 1)
+            };
+            [(high, 10, expr.clone()), (low, 5, expr)]
+        })
+        .collect()
+}
+
+#[test]
+fn readers_see_one_whole_version_while_updates_run() {
+    let pairs = 200;
+    let schema = schema();
+    let shared = Arc::new(SharedRouter::new(Router::new(schema.clone())));
+    let specs = |v: &[(u128, u64, String)]| -> Vec<(Uuid, u64, String)> {
+        v.iter().map(|(i, p, e)| (id(*i), *p, e.clone())).collect()
+    };
+    let (a, b) = (specs(&version(pairs, false)), specs(&version(pairs, true)));
+    shared.sync(&as_specs(&a), SyncMode::AllOrNothing).unwrap();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let reads = Arc::new(AtomicUsize::new(0));
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let (shared, schema, stop, reads) =
+                (shared.clone(), schema.clone(), stop.clone(), reads.clone());
+            std::thread::spawn(move || {
+                let mut ctxs: Vec<Context> = (0..pairs)
+                    .map(|p| {
+                        let mut c = Context::new(schema.clone());
+                        c.add_value("http.path", format!("/p{p}/x")).unwrap();
+                        c
+                    })
+                    .collect();
+                while !stop.load(Ordering::Relaxed) {
+                    let router = shared.read();
+                    let mut odd = 0;
+                    for c in ctxs.iter_mut() {
+                        assert!(router.execute(c));
+                        odd += (c.result().unwrap().id().as_u128() % 2) as u128;
+                    }
+                    assert!(
+                        odd == 0 || odd == pairs,
+                        "half an update seen: {odd} of {pairs} flipped"
+                    );
+                    reads.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    for round in 0..40 {
+        let target = if round % 2 == 0 { &b } else { &a };
+        let report = shared
+            .sync(&as_specs(target), SyncMode::AllOrNothing)
+            .unwrap();
+        assert_eq!(report.changed, 2 * pairs as usize);
+    }
+    stop.store(true, Ordering::Relaxed);
+    for r in readers {
+        r.join().expect("reader saw a consistent table every time");
+    }
+    assert!(reads.load(Ordering::Relaxed) > 0);
+}
