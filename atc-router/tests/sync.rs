@@ -257,7 +257,7 @@ fn readers_see_one_whole_version_while_updates_run() {
                     let mut odd = 0;
                     for c in ctxs.iter_mut() {
                         assert!(router.execute(c));
-                        odd += (c.result().unwrap().id().as_u128() % 2) as u128;
+                        odd += c.result().unwrap().id().as_u128() % 2;
                     }
                     assert!(
                         odd == 0 || odd == pairs,
