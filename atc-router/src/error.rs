@@ -85,6 +85,9 @@ const SHOWN_BEFORE: usize = 40;
 /// windowed so that a 1 MiB expression on one line gives a readable error, not 2 MiB of text.
 fn snippet(line: &str, col: usize, len: usize) -> (String, String, usize) {
     let total = line.chars().count();
+    // The position can lie in trailing carriage returns, which the shown line leaves out: the
+    // caret then goes just past its end.
+    let col = col.min(total);
     let (from, to) = if total <= SHOWN_CHARS {
         (0, total)
     } else {

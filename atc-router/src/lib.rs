@@ -32,6 +32,9 @@
 //! assert_eq!(ctx.result().unwrap().id(), Uuid::from_u128(7));
 //! ```
 
+// pest's generated parser names `alloc` when pest is built without `std` (see Cargo.toml).
+extern crate alloc;
+
 pub mod ast;
 pub mod context;
 pub mod error;

@@ -394,7 +394,7 @@ fn describe_rule(rule: Rule) -> &'static str {
         | Rule::predicate
         | Rule::not_group
         | Rule::group => TERM,
-        Rule::lhs | Rule::transform | Rule::ident => "a field name",
+        Rule::lhs | Rule::ident => "a field name",
         Rule::operator
         | Rule::op_eq
         | Rule::op_ne
@@ -413,8 +413,8 @@ fn describe_rule(rule: Rule) -> &'static str {
         Rule::rhs
         | Rule::str_lit
         | Rule::raw_str_lit
-        | Rule::cidr_lit
-        | Rule::ip_lit
+        | Rule::addr_lit
+        | Rule::cidr_len
         | Rule::ipv4_text
         | Rule::ipv6_text
         | Rule::int_lit
@@ -499,7 +499,12 @@ impl<'s> Builder<'s> {
         let index = self.spans.len();
         self.spans.push(PredicateSpans {
             predicate: whole,
-            lhs: span(&lhs_pair),
+            // pest skips the white space before trying the optional `(` of a transformation,
+            // and counts it into the rule: trim it off.
+            lhs: {
+                let sp = span(&lhs_pair);
+                sp.start..sp.start + lhs_pair.as_str().trim_end().len()
+            },
             field: 0..0,
             op: span(&op_pair),
             rhs: span(&rhs_pair),
@@ -521,28 +526,23 @@ impl<'s> Builder<'s> {
         pair: Pair<'s, Rule>,
         transforms: &mut Vec<Transform>,
     ) -> Result<(String, Range<usize>), ExprError> {
-        let inner = pair.into_inner().next().expect("lhs has one child");
-        match inner.as_rule() {
-            Rule::ident => Ok((inner.as_str().to_owned(), span(&inner))),
-            Rule::transform => {
-                let mut it = inner.into_inner();
-                let name = it.next().expect("transform name");
-                let t = match name.as_str() {
-                    "lower" => Transform::Lower,
-                    "any" => Transform::Any,
-                    other => {
-                        return Err(self.error(
-                            span(&name),
-                            format!("unknown transformation `{other}`: expected `lower` or `any`"),
-                        ))
-                    }
-                };
-                transforms.push(t);
-                let _lparen = it.next();
-                self.lhs(it.next().expect("transform argument"), transforms)
+        let mut it = pair.into_inner();
+        let name = it.next().expect("lhs starts with a name");
+        let Some(_lparen) = it.next() else {
+            return Ok((name.as_str().to_owned(), span(&name)));
+        };
+        let t = match name.as_str() {
+            "lower" => Transform::Lower,
+            "any" => Transform::Any,
+            other => {
+                return Err(self.error(
+                    span(&name),
+                    format!("unknown transformation `{other}`: expected `lower` or `any`"),
+                ))
             }
-            r => unreachable!("grammar yields no {r:?} in an lhs"),
-        }
+        };
+        transforms.push(t);
+        self.lhs(it.next().expect("transformation argument"), transforms)
     }
 
     fn rhs(&self, pair: Pair<'s, Rule>) -> Result<Value, ExprError> {
@@ -557,8 +557,10 @@ impl<'s> Builder<'s> {
                     .as_str()
                     .to_owned(),
             )),
-            Rule::ip_lit => self.ip(lit.as_str(), sp).map(Value::IpAddr),
-            Rule::cidr_lit => self.cidr(lit.as_str(), sp).map(Value::IpCidr),
+            Rule::addr_lit if lit.as_str().contains('/') => {
+                self.cidr(lit.as_str(), sp).map(Value::IpCidr)
+            }
+            Rule::addr_lit => self.ip(lit.as_str(), sp).map(Value::IpAddr),
             Rule::int_lit => self.int(lit).map(Value::Int),
             r => unreachable!("grammar yields no {r:?} as a value"),
         }

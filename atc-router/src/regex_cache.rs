@@ -4,22 +4,24 @@
 //! - One router compiles a given regex source once; every route using it holds an `Arc` to the
 //!   same [`CompiledRegex`]. Entries no route holds any more are dropped by
 //!   [`RegexCache::release`], so removing routes frees their regexes.
-//! - Matching uses [`Engine`], chosen for memory: a pattern that is only a literal with anchors
-//!   (`^/shop$`, `^/v1`, `\.com$`) is matched with string operations, and any other pattern with
-//!   regex-automata's meta engine restricted to its NFA simulations (PikeVM and bounded
-//!   backtracker). The default `regex` configuration also builds one-pass and lazy DFAs: about
-//!   ten times the memory (≈93 KB instead of ≈10 KB for a two-capture path pattern, plus up to
-//!   2 MB of lazy DFA cache per thread) for a matching speed-up that a router, which runs only a
-//!   few regexes per request, does not need. Matching stays linear in the text either way.
+//! - Matching uses [`Engine`], chosen for memory and build time: a pattern that is only a literal
+//!   with anchors (`^/shop$`, `^/v1`, `\.com$`) is matched with string operations, and any other
+//!   pattern with regex-automata's NFA simulations: the bounded backtracker for texts short
+//!   enough for it, the PikeVM otherwise. The default `regex` configuration also builds one-pass
+//!   and lazy DFAs: about ten times the memory (≈93 KB instead of ≈10 KB for a two-capture path
+//!   pattern, plus up to 2 MB of lazy DFA cache per thread) for a matching speed-up that a
+//!   router, which runs a regex only for the few routes its indexes leave, does not need. NFAs
+//!   are compiled by one [`thompson::Compiler`] reused across a batch of routes, which saves
+//!   its large per-compile set-up. Matching is linear in the text with both engines.
 //! - The reference evaluator uses a plain `regex::Regex` of the same source, compiled on first
 //!   use, so that the oracle does not share these engine choices.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use regex_automata::meta;
+use regex_automata::nfa::thompson::{self, backtrack, pikevm};
 use regex_automata::util::captures::Captures;
-use regex_automata::PatternID;
+use regex_automata::{Input, PatternID};
 use regex_syntax::hir::literal::{ExtractKind, Extractor};
 use regex_syntax::hir::{Hir, HirKind, Look};
 
@@ -32,9 +34,9 @@ pub struct CompiledRegex {
     pub(crate) names: Box<[Option<Arc<str>>]>,
     /// For a regex anchored at the start: literals one of which every matching text starts with.
     prefixes: Option<Box<[Box<[u8]>]>>,
-    /// Capture slots to reuse, so that recording captures allocates nothing per request. A pool
-    /// rather than one slot because routers are shared by threads.
-    captures: Mutex<Vec<Captures>>,
+    /// Search state to reuse, so that matching allocates nothing per request. A pool rather than
+    /// one slot because routers are shared by threads.
+    scratch: Mutex<Vec<Scratch>>,
     size_limit: usize,
     reference: OnceLock<Option<regex::Regex>>,
 }
@@ -47,7 +49,17 @@ enum Engine {
         start: bool,
         end: bool,
     },
-    Automaton(meta::Regex),
+    Nfa {
+        backtrack: backtrack::BoundedBacktracker,
+        pikevm: pikevm::PikeVM,
+    },
+}
+
+#[derive(Debug)]
+struct Scratch {
+    backtrack: backtrack::Cache,
+    pikevm: pikevm::Cache,
+    captures: Captures,
 }
 
 /// Why a regex was rejected.
@@ -58,7 +70,11 @@ pub(crate) enum RegexError {
 }
 
 impl CompiledRegex {
-    pub(crate) fn new(source: &str, size_limit: usize) -> Result<CompiledRegex, RegexError> {
+    pub(crate) fn new(
+        source: &str,
+        size_limit: usize,
+        compiler: &mut Option<thompson::Compiler>,
+    ) -> Result<CompiledRegex, RegexError> {
         // The same syntax defaults as `regex::Regex::new` (Unicode, UTF-8, nest limit).
         let hir = regex_syntax::Parser::new()
             .parse(source)
@@ -67,24 +83,24 @@ impl CompiledRegex {
         let (engine, names) = match literal(&hir) {
             Some((text, start, end)) => (Engine::Literal { text, start, end }, vec![None]),
             None => {
-                let config = meta::Config::new()
-                    .nfa_size_limit(Some(size_limit))
-                    .onepass(false)
-                    .dfa(false)
-                    .hybrid(false);
-                let re = meta::Regex::builder()
-                    .configure(config)
+                let compiler = compiler.get_or_insert_with(thompson::Compiler::new);
+                compiler.configure(thompson::Config::new().nfa_size_limit(Some(size_limit)));
+                let nfa = compiler
                     .build_from_hir(&hir)
                     .map_err(|e| match e.size_limit() {
                         Some(limit) => RegexError::TooBig(limit),
                         None => RegexError::Syntax(e.to_string()),
                     })?;
-                let names: Vec<Option<Arc<str>>> = re
+                let names: Vec<Option<Arc<str>>> = nfa
                     .group_info()
                     .pattern_names(PatternID::ZERO)
                     .map(|n| n.map(Arc::from))
                     .collect();
-                (Engine::Automaton(re), names)
+                let backtrack = backtrack::BoundedBacktracker::new_from_nfa(nfa.clone())
+                    .map_err(|e| RegexError::Syntax(e.to_string()))?;
+                let pikevm = pikevm::PikeVM::new_from_nfa(nfa)
+                    .map_err(|e| RegexError::Syntax(e.to_string()))?;
+                (Engine::Nfa { backtrack, pikevm }, names)
             }
         };
         Ok(CompiledRegex {
@@ -92,7 +108,7 @@ impl CompiledRegex {
             engine,
             names: names.into(),
             prefixes,
-            captures: Mutex::new(Vec::new()),
+            scratch: Mutex::new(Vec::new()),
             size_limit,
             reference: OnceLock::new(),
         })
@@ -111,14 +127,23 @@ impl CompiledRegex {
     pub(crate) fn is_match(&self, s: &str) -> bool {
         match &self.engine {
             Engine::Literal { .. } => self.find_literal(s).is_some(),
-            Engine::Automaton(re) => re.is_match(s),
+            Engine::Nfa { backtrack, pikevm } => {
+                self.with_scratch(backtrack, pikevm, |b, p, sc| {
+                    let input = Input::new(s).earliest(true);
+                    match b.try_is_match(&mut sc.backtrack, input.clone()) {
+                        Ok(m) => m,
+                        // Texts too long for the backtracker's bounded memory go to the PikeVM.
+                        Err(_) => p.is_match(&mut sc.pikevm, input),
+                    }
+                })
+            }
         }
     }
 
     /// Finds the leftmost-first match and calls `f(group, text)` for every group that took
     /// part, group 0 (the whole match) first. Returns whether there was a match.
     pub(crate) fn captures(&self, s: &str, mut f: impl FnMut(usize, &str)) -> bool {
-        let re = match &self.engine {
+        let (backtrack, pikevm) = match &self.engine {
             Engine::Literal { .. } => {
                 return match self.find_literal(s) {
                     Some(m) => {
@@ -128,37 +153,45 @@ impl CompiledRegex {
                     None => false,
                 };
             }
-            Engine::Automaton(re) if self.names.len() == 1 => {
-                return match re.find(s) {
-                    Some(m) => {
-                        f(0, &s[m.range()]);
-                        true
-                    }
-                    None => false,
-                };
-            }
-            Engine::Automaton(re) => re,
+            Engine::Nfa { backtrack, pikevm } => (backtrack, pikevm),
         };
-        let pooled = self
-            .captures
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .pop();
-        let mut caps = pooled.unwrap_or_else(|| re.create_captures());
-        re.captures(s, &mut caps);
-        let matched = caps.is_match();
-        if matched {
+        self.with_scratch(backtrack, pikevm, |b, p, sc| {
+            let input = Input::new(s);
+            if b.try_captures(&mut sc.backtrack, input.clone(), &mut sc.captures)
+                .is_err()
+            {
+                p.captures(&mut sc.pikevm, input, &mut sc.captures);
+            }
+            if !sc.captures.is_match() {
+                return false;
+            }
             for i in 0..self.names.len() {
-                if let Some(span) = caps.get_group(i) {
+                if let Some(span) = sc.captures.get_group(i) {
                     f(i, &s[span.range()]);
                 }
             }
-        }
-        self.captures
+            true
+        })
+    }
+
+    fn with_scratch<T>(
+        &self,
+        backtrack: &backtrack::BoundedBacktracker,
+        pikevm: &pikevm::PikeVM,
+        run: impl FnOnce(&backtrack::BoundedBacktracker, &pikevm::PikeVM, &mut Scratch) -> T,
+    ) -> T {
+        let pooled = self.scratch.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let mut scratch = pooled.unwrap_or_else(|| Scratch {
+            backtrack: backtrack.create_cache(),
+            pikevm: pikevm.create_cache(),
+            captures: pikevm.create_captures(),
+        });
+        let out = run(backtrack, pikevm, &mut scratch);
+        self.scratch
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push(caps);
-        matched
+            .push(scratch);
+        out
     }
 
     fn find_literal<'s>(&self, s: &'s str) -> Option<&'s str> {
@@ -245,6 +278,8 @@ pub(crate) trait RegexSource {
 pub(crate) struct Overlay<'a> {
     base: &'a RegexCache,
     new: HashMap<String, Arc<CompiledRegex>>,
+    /// Made on the first regex that needs one, then reused for the whole batch.
+    compiler: Option<thompson::Compiler>,
 }
 
 impl<'a> Overlay<'a> {
@@ -252,6 +287,7 @@ impl<'a> Overlay<'a> {
         Overlay {
             base,
             new: HashMap::new(),
+            compiler: None,
         }
     }
 
@@ -270,7 +306,7 @@ impl RegexSource for Overlay<'_> {
         {
             return Ok(r.clone());
         }
-        let r = Arc::new(CompiledRegex::new(source, size_limit)?);
+        let r = Arc::new(CompiledRegex::new(source, size_limit, &mut self.compiler)?);
         self.new.insert(source.to_owned(), r.clone());
         Ok(r)
     }
@@ -343,7 +379,7 @@ mod tests {
             ("", &["", "x"]),
             ("^é$", &["é", "e"]),
         ] {
-            let ours = CompiledRegex::new(p, 1 << 20).unwrap();
+            let ours = CompiledRegex::new(p, 1 << 20, &mut None).unwrap();
             assert!(matches!(ours.engine, Engine::Literal { .. }), "{p}");
             let re = regex::Regex::new(p).unwrap();
             for h in hays {

@@ -9,7 +9,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use atc_benches::{build, contexts, live_bytes, schema, CountingAlloc};
-use atc_router::{CaptureKey, Context, Router, Uuid};
+use atc_router::{CaptureKey, Context, RouteSpec, Router, SyncMode, Uuid};
 use atc_workload::{Mix, Table};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 
@@ -137,8 +137,8 @@ fn updates(c: &mut Criterion) {
         // Change: the same id gets another expression (remove + add).
         let victim = &table.routes[n / 2];
         let id = Uuid::from_bytes(victim.id);
+        let mut flip = false;
         g.bench_function("change-one", |b| {
-            let mut flip = false;
             b.iter(|| {
                 flip = !flip;
                 let r = &extras[usize::from(flip)];
@@ -160,5 +160,52 @@ fn updates(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, matching, updates);
+/// Sync of a whole desired list in which nothing, one route, 1% or all routes changed,
+/// alternating between the table and its changed copy so every iteration does the same work.
+fn syncs(c: &mut Criterion) {
+    let schema = schema();
+    for n in sizes().into_iter().filter(|n| *n >= 10_000) {
+        let table = Table::generate(n, 1, false);
+        let mut router = build(&table, &schema);
+        let specs = |t: &Table| -> Vec<(Uuid, u64, String)> {
+            t.routes
+                .iter()
+                .map(|r| (Uuid::from_bytes(r.id), r.priority, r.expression.clone()))
+                .collect()
+        };
+        let mut g = c.benchmark_group(format!("sync/{n}"));
+        g.warm_up_time(Duration::from_millis(500));
+        g.measurement_time(Duration::from_secs(3));
+        g.sample_size(10);
+        for (name, changed) in [("none", 0), ("one", 1), ("1%", n / 100), ("all", n)] {
+            let a = specs(&table);
+            let b = specs(&table.with_changes(changed, 9));
+            let (a, b) = (as_specs(&a), as_specs(&b));
+            // Outside the closure: criterion calls it again for measurement after warm-up, and
+            // the router must be synced to the other table every time.
+            let mut flip = false;
+            g.bench_function(name, |bench| {
+                bench.iter(|| {
+                    flip = !flip;
+                    let target = if flip { &b } else { &a };
+                    let report = router.sync(target, SyncMode::AllOrNothing).unwrap();
+                    assert_eq!(report.changed, changed);
+                })
+            });
+        }
+        g.finish();
+    }
+}
+
+fn as_specs(v: &[(Uuid, u64, String)]) -> Vec<RouteSpec<'_>> {
+    v.iter()
+        .map(|(id, priority, e)| RouteSpec {
+            id: *id,
+            priority: *priority,
+            expression: e,
+        })
+        .collect()
+}
+
+criterion_group!(benches, matching, updates, syncs);
 criterion_main!(benches);
