@@ -335,6 +335,11 @@ impl RegexCache {
         }
     }
 
+    /// Forgets every regex no route holds any more.
+    pub(crate) fn release_unused(&mut self) {
+        self.by_source.retain(|_, r| Arc::strong_count(r) > 1);
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.by_source.len()
     }

@@ -381,8 +381,13 @@ impl Router {
         let mut new_ids: HashSet<Uuid> = HashSet::new();
         let mut plan = SyncPlan::default();
         let mut errors = Vec::new();
-        for spec in desired {
-            let current = self.ids.get(&spec.id).copied();
+        for (i, spec) in desired.iter().enumerate() {
+            // A list sent again in the same order meets its routes in slot order: try slot `i`
+            // before the id map, turning random memory accesses into a sequential scan.
+            let current = match self.slots.get(i) {
+                Some(Some(route)) if route.id == spec.id => Some(i as u32),
+                _ => self.ids.get(&spec.id).copied(),
+            };
             let duplicate = match current {
                 Some(slot) => std::mem::replace(&mut seen[slot as usize], true),
                 None => !new_ids.insert(spec.id),
@@ -444,6 +449,32 @@ impl Router {
         }
         self.version += 1;
         self.regexes.absorb(regexes);
+        if remove.len() * 2 > self.len() {
+            // Most routes go: rebuilding the structures around the routes that stay is cheaper
+            // than taking the others out one index entry at a time, and keeps a big sync from
+            // costing more than a fresh build.
+            let remove: HashSet<Uuid> = remove.into_iter().collect();
+            let slots = std::mem::take(&mut self.slots);
+            self.free.clear();
+            self.ids.clear();
+            self.order.clear();
+            self.index = Index::default();
+            self.field_use.clear();
+            let mut dropped = Vec::with_capacity(remove.len());
+            for route in slots.into_iter().flatten() {
+                if remove.contains(&route.id) {
+                    dropped.push(route);
+                } else {
+                    self.insert(*route);
+                }
+            }
+            for route in insert {
+                self.insert(route);
+            }
+            drop(dropped);
+            self.regexes.release_unused();
+            return report;
+        }
         let mut taken = Vec::with_capacity(remove.len());
         for id in remove {
             taken.extend(self.take(id));
