@@ -181,8 +181,10 @@ fn syncs(c: &mut Criterion) {
             let a = specs(&table);
             let b = specs(&table.with_changes(changed, 9));
             let (a, b) = (as_specs(&a), as_specs(&b));
-            // Outside the closure: criterion calls it again for measurement after warm-up, and
-            // the router must be synced to the other table every time.
+            // Start every case from the base table (an earlier case may have left the router on
+            // its changed copy). `flip` lives outside the closure: criterion calls it again for
+            // measurement after warm-up, and each call must sync to the other table.
+            router.sync(&a, SyncMode::AllOrNothing).unwrap();
             let mut flip = false;
             g.bench_function(name, |bench| {
                 bench.iter(|| {

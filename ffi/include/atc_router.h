@@ -89,6 +89,12 @@
 #define ATC_ERR_PANIC (-14)
 
 /**
+ * `atc_router_sync` refused the list: some routes are invalid (each is reported), nothing
+ * changed.
+ */
+#define ATC_ERR_ROUTES (-15)
+
+/**
  * Field type `String`.
  */
 #define ATC_TYPE_STRING 0
@@ -117,6 +123,17 @@
  * Length of a UUID in its hyphenated text form, the form results are written in.
  */
 #define ATC_UUID_LEN 36
+
+/**
+ * `atc_router_sync` mode: one invalid route refuses the whole list and nothing changes.
+ */
+#define ATC_SYNC_ALL_OR_NOTHING 0
+
+/**
+ * `atc_router_sync` mode: the valid routes are applied and the invalid ones reported; a known
+ * route whose new version is invalid keeps its current version.
+ */
+#define ATC_SYNC_APPLY_VALID 1
 
 /**
  * A request context. Opaque.
@@ -196,6 +213,79 @@ typedef struct {
   const char *value;
   size_t value_len;
 } atc_capture;
+
+/**
+ * One route of the list given to `atc_router_sync`.
+ */
+typedef struct {
+  /**
+   * The route id as UUID text (hyphenated, simple, braced or URN), not NUL-terminated.
+   */
+  const char *id;
+  size_t id_len;
+  /**
+   * Higher first; equal priorities by id, higher first.
+   */
+  uint64_t priority;
+  /**
+   * The expression (UTF-8), not NUL-terminated.
+   */
+  const char *expr;
+  size_t expr_len;
+} atc_route;
+
+/**
+ * What `atc_router_sync` did.
+ */
+typedef struct {
+  /**
+   * Routes with an id the router did not have.
+   */
+  size_t added;
+  /**
+   * Routes of the router whose id is not in the list.
+   */
+  size_t removed;
+  /**
+   * Known ids with another priority or expression text (parsed again).
+   */
+  size_t changed;
+  /**
+   * Known ids with the same priority and expression text (not parsed again).
+   */
+  size_t unchanged;
+  /**
+   * Invalid routes, all of them (the `errors` array may have held fewer).
+   */
+  size_t errors;
+  /**
+   * Bytes `msgbuf` needs to hold every message whole, NULs included.
+   */
+  size_t messages_len;
+} atc_sync_report;
+
+/**
+ * One invalid route, as written by `atc_router_sync`.
+ */
+typedef struct {
+  /**
+   * Index of the route in the list.
+   */
+  size_t index;
+  /**
+   * `ATC_ERR_*`: `_UUID`, `_UTF8`, `_NULL`, `_DUPLICATE` (id repeated in the list), `_EXPR`,
+   * `_LIMIT`, ...
+   */
+  int32_t code;
+  /**
+   * The message, NUL-terminated, in `msgbuf`; NULL when `msgbuf` had no room left.
+   */
+  const char *message;
+  /**
+   * Its length without the NUL (after truncation).
+   */
+  size_t message_len;
+} atc_sync_error;
 
 #ifdef __cplusplus
 extern "C" {
@@ -475,6 +565,51 @@ int32_t atc_router_validate(const atc_schema *schema,
                             size_t *errbuf_len);
 
 /**
+ * Makes the router hold exactly the `n` routes of `routes`, touching only what differs: a
+ * route whose id, priority and expression text are all unchanged is not parsed again; a known
+ * id with another priority or text is replaced; an unknown id is added; a route of the router
+ * whose id is not in the list is removed. The router changes in one step, after every route
+ * was parsed and validated.
+ *
+ * `mode` is `ATC_SYNC_ALL_OR_NOTHING` (any invalid route: nothing changes, the call returns
+ * `ATC_ERR_ROUTES`) or `ATC_SYNC_APPLY_VALID` (the valid routes are applied and the call returns
+ * `ATC_OK`; a known route whose new version is invalid keeps its current version; an unknown
+ * one is left out). Invalid routes: an id that is not a UUID or repeats an earlier id of the
+ * list (the first one counts), text that is not UTF-8 or a NULL pointer with a non-zero
+ * length, an expression that does not parse or validate.
+ *
+ * Outputs, all optional (NULL when not wanted):
+ * - `report`: the counts, the total number of invalid routes and the `msgbuf` size that would
+ *   hold every message. Written on `ATC_OK` and `ATC_ERR_ROUTES` (the counts are then 0).
+ * - `errors`: one entry per invalid route, by index; `*errors_len` is the capacity in and the
+ *   number written out. Errors beyond the capacity are counted in `report->errors` only.
+ * - `msgbuf`: the messages of the written errors, one after the other, each NUL-terminated;
+ *   `*msgbuf_len` is the capacity in and the bytes used out. A message that does not fit in what
+ *   is left is cut like an error message (whole UTF-8 characters, then a NUL); once no byte is
+ *   left, further errors get a NULL message.
+ *
+ * Failures of the call itself (a NULL `router`, `routes` NULL with `n` > 0, `errors` NULL with a
+ * non-zero capacity, an unknown `mode`) change nothing and write only `errbuf`. With
+ * `ATC_ERR_ROUTES`, `errbuf` holds a summary naming the first invalid route.
+ *
+ * # Safety
+ * `router` is a live handle; `routes` points to `n` routes whose pointers are valid for their
+ * lengths; `report`, `errors` (`*errors_len` elements), `msgbuf` (`*msgbuf_len` bytes) and
+ * `errbuf` (`*errbuf_len` bytes) are valid or NULL.
+ */
+int32_t atc_router_sync(atc_router *router,
+                        const atc_route *routes,
+                        size_t n,
+                        int32_t mode,
+                        atc_sync_report *report,
+                        atc_sync_error *errors,
+                        size_t *errors_len,
+                        char *msgbuf,
+                        size_t *msgbuf_len,
+                        char *errbuf,
+                        size_t *errbuf_len);
+
+/**
  * A new, empty schema (NULL only if memory ran out in a way that panicked). Free it with
  * `atc_schema_free`.
  */
@@ -741,6 +876,51 @@ int32_t atc_context_result(atc_context *context,
  * `context` is a live handle; `captures` points to `*n` elements (may be NULL when `*n` is 0).
  */
 int32_t atc_context_captures(const atc_context *context, atc_capture *captures, size_t *n);
+
+/**
+ * Makes the router hold exactly the `n` routes of `routes`, touching only what differs: a
+ * route whose id, priority and expression text are all unchanged is not parsed again; a known
+ * id with another priority or text is replaced; an unknown id is added; a route of the router
+ * whose id is not in the list is removed. The router changes in one step, after every route
+ * was parsed and validated.
+ *
+ * `mode` is `ATC_SYNC_ALL_OR_NOTHING` (any invalid route: nothing changes, the call returns
+ * `ATC_ERR_ROUTES`) or `ATC_SYNC_APPLY_VALID` (the valid routes are applied and the call returns
+ * `ATC_OK`; a known route whose new version is invalid keeps its current version; an unknown
+ * one is left out). Invalid routes: an id that is not a UUID or repeats an earlier id of the
+ * list (the first one counts), text that is not UTF-8 or a NULL pointer with a non-zero
+ * length, an expression that does not parse or validate.
+ *
+ * Outputs, all optional (NULL when not wanted):
+ * - `report`: the counts, the total number of invalid routes and the `msgbuf` size that would
+ *   hold every message. Written on `ATC_OK` and `ATC_ERR_ROUTES` (the counts are then 0).
+ * - `errors`: one entry per invalid route, by index; `*errors_len` is the capacity in and the
+ *   number written out. Errors beyond the capacity are counted in `report->errors` only.
+ * - `msgbuf`: the messages of the written errors, one after the other, each NUL-terminated;
+ *   `*msgbuf_len` is the capacity in and the bytes used out. A message that does not fit in what
+ *   is left is cut like an error message (whole UTF-8 characters, then a NUL); once no byte is
+ *   left, further errors get a NULL message.
+ *
+ * Failures of the call itself (a NULL `router`, `routes` NULL with `n` > 0, `errors` NULL with a
+ * non-zero capacity, an unknown `mode`) change nothing and write only `errbuf`. With
+ * `ATC_ERR_ROUTES`, `errbuf` holds a summary naming the first invalid route.
+ *
+ * # Safety
+ * `router` is a live handle; `routes` points to `n` routes whose pointers are valid for their
+ * lengths; `report`, `errors` (`*errors_len` elements), `msgbuf` (`*msgbuf_len` bytes) and
+ * `errbuf` (`*errbuf_len` bytes) are valid or NULL.
+ */
+int32_t atc_router_sync(atc_router *router,
+                        const atc_route *routes,
+                        size_t n,
+                        int32_t mode,
+                        atc_sync_report *report,
+                        atc_sync_error *errors,
+                        size_t *errors_len,
+                        char *msgbuf,
+                        size_t *msgbuf_len,
+                        char *errbuf,
+                        size_t *errbuf_len);
 
 #ifdef __cplusplus
 }  // extern "C"

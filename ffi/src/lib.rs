@@ -25,6 +25,8 @@
 //!   buffer and `*errbuf_len` are left untouched.
 //! - **Output buffers that are too small** give [`ATC_ERR_BUFFER`] and the size needed in the
 //!   length argument; nothing else is written, so the call can be repeated with a larger buffer.
+//!   The exception is [`atc_router_sync`], which cannot be repeated: it writes what fits and
+//!   reports the totals.
 //! - **Lifetimes.** Routers and contexts keep the schema's data alive (reference counted), so a
 //!   schema handle may be freed before, after or between them. Results read from a context
 //!   point into the context and stay valid until the next call that changes it.
@@ -41,10 +43,12 @@ use atc_router::{Error, Type};
 pub mod context;
 pub mod router;
 pub mod schema;
+pub mod sync;
 
 pub use context::*;
 pub use router::*;
 pub use schema::*;
+pub use sync::*;
 
 /// Success.
 pub const ATC_OK: i32 = 0;
@@ -76,6 +80,9 @@ pub const ATC_ERR_SCHEMA_MISMATCH: i32 = -12;
 pub const ATC_ERR_NOT_FOUND: i32 = -13;
 /// An internal error (a panic was caught). Free the object involved.
 pub const ATC_ERR_PANIC: i32 = -14;
+/// `atc_router_sync` refused the list: some routes are invalid (each is reported), nothing
+/// changed.
+pub const ATC_ERR_ROUTES: i32 = -15;
 
 /// Field type `String`.
 pub const ATC_TYPE_STRING: i32 = 0;
@@ -110,6 +117,7 @@ pub extern "C" fn atc_strerror(status: i32) -> *const c_char {
         ATC_ERR_SCHEMA_MISMATCH => c"the router and the context use different schemas",
         ATC_ERR_NOT_FOUND => c"not found",
         ATC_ERR_PANIC => c"internal error",
+        ATC_ERR_ROUTES => c"invalid routes, nothing changed",
         _ => c"unknown status code",
     };
     s.as_ptr()
@@ -411,7 +419,7 @@ mod tests {
 
     #[test]
     fn every_status_has_a_description() {
-        for code in ATC_ERR_PANIC..=ATC_OK {
+        for code in ATC_ERR_ROUTES..=ATC_OK {
             let s = unsafe { std::ffi::CStr::from_ptr(atc_strerror(code)) };
             assert_ne!(s.to_str().unwrap(), "unknown status code", "{code}");
         }

@@ -18,7 +18,7 @@ use crate::{
 
 /// A router: routes in priority order over one schema. Opaque.
 pub struct AtcRouter {
-    router: Router,
+    pub(crate) router: Router,
 }
 
 pub(crate) fn parse_uuid(text: &str) -> Res<Uuid> {

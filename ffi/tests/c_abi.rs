@@ -919,3 +919,549 @@ fn strerror_is_static_text() {
         assert!(!s.to_bytes().is_empty());
     }
 }
+
+// ---- atc_router_sync ----
+
+const U3: &str = "a8f2c1e4-0000-4000-8000-000000000003";
+const U4: &str = "a8f2c1e4-0000-4000-8000-000000000004";
+
+/// A route of a sync batch over borrowed bytes.
+fn route(id: &[u8], priority: u64, expr: &[u8]) -> AtcRoute {
+    AtcRoute {
+        id: id.as_ptr().cast(),
+        id_len: id.len(),
+        priority,
+        expr: expr.as_ptr().cast(),
+        expr_len: expr.len(),
+    }
+}
+
+/// The outcome of one sync, read back from the caller buffers.
+#[derive(Debug)]
+struct Synced {
+    rc: i32,
+    report: AtcSyncReport,
+    /// (index, code, message or None when it got no room)
+    errors: Vec<(usize, i32, Option<String>)>,
+    msg_used: usize,
+    errbuf: String,
+}
+
+unsafe fn sync_with(
+    r: *mut AtcRouter,
+    routes: &[AtcRoute],
+    mode: i32,
+    errors_cap: usize,
+    msg_cap: usize,
+) -> Synced {
+    let mut report = AtcSyncReport {
+        added: 99,
+        removed: 99,
+        changed: 99,
+        unchanged: 99,
+        errors: 99,
+        messages_len: 99,
+    };
+    let mut errors = vec![
+        AtcSyncError {
+            index: 77,
+            code: 77,
+            message: null(),
+            message_len: 77,
+        };
+        errors_cap
+    ];
+    let mut errors_len = errors_cap;
+    let mut msgbuf = vec![0x55 as c_char; msg_cap];
+    let mut msg_len = msg_cap;
+    let mut e = ErrBuf::new(1024);
+    let rc = atc_router_sync(
+        r,
+        if routes.is_empty() {
+            null()
+        } else {
+            routes.as_ptr()
+        },
+        routes.len(),
+        mode,
+        &mut report,
+        errors.as_mut_ptr(),
+        &mut errors_len,
+        msgbuf.as_mut_ptr(),
+        &mut msg_len,
+        e.ptr(),
+        e.len(),
+    );
+    let base = msgbuf.as_ptr();
+    let errors = errors[..errors_len]
+        .iter()
+        .map(|x| {
+            let msg = (!x.message.is_null()).then(|| {
+                // Inside msgbuf, NUL-terminated, whole characters.
+                let off = x.message.offset_from(base) as usize;
+                assert!(off + x.message_len < msg_cap, "message inside msgbuf");
+                assert_eq!(*x.message.add(x.message_len), 0, "NUL after the message");
+                let bytes = std::slice::from_raw_parts(x.message.cast::<u8>(), x.message_len);
+                String::from_utf8(bytes.to_vec()).expect("messages are cut on char boundaries")
+            });
+            (x.index, x.code, msg)
+        })
+        .collect();
+    Synced {
+        rc,
+        report,
+        errors,
+        msg_used: msg_len,
+        errbuf: if rc == ATC_OK {
+            String::new()
+        } else {
+            e.text()
+        },
+    }
+}
+
+unsafe fn sync(r: *mut AtcRouter, routes: &[AtcRoute], mode: i32) -> Synced {
+    sync_with(r, routes, mode, 64, 64 * 1024)
+}
+
+fn counts(s: &Synced) -> (usize, usize, usize, usize, usize) {
+    let r = &s.report;
+    (r.added, r.removed, r.changed, r.unchanged, r.errors)
+}
+
+/// The route id a path routes to.
+unsafe fn route_of(r: *mut AtcRouter, c: *mut AtcContext, path: &str) -> Option<String> {
+    atc_context_reset(c);
+    let (id, _) = field(c, "http.path");
+    assert_eq!(add_str(c, id, path.as_bytes()).0, ATC_OK);
+    assert!(atc_router_execute(r, c) >= 0);
+    result_id(c)
+}
+
+#[test]
+fn sync_adds_changes_removes_and_counts() {
+    unsafe {
+        let s = http_schema();
+        let r = atc_router_new(s, null_mut(), null_mut());
+        let c = atc_context_new(s, null_mut(), null_mut());
+        for mode in [ATC_SYNC_ALL_OR_NOTHING, ATC_SYNC_APPLY_VALID] {
+            let out = sync(
+                r,
+                &[
+                    route(U1.as_bytes(), 1, br#"http.path ^= "/a""#),
+                    route(U2.as_bytes(), 2, br#"http.path ^= "/b""#),
+                ],
+                mode,
+            );
+            assert_eq!(out.rc, ATC_OK, "{out:?}");
+            assert_eq!(counts(&out), (2, 0, 0, 0, 0));
+            assert!(out.errors.is_empty());
+            assert_eq!(out.msg_used, 0);
+            assert_eq!(out.report.messages_len, 0);
+
+            // Same U1; U2 with another expression; U3 new (braced form is a UUID too).
+            let u3 = format!("{{{U3}}}");
+            let out = sync(
+                r,
+                &[
+                    route(U1.as_bytes(), 1, br#"http.path ^= "/a""#),
+                    route(U2.as_bytes(), 2, br#"http.path ^= "/bb""#),
+                    route(u3.as_bytes(), 3, br#"http.path ^= "/c""#),
+                ],
+                mode,
+            );
+            assert_eq!(counts(&out), (1, 0, 1, 1, 0));
+            assert_eq!(route_of(r, c, "/a").as_deref(), Some(U1));
+            assert_eq!(route_of(r, c, "/b"), None);
+            assert_eq!(route_of(r, c, "/bb").as_deref(), Some(U2));
+            assert_eq!(route_of(r, c, "/c").as_deref(), Some(U3));
+
+            // A priority change is a change; a missing id is removed.
+            let out = sync(
+                r,
+                &[
+                    route(U1.as_bytes(), 10, br#"http.path ^= "/a""#),
+                    route(U3.as_bytes(), 3, br#"http.path ^= "/c""#),
+                ],
+                mode,
+            );
+            assert_eq!(counts(&out), (0, 1, 1, 1, 0));
+            let mut n = 0;
+            atc_router_len(r, &mut n);
+            assert_eq!(n, 2);
+
+            // An empty list (NULL with n = 0) empties the router.
+            let out = sync(r, &[], mode);
+            assert_eq!(counts(&out), (0, 2, 0, 0, 0));
+            atc_router_len(r, &mut n);
+            assert_eq!(n, 0);
+        }
+        atc_context_free(c);
+        atc_router_free(r);
+        atc_schema_free(s);
+    }
+}
+
+/// A batch with one route of every kind of invalid input, and the valid ones around them.
+fn bad_batch(null_len_expr: &[u8]) -> Vec<AtcRoute> {
+    let mut null_expr = route(U4.as_bytes(), 4, null_len_expr);
+    null_expr.expr = null();
+    vec![
+        route(U1.as_bytes(), 1, br#"http.path ^= "/a2""#), // 0: valid, changed
+        route(b"not-a-uuid", 1, br#"http.path ^= "/x""#),  // 1: bad id
+        route(U2.as_bytes(), 2, br#"http.path = "/b2""#),  // 2: bad expression (known id)
+        route(U1.as_bytes(), 5, br#"http.path ^= "/x""#),  // 3: repeated id
+        route(U3.as_bytes(), 3, b"http.path ^= \"\xff\""), // 4: invalid UTF-8 (unknown id)
+        null_expr,                                         // 5: NULL expression, length 1
+        route(b"\xfe\xff", 1, br#"http.path ^= "/x""#),    // 6: id not UTF-8
+        route(
+            "a8f2c1e4-0000-4000-8000-000000000005".as_bytes(),
+            5,
+            br#"nope == "x""#,
+        ), // 7: unknown field (unknown id)
+        route(
+            "a8f2c1e4-0000-4000-8000-000000000006".as_bytes(),
+            6,
+            br#"http.path ^= "/f""#,
+        ), // 8: valid, new
+    ]
+}
+
+#[test]
+fn sync_all_or_nothing_refuses_and_reports_every_error_by_index() {
+    unsafe {
+        let s = http_schema();
+        let r = atc_router_new(s, null_mut(), null_mut());
+        let c = atc_context_new(s, null_mut(), null_mut());
+        let out = sync(
+            r,
+            &[
+                route(U1.as_bytes(), 1, br#"http.path ^= "/a""#),
+                route(U2.as_bytes(), 2, br#"http.path ^= "/b""#),
+            ],
+            ATC_SYNC_ALL_OR_NOTHING,
+        );
+        assert_eq!(out.rc, ATC_OK);
+
+        let batch = bad_batch(b"x");
+        let out = sync(r, &batch, ATC_SYNC_ALL_OR_NOTHING);
+        assert_eq!(out.rc, ATC_ERR_ROUTES);
+        // Counts are 0 when refused; every invalid route is reported, in index order.
+        assert_eq!(counts(&out), (0, 0, 0, 0, 7));
+        let got: Vec<(usize, i32)> = out.errors.iter().map(|e| (e.0, e.1)).collect();
+        assert_eq!(
+            got,
+            vec![
+                (1, ATC_ERR_UUID),
+                (2, ATC_ERR_EXPR),
+                (3, ATC_ERR_DUPLICATE),
+                (4, ATC_ERR_UTF8),
+                (5, ATC_ERR_NULL),
+                (6, ATC_ERR_UTF8),
+                (7, ATC_ERR_EXPR),
+            ]
+        );
+        let msg = |i: usize| out.errors[i].2.clone().unwrap();
+        assert!(msg(0).contains("not-a-uuid"), "{}", msg(0));
+        assert!(msg(1).starts_with("line 1, column 11"), "{}", msg(1));
+        assert!(
+            msg(2).contains(U1) && msg(2).contains("route 0"),
+            "{}",
+            msg(2)
+        );
+        assert!(msg(3).contains("UTF-8"), "{}", msg(3));
+        assert!(msg(4).contains("NULL"), "{}", msg(4));
+        assert!(msg(6).contains("nope"), "{}", msg(6));
+        let total: usize = out.errors.iter().map(|e| msg_len(e) + 1).sum();
+        assert_eq!(out.report.messages_len, total);
+        assert_eq!(out.msg_used, total);
+        assert!(
+            out.errbuf
+                .starts_with("7 invalid route(s), nothing changed; route 1: invalid route id"),
+            "{}",
+            out.errbuf
+        );
+
+        // Nothing changed.
+        assert_eq!(route_of(r, c, "/a").as_deref(), Some(U1));
+        assert_eq!(route_of(r, c, "/b").as_deref(), Some(U2));
+        assert_eq!(route_of(r, c, "/f"), None);
+        let mut n = 0;
+        atc_router_len(r, &mut n);
+        assert_eq!(n, 2);
+
+        // Only errors the core finds: refused the same way.
+        let out = sync(
+            r,
+            &[route(U1.as_bytes(), 1, br#"http.path ~ "(""#)],
+            ATC_SYNC_ALL_OR_NOTHING,
+        );
+        assert_eq!(out.rc, ATC_ERR_ROUTES);
+        assert_eq!(
+            out.errors.iter().map(|e| (e.0, e.1)).collect::<Vec<_>>(),
+            [(0, ATC_ERR_EXPR)]
+        );
+        atc_router_len(r, &mut n);
+        assert_eq!(n, 2);
+
+        atc_context_free(c);
+        atc_router_free(r);
+        atc_schema_free(s);
+    }
+}
+
+fn msg_len(e: &(usize, i32, Option<String>)) -> usize {
+    e.2.as_ref().map_or(0, String::len)
+}
+
+#[test]
+fn sync_apply_valid_applies_the_rest_and_keeps_known_routes() {
+    unsafe {
+        let s = http_schema();
+        let r = atc_router_new(s, null_mut(), null_mut());
+        let c = atc_context_new(s, null_mut(), null_mut());
+        let initial = [
+            route(U1.as_bytes(), 1, br#"http.path ^= "/a""#),
+            route(U2.as_bytes(), 2, br#"http.path ^= "/b""#),
+            route(U4.as_bytes(), 4, br#"http.path ^= "/d""#),
+        ];
+        assert_eq!(sync(r, &initial, ATC_SYNC_ALL_OR_NOTHING).rc, ATC_OK);
+
+        let batch = bad_batch(b"x");
+        let out = sync(r, &batch, ATC_SYNC_APPLY_VALID);
+        assert_eq!(out.rc, ATC_OK, "{}", out.errbuf);
+        assert_eq!(out.errbuf, "", "success leaves errbuf alone");
+        // U1 changed, U6 added; U2 (bad expression) and U4 (NULL expression) are known, so they
+        // keep their current versions and are neither unchanged nor removed.
+        assert_eq!(counts(&out), (1, 0, 1, 0, 7));
+        assert_eq!(
+            out.errors.iter().map(|e| e.0).collect::<Vec<_>>(),
+            [1, 2, 3, 4, 5, 6, 7]
+        );
+        assert_eq!(route_of(r, c, "/a"), None);
+        assert_eq!(route_of(r, c, "/a2").as_deref(), Some(U1));
+        assert_eq!(route_of(r, c, "/b").as_deref(), Some(U2));
+        assert_eq!(route_of(r, c, "/d").as_deref(), Some(U4));
+        assert_eq!(
+            route_of(r, c, "/f").as_deref(),
+            Some("a8f2c1e4-0000-4000-8000-000000000006")
+        );
+        let mut n = 0;
+        atc_router_len(r, &mut n);
+        assert_eq!(n, 4);
+
+        // The same batch again: the applied routes are now unchanged, the kept ones still kept.
+        let out = sync(r, &batch, ATC_SYNC_APPLY_VALID);
+        assert_eq!(counts(&out), (0, 0, 0, 2, 7));
+        atc_router_len(r, &mut n);
+        assert_eq!(n, 4);
+
+        atc_context_free(c);
+        atc_router_free(r);
+        atc_schema_free(s);
+    }
+}
+
+#[test]
+fn sync_output_buffers_hold_what_fits() {
+    unsafe {
+        let s = http_schema();
+        let r = atc_router_new(s, null_mut(), null_mut());
+        // Three invalid routes whose messages quote lines of 3-byte characters.
+        let ids = [U1, U2, U3];
+        let exprs: Vec<String> = (0..3)
+            .map(|i| format!("http.path == \"{}\" &&", "€".repeat(5 + i)))
+            .collect();
+        let batch: Vec<AtcRoute> = ids
+            .iter()
+            .zip(&exprs)
+            .map(|(id, e)| route(id.as_bytes(), 1, e.as_bytes()))
+            .collect();
+        let full = sync(r, &batch, ATC_SYNC_ALL_OR_NOTHING);
+        assert_eq!(full.report.errors, 3);
+        let whole: Vec<String> = full.errors.iter().map(|e| e.2.clone().unwrap()).collect();
+        assert!(whole.iter().all(|m| m.contains('€')));
+        assert_eq!(
+            full.report.messages_len,
+            whole.iter().map(|m| m.len() + 1).sum::<usize>()
+        );
+
+        // Fewer error slots than errors: the first ones, and the total in the report.
+        let out = sync_with(r, &batch, ATC_SYNC_ALL_OR_NOTHING, 2, 4096);
+        assert_eq!(out.rc, ATC_ERR_ROUTES);
+        assert_eq!(out.errors.len(), 2);
+        assert_eq!(out.report.errors, 3);
+        assert_eq!(out.report.messages_len, full.report.messages_len);
+        let out = sync_with(r, &batch, ATC_SYNC_ALL_OR_NOTHING, 0, 4096);
+        assert!(out.errors.is_empty());
+        assert_eq!(out.msg_used, 0);
+
+        // Every message buffer size: messages are prefixes on character boundaries, written in
+        // order, the space used never exceeds the capacity, and later ones get NULL.
+        for cap in 0..full.report.messages_len + 4 {
+            let out = sync_with(r, &batch, ATC_SYNC_ALL_OR_NOTHING, 8, cap);
+            assert_eq!(out.errors.len(), 3);
+            assert!(out.msg_used <= cap, "cap {cap}");
+            let mut used = 0;
+            for (k, e) in out.errors.iter().enumerate() {
+                match &e.2 {
+                    Some(m) => {
+                        assert!(whole[k].starts_with(m.as_str()), "cap {cap}");
+                        used += m.len() + 1;
+                    }
+                    None => assert!(used >= cap, "cap {cap}: NULL while room was left"),
+                }
+            }
+            assert_eq!(used, out.msg_used, "cap {cap}");
+            if cap >= full.report.messages_len {
+                let got: Vec<String> = out.errors.iter().map(|e| e.2.clone().unwrap()).collect();
+                assert_eq!(got, whole, "cap {cap}");
+            }
+        }
+
+        // Every output may be NULL.
+        let rc = atc_router_sync(
+            r,
+            batch.as_ptr(),
+            batch.len(),
+            ATC_SYNC_ALL_OR_NOTHING,
+            null_mut(),
+            null_mut(),
+            null_mut(),
+            null_mut(),
+            null_mut(),
+            null_mut(),
+            null_mut(),
+        );
+        assert_eq!(rc, ATC_ERR_ROUTES);
+        let mut zero = 0usize;
+        let rc = atc_router_sync(
+            r,
+            batch.as_ptr(),
+            batch.len(),
+            ATC_SYNC_ALL_OR_NOTHING,
+            null_mut(),
+            null_mut(),
+            &mut zero,
+            null_mut(),
+            null_mut(),
+            null_mut(),
+            null_mut(),
+        );
+        assert_eq!((rc, zero), (ATC_ERR_ROUTES, 0));
+        let good = [route(U1.as_bytes(), 1, br#"http.path ^= "/a""#)];
+        let rc = atc_router_sync(
+            r,
+            good.as_ptr(),
+            1,
+            ATC_SYNC_ALL_OR_NOTHING,
+            null_mut(),
+            null_mut(),
+            null_mut(),
+            null_mut(),
+            null_mut(),
+            null_mut(),
+            null_mut(),
+        );
+        assert_eq!(rc, ATC_OK);
+        let mut n = 0;
+        atc_router_len(r, &mut n);
+        assert_eq!(n, 1);
+        atc_router_free(r);
+        atc_schema_free(s);
+    }
+}
+
+#[test]
+fn sync_call_errors_change_nothing() {
+    unsafe {
+        let s = http_schema();
+        let r = atc_router_new(s, null_mut(), null_mut());
+        let good = [route(U1.as_bytes(), 1, br#"http.path ^= "/a""#)];
+        assert_eq!(sync(r, &good, ATC_SYNC_ALL_OR_NOTHING).rc, ATC_OK);
+        let other = [route(U2.as_bytes(), 1, br#"http.path ^= "/b""#)];
+
+        let mut report = AtcSyncReport {
+            added: 42,
+            ..AtcSyncReport::default()
+        };
+        let mut e = ErrBuf::new(256);
+        let call = |r: *mut AtcRouter,
+                    routes: *const AtcRoute,
+                    n: usize,
+                    mode: i32,
+                    errors: *mut AtcSyncError,
+                    errors_len: *mut usize,
+                    report: &mut AtcSyncReport,
+                    e: &mut ErrBuf| {
+            atc_router_sync(
+                r,
+                routes,
+                n,
+                mode,
+                report,
+                errors,
+                errors_len,
+                null_mut(),
+                null_mut(),
+                e.ptr(),
+                e.len(),
+            )
+        };
+        let mut cap = 4usize;
+        let cases: [(&str, i32, i32); 4] = [
+            ("router", ATC_ERR_NULL, 0),
+            ("routes", ATC_ERR_NULL, 1),
+            ("mode", ATC_ERR_INVALID, 2),
+            ("errors", ATC_ERR_NULL, 3),
+        ];
+        for (what, code, case) in cases {
+            let rc = match case {
+                0 => call(
+                    null_mut(),
+                    other.as_ptr(),
+                    1,
+                    0,
+                    null_mut(),
+                    null_mut(),
+                    &mut report,
+                    &mut e,
+                ),
+                1 => call(r, null(), 1, 0, null_mut(), null_mut(), &mut report, &mut e),
+                2 => call(
+                    r,
+                    other.as_ptr(),
+                    1,
+                    7,
+                    null_mut(),
+                    null_mut(),
+                    &mut report,
+                    &mut e,
+                ),
+                _ => call(
+                    r,
+                    other.as_ptr(),
+                    1,
+                    0,
+                    null_mut(),
+                    &mut cap,
+                    &mut report,
+                    &mut e,
+                ),
+            };
+            assert_eq!(rc, code, "{what}");
+            assert!(e.text().contains(what), "{what}: {}", e.text());
+            assert_eq!(report.added, 42, "{what}: the report is untouched");
+        }
+        assert_eq!(cap, 4);
+        // Still the first table.
+        let mut n = 0;
+        atc_router_len(r, &mut n);
+        assert_eq!(n, 1);
+        let c = atc_context_new(s, null_mut(), null_mut());
+        assert_eq!(route_of(r, c, "/a").as_deref(), Some(U1));
+        atc_context_free(c);
+        atc_router_free(r);
+        atc_schema_free(s);
+    }
+}

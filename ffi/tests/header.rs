@@ -52,11 +52,14 @@ fn generate_header() -> String {
             ("AtcValue", "atc_value"),
             ("AtcMatched", "atc_matched"),
             ("AtcCapture", "atc_capture"),
+            ("AtcRoute", "atc_route"),
+            ("AtcSyncReport", "atc_sync_report"),
+            ("AtcSyncError", "atc_sync_error"),
         ]
         .map(|(a, b)| (a.to_owned(), b.to_owned())),
     );
     let mut builder = cbindgen::Builder::new().with_config(config);
-    for file in ["lib.rs", "schema.rs", "router.rs", "context.rs"] {
+    for file in ["lib.rs", "schema.rs", "router.rs", "context.rs", "sync.rs"] {
         builder = builder.with_src(dir.join("src").join(file));
     }
     let bindings = builder.generate().expect("cbindgen runs on src/");

@@ -1,6 +1,7 @@
 //! The LuaJIT binding (`lua/resty/router/*.lua`) against the freshly built shared object, in a
-//! LuaJIT embedded through mlua. Each test runs one function of `lua/t/binding_test.lua` in a
-//! fresh Lua state, so a failure names the Lua test and shows its traceback.
+//! LuaJIT embedded through mlua. Each test runs one function of `lua/t/binding_test.lua` (the
+//! binding) or `lua/t/gateway_test.lua` (the gateway helper, against a mock `ngx`) in a fresh Lua
+//! state, so a failure names the Lua test and shows its traceback.
 
 mod common;
 
@@ -22,12 +23,12 @@ fn new_state() -> Lua {
     lua
 }
 
-fn run(test: &str) {
+fn run(module: &str, test: &str) {
     let lua = new_state();
     let chunk = format!(
         r#"
-        local tests = require("binding_test")
-        local fn = assert(tests[{test:?}], "no Lua test named {test}")
+        local tests = require("{module}")
+        local fn = assert(tests[{test:?}], "no Lua test named {test} in {module}")
         local ok, err = xpcall(fn, debug.traceback)
         -- Whatever the test left behind is collected here, finalizers included.
         collectgarbage()
@@ -36,32 +37,45 @@ fn run(test: &str) {
         "#
     );
     if let Err(e) = lua.load(&chunk).set_name(test).exec() {
-        panic!("Lua test {test} failed:\n{e}");
+        panic!("Lua test {module}.{test} failed:\n{e}");
     }
     drop(lua);
 }
 
+/// One Rust test per function of a Lua test file (`lua/t/<module>.lua`), and a check that the
+/// list is complete.
 macro_rules! lua_tests {
-    ($($name:ident),* $(,)?) => {
-        $(#[test] fn $name() { run(stringify!($name)); })*
+    ($module:ident: $($name:ident),* $(,)?) => {
+        mod $module {
+            use super::{new_state, run};
 
-        /// Every test function of the Lua file has a Rust test above.
-        #[test]
-        fn every_lua_test_is_run() {
-            let lua = new_state();
-            let names: Vec<String> = lua
-                .load(r#"local t = {} for k in pairs(require("binding_test")) do t[#t + 1] = k end
-                         table.sort(t) return t"#)
-                .eval()
-                .unwrap();
-            let mut listed = vec![$(stringify!($name).to_string()),*];
-            listed.sort();
-            assert_eq!(names, listed, "lua_tests! must list exactly the functions of binding_test.lua");
+            $(#[test] fn $name() { run(stringify!($module), stringify!($name)); })*
+
+            /// Every test function of the Lua file has a Rust test above.
+            #[test]
+            fn every_lua_test_is_run() {
+                let lua = new_state();
+                let names: Vec<String> = lua
+                    .load(format!(
+                        r#"local t = {{}} for k in pairs(require("{}")) do t[#t + 1] = k end
+                           table.sort(t) return t"#,
+                        stringify!($module)
+                    ))
+                    .eval()
+                    .unwrap();
+                let mut listed = vec![$(stringify!($name).to_string()),*];
+                listed.sort();
+                assert_eq!(
+                    names, listed,
+                    "lua_tests! must list exactly the functions of {}.lua", stringify!($module)
+                );
+            }
         }
     };
 }
 
 lua_tests!(
+    binding_test:
     schema_fields_and_types,
     schema_is_frozen_once_shared,
     router_add_and_errors,
@@ -82,4 +96,19 @@ lua_tests!(
     schema_freed_before_router,
     reload_modules,
     workload_shaped_routes,
+    router_sync_counts_and_forms,
+    router_sync_errors,
+    router_sync_many_errors,
+);
+
+lua_tests!(
+    gateway_test:
+    update_applies_new_versions_only,
+    reads_only_the_fields_in_use,
+    request_fields,
+    segments,
+    bad_requests_never_raise,
+    extractors_and_schema,
+    update_is_atomic_for_requests,
+    large_update_changes_only_what_differs,
 );

@@ -1,8 +1,12 @@
 //! A real gateway: Debian's nginx with the lua module loads the binding, builds a 10,000-route
 //! router (atc-workload's table) in `init_worker_by_lua`, and routes requests in
-//! `access_by_lua` (lua/t/gateway.lua). Real HTTP requests over 127.0.0.1 must reach the route
-//! that the core's reference evaluator picks for the same values; bad requests (invalid UTF-8,
-//! huge or repeated headers) must get a clean 4xx, and the worker must survive all of it.
+//! `access_by_lua` through `resty.router.gateway` (lua/t/gateway.lua). Real HTTP requests over
+//! 127.0.0.1 must reach the route that the core's reference evaluator picks for the same values;
+//! bad requests (invalid UTF-8, huge or repeated headers) must get a clean 4xx, and the worker
+//! must survive all of it. Then the table is updated through the gateway (changed, removed and
+//! added routes; the same version again; a refused version; apply-valid), each version checked
+//! the same way, and requests sent while versions alternate must each be answered wholly by the
+//! old table or wholly by the new one.
 //!
 //! Needs the Debian packages `nginx`, `libnginx-mod-http-lua` and `lua-resty-core`; nothing is
 //! installed here. Without them the test prints a notice and passes, unless
@@ -12,15 +16,17 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use atc_router::{Context, Router, Schema, Type, Uuid, Value};
-use atc_workload::{requests, Mix, Table};
+use atc_router::{Context, RouteSpec, Router, Schema, SyncMode, Type, Uuid, Value};
+use atc_workload::{requests, Mix, Route, Table};
 
 const ROUTES: usize = 10_000;
 const SEED: u64 = 0x5eed_1234;
@@ -146,6 +152,9 @@ http {{
         listen 127.0.0.1:{port};
         location = /__status {{
             content_by_lua_block {{ require("gateway").status() }}
+        }}
+        location = /__update {{
+            content_by_lua_block {{ require("gateway").update() }}
         }}
         location / {{
             access_by_lua_block {{ require("gateway").access() }}
@@ -464,24 +473,31 @@ fn send(port: u16, raw: &[u8]) -> Result<Response, String> {
     })
 }
 
-fn check(port: u16, router: &Router, req: &HttpReq, what: &str) -> Result<Expected, String> {
-    let want = expected(router, req);
-    let got = send(port, &req.to_bytes())?;
-    let route_header = got
-        .headers
+fn route_header(got: &Response) -> Option<String> {
+    got.headers
         .iter()
         .find(|(k, _)| k == "x-route")
-        .map(|(_, v)| v.clone());
-    let ok = match &want {
+        .map(|(_, v)| v.clone())
+}
+
+/// Whether the gateway's answer is the expected one.
+fn answers(want: &Expected, got: &Response, req: &HttpReq) -> bool {
+    match want {
         Expected::Route { id, body } => {
             got.status == 200
-                && route_header.as_deref() == Some(id.to_string().as_str())
+                && route_header(got).as_deref() == Some(id.to_string().as_str())
                 && (req.method == "HEAD" || got.body == body.as_bytes())
         }
         Expected::NotFound => got.status == 404,
         Expected::BadRequest => got.status == 400,
-    };
-    if !ok {
+    }
+}
+
+fn check(port: u16, router: &Router, req: &HttpReq, what: &str) -> Result<Expected, String> {
+    let want = expected(router, req);
+    let got = send(port, &req.to_bytes())?;
+    let route_header = route_header(&got);
+    if !answers(&want, &got, req) {
         return Err(format!(
             "{what}: {} {:?}\n  want {want:?}\n  got {} {route_header:?} {:?}",
             req.method,
@@ -751,6 +767,14 @@ fn nginx_routes_like_the_reference() {
     );
     check(port, &router, &base, "after the bad requests").unwrap();
 
+    check_updates(port, &dir, &table, &mut router, started);
+    let status = status_page(port).expect("nginx still answers");
+    assert_eq!(
+        worker_pid(&status),
+        pid,
+        "the worker was replaced during the updates (it crashed)"
+    );
+
     running.stop();
     let logs = read_logs();
     // A worker that crashed shows as "worker process N exited on signal 11" (alert).
@@ -768,4 +792,282 @@ fn nginx_routes_like_the_reference() {
     }
     println!("nginx test done in {:.1?}", started.elapsed());
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+// ---- Updates through resty.router.gateway ----
+
+fn write_routes(path: &Path, routes: &[Route]) {
+    let tsv: String = routes
+        .iter()
+        .map(|r| format!("{}\t{}\t{}\n", r.priority, r.id_string(), r.expression))
+        .collect();
+    std::fs::write(path, tsv).unwrap();
+}
+
+fn specs(routes: &[Route]) -> Vec<RouteSpec<'_>> {
+    routes
+        .iter()
+        .map(|r| RouteSpec {
+            id: Uuid::from_bytes(r.id),
+            priority: r.priority,
+            expression: &r.expression,
+        })
+        .collect()
+}
+
+/// Asks the worker to apply the routes of `file` as `version`; the answer's status and text.
+fn post_update(port: u16, version: &str, file: &Path, mode: &str) -> (u16, String) {
+    let target = format!(
+        "/__update?version={}&file={}&mode={mode}",
+        percent_encode(version.as_bytes(), false),
+        percent_encode(file.to_str().unwrap().as_bytes(), false)
+    );
+    let raw = format!("POST {target} HTTP/1.0\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n");
+    let r = send(port, raw.as_bytes()).expect("update request");
+    (r.status, String::from_utf8_lossy(&r.body).into_owned())
+}
+
+/// Requests built for `routes` (a sub-table: they target those routes), that nginx can carry.
+fn requests_for(routes: &[Route], count: usize, seed: u64, port: u16) -> Vec<HttpReq> {
+    if routes.is_empty() {
+        return Vec::new();
+    }
+    let sub = Table {
+        routes: routes.to_vec(),
+        catch_all: false,
+    };
+    requests(&sub, Mix::Realistic, count, seed)
+        .iter()
+        .map(|r| HttpReq::from_workload(&r.fields, port))
+        .filter(HttpReq::survives_nginx)
+        .collect()
+}
+
+fn applied_line(version: &str, report: &atc_router::SyncReport) -> String {
+    format!(
+        "applied version {version} added {} removed {} changed {} unchanged {} errors {}\n",
+        report.added,
+        report.removed,
+        report.changed,
+        report.unchanged,
+        report.errors.len()
+    )
+}
+
+/// The routes of `new` whose id is not in `old` with the same priority and expression.
+fn differing(old: &[Route], new: &[Route]) -> Vec<Route> {
+    let before: HashSet<&Route> = old.iter().collect();
+    new.iter()
+        .filter(|r| !before.contains(r))
+        .cloned()
+        .collect()
+}
+
+fn check_all(port: u16, router: &Router, reqs: &[HttpReq], what: &str) {
+    let failures: Vec<String> = reqs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| check(port, router, r, &format!("{what} #{i}")).err())
+        .collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+fn check_updates(port: u16, dir: &Path, table: &Table, router: &mut Router, started: Instant) {
+    let t = Instant::now();
+    // Version 2: 200 routes changed, 100 removed, 50 added.
+    let mut v2 = table.with_changes(200, SEED ^ 2);
+    v2.routes.drain(..100);
+    let mut ids: HashSet<[u8; 16]> = table.routes.iter().map(|r| r.id).collect();
+    for k in 0..50 {
+        let extra = table.extra_route(SEED + k);
+        if ids.insert(extra.id) {
+            v2.routes.push(extra);
+        }
+    }
+    let file2 = dir.join("routes-v2.tsv");
+    write_routes(&file2, &v2.routes);
+    let want = router
+        .sync(&specs(&v2.routes), SyncMode::AllOrNothing)
+        .expect("the reference takes version 2");
+    assert!(want.changed > 100 && want.removed == 100 && want.added == 50);
+    let (status, body) = post_update(port, "2", &file2, "all_or_nothing");
+    assert_eq!((status, body), (200, applied_line("2", &want)));
+
+    // Every mix over the new table, requests for the new and changed routes, and requests for
+    // the routes as they were (now changed or gone): all as the reference says now.
+    for (k, mix) in Mix::all().into_iter().enumerate() {
+        let reqs: Vec<HttpReq> = requests(&v2, mix, 10, SEED + 100 + k as u64)
+            .iter()
+            .map(|r| HttpReq::from_workload(&r.fields, port))
+            .filter(HttpReq::survives_nginx)
+            .collect();
+        check_all(port, router, &reqs, &format!("v2 {}", mix.name()));
+    }
+    let new_routes = differing(&table.routes, &v2.routes);
+    let old_routes = differing(&v2.routes, &table.routes);
+    let to_new = requests_for(&new_routes, 60, SEED + 200, port);
+    let to_old = requests_for(&old_routes, 60, SEED + 201, port);
+    let routed_new = to_new
+        .iter()
+        .filter(|r| matches!(expected(router, r), Expected::Route { .. }))
+        .count();
+    assert!(
+        routed_new * 10 >= to_new.len() * 9,
+        "requests for new routes mostly route"
+    );
+    check_all(port, router, &to_new, "v2 new or changed route");
+    check_all(port, router, &to_old, "v2 old version of a route");
+
+    // The same version again: nothing to do.
+    let (status, body) = post_update(port, "2", &file2, "all_or_nothing");
+    assert_eq!((status, body.as_str()), (200, "unchanged version 2\n"));
+
+    // A version with an invalid route: refused, version 2 stays in force.
+    let mut v3 = v2.clone();
+    v3.routes[10].expression = "http.path ^= ".into();
+    let bad_id = v3.routes[10].id_string();
+    let file3 = dir.join("routes-v3.tsv");
+    write_routes(&file3, &v3.routes);
+    let (status, body) = post_update(port, "3", &file3, "all_or_nothing");
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body.starts_with(&format!(
+            "refused: 1 invalid route(s), nothing changed; route #11 ({bad_id}): line 1"
+        )),
+        "{body}"
+    );
+    assert!(
+        body.contains(&format!("error 11 {bad_id}: line 1")),
+        "{body}"
+    );
+    assert!(status_page(port).unwrap().contains(" version 2"));
+    check_all(
+        port,
+        router,
+        &to_new[..10.min(to_new.len())],
+        "after a refused version",
+    );
+
+    // The same list in apply-valid mode: the rest applies, the bad route keeps its version 2.
+    v3.routes[20].expression =
+        format!("({}) && http.method != \"X-NEW\"", v3.routes[20].expression);
+    write_routes(&file3, &v3.routes);
+    let want = router
+        .sync(&specs(&v3.routes), SyncMode::ApplyValid)
+        .unwrap();
+    assert_eq!((want.changed, want.errors.len()), (1, 1));
+    let (status, body) = post_update(port, "3", &file3, "apply_valid");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.starts_with(&applied_line("3", &want)), "{body}");
+    check_all(
+        port,
+        router,
+        &to_new[..10.min(to_new.len())],
+        "after apply-valid",
+    );
+
+    // Versions alternating between two tables while another connection keeps routing: every
+    // answer is the old table's or the new table's.
+    let a = v3.routes.clone();
+    let mut b = Table {
+        routes: a.clone(),
+        catch_all: false,
+    }
+    .with_changes(300, SEED ^ 4)
+    .routes;
+    b.truncate(b.len() - 20); // some removals too
+    let (file_a, file_b) = (dir.join("routes-a.tsv"), dir.join("routes-b.tsv"));
+    write_routes(&file_a, &a);
+    write_routes(&file_b, &b);
+    let schema = router.schema().clone();
+    let reference = |routes: &[Route]| {
+        let mut r = Router::new(schema.clone());
+        r.sync(&specs(routes), SyncMode::ApplyValid).unwrap();
+        r
+    };
+    let (ra, rb) = (reference(&a), reference(&b));
+    let mut reqs = requests_for(&differing(&a, &b), 40, SEED + 300, port);
+    reqs.extend(requests_for(&differing(&b, &a), 40, SEED + 301, port));
+    let cases: Vec<(HttpReq, Expected, Expected)> = reqs
+        .into_iter()
+        .map(|r| {
+            let (ea, eb) = (expected(&ra, &r), expected(&rb, &r));
+            (r, ea, eb)
+        })
+        .collect();
+    assert!(
+        cases.iter().filter(|(_, ea, eb)| ea != eb).count() >= cases.len() / 2,
+        "most requests tell the tables apart"
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let cases = Arc::new(cases);
+    let prober = {
+        let (stop, cases) = (stop.clone(), cases.clone());
+        std::thread::spawn(move || {
+            let (mut as_a, mut as_b, mut wrong) = (0usize, 0usize, Vec::new());
+            let mut i = 0;
+            while !stop.load(Ordering::Relaxed) || i < cases.len() {
+                let (req, ea, eb) = &cases[i % cases.len()];
+                i += 1;
+                let got = match send(port, &req.to_bytes()) {
+                    Ok(g) => g,
+                    Err(e) => {
+                        wrong.push(format!("send: {e}"));
+                        continue;
+                    }
+                };
+                match (answers(ea, &got, req), answers(eb, &got, req)) {
+                    (true, false) => as_a += 1,
+                    (false, true) => as_b += 1,
+                    (true, true) => {}
+                    (false, false) => wrong.push(format!(
+                        "{:?}: got {} {:?}, want {ea:?} or {eb:?}",
+                        String::from_utf8_lossy(&req.path),
+                        got.status,
+                        route_header(&got)
+                    )),
+                }
+            }
+            (as_a, as_b, wrong)
+        })
+    };
+    // "a3" is a new version with the routes the worker already has: nothing changes but the
+    // version. Then b, a, b, a, b: each a real change of 300 routes.
+    for (k, (version, file)) in [
+        ("a3", &file_a),
+        ("b4", &file_b),
+        ("a5", &file_a),
+        ("b6", &file_b),
+        ("a7", &file_a),
+        ("b8", &file_b),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        std::thread::sleep(Duration::from_millis(150));
+        let (status, body) = post_update(port, version, file, "apply_valid");
+        assert_eq!(status, 200, "{version}: {body}");
+        assert!(
+            body.starts_with(&format!("applied version {version} ")),
+            "{body}"
+        );
+        if k == 0 {
+            assert!(body.contains(" added 0 removed 0 changed 0 "), "{body}");
+        }
+    }
+    std::thread::sleep(Duration::from_millis(150));
+    stop.store(true, Ordering::Relaxed);
+    let (as_a, as_b, wrong) = prober.join().unwrap();
+    println!(
+        "alternating versions: {as_a} answers by table a, {as_b} by table b, {} neither",
+        wrong.len()
+    );
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    assert!(as_a > 0 && as_b > 0, "the prober saw both tables");
+    // The last version applied is b.
+    let final_reqs: Vec<HttpReq> = cases.iter().map(|(r, _, _)| r.clone()).collect();
+    check_all(port, &rb, &final_reqs, "after the alternation (table b)");
+    *router = rb;
+    println!("updates checked in {:.1?}", t.elapsed());
+    assert!(started.elapsed() < DEADLINE, "out of time");
 }

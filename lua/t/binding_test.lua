@@ -576,4 +576,147 @@ function T.workload_shaped_routes()
     eq(route({ ["http.host"] = "neg-6.example.com", ["http.path"] = "/x" }), nil)
 end
 
+-- r:sync: the route a path goes to.
+local function path_route(r, c, path)
+    c:reset()
+    assert(c:add_value("http.path", path))
+    if r:execute(c) then
+        return (c:get_result())
+    end
+    return nil
+end
+
+function T.router_sync_counts_and_forms()
+    local s = http_schema()
+    local r = router.new(s)
+    local c = context.new(s)
+    local rep = assert(r:sync({
+        { id = U1, priority = 1, expression = 'http.path ^= "/a"' },
+        { id = U2, priority = 2, expression = 'http.path ^= "/b"' },
+    }))
+    same(rep, { added = 2, removed = 0, changed = 0, unchanged = 0, errors = rep.errors }, "report")
+    eq(#rep.errors, 0, "no errors")
+    eq(path_route(r, c, "/a/x"), U1)
+
+    -- Parallel arrays, the garbage-free form; an explicit mode.
+    local list = {
+        ids = { U1, U2, U3 },
+        priorities = { 1, 2, 3 },
+        expressions = { 'http.path ^= "/a"', 'http.path ^= "/bb"', 'http.path ^= "/c"' },
+    }
+    rep = assert(r:sync(list, "all_or_nothing"))
+    eq(rep.added, 1); eq(rep.changed, 1); eq(rep.unchanged, 1); eq(rep.removed, 0)
+    eq(path_route(r, c, "/b"), nil)
+    eq(path_route(r, c, "/bb"), U2)
+    eq(path_route(r, c, "/c"), U3)
+    -- The same list again: nothing to do.
+    rep = assert(r:sync(list, "apply_valid"))
+    eq(rep.unchanged, 3); eq(rep.added + rep.changed + rep.removed, 0)
+    -- 64-bit cdata priorities; removal of what is not listed.
+    rep = assert(r:sync({ { id = U3, priority = 10ULL, expression = 'http.path ^= "/c"' } }))
+    eq(rep.changed, 1); eq(rep.removed, 2)
+    eq(path_route(r, c, "/a"), nil)
+    rep = assert(r:sync({}))
+    eq(rep.removed, 1)
+    eq(#r:get_fields(), 0)
+    -- Fields follow the table.
+    assert(r:sync({ { id = U1, priority = 1, expression = 'http.headers.x_a == "1"' } }))
+    same(r:get_fields(), { "http.headers.x_a" })
+end
+
+function T.router_sync_errors()
+    local s = http_schema()
+    local r = router.new(s)
+    local c = context.new(s)
+    assert(r:sync({
+        { id = U1, priority = 1, expression = 'http.path ^= "/a"' },
+        { id = U2, priority = 2, expression = 'http.path ^= "/b"' },
+    }))
+    local U5 = "a8f2c1e4-0000-4000-8000-000000000005"
+    local bad = {
+        { id = U1, priority = 1, expression = 'http.path ^= "/a2"' }, -- 1: valid, changed
+        { id = "nope", priority = 1, expression = 'http.path ^= "/x"' }, -- 2: bad id
+        { id = U2, priority = 2, expression = 'http.path = "/b2"' }, -- 3: bad expression, known id
+        { id = U1, priority = 1, expression = 'http.path ^= "/y"' }, -- 4: repeated id
+        { id = U3, priority = -1, expression = 'http.path ^= "/z"' }, -- 5: bad priority
+        { id = 42, priority = 1, expression = 'http.path ^= "/z"' }, -- 6: id not a string
+        { id = U5, priority = 1, expression = false }, -- 7: expression not a string
+        "not a table", -- 8
+        { id = "a8f2c1e4-0000-4000-8000-000000000006", priority = 1,
+            expression = 'http.path == "\255"' }, -- 9: invalid UTF-8
+        { id = "a8f2c1e4-0000-4000-8000-000000000007", priority = 7,
+            expression = 'http.path ^= "/g"' }, -- 10: valid, new
+    }
+    local rep, err, errs = r:sync(bad)
+    eq(rep, nil)
+    fails("8 invalid route(s), nothing changed; route #2 (nope): invalid route id", rep, err)
+    eq(#errs, 8)
+    local want = {
+        { 2, "nope", "invalid route id" },
+        { 3, U2, "line 1, column 11" },
+        { 4, U1, "already used by route 0" },
+        { 5, U3, "priority must be" },
+        { 6, 42, "id must be a string, got number" },
+        { 7, U5, "expression must be a string, got boolean" },
+        { 8, nil, "id must be a string, got nil" },
+        { 9, "a8f2c1e4-0000-4000-8000-000000000006", "not valid UTF-8" },
+    }
+    for k, w in ipairs(want) do
+        eq(errs[k].index, w[1], "index of error " .. k)
+        eq(errs[k].id, w[2], "id of error " .. k)
+        fails(w[3], nil, errs[k].message)
+    end
+    -- Nothing changed.
+    eq(path_route(r, c, "/a"), U1)
+    eq(path_route(r, c, "/b"), U2)
+    eq(path_route(r, c, "/g"), nil)
+
+    -- Apply-valid: the valid ones go in; known ids with a bad new version keep the old one.
+    rep = assert(r:sync(bad, "apply_valid"))
+    eq(rep.added, 1); eq(rep.changed, 1); eq(rep.removed, 0); eq(rep.unchanged, 0)
+    eq(#rep.errors, 8)
+    eq(rep.errors[4].message, "priority must be an integer between 0 and 2^53, got -1")
+    eq(path_route(r, c, "/a2"), U1)
+    eq(path_route(r, c, "/b"), U2)
+    eq(path_route(r, c, "/g"), "a8f2c1e4-0000-4000-8000-000000000007")
+
+    -- Argument errors.
+    fails("unknown sync mode", r:sync({}, "sometimes"))
+    fails("routes must be a table", r:sync("x"))
+    fails("differ in length", r:sync({ ids = { U1 }, priorities = {}, expressions = {} }))
+    fails("must be tables", r:sync({ ids = { U1 }, priorities = 1, expressions = {} }))
+    eq(path_route(r, c, "/a2"), U1)
+end
+
+function T.router_sync_many_errors()
+    -- More messages than the first message buffer holds (64 KiB): every message still arrives
+    -- whole, and the counts are those of the one real sync.
+    local s = http_schema()
+    local r = router.new(s)
+    assert(r:sync({ { id = U1, priority = 1, expression = 'http.path ^= "/keep"' } }))
+    local n = 2000
+    local ids, prios, exprs = {}, {}, {}
+    for i = 1, n do
+        ids[i] = string.format("a8f2c1e4-0000-4000-8000-%012d", i + 100)
+        prios[i] = i
+        -- Invalid (`=` is not an operator), with a long line quoted in the message.
+        exprs[i] = 'http.path = "/' .. string.rep("x", 60) .. i .. '"'
+    end
+    ids[n + 1], prios[n + 1], exprs[n + 1] = U2, 1, 'http.path ^= "/new"'
+    local list = { ids = ids, priorities = prios, expressions = exprs }
+    local rep, err, errs = r:sync(list)
+    eq(rep, nil)
+    fails(n .. " invalid route(s)", rep, err)
+    eq(#errs, n)
+    for k = 1, n do
+        eq(errs[k].index, k)
+        assert(errs[k].message:find("line 1, column 11", 1, true), errs[k].message)
+        assert(errs[k].message:find(tostring(k) .. '"', 1, true), errs[k].message)
+    end
+    rep = assert(r:sync(list, "apply_valid"))
+    eq(rep.added, 1); eq(rep.removed, 1); eq(rep.unchanged, 0)
+    eq(#rep.errors, n)
+    assert(rep.errors[n].message:find(tostring(n) .. '"', 1, true))
+end
+
 return T

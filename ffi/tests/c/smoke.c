@@ -84,6 +84,32 @@ int main(void) {
     CHECK(atc_router_fields(router, fields, &fields_len, &count) == ATC_OK && count == 2);
     CHECK(strcmp(fields, "http.path") == 0);
 
+    /* Sync to a whole list: the route above unchanged, one new, one invalid (refused). */
+    const char *id2 = "a8f2c1e4-0000-4000-8000-000000000002";
+    const char *expr2 = "http.path ^= \"/static/\"";
+    atc_route list[2] = {
+        {.id = id, .id_len = strlen(id), .priority = 10, .expr = expr, .expr_len = strlen(expr)},
+        {.id = id2, .id_len = strlen(id2), .priority = 5, .expr = expr2, .expr_len = strlen(expr2)},
+    };
+    atc_sync_report report;
+    atc_sync_error errors[2];
+    size_t nerrors = 2;
+    char messages[512];
+    size_t messages_len = sizeof messages;
+    CHECK(atc_router_sync(router, list, 2, ATC_SYNC_ALL_OR_NOTHING, &report, errors, &nerrors,
+                          messages, &messages_len, NULL, NULL) == ATC_OK);
+    CHECK(report.added == 1 && report.unchanged == 1 && report.errors == 0 && nerrors == 0);
+    list[1].expr_len = 5; /* "http." does not parse */
+    nerrors = 2;
+    messages_len = sizeof messages;
+    CHECK(atc_router_sync(router, list, 2, ATC_SYNC_ALL_OR_NOTHING, &report, errors, &nerrors,
+                          messages, &messages_len, NULL, NULL) == ATC_ERR_ROUTES);
+    CHECK(report.errors == 1 && nerrors == 1 && errors[0].index == 1);
+    CHECK(errors[0].code == ATC_ERR_EXPR && errors[0].message != NULL);
+    CHECK(strncmp(errors[0].message, "line 1", 6) == 0);
+    size_t routes;
+    CHECK(atc_router_len(router, &routes) == ATC_OK && routes == 2);
+
     CHECK(strcmp(atc_strerror(ATC_ERR_BUFFER), "the output buffer is too small") == 0);
     atc_context_free(ctx);
     atc_router_free(router);

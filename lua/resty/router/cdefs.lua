@@ -28,12 +28,15 @@ static const int ATC_ERR_LIMIT = -11;
 static const int ATC_ERR_SCHEMA_MISMATCH = -12;
 static const int ATC_ERR_NOT_FOUND = -13;
 static const int ATC_ERR_PANIC = -14;
+static const int ATC_ERR_ROUTES = -15;
 static const int ATC_TYPE_STRING = 0;
 static const int ATC_TYPE_INT = 1;
 static const int ATC_TYPE_IPADDR = 2;
 static const int ATC_TYPE_IPCIDR = 3;
 static const int ATC_TYPE_NONE = -1;
 static const int ATC_UUID_LEN = 36;
+static const int ATC_SYNC_ALL_OR_NOTHING = 0;
+static const int ATC_SYNC_APPLY_VALID = 1;
 typedef struct atc_context atc_context;
 typedef struct atc_router atc_router;
 typedef struct atc_schema atc_schema;
@@ -57,6 +60,27 @@ typedef struct {
   const char *value;
   size_t value_len;
 } atc_capture;
+typedef struct {
+  const char *id;
+  size_t id_len;
+  uint64_t priority;
+  const char *expr;
+  size_t expr_len;
+} atc_route;
+typedef struct {
+  size_t added;
+  size_t removed;
+  size_t changed;
+  size_t unchanged;
+  size_t errors;
+  size_t messages_len;
+} atc_sync_report;
+typedef struct {
+  size_t index;
+  int32_t code;
+  const char *message;
+  size_t message_len;
+} atc_sync_error;
 const char *atc_strerror(int32_t status);
 atc_context *atc_context_new(const atc_schema *schema, char *errbuf, size_t *errbuf_len);
 void atc_context_free(atc_context *context);
@@ -136,6 +160,17 @@ int32_t atc_router_validate(const atc_schema *schema,
                             size_t *fields_count,
                             char *errbuf,
                             size_t *errbuf_len);
+int32_t atc_router_sync(atc_router *router,
+                        const atc_route *routes,
+                        size_t n,
+                        int32_t mode,
+                        atc_sync_report *report,
+                        atc_sync_error *errors,
+                        size_t *errors_len,
+                        char *msgbuf,
+                        size_t *msgbuf_len,
+                        char *errbuf,
+                        size_t *errbuf_len);
 atc_schema *atc_schema_new(void);
 void atc_schema_free(atc_schema *schema);
 int32_t atc_schema_add_field(atc_schema *schema,
@@ -214,6 +249,17 @@ int32_t atc_context_result(atc_context *context,
                            atc_matched *matched,
                            size_t *captures_n);
 int32_t atc_context_captures(const atc_context *context, atc_capture *captures, size_t *n);
+int32_t atc_router_sync(atc_router *router,
+                        const atc_route *routes,
+                        size_t n,
+                        int32_t mode,
+                        atc_sync_report *report,
+                        atc_sync_error *errors,
+                        size_t *errors_len,
+                        char *msgbuf,
+                        size_t *msgbuf_len,
+                        char *errbuf,
+                        size_t *errbuf_len);
 -- END GENERATED
 ]=]
 

@@ -86,6 +86,12 @@ local function resolve(self, field)
     return id, ty
 end
 
+-- The id and type code of a field (for callers that fill contexts through the C API directly,
+-- like resty.router.gateway), or nil and an error.
+function _M:field_id(field)
+    return resolve(self, field)
+end
+
 local function add_one(self, field, id, ty, value)
     local tv = type(value)
     local rc

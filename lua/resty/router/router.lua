@@ -4,6 +4,7 @@
 --   local r = router.new(s)
 --   assert(r:add_matcher(10, "a8f2c1e4-0000-4000-8000-000000000001", [[http.path ^= "/api"]]))
 --   if r:execute(c) then local uuid, prefix = c:get_result("http.path") end
+--   local report, err, errs = r:sync({ { id = uuid, priority = 10, expression = expr }, ... })
 --
 -- Making a router shares its schema: no field can be added to the schema afterwards.
 
@@ -16,6 +17,15 @@ local errbuf, errlen = cdefs.errbuf, cdefs.errlen
 local to_priority = cdefs.priority
 
 local ERR_BUFFER = lib.ATC_ERR_BUFFER
+local ERR_NULL = lib.ATC_ERR_NULL
+local ERR_ROUTES = lib.ATC_ERR_ROUTES
+local MODES = {
+    all_or_nothing = lib.ATC_SYNC_ALL_OR_NOTHING,
+    apply_valid = lib.ATC_SYNC_APPLY_VALID,
+}
+
+local type, tonumber, tostring = type, tonumber, tostring
+local ffi_string = ffi.string
 
 local _M = {}
 local mt = { __index = _M }
@@ -82,6 +92,163 @@ function _M:execute(context)
         return false
     end
     return false, ffi.string(lib.atc_strerror(rc))
+end
+
+-- Buffers of r:sync, grown on demand and kept, so that a sync of an unchanged table allocates
+-- nothing in the FFI layer.
+local routes_cap, routes_buf = 0, nil
+local errors_cap, errors_buf = 0, nil
+local msg_cap = 64 * 1024
+local msg_buf = ffi.new("char[?]", msg_cap)
+local msg_len = ffi.new("size_t[1]")
+local errors_len = ffi.new("size_t[1]")
+local report = ffi.new("atc_sync_report")
+
+-- Fills routes_buf[0 .. n-1] from either input form. Entries the C side cannot be given (a
+-- non-string id or expression, a bad priority) get a NULL pointer with length 1, which the
+-- library reports as that route's error (and, for a known id in apply-valid mode, keeps the
+-- route's current version); `bad` maps their 1-based index to the real reason.
+local function fill(routes, ids, priorities, expressions, n)
+    local bad = nil
+    local buf = routes_buf
+    for i = 1, n do
+        local id, prio, expr
+        if ids then
+            id, prio, expr = ids[i], priorities[i], expressions[i]
+        else
+            local route = routes[i]
+            if type(route) == "table" then
+                id, prio, expr = route.id, route.priority, route.expression
+            end
+        end
+        local e = buf[i - 1]
+        if type(id) == "string" then
+            e.id, e.id_len = id, #id
+        else
+            e.id, e.id_len = nil, 1
+            bad = bad or {}
+            bad[i] = "id must be a string, got " .. type(id)
+        end
+        local p, perr = to_priority(prio)
+        if p and type(expr) == "string" then
+            e.priority, e.expr, e.expr_len = p, expr, #expr
+        else
+            e.priority, e.expr, e.expr_len = 0, nil, 1
+            if not (bad and bad[i]) then
+                bad = bad or {}
+                bad[i] = perr or ("expression must be a string, got " .. type(expr))
+            end
+        end
+    end
+    return bad
+end
+
+local function run_sync(ptr, n, mode)
+    errors_len[0] = errors_cap
+    msg_len[0] = msg_cap
+    arm()
+    return lib.atc_router_sync(ptr, routes_buf, n, mode, report, errors_buf, errors_len,
+        msg_buf, msg_len, errbuf, errlen)
+end
+
+local function id_at(routes, ids, i)
+    if ids then
+        return ids[i]
+    end
+    local route = routes[i]
+    return type(route) == "table" and route.id or nil
+end
+
+-- Makes the router hold exactly `routes`, touching only what differs (see ffi/README.md):
+-- routes whose id, priority and expression are unchanged are not parsed again, and the router
+-- changes in one step, in this call, without yielding.
+--
+-- `routes` is either an array of { id = uuid, priority = p, expression = expr } tables, or
+-- parallel arrays { ids = {...}, priorities = {...}, expressions = {...} } (no table per route:
+-- the form that makes no garbage). `mode` is "all_or_nothing" (the default: one invalid route
+-- and nothing changes) or "apply_valid" (the valid routes are applied; a known route whose new
+-- version is invalid keeps its current version).
+--
+-- Returns a report { added =, removed =, changed =, unchanged =, errors = { ... } }, where each
+-- error is { index = i (1-based, into the list), id = the id given, message = text }; or, when
+-- nothing changed because of invalid routes, nil, a summary, and that errors array.
+function _M:sync(routes, mode)
+    local mode_code = MODES[mode or "all_or_nothing"]
+    if not mode_code then
+        return nil, "unknown sync mode " .. tostring(mode)
+            .. " (expected \"all_or_nothing\" or \"apply_valid\")"
+    end
+    if type(routes) ~= "table" then
+        return nil, "routes must be a table, got " .. type(routes)
+    end
+    local ids, priorities, expressions = routes.ids, routes.priorities, routes.expressions
+    local n
+    if ids ~= nil then
+        if type(ids) ~= "table" or type(priorities) ~= "table" or type(expressions) ~= "table" then
+            return nil, "routes.ids, routes.priorities and routes.expressions must be tables"
+        end
+        n = #ids
+        if #priorities ~= n or #expressions ~= n then
+            return nil, "routes.ids, routes.priorities and routes.expressions differ in length ("
+                .. n .. ", " .. #priorities .. ", " .. #expressions .. ")"
+        end
+    else
+        n = #routes
+    end
+    if n > routes_cap then
+        routes_cap = math.max(n, 2 * routes_cap)
+        routes_buf = ffi.new("atc_route[?]", routes_cap)
+    end
+    -- At most one error per route.
+    if n > errors_cap then
+        errors_cap = routes_cap
+        errors_buf = ffi.new("atc_sync_error[?]", errors_cap)
+    end
+    local bad = fill(routes, ids, priorities, expressions, n)
+    local rc = run_sync(self.ptr, n, mode_code)
+    if rc ~= 0 and rc ~= ERR_ROUTES then
+        return nil, message(rc)
+    end
+    local total = tonumber(report.errors)
+    local needed = tonumber(report.messages_len)
+    if needed > msg_cap then
+        -- Some messages were cut. Running the same list again is safe: a refused list changed
+        -- nothing, and after an apply-valid run the same list is a no-op that reports the same
+        -- errors. It only happens with more than a buffer's worth of errors.
+        local counts = { tonumber(report.added), tonumber(report.removed),
+            tonumber(report.changed), tonumber(report.unchanged) }
+        msg_cap = needed
+        msg_buf = ffi.new("char[?]", msg_cap)
+        run_sync(self.ptr, n, mode_code)
+        report.added, report.removed, report.changed, report.unchanged =
+            counts[1], counts[2], counts[3], counts[4]
+    end
+    local errors = {}
+    for k = 0, tonumber(errors_len[0]) - 1 do
+        local e = errors_buf[k]
+        local i = tonumber(e.index) + 1
+        local text
+        if bad and bad[i] and e.code == ERR_NULL then
+            text = bad[i]
+        elseif e.message ~= nil then
+            text = ffi_string(e.message, e.message_len)
+        else
+            text = ffi_string(lib.atc_strerror(e.code))
+        end
+        errors[k + 1] = { index = i, id = id_at(routes, ids, i), message = text }
+    end
+    if rc == ERR_ROUTES then
+        local first = errors[1]
+        return nil, total .. " invalid route(s), nothing changed; route #" .. first.index
+            .. " (" .. tostring(first.id) .. "): " .. first.message, errors
+    end
+    return {
+        added = tonumber(report.added),
+        removed = tonumber(report.removed),
+        changed = tonumber(report.changed),
+        unchanged = tonumber(report.unchanged),
+        errors = errors,
+    }
 end
 
 -- Grown on demand and kept: field lists are read at configuration time, not per request.

@@ -1,0 +1,412 @@
+-- resty.router.gateway: a router for an OpenResty gateway, kept at the version of the route list
+-- its owner last applied, and routing nginx requests.
+--
+--   local gateway = require("resty.router.gateway")
+--   local gw = assert(gateway.new())                  -- the standard gateway schema
+--   assert(gw:update(version, routes))                -- e.g. in init_worker, and on changes
+--   ...
+--   local uuid, matched_path, captures = gw:route()   -- in access_by_lua*, per request
+--
+-- Update model. `gw:update(version, routes)` does nothing when `version` is the version last
+-- applied; otherwise it syncs the router to `routes` (only the routes that differ are parsed
+-- again) and recomputes the fields the routes use. All of that runs in this call, in plain Lua
+-- and FFI calls that never yield, and an OpenResty worker runs one Lua thread at a time: every
+-- request of the worker is routed either by the old table or by the new one, never by a mix.
+-- `routes` may also be a function returning the list, called only when the version changed (it
+-- may yield, e.g. to fetch the list; the table changes only after it returned).
+--
+-- Request model. `gw:route()` puts into one context, reused across requests, only the fields
+-- the current routes use (nothing else is read from the request):
+--   http.method            ngx.req.get_method()
+--   http.host              ngx.var.host: the host from the request line or the Host header,
+--                          without the port, lowercase (nginx does this)
+--   http.path              ngx.var.uri: decoded, normalised, without the query string
+--   http.path.segments.N   piece N (0-based) of the path after its leading slashes
+--   http.headers.NAME      every value of request header NAME, with NAME lowercase and `_`
+--                          standing for `-` (http.headers.x_api_key <- X-Api-Key)
+--   http.queries.NAME      every value of query argument NAME (arguments without a value, as in
+--                          `?debug`, have none)
+--   net.src.ip, net.src.port, net.dst.ip, net.dst.port, net.protocol, tls.sni
+--                          remote_addr, remote_port, server_addr, server_port, scheme,
+--                          ssl_server_name (nothing on a Unix socket or without TLS)
+-- A request whose values cannot go into the context (invalid UTF-8, more values than the limit,
+-- more headers or query arguments than `max_headers` / `max_args` when they have to be read)
+-- matches nothing: route() returns nil and the reason, and never raises. Answer it with a 400
+-- (or a 404).
+--
+-- Cost. A request costs one FFI call for all its values (atc_context_add_values over an array
+-- reused across requests), one to execute and one to read the result, plus the nginx variables
+-- read. ngx.req.get_headers() runs only when a header that routes use is present ($http_NAME
+-- says so cheaply), ngx.req.get_uri_args() only when a query field is in use and the request
+-- has a query string.
+--
+-- Invariants:
+-- * `self.plan` is derived from the router's field list, and both change together, in update(),
+--   without yielding in between.
+-- * Between filling `self.values` and the FFI call that reads it, every string it points to is
+--   also referenced from `self.anchors`, so the garbage collector cannot free one in between.
+
+local ffi = require("ffi")
+local cdefs = require("resty.router.cdefs")
+local schema = require("resty.router.schema")
+local router = require("resty.router.router")
+local context = require("resty.router.context")
+
+local lib = cdefs.lib
+local errbuf, errlen, ERRBUF_SIZE = cdefs.errbuf, cdefs.errlen, cdefs.ERRBUF_SIZE
+
+local ngx = ngx
+local type, tonumber, tostring, ipairs, setmetatable = type, tonumber, tostring, ipairs, setmetatable
+local find, sub, gsub, match, byte = string.find, string.sub, string.gsub, string.match, string.byte
+local floor = math.floor
+local ffi_string = ffi.string
+
+local T_INT = lib.ATC_TYPE_INT
+
+local _M = {}
+local mt = { __index = _M }
+
+-- The fields a gateway routes on (the schema of atc-workload and Kong's router).
+_M.SCHEMA = {
+    { "http.method", "String" },
+    { "http.host", "String" },
+    { "http.path", "String" },
+    { "http.path.segments.*", "String" },
+    { "http.headers.*", "String" },
+    { "http.queries.*", "String" },
+    { "tls.sni", "String" },
+    { "net.protocol", "String" },
+    { "net.src.ip", "IpAddr" },
+    { "net.dst.ip", "IpAddr" },
+    { "net.src.port", "Int" },
+    { "net.dst.port", "Int" },
+}
+
+-- Where each field's value comes from (see the header comment).
+local K_METHOD, K_HOST, K_PATH, K_SEGMENT, K_HEADER, K_QUERY = 1, 2, 3, 4, 5, 6
+local K_SRC_IP, K_SRC_PORT, K_DST_IP, K_DST_PORT, K_PROTOCOL, K_SNI = 7, 8, 9, 10, 11, 12
+local K_CUSTOM, K_NONE = 13, 14
+
+local FIXED = {
+    ["http.method"] = K_METHOD,
+    ["http.host"] = K_HOST,
+    ["http.path"] = K_PATH,
+    ["net.src.ip"] = K_SRC_IP,
+    ["net.src.port"] = K_SRC_PORT,
+    ["net.dst.ip"] = K_DST_IP,
+    ["net.dst.port"] = K_DST_PORT,
+    ["net.protocol"] = K_PROTOCOL,
+    ["tls.sni"] = K_SNI,
+}
+
+-- Options:
+--   schema      array of { name, type } (default gateway.SCHEMA)
+--   extractors  { [field] = function(field) return value or array of values end }: sources for
+--               fields the defaults do not cover, or overrides (they must not raise)
+--   mode        default sync mode of update(): "all_or_nothing" (default) or "apply_valid"
+--   max_headers request headers read (default 100); a request with more matches nothing, when
+--               a header the routes use is present (otherwise the headers are not read at all)
+--   max_args    query arguments read (default 100); likewise, when a query field is in use
+-- Returns the gateway, or nil and an error.
+function _M.new(opts)
+    opts = opts or {}
+    local s = schema.new()
+    for _, f in ipairs(opts.schema or _M.SCHEMA) do
+        local ok, err = s:add_field(f[1], f[2])
+        if not ok then
+            return nil, err
+        end
+    end
+    local r, err = router.new(s)
+    if not r then
+        return nil, err
+    end
+    local c
+    c, err = context.new(s)
+    if not c then
+        return nil, err
+    end
+    local self = setmetatable({
+        schema = s,
+        router = r,
+        context = c,
+        extractors = opts.extractors or {},
+        mode = opts.mode or "all_or_nothing",
+        max_headers = opts.max_headers or 100,
+        max_args = opts.max_args or 100,
+        applied = nil,
+        fields = {},
+        plan = {},
+        -- The request's values, filled in route(): a C array grown on demand, the strings it
+        -- points to, and the field of each value (for error messages).
+        values = ffi.new("atc_value[?]", 16),
+        values_cap = 16,
+        anchors = {},
+        value_fields = {},
+    }, mt)
+    return self
+end
+
+-- One plan step per field in use: { field, kind, argument, field id, type code, nginx variable
+-- (headers: http_NAME) }.
+local function make_plan(fields, extractors, ctx)
+    local plan = {}
+    for i, field in ipairs(fields) do
+        local kind, arg = FIXED[field], nil
+        if extractors[field] then
+            kind, arg = K_CUSTOM, extractors[field]
+        elseif not kind then
+            local name = match(field, "^http%.headers%.(.+)$")
+            if name then
+                -- get_headers() keys are lowercase with `-`; `_` in a field name stands for `-`.
+                kind, arg = K_HEADER, (gsub(name:lower(), "_", "-"))
+            else
+                name = match(field, "^http%.queries%.(.+)$")
+                if name then
+                    kind, arg = K_QUERY, name
+                else
+                    local n = match(field, "^http%.path%.segments%.(%d+)$")
+                    if n then
+                        kind, arg = K_SEGMENT, tonumber(n)
+                    else
+                        -- A schema field the gateway has no source for: it never has a value.
+                        kind = K_NONE
+                    end
+                end
+            end
+        end
+        -- Every field in use is in the schema: the router validated it.
+        local id, ty = ctx:field_id(field)
+        local nginx_var = kind == K_HEADER and "http_" .. gsub(arg, "-", "_") or nil
+        plan[i] = { field, kind, arg, id, ty, nginx_var }
+    end
+    return plan
+end
+
+-- The version last applied (nil before the first update).
+function _M:version()
+    return self.applied
+end
+
+-- The names of the fields the routes use, sorted.
+function _M:fields_in_use()
+    return self.fields
+end
+
+-- Brings the router to `routes` (see the header comment and router:sync for the forms of
+-- `routes` and the modes) unless `version` was the last version applied. Returns:
+--   false                  the version is the one applied: nothing done (the loader not called)
+--   true, report           applied (report as from router:sync; with "apply_valid" its errors
+--                          list the routes left out: the version counts as applied anyway)
+--   nil, err, errs         nothing changed: invalid routes (errs as from router:sync), or the
+--                          loader failed; the previous version stays in force
+function _M:update(version, routes, mode)
+    if version == nil then
+        return nil, "version must not be nil"
+    end
+    if version == self.applied then
+        return false
+    end
+    if type(routes) == "function" then
+        local list, err = routes()
+        if type(list) ~= "table" then
+            return nil, "the route loader failed: " .. tostring(err)
+        end
+        -- The loader may have yielded, and another update applied this version meanwhile.
+        if version == self.applied then
+            return false
+        end
+        routes = list
+    end
+    local report, err, errs = self.router:sync(routes, mode or self.mode)
+    if not report then
+        return nil, err, errs
+    end
+    -- No yield from here to the end: the new table and its field plan start together.
+    local fields = self.router:get_fields() or {}
+    self.fields = fields
+    self.plan = make_plan(fields, self.extractors, self.context)
+    self.applied = version
+    return true, report
+end
+
+-- Piece n (0-based) of the path after its leading slashes, or nil. (Byte loop and plain finds:
+-- LuaJIT compiles them, while a pattern find would leave the trace.)
+local function segment(path, n)
+    local start = 1
+    while byte(path, start) == 47 do -- "/"
+        start = start + 1
+    end
+    for _ = 1, n do
+        local slash = find(path, "/", start, true)
+        if not slash then
+            return nil
+        end
+        start = slash + 1
+    end
+    local slash = find(path, "/", start, true)
+    return sub(path, start, slash and slash - 1 or -1)
+end
+
+-- Only string values: `?a&a=1` gives { true, "1" } and a valueless argument has no value.
+local function query_values(v)
+    if type(v) == "string" then
+        return v
+    end
+    if type(v) ~= "table" then
+        return nil
+    end
+    for i = 1, #v do
+        if type(v[i]) ~= "string" then
+            local strings = {}
+            for j = 1, #v do
+                if type(v[j]) == "string" then
+                    strings[#strings + 1] = v[j]
+                end
+            end
+            return strings
+        end
+    end
+    return v
+end
+
+-- An address nginx gives for the connection, or nil on a Unix socket ("unix:").
+local function ip(addr)
+    if addr == nil or byte(addr, 1) == 117 then -- "u"
+        return nil
+    end
+    return addr
+end
+
+-- Appends one value to the request's array (k values so far); returns the new count, or nil and
+-- an error for a value of the wrong Lua type.
+local function push(self, k, step, x)
+    if k >= self.values_cap then
+        local cap = 2 * self.values_cap
+        local grown = ffi.new("atc_value[?]", cap)
+        ffi.copy(grown, self.values, ffi.sizeof("atc_value") * k)
+        self.values, self.values_cap = grown, cap
+    end
+    local e = self.values[k]
+    local ty = step[5]
+    e.field = step[4]
+    e.value_type = ty
+    if ty == T_INT then
+        if type(x) ~= "number" or x ~= floor(x) or x < -2 ^ 63 or x >= 2 ^ 63 then
+            return nil, "field `" .. step[1] .. "` takes Int values, got " .. tostring(x)
+        end
+        e.int_value = x
+    else
+        if type(x) ~= "string" then
+            return nil, "field `" .. step[1] .. "` takes text values, got a Lua " .. type(x)
+        end
+        e.ptr, e.len = x, #x
+    end
+    k = k + 1
+    self.anchors[k] = x
+    self.value_fields[k] = step[1]
+    return k
+end
+
+local failed = ffi.new("size_t[1]")
+local NO_ARGS = {}
+
+-- Routes the current request: uuid, matched path (the value the deciding predicates recorded for
+-- http.path, if any) and captures (a table, or nil when the route captured nothing). nil when no
+-- route matches; nil and the reason when the request cannot be put in the context.
+function _M:route()
+    local var = ngx.var
+    local plan = self.plan
+    local k = 0
+    local uri, headers, args
+    for i = 1, #plan do
+        local step = plan[i]
+        local kind = step[2]
+        local v
+        if kind == K_PATH then
+            uri = uri or var.uri
+            v = uri
+        elseif kind == K_HOST then
+            v = var.host
+        elseif kind == K_METHOD then
+            v = ngx.req.get_method()
+        elseif kind == K_HEADER then
+            -- $http_NAME is cheap and nil exactly when the header is absent, which it is on
+            -- most requests; only a present header needs get_headers(), which has every value.
+            if var[step[6]] ~= nil then
+                if not headers then
+                    local err
+                    headers, err = ngx.req.get_headers(self.max_headers)
+                    if err == "truncated" then
+                        return nil, "more than " .. self.max_headers .. " request headers"
+                    end
+                end
+                v = headers[step[3]]
+            end
+        elseif kind == K_QUERY then
+            if not args then
+                -- No query string (most requests): no query values, no get_uri_args().
+                if var.args == nil then
+                    args = NO_ARGS
+                else
+                    local err
+                    args, err = ngx.req.get_uri_args(self.max_args)
+                    if err == "truncated" then
+                        return nil, "more than " .. self.max_args .. " query arguments"
+                    end
+                end
+            end
+            v = query_values(args[step[3]])
+        elseif kind == K_SEGMENT then
+            uri = uri or var.uri
+            v = uri and segment(uri, step[3])
+        elseif kind == K_SRC_IP then
+            v = ip(var.remote_addr)
+        elseif kind == K_DST_IP then
+            v = ip(var.server_addr)
+        elseif kind == K_SRC_PORT then
+            v = tonumber(var.remote_port)
+        elseif kind == K_DST_PORT then
+            v = tonumber(var.server_port)
+        elseif kind == K_PROTOCOL then
+            v = var.scheme
+        elseif kind == K_SNI then
+            v = var.ssl_server_name
+        elseif kind == K_CUSTOM then
+            v = step[3](step[1])
+        end
+        if v ~= nil then
+            local err
+            if type(v) == "table" then
+                for j = 1, #v do
+                    k, err = push(self, k, step, v[j])
+                    if not k then
+                        return nil, err
+                    end
+                end
+            else
+                k, err = push(self, k, step, v)
+                if not k then
+                    return nil, err
+                end
+            end
+        end
+    end
+
+    local cptr = self.context.ptr
+    lib.atc_context_reset(cptr)
+    errlen[0] = ERRBUF_SIZE
+    local rc = lib.atc_context_add_values(cptr, self.values, k, failed, errbuf, errlen)
+    if rc ~= 0 then
+        local i = tonumber(failed[0]) + 1
+        local msg = ffi_string(errbuf, tonumber(errlen[0])):gsub("^value %d+: ", "")
+        return nil, "field `" .. tostring(self.value_fields[i]) .. "`: " .. msg
+    end
+    rc = lib.atc_router_execute(self.router.ptr, cptr)
+    if rc ~= 1 then
+        return nil
+    end
+    return self.context:get_result("http.path")
+end
+
+return _M

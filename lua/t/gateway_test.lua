@@ -1,0 +1,421 @@
+-- Tests of resty.router.gateway against a mock `ngx` (the module only reads ngx.var.*,
+-- ngx.req.get_method, ngx.req.get_headers and ngx.req.get_uri_args). ffi/tests/lua.rs runs each
+-- function in a fresh LuaJIT state; lua/t/run.lua runs them all from a plain `luajit`. The same
+-- module behind a real nginx is exercised by ffi/tests/nginx.rs.
+
+local T = {}
+
+local function fmt(v)
+    if type(v) == "string" then
+        return string.format("%q", v)
+    end
+    return tostring(v)
+end
+
+local function eq(got, want, what)
+    if got ~= want then
+        error((what or "value") .. ": got " .. fmt(got) .. ", want " .. fmt(want), 2)
+    end
+end
+
+local function has(s, pattern, what)
+    if type(s) ~= "string" or not s:find(pattern, 1, true) then
+        error((what or "text") .. " " .. fmt(s) .. " does not contain " .. fmt(pattern), 2)
+    end
+end
+
+local function same(got, want, what)
+    for k, v in pairs(want) do
+        if got[k] ~= v then
+            error((what or "table") .. "[" .. fmt(k) .. "]: got " .. fmt(got[k]) .. ", want " .. fmt(v), 2)
+        end
+    end
+    for k, v in pairs(got) do
+        if want[k] == nil then
+            error((what or "table") .. " has an unexpected key " .. fmt(k) .. " = " .. fmt(v), 2)
+        end
+    end
+end
+
+-- The mock: `request` is the current request; `log` records what the module read from it.
+local request, log
+
+local function reset_log()
+    log = { vars = {}, method = 0, headers = 0, args = 0 }
+end
+
+local function set_request(r)
+    request = {
+        method = r.method or "GET",
+        headers = r.headers or {},
+        args = r.args or {},
+        var = r.var or {},
+    }
+    request.var.uri = request.var.uri or "/"
+    request.var.host = request.var.host or "example.com"
+    reset_log()
+end
+
+-- Like ngx.req.get_headers / get_uri_args: at most `max` entries (a repeated name counts once
+-- per value), and "truncated" when there were more.
+local function limited(all, max)
+    local out, count, truncated = {}, 0, nil
+    for k, v in pairs(all) do
+        local values = type(v) == "table" and v or { v }
+        for _, x in ipairs(values) do
+            if count >= max then
+                truncated = "truncated"
+                break
+            end
+            count = count + 1
+            local prev = out[k]
+            if prev == nil then
+                out[k] = x
+            elseif type(prev) == "table" then
+                prev[#prev + 1] = x
+            else
+                out[k] = { prev, x }
+            end
+        end
+    end
+    return out, truncated
+end
+
+local function install_ngx()
+    _G.ngx = {
+        var = setmetatable({}, {
+            __index = function(_, k)
+                log.vars[#log.vars + 1] = k
+                -- Like nginx: $http_NAME is the first value of header NAME (`_` for `-`), and
+                -- $args the query string, nil without one.
+                local h = k:match("^http_(.+)$")
+                if h and request.var[k] == nil then
+                    local v = request.headers[(h:gsub("_", "-"))]
+                    return type(v) == "table" and v[1] or v
+                end
+                if k == "args" and request.var.args == nil and next(request.args) then
+                    return "(query string)"
+                end
+                return request.var[k]
+            end,
+        }),
+        req = {
+            get_method = function()
+                log.method = log.method + 1
+                return request.method
+            end,
+            get_headers = function(max)
+                log.headers = log.headers + 1
+                return limited(request.headers, max or 100)
+            end,
+            get_uri_args = function(max)
+                log.args = log.args + 1
+                return limited(request.args, max or 100)
+            end,
+        },
+    }
+    set_request({})
+end
+
+install_ngx()
+local gateway = require("resty.router.gateway")
+
+local U1 = "a8f2c1e4-0000-4000-8000-000000000001"
+local U2 = "a8f2c1e4-0000-4000-8000-000000000002"
+local U3 = "a8f2c1e4-0000-4000-8000-000000000003"
+local U4 = "a8f2c1e4-0000-4000-8000-000000000004"
+
+local function list(...)
+    local routes = {}
+    for i, r in ipairs({ ... }) do
+        routes[i] = { id = r[1], priority = r[2], expression = r[3] }
+    end
+    return routes
+end
+
+local function must_not_load()
+    error("the loader must not be called for the applied version")
+end
+
+function T.update_applies_new_versions_only()
+    local gw = assert(gateway.new())
+    eq(gw:version(), nil)
+    set_request({ var = { uri = "/a/1" } })
+    eq(gw:route(), nil, "an empty gateway routes nothing")
+
+    local changed, rep = gw:update("v1", list({ U1, 10, 'http.path ^= "/a"' }))
+    eq(changed, true)
+    eq(rep.added, 1)
+    eq(gw:version(), "v1")
+    eq(gw:route(), U1)
+
+    -- The same version: nothing happens, a loader is not even called.
+    eq(gw:update("v1", list()), false)
+    eq(gw:update("v1", must_not_load), false)
+    eq(gw:route(), U1)
+
+    -- A refused version leaves the applied one in force.
+    local ok, err, errs = gw:update("v2", list({ U1, 10, 'http.path ^= "/a"' }, { U2, 5, "http.path =" }))
+    eq(ok, nil)
+    has(err, "1 invalid route(s), nothing changed; route #2")
+    eq(#errs, 1)
+    eq(errs[1].id, U2)
+    eq(gw:version(), "v1")
+    eq(gw:route(), U1)
+
+    -- A loader, called once the version differs.
+    local calls = 0
+    changed, rep = gw:update(2, function()
+        calls = calls + 1
+        return list({ U1, 10, 'http.path ^= "/a"' }, { U2, 20, 'http.path ^= "/a/1"' })
+    end)
+    eq(changed, true)
+    eq(calls, 1)
+    same({ rep.added, rep.removed, rep.changed, rep.unchanged }, { 1, 0, 0, 1 })
+    eq(gw:version(), 2)
+    eq(gw:route(), U2)
+    eq(gw:update(2, must_not_load), false)
+
+    -- A failing loader changes nothing.
+    ok, err = gw:update(3, function() return nil, "store unreachable" end)
+    eq(ok, nil)
+    has(err, "the route loader failed: store unreachable")
+    eq(gw:version(), 2)
+    ok, err = gw:update(nil, list())
+    eq(ok, nil)
+    has(err, "version must not be nil")
+
+    -- Apply-valid: the valid routes are applied and the version counts as applied.
+    changed, rep = gw:update(4, list({ U1, 10, 'http.path ^= "/a"' }, { U3, 1, "nope" }), "apply_valid")
+    eq(changed, true)
+    eq(rep.removed, 1)
+    eq(#rep.errors, 1)
+    eq(rep.errors[1].index, 2)
+    eq(gw:version(), 4)
+    eq(gw:route(), U1)
+end
+
+function T.reads_only_the_fields_in_use()
+    local gw = assert(gateway.new())
+    assert(gw:update(1, list({ U1, 1, 'http.path ^= "/a"' })))
+    same(gw:fields_in_use(), { "http.path" })
+    set_request({ var = { uri = "/a" }, headers = { ["x-a"] = "1" }, args = { q = "1" } })
+    eq(gw:route(), U1)
+    same(log.vars, { "uri" }, "vars read")
+    same({ log.method, log.headers, log.args }, { 0, 0, 0 }, "method, headers, args reads")
+
+    -- A new route that uses a header and a query argument: read from the next request on.
+    assert(gw:update(2, list({ U1, 1, 'http.path ^= "/a"' },
+        { U2, 2, 'http.headers.x_a == "1" && http.queries.q == "1"' })))
+    same(gw:fields_in_use(), { "http.headers.x_a", "http.path", "http.queries.q" })
+    set_request({ var = { uri = "/a" }, headers = { ["x-a"] = "1" }, args = { q = "1" } })
+    eq(gw:route(), U2)
+    same({ log.method, log.headers, log.args }, { 0, 1, 1 }, "headers and args read once")
+    -- Without the header and without a query string, neither is read at all.
+    set_request({ var = { uri = "/a" }, headers = { ["x-other"] = "1" } })
+    eq(gw:route(), U1)
+    same({ log.method, log.headers, log.args }, { 0, 0, 0 }, "nothing to read")
+    same(log.vars, { "http_x_a", "uri", "args" }, "vars read")
+
+    -- And no longer once the route is gone.
+    assert(gw:update(3, list({ U1, 1, 'http.method == "GET"' })))
+    set_request({ var = { uri = "/a" }, headers = { ["x-a"] = "1" } })
+    eq(gw:route(), U1)
+    same(log.vars, {}, "vars read after the update")
+    same({ log.method, log.headers, log.args }, { 1, 0, 0 })
+end
+
+function T.request_fields()
+    local gw = assert(gateway.new())
+    assert(gw:update(1, list(
+        { U1, 50, [[http.host == "api.example.com" && http.path ~ r#"^/users/(?<id>\d+)$"#]] },
+        { U2, 40, 'any(lower(http.headers.x_api_version)) == "v2" && http.path ^= "/v"' },
+        { U3, 30, 'http.queries.tag == "b" && http.path.segments.1 == "items" && http.method == "POST"' },
+        { U4, 20, 'net.src.ip in 10.0.0.0/8 && net.dst.port == 8443 && net.protocol == "https"'
+            .. ' && tls.sni == "sni.example.com" && net.src.port > 1000 && net.dst.ip == 192.0.2.1' }
+    )))
+
+    set_request({ var = { host = "api.example.com", uri = "/users/42" } })
+    local uuid, path, caps = gw:route()
+    eq(uuid, U1)
+    eq(path, "/users/42")
+    same(caps, { [0] = "/users/42", [1] = "42", id = "42" })
+
+    -- Header names: lowercase, `_` for `-`; every value, so any() sees the second one.
+    set_request({ var = { uri = "/v1" }, headers = { ["x-api-version"] = { "v1", "V2" } } })
+    uuid, path, caps = gw:route()
+    eq(uuid, U2)
+    eq(path, "/v")
+    eq(caps, nil)
+
+    -- Query arguments (several values; a valueless one has none) and path segments.
+    set_request({ method = "POST", var = { uri = "//shop/items/9" }, args = { tag = { true, "b" } } })
+    eq(gw:route(), U3, "the valueless `tag` is left out")
+    set_request({ method = "POST", var = { uri = "/shop/items" }, args = { tag = { "a", "b" } } })
+    eq(gw:route(), nil, "every value must match")
+    set_request({ method = "GET", var = { uri = "/shop/items" }, args = { tag = "b" } })
+    eq(gw:route(), nil, "method")
+    set_request({ method = "POST", var = { uri = "/shop/items" }, args = { tag = "b" } })
+    eq(gw:route(), U3)
+    set_request({ method = "POST", var = { uri = "/shop/other" }, args = { tag = "b" } })
+    eq(gw:route(), nil, "segment 1")
+
+    -- Connection fields.
+    local conn = { uri = "/", remote_addr = "10.1.2.3", remote_port = "40000", server_addr = "192.0.2.1",
+        server_port = "8443", scheme = "https", ssl_server_name = "sni.example.com" }
+    set_request({ var = conn })
+    eq(gw:route(), U4)
+    conn.remote_addr = "unix:"
+    set_request({ var = conn })
+    eq(gw:route(), nil, "a Unix socket has no source address")
+end
+
+function T.segments()
+    local gw = assert(gateway.new())
+    assert(gw:update(1, list(
+        { U1, 4, 'http.path.segments.0 == "a" && http.path.segments.2 == ""' },
+        { U2, 3, 'http.path.segments.1 == "x"' }
+    )))
+    for path, want in pairs({ ["/a/b/"] = U1, ["///a/b/"] = U1, ["/a/b"] = false, ["/a/b//c"] = U1,
+        ["/a/x"] = U2, ["/a/x/"] = U1, ["x/x"] = U2 }) do
+        set_request({ var = { uri = path } })
+        eq(gw:route(), want or nil, path)
+    end
+    -- Only slashes: one empty segment.
+    set_request({ var = { uri = "/" } })
+    eq(gw:route(), nil)
+end
+
+function T.bad_requests_never_raise()
+    local gw = assert(gateway.new({ max_headers = 10, max_args = 5 }))
+    assert(gw:update(1, list(
+        { U1, 2, 'http.headers.x_a == "1" && http.path ^= "/"' },
+        { U2, 1, 'http.queries.q == "1" && http.path ^= "/"' }
+    )))
+    local function bad(req, reason)
+        set_request(req)
+        local ok, uuid, err = pcall(gw.route, gw)
+        eq(ok, true, "route() raised: " .. tostring(uuid))
+        eq(uuid, nil, reason)
+        has(err, reason)
+    end
+    bad({ var = { uri = "/" }, headers = { ["x-a"] = "\255" } }, "not valid UTF-8")
+    bad({ var = { uri = "/caf\233" }, headers = { ["x-a"] = "1" } }, "not valid UTF-8")
+    bad({ var = { uri = "/" }, args = { q = "\255\254" } }, "not valid UTF-8")
+    local many = { ["x-a"] = "1" }
+    for i = 1, 10 do
+        many["x-h" .. i] = "v"
+    end
+    bad({ var = { uri = "/" }, headers = many }, "more than 10 request headers")
+    -- Too many headers, but not the one routed on: it is absent whatever the others are.
+    many["x-a"] = nil
+    many["x-h11"] = "v"
+    set_request({ var = { uri = "/" }, headers = many })
+    eq(select("#", gw:route()), 1, "a plain miss")
+    bad({ var = { uri = "/" }, args = { a = "1", b = "1", c = "1", d = "1", e = "1", f = "1" } },
+        "more than 5 query arguments")
+    local values = {}
+    for i = 1, 1100 do
+        values[i] = "1"
+    end
+    local big = assert(gateway.new({ max_headers = 2000 }))
+    assert(big:update(1, list({ U1, 1, 'http.headers.x_a == "1"' })))
+    set_request({ headers = { ["x-a"] = values } })
+    local uuid, err = big:route()
+    eq(uuid, nil)
+    has(err, "1024")
+    -- The gateway still routes good requests afterwards.
+    set_request({ var = { uri = "/" }, headers = { ["x-a"] = "1" } })
+    eq(gw:route(), U1)
+end
+
+function T.extractors_and_schema()
+    local gw = assert(gateway.new({
+        schema = { { "http.path", "String" }, { "tls.sni", "String" }, { "x.tenant", "String" } },
+        extractors = {
+            ["tls.sni"] = function() return request.var.http_x_sni end,
+            ["x.tenant"] = function(field)
+                eq(field, "x.tenant")
+                return request.headers.tenant
+            end,
+        },
+    }))
+    assert(gw:update(1, list({ U1, 1, 'tls.sni == "s.example.com" && x.tenant == "t1"' })))
+    set_request({ var = { http_x_sni = "s.example.com" }, headers = { tenant = "t1" } })
+    eq(gw:route(), U1)
+    set_request({ var = { http_x_sni = "s.example.com" }, headers = { tenant = "t2" } })
+    eq(gw:route(), nil)
+    -- Schema errors come back as errors.
+    local nope, err = gateway.new({ schema = { { "a", "Float" } } })
+    eq(nope, nil)
+    has(err, "unknown field type")
+    -- Routes on fields the gateway has no source for simply never match.
+    local gw2 = assert(gateway.new({ schema = { { "x.nothing", "String" } } }))
+    assert(gw2:update(1, list({ U1, 1, 'x.nothing == "a"' })))
+    eq(gw2:route(), nil)
+end
+
+-- An update whose loader yields (as one fetching the list over a cosocket would): requests
+-- served meanwhile see the old table and the old field plan, and the next ones the new table.
+function T.update_is_atomic_for_requests()
+    local gw = assert(gateway.new())
+    assert(gw:update(1, list({ U1, 1, 'http.path ^= "/a"' })))
+    local co = coroutine.create(function()
+        return gw:update(2, function()
+            coroutine.yield("fetching")
+            return list({ U1, 1, 'http.path ^= "/a"' }, { U2, 2, 'http.headers.x_b == "1"' })
+        end)
+    end)
+    local ok, state = coroutine.resume(co)
+    assert(ok and state == "fetching")
+    set_request({ var = { uri = "/a" }, headers = { ["x-b"] = "1" } })
+    eq(gw:route(), U1, "while the update waits")
+    eq(log.headers, 0, "the old plan does not read headers")
+    eq(gw:version(), 1)
+    local applied
+    ok, applied = coroutine.resume(co)
+    assert(ok and applied == true)
+    set_request({ var = { uri = "/a" }, headers = { ["x-b"] = "1" } })
+    eq(gw:route(), U2, "after the update")
+    eq(gw:version(), 2)
+
+    -- Two updates racing on one version: the one that finds it applied does nothing.
+    local co2 = coroutine.create(function()
+        return gw:update(3, function()
+            coroutine.yield()
+            return list({ U1, 1, 'http.path ^= "/z"' })
+        end)
+    end)
+    coroutine.resume(co2)
+    assert(gw:update(3, list({ U1, 1, 'http.path ^= "/a"' })))
+    local _, second = coroutine.resume(co2)
+    eq(second, false)
+    set_request({ var = { uri = "/a" } })
+    eq(gw:route(), U1)
+end
+
+-- A larger table through the gateway, then a few routes changed (ffi/tests/nginx.rs does this
+-- with 10,000 workload routes; this size keeps the valgrind run short).
+function T.large_update_changes_only_what_differs()
+    local gw = assert(gateway.new())
+    local n = 3000
+    local ids, prios, exprs = {}, {}, {}
+    for i = 1, n do
+        ids[i] = string.format("a8f2c1e4-0000-4000-8000-%012d", i)
+        prios[i] = i
+        exprs[i] = string.format('http.host == "svc-%d.example.com" && http.path ^= "/api/%d"', i, i)
+    end
+    local routes = { ids = ids, priorities = prios, expressions = exprs }
+    local _, rep = assert(gw:update(1, routes))
+    eq(rep.added, n)
+    exprs[7] = 'http.host == "svc-7.example.com" && http.path ^= "/v2/7"'
+    prios[8] = 1e6
+    _, rep = assert(gw:update(2, routes))
+    same({ rep.added, rep.removed, rep.changed, rep.unchanged }, { 0, 0, 2, n - 2 })
+    set_request({ var = { host = "svc-7.example.com", uri = "/v2/7/x" } })
+    local uuid, path = gw:route()
+    eq(uuid, ids[7])
+    eq(path, "/v2/7")
+end
+
+return T
