@@ -1,0 +1,212 @@
+//! Writes the checked-in seed corpus, `fuzz/corpus-seed/<target>/`:
+//!
+//! ```sh
+//! cd fuzz && cargo run --example seeds            # rewrites fuzz/corpus-seed/
+//! ```
+//!
+//! - `parse`, `validate`: real expressions: ones the test suites of atc-router use (copied
+//!   below), one route of every class of a WORKLOAD.md table (atc_workload, several seeds),
+//!   and the error cases of the language spec.
+//! - `matcher`, `c_abi`: structured inputs are bytes decoded by `arbitrary`; the seeds are
+//!   pseudo-random byte strings (fixed PRNG, so the output is deterministic) chosen because
+//!   they decode to useful runs: routes added and requests matched (`matcher`), or the standard
+//!   setup followed by calls (`c_abi`).
+//!
+//! File names are a hash of the contents, as libFuzzer names its corpus files.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use arbitrary::{Arbitrary, Unstructured};
+use atc_router_fuzz::structured::Scenario;
+use atc_workload::{RouteClass, Table};
+
+/// Expressions taken from atc-router's tests (syntax.rs, semantics.rs, equivalence.rs, the
+/// doc examples) and from ffi/tests: valid and invalid ones.
+const FROM_TESTS: &[&str] = &[
+    r##"http.path ^= "/api""##,
+    r##"http.host == "a.com" && http.path ~ "^/users/(?<id>\\d+)$""##,
+    r##"http.host == "a.com" && http.path ^= "/v1" || http.path ^= "/v2""##,
+    r##"http.host == "api.example.com" && http.path ~ r#"^/users/(?<id>\d+)$"#"##,
+    r##"a == 1 && b == 2 || c == 3"##,
+    r##"a == 1 || b == 2 && c == 3"##,
+    r##"!(a == 1)"##,
+    r##"!a == 1"##,
+    r##"!!(a == 1)"##,
+    r##"lower(http.host) == "abc""##,
+    r##"lower(http.host) == "ABC""##,
+    r##"any(lower(http.headers.x_foo)) ^= "bar""##,
+    r##"lower(any(http.headers.accept)) contains "json""##,
+    r##"net.src.ip in 10.0.0.0/8 && net.src.ip not in 10.1.0.0/16"##,
+    "net.src.ip not \n\t in 10.0.0.0/8",
+    r##"net.dst.port >= 8000 && net.dst.port < 0x2000 && net.dst.port != 010"##,
+    r##"net.dst.port == -9223372036854775807"##,
+    r##"net.dst.port == -9223372036854775808"##,
+    r##"net.dst.port == 019"##,
+    r##"net.dst.port == 0X1F"##,
+    r##"net.dst.port == 1.5"##,
+    r##"net.src.ip == ::ffff:1.2.3.4"##,
+    r##"net.src.ip == fe80::1%eth0"##,
+    r##"net.src.ip == 2001:db8:0:0:1:0:0:1"##,
+    r##"net.src.ip in 10.0.0.1/8"##,
+    r##"net.src.ip in ::/0"##,
+    r##"net.src.ip in 10.0.0.0/33"##,
+    r##"net.src.ip == 010.0.0.1"##,
+    r##"http.path == "a\"b\\c\nd\re\tf""##,
+    r##"http.path == "\d""##,
+    "http.path == \"raw\nline\"",
+    r##"http.path == r#"no \escapes "here"#"##,
+    r###"http.path == r##"two hashes"##"###,
+    "http.path == \"unterminated",
+    r##"http.path == 'single'"##,
+    r##"http.host = "a""##,
+    r##"http.host == "a" // comment"##,
+    r##"tls.sni =^ ".example.com" && http.path ~ "^/(a|b)/(?<n>[0-9]+)$""##,
+    r##"http.path ~ "(""##,
+    r##"http.path ~ "a{1000}{1000}""##,
+    r##"http.path ~ r#"(?i)^/shop$"#"##,
+    r##"http.method == "GET" || http.method == "HEAD""##,
+    r##"(http.host == "a" || http.host == "b") && !(http.path ^= "/admin")"##,
+    r##"unknown.field == "x""##,
+    r##"upper(http.host) == "a""##,
+    r##"http.headers.a.b == "x""##,
+    "http.host\r\n==\t\"é🦀\"",
+    "((((((((((((((((((((http.host == \"a\"))))))))))))))))))))",
+    "",
+    "   ",
+    "(",
+    "http.host ==",
+];
+
+/// Inputs on which a fuzz target crashed (see atc-router/tests/fuzz_regressions.rs), kept as
+/// seeds so that every run checks them again first.
+fn from_fuzzing() -> Vec<Vec<u8>> {
+    vec![
+        // error.rs snippet underflow: an error after the trailing CRs of a long line.
+        format!("http.path == \"{}\" &&{}", "a".repeat(100), "\r".repeat(50)).into_bytes(),
+        // The original artifact, crash-da1abf29f872705ed1a313cbf368dd5067015d2b.
+        ARTIFACT_DA1ABF29.to_vec(),
+    ]
+}
+
+const ARTIFACT_DA1ABF29: &[u8] = b"\
+    \x6e\x65\x74\x2e\x73\x72\x67\x2e\x6e\x65\x74\xa4\x0d\x0d\x0d\x0d\
+    \x0d\x0d\x0d\x0d\x0d\x0d\x65\x74\xa4\x0d\x0d\x0d\x2e\x73\x72\x67\
+    \x2e\x6e\x65\x74\xa4\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x65\
+    \x74\xa4\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\
+    \x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x65\x74\xa4\
+    \x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\
+    \x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\
+    \x01\x67\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\
+    \x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\
+    \x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\
+    \x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\
+    \x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x01\x67\x0d\x0d\
+    \x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\
+    \x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\
+    \x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\
+    \x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\x0d\
+    \x0d\x0d";
+
+fn write(dir: &Path, data: &[u8]) {
+    // FNV-1a, 64 bits: stable names, so regenerating changes no file that did not change.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in data {
+        h = (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3);
+    }
+    fs::write(dir.join(format!("{h:016x}")), data).expect("write seed");
+}
+
+fn fresh(root: &Path, target: &str) -> PathBuf {
+    let dir = root.join(target);
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).expect("create corpus dir");
+    dir
+}
+
+/// splitmix64, for reproducible pseudo-random seeds.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next() as u8).collect()
+    }
+}
+
+fn main() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus-seed");
+
+    // One route of each class from a few WORKLOAD.md tables.
+    let mut workload = BTreeSet::new();
+    for seed in 1..=4 {
+        let table = Table::generate(400, seed, true);
+        let mut classes = BTreeSet::new();
+        for r in &table.routes {
+            if let Some(c) = RouteClass::classify(&r.expression) {
+                if classes.insert(c) {
+                    workload.insert(r.expression.clone());
+                }
+            }
+        }
+    }
+
+    let mut n = [0usize; 4];
+    for target in ["parse", "validate"] {
+        let dir = fresh(&root, target);
+        for e in FROM_TESTS
+            .iter()
+            .copied()
+            .chain(workload.iter().map(String::as_str))
+        {
+            write(&dir, e.as_bytes());
+        }
+        for e in from_fuzzing() {
+            write(&dir, &e);
+        }
+    }
+    n[0] = FROM_TESTS.len() + workload.len() + from_fuzzing().len();
+
+    // matcher: byte strings that decode to scenarios with several routes and matches.
+    let dir = fresh(&root, "matcher");
+    let mut rng = Rng(0x5eed);
+    let mut tries = 0;
+    while n[2] < 24 && tries < 200_000 {
+        tries += 1;
+        let len = 256 + (rng.next() % 1024) as usize;
+        let data = rng.bytes(len);
+        let Ok(scenario) = Scenario::arbitrary(&mut Unstructured::new(&data)) else {
+            continue;
+        };
+        let stats = scenario.run();
+        if stats.added >= 3 && stats.matched >= 2 {
+            write(&dir, &data);
+            n[2] += 1;
+        }
+    }
+
+    // c_abi: a first byte that selects the standard setup (odd: `bool` takes the low bit),
+    // then random calls; and a few without the setup.
+    let dir = fresh(&root, "c_abi");
+    for i in 0..16 {
+        let len = 128 + (rng.next() % 896) as usize;
+        let mut data = rng.bytes(len);
+        data[0] = if i < 12 { 1 } else { 0 };
+        write(&dir, &data);
+        n[3] += 1;
+    }
+    println!(
+        "seeds written to {}: parse/validate {} each, matcher {} (of {tries} tried), c_abi {}",
+        root.display(),
+        n[0],
+        n[2],
+        n[3]
+    );
+}

@@ -1,0 +1,974 @@
+//! The C ABI driven by arbitrary call sequences: every `atc_*` function, with NULL handles and
+//! pointers, lengths that are zero, short (cutting a UTF-8 character), or claimed for a NULL
+//! pointer (any value, beyond `isize::MAX` included), invalid UTF-8, output buffers of every
+//! capacity (too small, zero, NULL), unknown field ids and type codes.
+//!
+//! Properties: no call crashes or panics (libfuzzer-sys's panic hook aborts even on panics that
+//! `catch_unwind` would turn into `ATC_ERR_PANIC`); under AddressSanitizer no call reads or
+//! writes outside the buffers it was given; status codes are documented ones; error messages
+//! respect the buffer contract (cut on a character boundary, NUL-terminated, untouched on
+//! success); results read back as valid UTF-8. Everything is freed at the end, so LeakSanitizer
+//! reports any leak.
+//!
+//! The harness itself keeps the C contract: it passes only live handles (or NULL), and a
+//! non-NULL pointer always comes with a length no larger than its buffer.
+#![no_main]
+
+use std::ffi::{c_char, CStr};
+use std::ptr::{null, null_mut};
+
+use arbitrary::Arbitrary;
+use atc_router_ffi::*;
+use libfuzzer_sys::fuzz_target;
+
+const MAX_HANDLES: usize = 6;
+const MAX_OPS: usize = 96;
+
+const NAMES: &[&str] = &[
+    "http.host",
+    "http.path",
+    "http.headers.*",
+    "net.dst.port",
+    "net.src.ip",
+    "net.src.cidr",
+    "http.headers.x",
+    "http.headers.y",
+    "1bad",
+    "",
+    "é.x",
+    "a.*.*",
+    "http.headers.*.*",
+];
+const TYPES: &[i32] = &[
+    ATC_TYPE_STRING,
+    ATC_TYPE_STRING,
+    ATC_TYPE_STRING,
+    ATC_TYPE_INT,
+    ATC_TYPE_IPADDR,
+    ATC_TYPE_IPCIDR,
+];
+const EXPRS: &[&str] = &[
+    r#"http.host == "a.com""#,
+    r#"http.path ^= "/api" && net.dst.port == 443"#,
+    r##"http.path ~ r#"^/u/(?<id>\d+)$"# || http.path =^ "/x""##,
+    r#"any(http.headers.x) == "1" && lower(http.host) =^ ".com""#,
+    "net.src.ip in 10.0.0.0/8 && net.src.ip not in 10.1.0.0/16",
+    "net.src.cidr == 10.0.0.0/8",
+    r#"!(http.path contains "é")"#,
+    "net.dst.port >= 0x10 && net.dst.port < 010",
+    r#"http.path ~ "(a)(?<b>b)?(c)|\\d""#,
+    r#"http.host = "a""#,
+    "nope == 1",
+    r#"http.path ~ "(""#,
+    r#"lower(http.host) == "A""#,
+    "((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((http.host == \"a\"))))))))))))))))))))))))))))))))))))))))))))))))))))))))))))))))",
+];
+const UUIDS: &[&str] = &[
+    "a8f2c1e4-0000-4000-8000-000000000001",
+    "a8f2c1e4-0000-4000-8000-000000000002",
+    "A8F2C1E4000040008000000000000003",
+    "{a8f2c1e4-0000-4000-8000-000000000004}",
+    "urn:uuid:a8f2c1e4-0000-4000-8000-000000000005",
+    "not-a-uuid",
+    "",
+];
+const VALUES: &[&str] = &[
+    "a.com",
+    "A.COM",
+    "/api/x",
+    "/u/42",
+    "abc",
+    "é",
+    "10.0.0.1",
+    "10.1.2.3",
+    "2001:db8::1",
+    "10.0.0.0/8",
+    "::/0",
+    "10.0.0.1/8",
+    "x",
+];
+
+/// A string argument.
+#[derive(Arbitrary, Debug)]
+enum Str {
+    /// A pool entry, optionally cut after `cut` bytes (which may split a character).
+    Pool(u8, Option<u8>),
+    Bytes(Vec<u8>),
+    /// NULL with this length (any length: the library must not read).
+    Null(usize),
+    /// A dangling non-NULL pointer with length 0.
+    Dangling,
+}
+
+/// A string argument made concrete: owns the bytes its pointer points into.
+struct Arg {
+    bytes: Vec<u8>,
+    null: Option<usize>,
+    dangling: bool,
+}
+
+impl Arg {
+    fn new(s: &Str, pool: &[&str]) -> Arg {
+        let (bytes, null, dangling) = match s {
+            Str::Pool(i, cut) => {
+                let mut b = pool[*i as usize % pool.len()].as_bytes().to_vec();
+                if let Some(c) = cut {
+                    b.truncate(*c as usize);
+                }
+                (b, None, false)
+            }
+            Str::Bytes(b) => (b.clone(), None, false),
+            Str::Null(len) => (Vec::new(), Some(*len), false),
+            Str::Dangling => (Vec::new(), None, true),
+        };
+        Arg {
+            bytes,
+            null,
+            dangling,
+        }
+    }
+    fn ptr(&self) -> *const c_char {
+        if self.null.is_some() {
+            null()
+        } else if self.dangling || self.bytes.is_empty() {
+            std::ptr::NonNull::<c_char>::dangling().as_ptr()
+        } else {
+            self.bytes.as_ptr().cast()
+        }
+    }
+    fn len(&self) -> usize {
+        self.null.unwrap_or(self.bytes.len())
+    }
+}
+
+/// An `(errbuf, errbuf_len)` pair.
+#[derive(Arbitrary, Debug)]
+enum ErrSpec {
+    None,
+    Cap(u8),
+    /// NULL buffer with a capacity (must not be written).
+    NullBuf(usize),
+    /// A buffer but a NULL length pointer.
+    NullLen,
+}
+
+/// An error buffer: exactly `cap` bytes so AddressSanitizer sees any write past it, filled
+/// with a sentinel so that "untouched on success" can be checked.
+struct Err {
+    buf: Vec<c_char>,
+    len: usize,
+    spec_len: usize,
+    null_buf: bool,
+    null_len: bool,
+}
+
+const SENTINEL: c_char = 0x5a;
+
+impl Err {
+    fn new(spec: &ErrSpec) -> Err {
+        let (cap, len, null_buf, null_len) = match spec {
+            ErrSpec::None => (0, 0, true, true),
+            ErrSpec::Cap(c) => (*c as usize, *c as usize, false, false),
+            ErrSpec::NullBuf(l) => (0, *l, true, false),
+            ErrSpec::NullLen => (16, 0, false, true),
+        };
+        Err {
+            buf: vec![SENTINEL; cap],
+            len,
+            spec_len: len,
+            null_buf,
+            null_len,
+        }
+    }
+    fn buf(&mut self) -> *mut c_char {
+        if self.null_buf {
+            null_mut()
+        } else if self.buf.is_empty() {
+            std::ptr::NonNull::<c_char>::dangling().as_ptr()
+        } else {
+            self.buf.as_mut_ptr()
+        }
+    }
+    fn len(&mut self) -> *mut usize {
+        if self.null_len {
+            null_mut()
+        } else {
+            &mut self.len
+        }
+    }
+    /// Checks the error-buffer contract after a call that returned `rc`.
+    fn check(&self, rc: i32) {
+        check_status(rc);
+        let untouched = self.buf.iter().all(|&b| b == SENTINEL) && self.len == self.spec_len;
+        if rc >= 0 || self.null_buf || self.null_len {
+            assert!(untouched, "error buffer written (rc {rc})");
+            return;
+        }
+        let cap = self.buf.len();
+        if cap == 0 {
+            assert!(untouched, "zero-capacity error buffer written");
+            return;
+        }
+        assert!(
+            self.len < cap,
+            "message length {} for capacity {cap}",
+            self.len
+        );
+        assert_eq!(self.buf[self.len], 0, "message not NUL-terminated");
+        let bytes: Vec<u8> = self.buf[..self.len].iter().map(|&b| b as u8).collect();
+        std::str::from_utf8(&bytes).expect("message cut inside a character");
+    }
+}
+
+/// Non-negative codes are answers (`ATC_OK`, 1 for a match); negative ones must be documented.
+fn check_status(rc: i32) {
+    assert_ne!(rc, ATC_ERR_PANIC, "a call panicked");
+    if rc >= 0 {
+        return;
+    }
+    // Documented means `atc_strerror` knows it (codes are added over time: do not assume a
+    // range).
+    let s = unsafe { CStr::from_ptr(atc_strerror(rc)) };
+    assert_ne!(
+        s.to_str().unwrap(),
+        "unknown status code",
+        "undocumented status {rc}"
+    );
+}
+
+/// An output buffer `(ptr, *len)`.
+#[derive(Arbitrary, Debug)]
+enum OutSpec {
+    Cap(u16),
+    /// NULL buffer claiming a capacity.
+    Null(usize),
+    /// NULL length pointer.
+    NullLen,
+}
+
+#[derive(Arbitrary, Debug)]
+enum TypeCode {
+    Known(u8),
+    Raw(i32),
+}
+
+impl TypeCode {
+    fn code(&self) -> i32 {
+        match self {
+            TypeCode::Known(i) => TYPES[*i as usize % TYPES.len()],
+            TypeCode::Raw(c) => *c,
+        }
+    }
+
+    /// The same choice read as an `atc_router_sync` mode.
+    fn sync_mode(&self) -> i32 {
+        match self {
+            TypeCode::Known(i) if i % 2 == 0 => ATC_SYNC_ALL_OR_NOTHING,
+            TypeCode::Known(_) => ATC_SYNC_APPLY_VALID,
+            TypeCode::Raw(c) => *c,
+        }
+    }
+}
+
+/// A field id: one resolved earlier, or any number.
+#[derive(Arbitrary, Debug)]
+enum FieldRef {
+    Resolved(u8),
+    Raw(u32),
+}
+
+#[derive(Arbitrary, Debug)]
+struct ValueSpec {
+    field: FieldRef,
+    ty: TypeCode,
+    int: i64,
+    text: Str,
+}
+
+/// One route of an `atc_router_sync` list.
+#[derive(Arbitrary, Debug)]
+struct SyncRoute {
+    id: Str,
+    priority: u64,
+    expr: Str,
+}
+
+/// The outputs of `atc_router_sync`.
+#[derive(Arbitrary, Debug)]
+struct SyncOut {
+    /// NULL `routes` (with the list's length).
+    null_routes: bool,
+    null_report: bool,
+    errors: OutSpec,
+    msgbuf: OutSpec,
+}
+
+/// A handle by index into the live ones; `None` (or no live handle) is NULL.
+type H = Option<u8>;
+
+#[derive(Arbitrary, Debug)]
+enum Op {
+    SchemaNew,
+    SchemaFree(u8),
+    SchemaAddField(H, Str, TypeCode, ErrSpec),
+    SchemaFieldType(H, Str, bool),
+    RouterNew(H, ErrSpec),
+    RouterFree(u8),
+    RouterAdd(H, u64, Str, Str, ErrSpec),
+    RouterRemove(H, Str, ErrSpec),
+    RouterExecute(H, H),
+    RouterFields(H, OutSpec, bool),
+    RouterValidate(H, Str, OutSpec, bool, ErrSpec),
+    RouterLen(H, bool),
+    ContextNew(H, ErrSpec),
+    ContextFree(u8),
+    ContextReset(H),
+    ContextFieldId(H, Str, bool, bool, ErrSpec),
+    AddStr(H, FieldRef, Str, ErrSpec),
+    AddInt(H, FieldRef, i64, ErrSpec),
+    AddIp(H, FieldRef, Str, ErrSpec),
+    AddValues(H, Vec<ValueSpec>, bool, bool, ErrSpec),
+    RouterSync(H, Vec<SyncRoute>, TypeCode, SyncOut, ErrSpec),
+    Result(H, Option<FieldRef>, OutSpec, bool, bool),
+    Captures(H, OutSpec),
+    Strerror(i32),
+}
+
+#[derive(Default)]
+struct State {
+    schemas: Vec<*mut AtcSchema>,
+    routers: Vec<*mut AtcRouter>,
+    contexts: Vec<*mut AtcContext>,
+    field_ids: Vec<u32>,
+}
+
+fn get<T>(v: &[*mut T], h: &H) -> *mut T {
+    match h {
+        Some(i) if !v.is_empty() => v[*i as usize % v.len()],
+        _ => null_mut(),
+    }
+}
+
+fn take<T>(v: &mut Vec<*mut T>, i: u8) -> Option<*mut T> {
+    if v.is_empty() {
+        None
+    } else {
+        let n = v.len();
+        Some(v.swap_remove(i as usize % n))
+    }
+}
+
+impl State {
+    fn field(&self, f: &FieldRef) -> u32 {
+        match f {
+            FieldRef::Resolved(i) if !self.field_ids.is_empty() => {
+                self.field_ids[*i as usize % self.field_ids.len()]
+            }
+            FieldRef::Resolved(i) => u32::from(*i),
+            FieldRef::Raw(id) => *id,
+        }
+    }
+
+    unsafe fn run(&mut self, op: &Op) {
+        match op {
+            Op::SchemaNew => {
+                if self.schemas.len() < MAX_HANDLES {
+                    let s = atc_schema_new();
+                    assert!(!s.is_null());
+                    self.schemas.push(s);
+                }
+            }
+            Op::SchemaFree(i) => {
+                if let Some(s) = take(&mut self.schemas, *i) {
+                    atc_schema_free(s);
+                }
+            }
+            Op::SchemaAddField(h, name, ty, e) => {
+                let name = Arg::new(name, NAMES);
+                let mut e = Err::new(e);
+                let rc = atc_schema_add_field(
+                    get(&self.schemas, h),
+                    name.ptr(),
+                    name.len(),
+                    ty.code(),
+                    e.buf(),
+                    e.len(),
+                );
+                e.check(rc);
+            }
+            Op::SchemaFieldType(h, name, null_out) => {
+                let name = Arg::new(name, NAMES);
+                let mut ty = -100;
+                let out = if *null_out { null_mut() } else { &mut ty };
+                let rc = atc_schema_field_type(get(&self.schemas, h), name.ptr(), name.len(), out);
+                check_status(rc);
+                if rc == ATC_OK {
+                    assert!((ATC_TYPE_STRING..=ATC_TYPE_IPCIDR).contains(&ty));
+                }
+            }
+            Op::RouterNew(h, e) => {
+                let mut e = Err::new(e);
+                let r = atc_router_new(get(&self.schemas, h), e.buf(), e.len());
+                e.check(if r.is_null() { ATC_ERR_NULL } else { ATC_OK });
+                if !r.is_null() {
+                    if self.routers.len() < MAX_HANDLES {
+                        self.routers.push(r);
+                    } else {
+                        atc_router_free(r);
+                    }
+                }
+            }
+            Op::RouterFree(i) => {
+                if let Some(r) = take(&mut self.routers, *i) {
+                    atc_router_free(r);
+                }
+            }
+            Op::RouterAdd(h, prio, id, expr, e) => {
+                let id = Arg::new(id, UUIDS);
+                let expr = Arg::new(expr, EXPRS);
+                let mut e = Err::new(e);
+                let rc = atc_router_add(
+                    get(&self.routers, h),
+                    *prio,
+                    id.ptr(),
+                    id.len(),
+                    expr.ptr(),
+                    expr.len(),
+                    e.buf(),
+                    e.len(),
+                );
+                e.check(rc);
+            }
+            Op::RouterRemove(h, id, e) => {
+                let id = Arg::new(id, UUIDS);
+                let mut e = Err::new(e);
+                let rc =
+                    atc_router_remove(get(&self.routers, h), id.ptr(), id.len(), e.buf(), e.len());
+                e.check(rc);
+            }
+            Op::RouterExecute(r, c) => {
+                let rc = atc_router_execute(get(&self.routers, r), get(&self.contexts, c));
+                check_status(rc);
+                assert!(rc <= 1);
+            }
+            Op::RouterFields(h, out, null_count) => {
+                let mut count = usize::MAX;
+                let count_ptr: *mut usize = if *null_count { null_mut() } else { &mut count };
+                let (rc, names) = names_call(out, |buf, len| {
+                    atc_router_fields(get(&self.routers, h), buf, len, count_ptr)
+                });
+                if rc == ATC_OK && !*null_count {
+                    assert_eq!(names, Some(count));
+                }
+            }
+            Op::RouterValidate(h, expr, out, null_count, e) => {
+                let expr = Arg::new(expr, EXPRS);
+                let mut e = Err::new(e);
+                let (eb, el) = (e.buf(), e.len());
+                let mut count = usize::MAX;
+                let count_ptr: *mut usize = if *null_count { null_mut() } else { &mut count };
+                let (rc, names) = names_call(out, |buf, len| {
+                    atc_router_validate(
+                        get(&self.schemas, h),
+                        expr.ptr(),
+                        expr.len(),
+                        buf,
+                        len,
+                        count_ptr,
+                        eb,
+                        el,
+                    )
+                });
+                e.check(rc);
+                if rc == ATC_OK && !*null_count {
+                    assert_eq!(names, Some(count));
+                }
+            }
+            Op::RouterLen(h, null_out) => {
+                let mut n = usize::MAX;
+                let out: *mut usize = if *null_out { null_mut() } else { &mut n };
+                let rc = atc_router_len(get(&self.routers, h), out);
+                check_status(rc);
+                if rc == ATC_OK {
+                    assert!(n < 1 << 20);
+                }
+            }
+            Op::ContextNew(h, e) => {
+                let mut e = Err::new(e);
+                let c = atc_context_new(get(&self.schemas, h), e.buf(), e.len());
+                e.check(if c.is_null() { ATC_ERR_NULL } else { ATC_OK });
+                if !c.is_null() {
+                    if self.contexts.len() < MAX_HANDLES {
+                        self.contexts.push(c);
+                    } else {
+                        atc_context_free(c);
+                    }
+                }
+            }
+            Op::ContextFree(i) => {
+                if let Some(c) = take(&mut self.contexts, *i) {
+                    atc_context_free(c);
+                }
+            }
+            Op::ContextReset(h) => check_status(atc_context_reset(get(&self.contexts, h))),
+            Op::ContextFieldId(h, name, null_id, null_ty, e) => {
+                let name = Arg::new(name, NAMES);
+                let mut e = Err::new(e);
+                let (mut id, mut ty) = (u32::MAX, -100);
+                let id_ptr: *mut u32 = if *null_id { null_mut() } else { &mut id };
+                let ty_ptr: *mut i32 = if *null_ty { null_mut() } else { &mut ty };
+                let rc = atc_context_field_id(
+                    get(&self.contexts, h),
+                    name.ptr(),
+                    name.len(),
+                    id_ptr,
+                    ty_ptr,
+                    e.buf(),
+                    e.len(),
+                );
+                e.check(rc);
+                if rc == ATC_OK {
+                    if !*null_ty {
+                        assert!((ATC_TYPE_STRING..=ATC_TYPE_IPCIDR).contains(&ty));
+                    }
+                    if self.field_ids.len() < 32 {
+                        self.field_ids.push(id);
+                    }
+                }
+            }
+            Op::AddStr(h, f, v, e) => {
+                let v = Arg::new(v, VALUES);
+                let mut e = Err::new(e);
+                let rc = atc_context_add_str(
+                    get(&self.contexts, h),
+                    self.field(f),
+                    v.ptr(),
+                    v.len(),
+                    e.buf(),
+                    e.len(),
+                );
+                e.check(rc);
+            }
+            Op::AddInt(h, f, v, e) => {
+                let mut e = Err::new(e);
+                let rc = atc_context_add_int(
+                    get(&self.contexts, h),
+                    self.field(f),
+                    *v,
+                    e.buf(),
+                    e.len(),
+                );
+                e.check(rc);
+            }
+            Op::AddIp(h, f, v, e) => {
+                let v = Arg::new(v, VALUES);
+                let mut e = Err::new(e);
+                let rc = atc_context_add_ip(
+                    get(&self.contexts, h),
+                    self.field(f),
+                    v.ptr(),
+                    v.len(),
+                    e.buf(),
+                    e.len(),
+                );
+                e.check(rc);
+            }
+            Op::AddValues(h, specs, null_values, null_failed, e) => {
+                let texts: Vec<Arg> = specs.iter().map(|s| Arg::new(&s.text, VALUES)).collect();
+                let values: Vec<AtcValue> = specs
+                    .iter()
+                    .zip(&texts)
+                    .map(|(s, t)| AtcValue {
+                        field: self.field(&s.field),
+                        value_type: s.ty.code(),
+                        int_value: s.int,
+                        ptr: t.ptr(),
+                        len: t.len(),
+                    })
+                    .collect();
+                let mut failed = usize::MAX;
+                let failed_ptr: *mut usize = if *null_failed {
+                    null_mut()
+                } else {
+                    &mut failed
+                };
+                let values_ptr = if *null_values || values.is_empty() {
+                    null()
+                } else {
+                    values.as_ptr()
+                };
+                let mut e = Err::new(e);
+                let rc = atc_context_add_values(
+                    get(&self.contexts, h),
+                    values_ptr,
+                    values.len(),
+                    failed_ptr,
+                    e.buf(),
+                    e.len(),
+                );
+                e.check(rc);
+                if rc < 0 && !*null_failed && failed != usize::MAX {
+                    assert!(failed < values.len());
+                }
+            }
+            Op::RouterSync(h, list, mode, out, e) => {
+                let ids: Vec<Arg> = list.iter().map(|r| Arg::new(&r.id, UUIDS)).collect();
+                let exprs: Vec<Arg> = list.iter().map(|r| Arg::new(&r.expr, EXPRS)).collect();
+                let routes: Vec<AtcRoute> = list
+                    .iter()
+                    .zip(ids.iter().zip(&exprs))
+                    .map(|(r, (id, expr))| AtcRoute {
+                        id: id.ptr(),
+                        id_len: id.len(),
+                        priority: r.priority,
+                        expr: expr.ptr(),
+                        expr_len: expr.len(),
+                    })
+                    .collect();
+                let routes_ptr = if out.null_routes || routes.is_empty() {
+                    null()
+                } else {
+                    routes.as_ptr()
+                };
+                let mut report = AtcSyncReport::default();
+                let report_ptr: *mut AtcSyncReport = if out.null_report {
+                    null_mut()
+                } else {
+                    &mut report
+                };
+                let errors_cap = match out.errors {
+                    OutSpec::Cap(c) => c as usize % 32,
+                    _ => 0,
+                };
+                let mut errors: Vec<AtcSyncError> = (0..errors_cap)
+                    .map(|_| AtcSyncError {
+                        index: usize::MAX,
+                        code: 0,
+                        message: null(),
+                        message_len: 0,
+                    })
+                    .collect();
+                let mut errors_len = match out.errors {
+                    OutSpec::Null(claimed) => claimed,
+                    _ => errors_cap,
+                };
+                let errors_ptr = match out.errors {
+                    OutSpec::Null(_) => null_mut(),
+                    _ if errors.is_empty() => std::ptr::NonNull::dangling().as_ptr(),
+                    _ => errors.as_mut_ptr(),
+                };
+                let errors_len_ptr: *mut usize = if matches!(out.errors, OutSpec::NullLen) {
+                    null_mut()
+                } else {
+                    &mut errors_len
+                };
+                let (mut msgbuf, mut msg_len, msg_null_len) = out_buf(&out.msgbuf);
+                let msg_cap = msgbuf.len();
+                let msg_ptr = match out.msgbuf {
+                    OutSpec::Null(_) => null_mut(),
+                    _ if msgbuf.is_empty() => std::ptr::NonNull::dangling().as_ptr(),
+                    _ => msgbuf.as_mut_ptr(),
+                };
+                let msg_len_ptr: *mut usize = if msg_null_len {
+                    null_mut()
+                } else {
+                    &mut msg_len
+                };
+                let mut e = Err::new(e);
+                let rc = atc_router_sync(
+                    get(&self.routers, h),
+                    routes_ptr,
+                    routes.len(),
+                    mode.sync_mode(),
+                    report_ptr,
+                    errors_ptr,
+                    errors_len_ptr,
+                    msg_ptr,
+                    msg_len_ptr,
+                    e.buf(),
+                    e.len(),
+                );
+                // ATC_ERR_ROUTES is a failure too: errbuf holds the summary.
+                e.check(rc);
+                if (rc == ATC_OK || rc == ATC_ERR_ROUTES)
+                    && !errors_ptr.is_null()
+                    && !errors_len_ptr.is_null()
+                {
+                    assert!(
+                        errors_len <= errors_cap,
+                        "{errors_len} errors written, capacity {errors_cap}"
+                    );
+                    if !out.null_report {
+                        assert!(report.errors >= errors_len);
+                    }
+                    for err in &errors[..errors_len] {
+                        assert!(err.index < routes.len(), "error index {}", err.index);
+                        assert!(err.code < 0);
+                        check_status(err.code);
+                        if !err.message.is_null() {
+                            // Inside msgbuf, NUL-terminated, UTF-8.
+                            let start = err.message as usize - msgbuf.as_ptr() as usize;
+                            assert!(start + err.message_len < msg_cap);
+                            assert_eq!(msgbuf[start + err.message_len], 0);
+                            read_text(err.message, err.message_len);
+                        }
+                    }
+                }
+            }
+            Op::Result(h, field, uuid_out, null_matched, null_captures) => {
+                let field_id = field.as_ref().map(|f| self.field(f));
+                let field_ptr: *const u32 = field_id.as_ref().map_or(null(), |f| f as *const u32);
+                let (mut buf, mut len, null_len) = out_buf(uuid_out);
+                let uuid_ptr = if matches!(uuid_out, OutSpec::Null(_)) {
+                    null_mut()
+                } else {
+                    buf.as_mut_ptr()
+                };
+                let len_ptr: *mut usize = if null_len { null_mut() } else { &mut len };
+                let mut matched = AtcMatched {
+                    value_type: -100,
+                    int_value: 0,
+                    ptr: null(),
+                    len: 0,
+                };
+                let matched_ptr: *mut AtcMatched = if *null_matched {
+                    null_mut()
+                } else {
+                    &mut matched
+                };
+                let mut ncap = usize::MAX;
+                let ncap_ptr: *mut usize = if *null_captures {
+                    null_mut()
+                } else {
+                    &mut ncap
+                };
+                let rc = atc_context_result(
+                    get(&self.contexts, h),
+                    field_ptr,
+                    uuid_ptr,
+                    len_ptr,
+                    matched_ptr,
+                    ncap_ptr,
+                );
+                check_status(rc);
+                assert!(rc <= 1);
+                if rc == 1 {
+                    if !uuid_ptr.is_null() {
+                        assert_eq!(len, ATC_UUID_LEN);
+                        let text: Vec<u8> = buf[..len].iter().map(|&b| b as u8).collect();
+                        let text = std::str::from_utf8(&text).expect("uuid text");
+                        assert!(atc_router::Uuid::try_parse(text).is_ok(), "{text}");
+                    }
+                    if !*null_matched {
+                        assert!((ATC_TYPE_NONE..=ATC_TYPE_IPCIDR).contains(&matched.value_type));
+                        if matched.value_type == ATC_TYPE_NONE {
+                            assert_eq!(matched.len, 0);
+                        } else {
+                            read_text(matched.ptr, matched.len);
+                        }
+                    }
+                }
+            }
+            Op::Captures(h, out) => {
+                let cap = match out {
+                    OutSpec::Cap(c) => *c as usize % 64,
+                    _ => 0,
+                };
+                let mut caps: Vec<AtcCapture> = Vec::with_capacity(cap);
+                caps.resize(
+                    cap,
+                    AtcCapture {
+                        index: -100,
+                        name: null(),
+                        name_len: 0,
+                        value: null(),
+                        value_len: 0,
+                    },
+                );
+                let mut n = match out {
+                    OutSpec::Null(claimed) => *claimed,
+                    _ => cap,
+                };
+                let ptr = if matches!(out, OutSpec::Null(_)) || caps.is_empty() {
+                    null_mut()
+                } else {
+                    caps.as_mut_ptr()
+                };
+                let n_ptr: *mut usize = if matches!(out, OutSpec::NullLen) {
+                    null_mut()
+                } else {
+                    &mut n
+                };
+                let rc = atc_context_captures(get(&self.contexts, h), ptr, n_ptr);
+                check_status(rc);
+                if rc == ATC_OK && !ptr.is_null() {
+                    assert!(n <= cap);
+                    for c in &caps[..n] {
+                        assert!(c.index >= -1);
+                        if c.index == -1 {
+                            read_text(c.name, c.name_len);
+                        } else {
+                            assert!(c.name.is_null());
+                        }
+                        read_text(c.value, c.value_len);
+                    }
+                }
+            }
+            Op::Strerror(code) => {
+                let s = CStr::from_ptr(atc_strerror(*code));
+                assert!(!s.to_bytes().is_empty());
+            }
+        }
+    }
+
+    unsafe fn free_all(&mut self) {
+        // Free in an order that differs from creation, as a garbage collector would.
+        for c in self.contexts.drain(..).rev() {
+            atc_context_free(c);
+        }
+        for s in self.schemas.drain(..) {
+            atc_schema_free(s);
+        }
+        for r in self.routers.drain(..) {
+            atc_router_free(r);
+        }
+    }
+}
+
+/// An output byte buffer of exactly the claimed capacity, and whether the length pointer is
+/// NULL.
+fn out_buf(spec: &OutSpec) -> (Vec<c_char>, usize, bool) {
+    match spec {
+        OutSpec::Cap(c) => {
+            let cap = *c as usize % 512;
+            (vec![0x11; cap], cap, false)
+        }
+        OutSpec::Null(claimed) => (Vec::new(), *claimed, false),
+        OutSpec::NullLen => (vec![0x11; 8], 8, true),
+    }
+}
+
+/// Calls a function that writes NUL-separated names and checks what it wrote; returns the
+/// status and, on success, the number of names written.
+unsafe fn names_call(
+    spec: &OutSpec,
+    f: impl FnOnce(*mut c_char, *mut usize) -> i32,
+) -> (i32, Option<usize>) {
+    let (mut buf, mut len, null_len) = out_buf(spec);
+    let cap = len;
+    let ptr = match spec {
+        OutSpec::Null(_) => null_mut(),
+        _ if buf.is_empty() => std::ptr::NonNull::<c_char>::dangling().as_ptr(),
+        _ => buf.as_mut_ptr(),
+    };
+    let len_ptr: *mut usize = if null_len { null_mut() } else { &mut len };
+    let rc = f(ptr, len_ptr);
+    check_status(rc);
+    if rc == ATC_ERR_BUFFER {
+        assert!(
+            len > cap,
+            "ATC_ERR_BUFFER but {len} needed for capacity {cap}"
+        );
+        assert!(buf.iter().all(|&b| b == 0x11), "written although too small");
+    }
+    if rc != ATC_OK {
+        return (rc, None);
+    }
+    assert!(len <= cap);
+    if len == 0 {
+        return (rc, Some(0));
+    }
+    let bytes: Vec<u8> = buf[..len].iter().map(|&b| b as u8).collect();
+    assert_eq!(bytes.last(), Some(&0), "names end with a NUL");
+    let names: Vec<&[u8]> = bytes[..len - 1].split(|&b| b == 0).collect();
+    for n in &names {
+        let n = std::str::from_utf8(n).expect("names are UTF-8");
+        assert!(!n.is_empty());
+    }
+    (rc, Some(names.len()))
+}
+
+/// Reads `len` bytes at `ptr` (AddressSanitizer checks the pointer) and checks they are UTF-8.
+unsafe fn read_text(ptr: *const c_char, len: usize) {
+    if len == 0 {
+        return;
+    }
+    assert!(!ptr.is_null());
+    let bytes = std::slice::from_raw_parts(ptr.cast::<u8>(), len);
+    std::str::from_utf8(bytes).expect("results are UTF-8");
+}
+
+/// The input: optionally a standard setup (a schema with the first six pool fields, a router
+/// with every pool expression that is valid, a context and resolved field ids), so that the
+/// fuzzer reaches matches and results without first having to discover the whole protocol,
+/// then arbitrary calls.
+#[derive(Arbitrary, Debug)]
+struct Input {
+    setup: bool,
+    ops: Vec<Op>,
+}
+
+impl State {
+    unsafe fn setup(&mut self) {
+        let s = atc_schema_new();
+        for (name, ty) in NAMES.iter().zip(TYPES) {
+            let rc = atc_schema_add_field(
+                s,
+                name.as_ptr().cast(),
+                name.len(),
+                *ty,
+                null_mut(),
+                null_mut(),
+            );
+            assert_eq!(rc, ATC_OK);
+        }
+        let r = atc_router_new(s, null_mut(), null_mut());
+        for (i, expr) in EXPRS.iter().enumerate() {
+            let id = format!("a8f2c1e4-0000-4000-8000-{i:012}");
+            let rc = atc_router_add(
+                r,
+                i as u64 % 3,
+                id.as_ptr().cast(),
+                id.len(),
+                expr.as_ptr().cast(),
+                expr.len(),
+                null_mut(),
+                null_mut(),
+            );
+            check_status(rc);
+        }
+        let c = atc_context_new(s, null_mut(), null_mut());
+        for name in &NAMES[..8] {
+            let mut id = 0;
+            let rc = atc_context_field_id(
+                c,
+                name.as_ptr().cast(),
+                name.len(),
+                &mut id,
+                null_mut(),
+                null_mut(),
+                null_mut(),
+            );
+            if rc == ATC_OK {
+                self.field_ids.push(id);
+            }
+        }
+        self.schemas.push(s);
+        self.routers.push(r);
+        self.contexts.push(c);
+    }
+}
+
+fuzz_target!(|input: Input| {
+    let mut state = State::default();
+    if input.setup {
+        // SAFETY: fresh handles only.
+        unsafe { state.setup() };
+    }
+    for op in input.ops.iter().take(MAX_OPS) {
+        // SAFETY: the harness passes only live handles or NULL, and non-NULL pointers with
+        // lengths within their buffers (see the module docs).
+        unsafe { state.run(op) };
+    }
+    unsafe { state.free_all() };
+});
