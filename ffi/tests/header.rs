@@ -58,10 +58,11 @@ fn generate_header() -> String {
         ]
         .map(|(a, b)| (a.to_owned(), b.to_owned())),
     );
-    let mut builder = cbindgen::Builder::new().with_config(config);
-    for file in ["lib.rs", "schema.rs", "router.rs", "context.rs", "sync.rs"] {
-        builder = builder.with_src(dir.join("src").join(file));
-    }
+    // lib.rs alone: cbindgen follows its `mod` declarations, so naming the module files too
+    // declared every function twice.
+    let builder = cbindgen::Builder::new()
+        .with_config(config)
+        .with_src(dir.join("src").join("lib.rs"));
     let bindings = builder.generate().expect("cbindgen runs on src/");
     let mut out = Vec::new();
     bindings.write(&mut out);
