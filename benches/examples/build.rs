@@ -2,7 +2,7 @@
 //! `cargo run --release -p atc-benches --example build [n]`.
 use std::time::Instant;
 
-use atc_benches::{build, schema};
+use atc_benches::{build, schema, split_by_regex};
 use atc_router::{parse, Router};
 use atc_workload::Table;
 
@@ -13,20 +13,7 @@ fn main() {
         .unwrap_or(10_000);
     let table = Table::generate(n, 1, false);
     let schema = schema();
-    let (regex, plain): (Vec<_>, Vec<_>) = table
-        .routes
-        .iter()
-        .cloned()
-        .partition(|r| r.expression.contains('~'));
-    for (name, routes) in [
-        ("all", table.routes.clone()),
-        ("non-regex", plain),
-        ("regex", regex),
-    ] {
-        let t = Table {
-            routes,
-            catch_all: false,
-        };
+    for (name, t) in split_by_regex(&table) {
         let start = Instant::now();
         let r = build(&t, &schema);
         let built = start.elapsed();

@@ -1,6 +1,6 @@
 //! Memory per route of the WORKLOAD tables: `cargo run --release -p atc-benches --example memory`.
 
-use atc_benches::{build, live_bytes, schema, CountingAlloc};
+use atc_benches::{build, live_bytes, schema, split_by_regex, CountingAlloc};
 use atc_workload::Table;
 
 #[global_allocator]
@@ -13,20 +13,7 @@ fn main() {
         .unwrap_or(100_000);
     let schema = schema();
     let table = Table::generate(n, 1, false);
-    let (regex, plain): (Vec<_>, Vec<_>) = table
-        .routes
-        .iter()
-        .cloned()
-        .partition(|r| r.expression.contains('~'));
-    for (name, routes) in [
-        ("all", table.routes.clone()),
-        ("non-regex", plain),
-        ("regex", regex),
-    ] {
-        let t = Table {
-            routes,
-            catch_all: false,
-        };
+    for (name, t) in split_by_regex(&table) {
         let before = live_bytes();
         let router = build(&t, &schema);
         let bytes = live_bytes() - before;

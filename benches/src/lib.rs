@@ -53,6 +53,25 @@ pub fn fill(ctx: &mut Context, req: &Request) {
     }
 }
 
+/// The table whole, then its non-regex and its regex routes as tables of their own: the three
+/// views the memory and build reports compare.
+pub fn split_by_regex(table: &Table) -> [(&'static str, Table); 3] {
+    let (regex, plain): (Vec<_>, Vec<_>) = table
+        .routes
+        .iter()
+        .cloned()
+        .partition(|r| r.expression.contains('~'));
+    let t = |routes| Table {
+        routes,
+        catch_all: false,
+    };
+    [
+        ("all", t(table.routes.clone())),
+        ("non-regex", t(plain)),
+        ("regex", t(regex)),
+    ]
+}
+
 /// One filled context per request of a mix.
 pub fn contexts(table: &Table, schema: &Arc<Schema>, mix: Mix, n: usize) -> Vec<Context> {
     atc_workload::requests(table, mix, n, 42)
