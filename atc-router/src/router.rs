@@ -111,6 +111,8 @@ pub struct Router {
     limits: Limits,
     /// Boxed so that the slack of a growing vector costs a pointer per route, not a route.
     slots: Vec<Option<Box<Route>>>,
+    /// What [`Router::prepare_sync`] compares, by slot, densely: see [`Catalog`].
+    catalog: Catalog,
     free: Vec<u32>,
     ids: HashMap<Uuid, u32>,
     order: BTreeMap<Order, u32>,
@@ -119,6 +121,78 @@ pub struct Router {
     field_use: HashMap<FieldId, usize>,
     /// Bumped by every change, so that a plan prepared before a change is not applied after it.
     version: u64,
+}
+
+/// Id, priority and expression text of every live slot, stored densely in slot order, so that
+/// a sync of an unchanged list reads two sequential arrays instead of chasing one pointer per
+/// route into the heap (at 100,000 routes those cache misses were most of its cost).
+///
+/// Invariant: `rows[s]` describes the route in slot `s` (`None` for a free slot) and its text is
+/// `texts[start..start + len]`, byte for byte the route's source. Texts of removed routes stay in
+/// `texts` as garbage until it outweighs the live text, then the arena is rewritten in slot
+/// order.
+#[derive(Debug, Default)]
+struct Catalog {
+    rows: Vec<Option<CatalogRow>>,
+    texts: String,
+    garbage: usize,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct CatalogRow {
+    id: Uuid,
+    priority: u64,
+    start: usize,
+    len: usize,
+}
+
+impl Catalog {
+    fn set(&mut self, slot: u32, id: Uuid, priority: u64, text: &str) {
+        let slot = slot as usize;
+        if self.rows.len() <= slot {
+            self.rows.resize(slot + 1, None);
+        }
+        if self.garbage > 4096 && self.garbage > self.texts.len() / 2 {
+            self.compact();
+        }
+        let start = self.texts.len();
+        self.texts.push_str(text);
+        self.rows[slot] = Some(CatalogRow {
+            id,
+            priority,
+            start,
+            len: text.len(),
+        });
+    }
+
+    fn clear(&mut self, slot: u32) {
+        if let Some(row) = self.rows.get_mut(slot as usize).and_then(Option::take) {
+            self.garbage += row.len;
+        }
+    }
+
+    fn compact(&mut self) {
+        let mut texts = String::with_capacity(self.texts.len() - self.garbage);
+        for row in self.rows.iter_mut().flatten() {
+            let start = texts.len();
+            texts.push_str(&self.texts[row.start..row.start + row.len]);
+            row.start = start;
+        }
+        self.texts = texts;
+        self.garbage = 0;
+    }
+
+    fn id(&self, slot: usize) -> Option<Uuid> {
+        self.rows.get(slot).copied().flatten().map(|r| r.id)
+    }
+
+    /// Whether slot `slot` holds a route with this priority and expression text.
+    fn same(&self, slot: u32, priority: u64, text: &str) -> bool {
+        self.rows[slot as usize].is_some_and(|r| {
+            r.priority == priority
+                && self.texts.as_bytes()[r.start..r.start + r.len] == *text.as_bytes()
+        })
+    }
 }
 
 /// One route of a desired route list (see [`Router::sync`]).
@@ -198,6 +272,7 @@ impl Router {
             schema,
             limits,
             slots: Vec::new(),
+            catalog: Catalog::default(),
             free: Vec::new(),
             ids: HashMap::new(),
             order: BTreeMap::new(),
@@ -276,6 +351,8 @@ impl Router {
             }
         };
         self.index.insert(route.requirement.as_ref(), (order, slot));
+        self.catalog
+            .set(slot, route.id, route.priority, &route.source);
         self.ids.insert(route.id, slot);
         self.order.insert(order, slot);
         self.slots[slot as usize] = Some(Box::new(route));
@@ -288,6 +365,7 @@ impl Router {
             .take()
             .expect("ids point at live slots");
         self.free.push(slot);
+        self.catalog.clear(slot);
         let order = route.order();
         self.order.remove(&order);
         self.index.remove(route.requirement.as_ref(), (order, slot));
@@ -384,8 +462,8 @@ impl Router {
         for (i, spec) in desired.iter().enumerate() {
             // A list sent again in the same order meets its routes in slot order: try slot `i`
             // before the id map, turning random memory accesses into a sequential scan.
-            let current = match self.slots.get(i) {
-                Some(Some(route)) if route.id == spec.id => Some(i as u32),
+            let current = match self.catalog.id(i) {
+                Some(id) if id == spec.id => Some(i as u32),
                 _ => self.ids.get(&spec.id).copied(),
             };
             let duplicate = match current {
@@ -397,8 +475,7 @@ impl Router {
                 continue;
             }
             if let Some(slot) = current {
-                let route = self.route(slot);
-                if route.priority == spec.priority && *route.source == *spec.expression {
+                if self.catalog.same(slot, spec.priority, spec.expression) {
                     plan.report.unchanged += 1;
                     continue;
                 }
@@ -455,6 +532,7 @@ impl Router {
             // costing more than a fresh build.
             let remove: HashSet<Uuid> = remove.into_iter().collect();
             let slots = std::mem::take(&mut self.slots);
+            self.catalog = Catalog::default();
             self.free.clear();
             self.ids.clear();
             self.order.clear();

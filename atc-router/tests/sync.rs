@@ -281,3 +281,39 @@ fn readers_see_one_whole_version_while_updates_run() {
     }
     assert!(reads.load(Ordering::Relaxed) > 0);
 }
+
+#[test]
+fn content_is_still_recognised_after_long_churn() {
+    // Many rounds of changes leave old expression texts behind; whatever the router does to
+    // reclaim them, an unchanged route must still be recognised and a changed one still seen.
+    let mut r = Router::new(schema());
+    let padding = "x".repeat(200);
+    let round = |k: usize| -> Vec<(u128, u64, String)> {
+        (0..100u128)
+            .map(|n| {
+                // Routes below 60 never change; the others change every round (few enough
+                // that each round is applied route by route, not as a rebuild).
+                let tag = if n < 60 { 0 } else { k };
+                (n, 1, format!(r#"http.path == "/{n}/{tag}/{padding}""#))
+            })
+            .collect()
+    };
+    for k in 0..40 {
+        let v = round(k);
+        let specs: Vec<RouteSpec<'_>> = v.iter().map(|(n, p, e)| spec(*n, *p, e)).collect();
+        let report = r.sync(&specs, SyncMode::AllOrNothing).unwrap();
+        let expect_changed = if k == 0 { 0 } else { 40 };
+        assert_eq!(
+            (report.changed, report.unchanged),
+            (expect_changed, 100 - expect_changed - report.added)
+        );
+        let again = r.sync(&specs, SyncMode::AllOrNothing).unwrap();
+        assert_eq!(again.unchanged, 100, "round {k}");
+        let mut ctx = Context::new(r.schema().clone());
+        ctx.add_value("http.path", format!("/75/{k}/{padding}"))
+            .unwrap();
+        assert!(r.execute(&mut ctx));
+        assert_eq!(ctx.result().unwrap().id(), id(75));
+    }
+    assert_eq!(table(&r).len(), 100);
+}

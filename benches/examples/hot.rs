@@ -12,15 +12,26 @@ fn main() {
     let schema = schema();
     let table = Table::generate(n, 1, false);
     let router = build(&table, &schema);
-    let mut ctxs = contexts(&table, &schema, mix, 256);
+    let count: usize = std::env::var("CTXS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(256);
+    let mut ctxs = contexts(&table, &schema, mix, count);
     let t = std::time::Instant::now();
     let mut hits = 0;
     let iters: usize = std::env::var("ITERS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(5_000_000);
+    // CANDIDATES=1: only collect candidates (the index part of a request), no evaluation.
+    let only_candidates = std::env::var("CANDIDATES").is_ok();
     for i in 0..iters {
-        hits += usize::from(router.execute(&mut ctxs[i % 256]));
+        let ctx = &mut ctxs[i % count];
+        hits += if only_candidates {
+            router.candidate_count(ctx)
+        } else {
+            usize::from(router.execute(ctx))
+        };
     }
     println!("{hits} hits, {:?} per request", t.elapsed() / iters as u32);
 }
