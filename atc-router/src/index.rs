@@ -53,6 +53,14 @@ impl Order {
             id_low: !low,
         }
     }
+
+    pub(crate) fn priority(&self) -> u64 {
+        !self.priority
+    }
+
+    pub(crate) fn id(&self) -> Uuid {
+        Uuid::from_u64_pair(!self.id_high, !self.id_low)
+    }
 }
 
 /// A route in an index: its order and its slot in the router.
@@ -196,25 +204,83 @@ fn requirements(node: &Node) -> Vec<Requirement> {
     }
 }
 
-/// Routes sorted by [`Order`].
+/// Routes sorted by [`Order`]. Most buckets hold one route: it is stored in place, so a lookup
+/// reads the route's entry from the map's own memory instead of following a pointer to it.
 #[derive(Debug, Default)]
-struct Bucket(Vec<Entry>);
+enum Bucket {
+    #[default]
+    Empty,
+    One(Entry),
+    /// Two or more, sorted.
+    Many(Vec<Entry>),
+}
 
 impl Bucket {
+    fn is_empty(&self) -> bool {
+        matches!(self, Bucket::Empty)
+    }
+
     fn insert(&mut self, e: Entry) {
-        if let Err(i) = self.0.binary_search(&e) {
-            // Most buckets hold one or two routes: grow small ones exactly instead of by the
-            // vector's default minimum of four entries.
-            if self.0.len() < 4 {
-                self.0.reserve_exact(1);
+        match self {
+            Bucket::Empty => *self = Bucket::One(e),
+            Bucket::One(x) if *x == e => {}
+            Bucket::One(x) => {
+                let (a, b) = if *x < e { (*x, e) } else { (e, *x) };
+                *self = Bucket::Many(vec![a, b]);
             }
-            self.0.insert(i, e);
+            Bucket::Many(v) => {
+                if let Err(i) = v.binary_search(&e) {
+                    v.insert(i, e);
+                }
+            }
         }
     }
 
     fn remove(&mut self, e: Entry) {
-        if let Ok(i) = self.0.binary_search(&e) {
-            self.0.remove(i);
+        match self {
+            Bucket::One(x) if *x == e => *self = Bucket::Empty,
+            Bucket::Many(v) => {
+                if let Ok(i) = v.binary_search(&e) {
+                    v.remove(i);
+                }
+                if let [only] = v[..] {
+                    *self = Bucket::One(only);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Appends a bucket's entries; most trie nodes on a walk hold none, and skipping them saves the
+/// vector's bookkeeping.
+#[inline]
+fn extend(out: &mut Vec<Entry>, b: &Bucket) {
+    match b {
+        Bucket::Empty => {}
+        Bucket::One(e) => out.push(*e),
+        Bucket::Many(v) => out.extend_from_slice(v),
+    }
+}
+
+/// The key under which an exact value or a dot-suffix is stored: a 64-bit hash of its bytes.
+/// Maps keep the hash, not the string, so a lookup touches no memory outside the map. Two
+/// strings with the same hash share a bucket, which only adds candidates: every candidate is
+/// evaluated against the request, and the route's own predicate compares the real text.
+fn key_hash(bytes: &[u8]) -> u64 {
+    use std::hash::BuildHasher;
+    rustc_hash::FxBuildHasher.hash_one(bytes)
+}
+
+/// A hash map from [`key_hash`]es to buckets.
+type HashedMap = HashMap<u64, Bucket>;
+
+/// Removes `e` from the bucket under `key`, and the bucket once it is empty.
+fn remove_from<K: std::hash::Hash + Eq>(m: &mut HashMap<K, Bucket>, key: K, e: Entry) {
+    if let Some(b) = m.get_mut(&key) {
+        b.remove(e);
+        if b.is_empty() {
+            m.remove(&key);
         }
     }
 }
@@ -327,7 +393,7 @@ impl Trie {
         // Walk up: drop empty leaves, merge single-child nodes into their child.
         while let Some((parent, i)) = path.pop() {
             let node = &self.nodes[n as usize];
-            if !node.bucket.0.is_empty() {
+            if !node.bucket.is_empty() {
                 break;
             }
             match node.children.len() {
@@ -365,15 +431,19 @@ impl Trie {
         let Some(root) = self.nodes.first() else {
             return;
         };
-        if !root.bucket.0.is_empty() {
-            out.extend_from_slice(&root.bucket.0);
-        }
+        extend(out, &root.bucket);
         let mut node = root;
         let mut rest = key;
         while let Some(&b) = rest.first() {
-            // Children are few (a byte's worth at most, usually a handful): a linear scan of
-            // their first bytes beats a binary search here.
-            let Some(i) = node.children.iter().position(|c| c.0 == b) else {
+            // Most nodes have a handful of children, where a linear scan of their first bytes
+            // beats a binary search; near the root (`/` followed by every letter) there can be
+            // dozens, sorted, where it does not.
+            let found = if node.children.len() <= 8 {
+                node.children.iter().position(|c| c.0 == b)
+            } else {
+                node.children.binary_search_by_key(&b, |c| c.0).ok()
+            };
+            let Some(i) = found else {
                 return;
             };
             node = &self.nodes[node.children[i].1 as usize];
@@ -383,9 +453,7 @@ impl Trie {
                 Some(r) if r == label => rest = &rest[1 + label.len()..],
                 _ => return,
             }
-            if !node.bucket.0.is_empty() {
-                out.extend_from_slice(&node.bucket.0);
-            }
+            extend(out, &node.bucket);
         }
     }
 
@@ -397,14 +465,14 @@ impl Trie {
 
 #[derive(Debug)]
 enum Structure {
-    Exact(HashMap<Arc<str>, Bucket>),
+    Exact(HashedMap),
     ExactInt(HashMap<i64, Bucket>),
     Prefix(Trie),
     Suffix(Trie),
     /// Suffixes that all start with `.` (`.tenant-9.example.com`, the usual wildcard host): a
     /// request value is looked up once per `.` it contains, which for host names is a couple of
     /// hash probes instead of a trie walk through every branching label.
-    DotSuffix(HashMap<Box<[u8]>, Bucket>),
+    DotSuffix(HashedMap),
 }
 
 /// Which structure holds a requirement.
@@ -468,7 +536,7 @@ impl Index {
         match (&mut fi.structure, &req.kind) {
             (Structure::Exact(m), Kind::Exact(keys)) => {
                 for k in keys {
-                    m.entry(k.clone()).or_default().insert(e);
+                    m.entry(key_hash(k.as_bytes())).or_default().insert(e);
                 }
             }
             (Structure::ExactInt(m), Kind::ExactInt(keys)) => {
@@ -489,7 +557,7 @@ impl Index {
             }
             (Structure::DotSuffix(m), Kind::Suffix(keys)) => {
                 for k in keys {
-                    m.entry(k.clone()).or_default().insert(e);
+                    m.entry(key_hash(k)).or_default().insert(e);
                 }
             }
             _ => unreachable!("FieldIndex::matches checked the kind"),
@@ -508,22 +576,12 @@ impl Index {
         match (&mut fi.structure, &req.kind) {
             (Structure::Exact(m), Kind::Exact(keys)) => {
                 for k in keys {
-                    if let Some(b) = m.get_mut(k) {
-                        b.remove(e);
-                        if b.0.is_empty() {
-                            m.remove(k);
-                        }
-                    }
+                    remove_from(m, key_hash(k.as_bytes()), e);
                 }
             }
             (Structure::ExactInt(m), Kind::ExactInt(keys)) => {
                 for k in keys {
-                    if let Some(b) = m.get_mut(k) {
-                        b.remove(e);
-                        if b.0.is_empty() {
-                            m.remove(k);
-                        }
-                    }
+                    remove_from(m, *k, e);
                 }
             }
             (Structure::Prefix(t), Kind::Prefix(keys)) => {
@@ -539,12 +597,7 @@ impl Index {
             }
             (Structure::DotSuffix(m), Kind::Suffix(keys)) => {
                 for k in keys {
-                    if let Some(b) = m.get_mut(&**k) {
-                        b.remove(e);
-                        if b.0.is_empty() {
-                            m.remove(&**k);
-                        }
-                    }
+                    remove_from(m, key_hash(k), e);
                 }
             }
             _ => unreachable!("FieldIndex::matches checked the kind"),
@@ -570,13 +623,13 @@ impl Index {
                 match (&fi.structure, v) {
                     (Structure::Exact(m), Value::String(s)) => {
                         let s = crate::matcher::lowercase_if(fi.lower, s, lowered);
-                        if let Some(b) = m.get(s) {
-                            out.extend_from_slice(&b.0);
+                        if let Some(b) = m.get(&key_hash(s.as_bytes())) {
+                            extend(out, b);
                         }
                     }
                     (Structure::ExactInt(m), Value::Int(i)) => {
                         if let Some(b) = m.get(i) {
-                            out.extend_from_slice(&b.0);
+                            extend(out, b);
                         }
                     }
                     (Structure::Prefix(t), Value::String(s)) => {
@@ -592,9 +645,12 @@ impl Index {
                     }
                     (Structure::DotSuffix(m), Value::String(s)) => {
                         let s = crate::matcher::lowercase_if(fi.lower, s, lowered);
-                        for (i, _) in s.match_indices('.') {
-                            if let Some(b) = m.get(&s.as_bytes()[i..]) {
-                                out.extend_from_slice(&b.0);
+                        // A plain byte loop: host names are short, and `match_indices`
+                        // costs more in setup than it saves in search here.
+                        let bytes = s.as_bytes();
+                        for (i, _) in bytes.iter().enumerate().filter(|(_, c)| **c == b'.') {
+                            if let Some(b) = m.get(&key_hash(&bytes[i..])) {
+                                extend(out, b);
                             }
                         }
                     }

@@ -42,6 +42,7 @@ mod index;
 pub mod limits;
 mod matcher;
 pub mod parser;
+mod program;
 mod reference;
 mod regex_cache;
 mod resolved;

@@ -1,5 +1,6 @@
-//! The evaluator of the indexed path: the same semantics as [`crate::reference`], written to
-//! cost no heap allocation per request once its buffers have grown.
+//! The evaluator of the indexed path: runs a route's [`Program`] with the same semantics as
+//! [`crate::reference`] has on the route's resolved tree, and costs no heap allocation per
+//! request once its buffers have grown.
 //!
 //! Where it differs from the reference, and why that is still the same result:
 //! - `lower()` of an ASCII value is written into a reused buffer (the reference allocates a new
@@ -14,8 +15,10 @@
 
 use crate::ast::Op;
 use crate::context::{Context, Witnesses};
+use crate::program::{Instr, Lit, Pred, Program};
 use crate::reference::cidr_contains;
-use crate::resolved::{Lit, Node, Pred};
+use crate::regex_cache::CompiledRegex;
+use crate::resolved;
 use crate::value::Value;
 
 /// `s`, lowercased into `buf` when `lower` is set.
@@ -41,110 +44,136 @@ fn lowercase_into<'a>(s: &str, buf: &'a mut String) -> &'a str {
     buf
 }
 
-pub(crate) fn eval(node: &Node, ctx: &Context, lowered: &mut String, w: &mut Witnesses) -> bool {
-    match node {
-        Node::And(children) => {
+/// Evaluates a route's program (see [`crate::program`]) against the request.
+pub(crate) fn eval(p: &Program, ctx: &Context, lowered: &mut String, w: &mut Witnesses) -> bool {
+    !p.code().is_empty() && instr(p, 0, ctx, lowered, w)
+}
+
+fn instr(p: &Program, i: usize, ctx: &Context, lowered: &mut String, w: &mut Witnesses) -> bool {
+    match p.code()[i] {
+        Instr::And { end } => {
             let mark = w.mark();
-            for c in children.iter() {
-                if !eval(c, ctx, lowered, w) {
+            let mut c = i + 1;
+            while c < end as usize {
+                if !instr(p, c, ctx, lowered, w) {
                     w.rollback(mark);
                     return false;
                 }
+                c = p.end(c);
             }
             true
         }
-        Node::Or(children) => {
-            for c in children.iter() {
+        Instr::Or { end } => {
+            let mut c = i + 1;
+            while c < end as usize {
                 let mark = w.mark();
-                if eval(c, ctx, lowered, w) {
+                if instr(p, c, ctx, lowered, w) {
                     return true;
                 }
                 w.rollback(mark);
+                c = p.end(c);
             }
             false
         }
-        Node::Not(inner) => {
+        Instr::Not { .. } => {
             let mark = w.mark();
-            let r = eval(inner, ctx, lowered, w);
+            let r = instr(p, i + 1, ctx, lowered, w);
             w.rollback(mark);
             !r
         }
-        Node::Pred(p) => predicate(p, ctx, lowered, w),
+        Instr::Pred(pred) => predicate(p, &pred, ctx, lowered, w),
     }
 }
 
-fn predicate(p: &Pred, ctx: &Context, lowered: &mut String, w: &mut Witnesses) -> bool {
-    match ctx.values_by_id(p.field) {
+fn predicate(
+    p: &Program,
+    pred: &Pred,
+    ctx: &Context,
+    lowered: &mut String,
+    w: &mut Witnesses,
+) -> bool {
+    match ctx.values_by_id(pred.field) {
         [] => false,
         // One value (the common case): "all" and "any" agree, and a false test records
         // nothing, so no mark or rollback is needed.
-        [v] => test_value(p, v, lowered, Some(w)),
-        values => multi_valued(p, values, lowered, w),
+        [v] => test_value(p, pred, v, lowered, Some(w)),
+        values => multi_valued(p, pred, values, lowered, w),
     }
 }
 
 #[inline(never)]
-fn multi_valued(p: &Pred, values: &[Value], lowered: &mut String, w: &mut Witnesses) -> bool {
+fn multi_valued(
+    p: &Program,
+    pred: &Pred,
+    values: &[Value],
+    lowered: &mut String,
+    w: &mut Witnesses,
+) -> bool {
     let mark = w.mark();
     let mut recorded = false;
     for v in values {
         let record = if recorded { None } else { Some(&mut *w) };
-        let ok = test_value(p, v, lowered, record);
+        let ok = test_value(p, pred, v, lowered, record);
         recorded |= ok;
-        if ok && p.any {
+        if ok && pred.any {
             return true;
         }
-        if !ok && !p.any {
+        if !ok && !pred.any {
             w.rollback(mark);
             return false;
         }
     }
-    !p.any
+    !pred.any
 }
 
 #[inline]
-fn test_value(p: &Pred, v: &Value, lowered: &mut String, w: Option<&mut Witnesses>) -> bool {
+fn test_value(
+    p: &Program,
+    pred: &Pred,
+    v: &Value,
+    lowered: &mut String,
+    w: Option<&mut Witnesses>,
+) -> bool {
     match v {
         Value::String(s) => {
-            let s = lowercase_if(p.lower, s, lowered);
-            test_str(p, s, w)
+            let s = lowercase_if(pred.lower, s, lowered);
+            test_str(p, pred, s, w)
         }
-        v => test_other(p, v, w),
+        v => test_other(pred, v, w),
     }
 }
 
 #[inline]
-fn test_str(p: &Pred, s: &str, w: Option<&mut Witnesses>) -> bool {
-    let lit = match &p.lit {
-        Lit::Str(l) => &**l,
+fn test_str(p: &Program, pred: &Pred, s: &str, w: Option<&mut Witnesses>) -> bool {
+    let lit = match pred.lit {
+        Lit::Str { start, len } => p.str(start, len),
+        Lit::Regex(i) => return regex(p.regex(i), pred, s, w),
         _ => return false,
     };
-    let (ok, record_literal) = match p.op {
+    let (ok, record_literal) = match pred.op {
         Op::Equals => (s == lit, true),
         Op::NotEquals => (s != lit, false),
         Op::Prefix => (s.starts_with(lit), true),
         Op::Postfix => (s.ends_with(lit), true),
         Op::Contains => (s.contains(lit), false),
-        Op::Regex => return regex(p, s, w),
         _ => (false, false),
     };
     if ok && record_literal {
         if let Some(w) = w {
-            w.literal(p.field, &p.lit);
+            w.text(pred.field, lit);
         }
     }
     ok
 }
 
 #[inline(never)]
-fn regex(p: &Pred, s: &str, w: Option<&mut Witnesses>) -> bool {
-    let re = p.regex.as_ref().expect("a `~` predicate has a regex");
+fn regex(re: &CompiledRegex, pred: &Pred, s: &str, w: Option<&mut Witnesses>) -> bool {
     let Some(w) = w else {
         return re.is_match(s);
     };
     re.captures(s, |i, text| {
         if i == 0 {
-            w.text(p.field, text);
+            w.text(pred.field, text);
         }
         w.capture_index(i, text);
         if let Some(name) = &re.names[i] {
@@ -154,28 +183,35 @@ fn regex(p: &Pred, s: &str, w: Option<&mut Witnesses>) -> bool {
 }
 
 #[inline(never)]
-fn test_other(p: &Pred, v: &Value, w: Option<&mut Witnesses>) -> bool {
-    let ok = match (p.op, v, &p.lit) {
+fn test_other(pred: &Pred, v: &Value, w: Option<&mut Witnesses>) -> bool {
+    let ok = match (pred.op, v, pred.lit) {
         (Op::Equals | Op::NotEquals, v, lit) => {
             let eq = match (v, lit) {
-                (Value::Int(a), Lit::Int(b)) => a == b,
-                (Value::IpAddr(a), Lit::IpAddr(b)) => a == b,
-                (Value::IpCidr(a), Lit::IpCidr(b)) => a == b,
+                (Value::Int(a), Lit::Int(b)) => *a == b,
+                (Value::IpAddr(a), Lit::IpAddr(b)) => *a == b,
+                (Value::IpCidr(a), Lit::IpCidr(b)) => *a == b,
                 _ => false,
             };
-            eq == (p.op == Op::Equals)
+            eq == (pred.op == Op::Equals)
         }
-        (Op::Greater, Value::Int(a), Lit::Int(b)) => a > b,
-        (Op::GreaterOrEqual, Value::Int(a), Lit::Int(b)) => a >= b,
-        (Op::Less, Value::Int(a), Lit::Int(b)) => a < b,
-        (Op::LessOrEqual, Value::Int(a), Lit::Int(b)) => a <= b,
-        (Op::In, Value::IpAddr(a), Lit::IpCidr(c)) => cidr_contains(c, a),
-        (Op::NotIn, Value::IpAddr(a), Lit::IpCidr(c)) => !cidr_contains(c, a),
+        (Op::Greater, Value::Int(a), Lit::Int(b)) => *a > b,
+        (Op::GreaterOrEqual, Value::Int(a), Lit::Int(b)) => *a >= b,
+        (Op::Less, Value::Int(a), Lit::Int(b)) => *a < b,
+        (Op::LessOrEqual, Value::Int(a), Lit::Int(b)) => *a <= b,
+        (Op::In, Value::IpAddr(a), Lit::IpCidr(c)) => cidr_contains(&c, a),
+        (Op::NotIn, Value::IpAddr(a), Lit::IpCidr(c)) => !cidr_contains(&c, a),
         _ => false,
     };
-    if ok && p.op == Op::Equals {
+    if ok && pred.op == Op::Equals {
         if let Some(w) = w {
-            w.literal(p.field, &p.lit);
+            // Records the literal, which equals the value: the same record either way.
+            let lit = match pred.lit {
+                Lit::Int(i) => resolved::Lit::Int(i),
+                Lit::IpAddr(a) => resolved::Lit::IpAddr(a),
+                Lit::IpCidr(c) => resolved::Lit::IpCidr(c),
+                Lit::Str { .. } | Lit::Regex(_) => return ok,
+            };
+            w.literal(pred.field, &lit);
         }
     }
     ok

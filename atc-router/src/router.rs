@@ -20,41 +20,74 @@ use crate::error::Error;
 use crate::index::{best_requirement, Index, Order, Requirement};
 use crate::limits::Limits;
 use crate::parser::parse_with_limits;
+use crate::program::Program;
 use crate::regex_cache::{Overlay, RegexCache};
 use crate::resolved::{resolve, Node};
 use crate::schema::{FieldId, Schema};
 use crate::validate::validate;
 use crate::{matcher, reference};
 
-/// One route of a router.
+/// A route as the router keeps it. What the matcher runs lives apart (`Router::programs`), and
+/// so does the expression text (the catalog): the resolved tree stays for the reference
+/// evaluator and for taking the route out of the indexes again.
 #[derive(Debug)]
-pub struct Route {
+struct Stored {
     id: Uuid,
     priority: u64,
-    source: Box<str>,
-    fields: Box<[FieldId]>,
-    pub(crate) node: Node,
-    requirement: Option<Requirement>,
+    node: Node,
 }
 
-impl Route {
+impl Stored {
+    fn order(&self) -> Order {
+        Order::new(self.priority, self.id)
+    }
+
+    /// Recomputed rather than kept: it is needed only on insert and removal, and the
+    /// extraction is deterministic, so removal finds the same index entries insert made.
+    fn requirement(&self) -> Option<Requirement> {
+        best_requirement(&self.node)
+    }
+
+    fn fields(&self) -> Vec<FieldId> {
+        let mut fields = Vec::new();
+        self.node.fields(&mut fields);
+        fields
+    }
+}
+
+/// A route parsed, validated and compiled, not yet in the router.
+#[derive(Debug)]
+struct Prepared {
+    stored: Stored,
+    source: Box<str>,
+    program: Program,
+}
+
+/// One route of a router, as [`Router::get`] and [`Router::routes`] show it.
+#[derive(Debug, Clone, Copy)]
+pub struct Route<'a> {
+    stored: &'a Stored,
+    source: &'a str,
+}
+
+impl<'a> Route<'a> {
     pub fn id(&self) -> Uuid {
-        self.id
+        self.stored.id
     }
 
     pub fn priority(&self) -> u64 {
-        self.priority
+        self.stored.priority
     }
 
     /// The expression text as it was added.
-    pub fn source(&self) -> &str {
-        &self.source
+    pub fn source(&self) -> &'a str {
+        self.source
     }
 
     /// The syntax tree (parsed again from the source: routers keep only the resolved form).
     pub fn expr(&self) -> Expr {
         parse_with_limits(
-            &self.source,
+            self.source,
             &Limits {
                 max_expression_len: usize::MAX,
                 max_predicates: usize::MAX,
@@ -66,17 +99,20 @@ impl Route {
     }
 
     /// Fields the expression uses, in order of first use.
-    pub fn field_ids(&self) -> &[FieldId] {
-        &self.fields
+    pub fn field_ids(&self) -> Vec<FieldId> {
+        self.stored.fields()
     }
 
     /// Whether the route is in an index (`false`: every request considers it).
     pub fn is_indexed(&self) -> bool {
-        self.requirement.is_some()
+        self.stored.requirement().is_some()
     }
 
-    fn order(&self) -> Order {
-        Order::new(self.priority, self.id)
+    /// Identifies this stored version of the route: the same while syncs leave the route
+    /// unchanged, different once it is changed or removed and added again. (An address: one
+    /// taken before an update is only meaningful to compare right after that update.)
+    pub fn instance(&self) -> usize {
+        std::ptr::from_ref(self.stored) as usize
     }
 }
 
@@ -110,9 +146,12 @@ pub struct Router {
     schema: Arc<Schema>,
     limits: Limits,
     /// Boxed so that the slack of a growing vector costs a pointer per route, not a route.
-    slots: Vec<Option<Box<Route>>>,
+    slots: Vec<Option<Box<Stored>>>,
     /// What [`Router::prepare_sync`] compares, by slot, densely: see [`Catalog`].
     catalog: Catalog,
+    /// The program of the route in each slot, kept apart from the rest of the route so that a
+    /// request reads only these (see [`crate::program`]).
+    programs: Vec<Program>,
     free: Vec<u32>,
     ids: HashMap<Uuid, u32>,
     order: BTreeMap<Order, u32>,
@@ -180,6 +219,10 @@ impl Catalog {
         }
         self.texts = texts;
         self.garbage = 0;
+    }
+
+    fn text(&self, slot: usize) -> &str {
+        self.rows[slot].map_or("", |r| &self.texts[r.start..r.start + r.len])
     }
 
     fn id(&self, slot: usize) -> Option<Uuid> {
@@ -250,7 +293,7 @@ pub struct SyncPlan {
     version: u64,
     /// Ids to take out: removed routes and the old versions of changed ones.
     remove: Vec<Uuid>,
-    insert: Vec<Route>,
+    insert: Vec<Prepared>,
     regexes: std::collections::HashMap<String, Arc<crate::regex_cache::CompiledRegex>>,
     report: SyncReport,
 }
@@ -273,6 +316,7 @@ impl Router {
             limits,
             slots: Vec::new(),
             catalog: Catalog::default(),
+            programs: Vec::new(),
             free: Vec::new(),
             ids: HashMap::new(),
             order: BTreeMap::new(),
@@ -321,70 +365,74 @@ impl Router {
         priority: u64,
         expression: &str,
         overlay: &mut Overlay<'_>,
-    ) -> Result<Route, Error> {
+    ) -> Result<Prepared, Error> {
         let parsed = parse_with_limits(expression, &self.limits)?;
         validate(expression, &parsed, &self.schema)?;
         let node = resolve(expression, &parsed, &self.schema, &self.limits, overlay)?;
-        let mut fields: Vec<FieldId> = Vec::new();
-        node.fields(&mut fields);
-        Ok(Route {
-            id,
-            priority,
+        Ok(Prepared {
+            program: Program::compile(&node),
             source: expression.into(),
-            fields: fields.into(),
-            requirement: best_requirement(&node),
-            node,
+            stored: Stored { id, priority, node },
         })
     }
 
     /// Puts a prepared route in its slot, the order map and its index.
-    fn insert(&mut self, route: Route) {
-        for f in route.fields.iter() {
-            *self.field_use.entry(*f).or_insert(0) += 1;
+    fn insert(&mut self, p: Prepared) {
+        let Prepared {
+            stored,
+            source,
+            program,
+        } = p;
+        for f in stored.fields() {
+            *self.field_use.entry(f).or_insert(0) += 1;
         }
-        let order = route.order();
+        let order = stored.order();
         let slot = match self.free.pop() {
             Some(s) => s,
             None => {
                 self.slots.push(None);
+                self.programs.push(Program::default());
                 (self.slots.len() - 1) as u32
             }
         };
-        self.index.insert(route.requirement.as_ref(), (order, slot));
-        self.catalog
-            .set(slot, route.id, route.priority, &route.source);
-        self.ids.insert(route.id, slot);
+        self.programs[slot as usize] = program;
+        self.index
+            .insert(stored.requirement().as_ref(), (order, slot));
+        self.catalog.set(slot, stored.id, stored.priority, &source);
+        self.ids.insert(stored.id, slot);
         self.order.insert(order, slot);
-        self.slots[slot as usize] = Some(Box::new(route));
+        self.slots[slot as usize] = Some(Box::new(stored));
     }
 
     /// Takes a route out of every structure; its regexes are still cached (see `release`).
-    fn take(&mut self, id: Uuid) -> Option<Box<Route>> {
+    fn take(&mut self, id: Uuid) -> Option<Box<Stored>> {
         let slot = self.ids.remove(&id)?;
-        let route = self.slots[slot as usize]
+        let stored = self.slots[slot as usize]
             .take()
             .expect("ids point at live slots");
         self.free.push(slot);
         self.catalog.clear(slot);
-        let order = route.order();
+        self.programs[slot as usize] = Program::default();
+        let order = stored.order();
         self.order.remove(&order);
-        self.index.remove(route.requirement.as_ref(), (order, slot));
-        for f in route.fields.iter() {
-            if let Some(n) = self.field_use.get_mut(f) {
+        self.index
+            .remove(stored.requirement().as_ref(), (order, slot));
+        for f in stored.fields() {
+            if let Some(n) = self.field_use.get_mut(&f) {
                 *n -= 1;
                 if *n == 0 {
-                    self.field_use.remove(f);
+                    self.field_use.remove(&f);
                 }
             }
         }
-        Some(route)
+        Some(stored)
     }
 
     /// Drops a route taken out, and the regexes no other route uses.
-    fn release(&mut self, route: Box<Route>) {
+    fn release(&mut self, stored: Box<Stored>) {
         let mut sources = Vec::new();
-        route.node.regex_sources(&mut sources);
-        drop(route);
+        stored.node.regex_sources(&mut sources);
+        drop(stored);
         for s in &sources {
             self.regexes.release(s);
         }
@@ -532,18 +580,24 @@ impl Router {
             // costing more than a fresh build.
             let remove: HashSet<Uuid> = remove.into_iter().collect();
             let slots = std::mem::take(&mut self.slots);
-            self.catalog = Catalog::default();
+            let programs = std::mem::take(&mut self.programs);
+            let catalog = std::mem::take(&mut self.catalog);
             self.free.clear();
             self.ids.clear();
             self.order.clear();
             self.index = Index::default();
             self.field_use.clear();
             let mut dropped = Vec::with_capacity(remove.len());
-            for route in slots.into_iter().flatten() {
-                if remove.contains(&route.id) {
-                    dropped.push(route);
+            for (slot, (stored, program)) in slots.into_iter().zip(programs).enumerate() {
+                let Some(stored) = stored else { continue };
+                if remove.contains(&stored.id) {
+                    dropped.push(stored);
                 } else {
-                    self.insert(*route);
+                    self.insert(Prepared {
+                        source: catalog.text(slot).into(),
+                        stored: *stored,
+                        program,
+                    });
                 }
             }
             for route in insert {
@@ -566,18 +620,25 @@ impl Router {
         report
     }
 
-    pub fn get(&self, id: Uuid) -> Option<&Route> {
+    pub fn get(&self, id: Uuid) -> Option<Route<'_>> {
         self.ids.get(&id).map(|s| self.route(*s))
     }
 
-    fn route(&self, slot: u32) -> &Route {
+    fn stored(&self, slot: u32) -> &Stored {
         self.slots[slot as usize]
             .as_ref()
             .expect("indexes point at live slots")
     }
 
+    fn route(&self, slot: u32) -> Route<'_> {
+        Route {
+            stored: self.stored(slot),
+            source: self.catalog.text(slot as usize),
+        }
+    }
+
     /// Routes in routing order.
-    pub fn routes(&self) -> impl Iterator<Item = &Route> {
+    pub fn routes(&self) -> impl Iterator<Item = Route<'_>> {
         self.order.values().map(|s| self.route(*s))
     }
 
@@ -654,15 +715,15 @@ impl Router {
                 (None, Some(_)) => false,
                 (None, None) => break None,
             };
-            let (_, slot) = if take_candidate {
+            let (order, slot) = if take_candidate {
                 next_candidate += 1;
                 candidates[next_candidate - 1]
             } else {
                 fallback.next().expect("peeked")
             };
-            let route = self.route(slot);
-            if matcher::eval(&route.node, ctx, &mut scratch.lowered, &mut w) {
-                break Some((route.id, route.priority));
+            let program = &self.programs[slot as usize];
+            if matcher::eval(program, ctx, &mut scratch.lowered, &mut w) {
+                break Some((order.id(), order.priority()));
             }
             w.clear();
         };
@@ -702,7 +763,7 @@ impl Router {
         let mut w = std::mem::take(&mut ctx.witnesses);
         let mut found = None;
         for slot in self.order.values() {
-            let route = self.route(*slot);
+            let route = self.stored(*slot);
             if reference::eval(&route.node, ctx, &mut w) {
                 found = Some((route.id, route.priority));
                 break;
