@@ -6,6 +6,8 @@
 //! - Every error is worded for a person: pest's rule names never reach a message
 //!   (see [`describe_rule`]).
 //! - Predicates are numbered in textual order; [`Parsed::spans`] is indexed by that number.
+//! - A well-formed text is read by [`fast`], which must give exactly what pest and [`Builder`]
+//!   give; anything it declines, every error included, goes through pest.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::ops::Range;
@@ -17,6 +19,8 @@ use crate::ast::{Expr, Lhs, Op, Predicate, Transform};
 use crate::error::{ExprError, ExprErrorKind};
 use crate::limits::Limits;
 use crate::value::{IpCidr, Value};
+
+mod fast;
 
 #[derive(pest_derive::Parser)]
 #[grammar = "grammar.pest"]
@@ -67,6 +71,29 @@ pub fn parse_with_limits(source: &str, limits: &Limits) -> Result<Parsed, ExprEr
         ));
     }
     check_nesting(source, limits.depth())?;
+    let (expr, spans) = match fast::parse(source) {
+        Some(read) => read,
+        None => parse_with_pest(source)?,
+    };
+    if spans.len() > limits.max_predicates {
+        let span = spans[limits.max_predicates].predicate.clone();
+        return Err(ExprError::new(
+            ExprErrorKind::Limit,
+            source,
+            span,
+            format!(
+                "too many predicates: {}, the limit is {}",
+                spans.len(),
+                limits.max_predicates
+            ),
+        ));
+    }
+    Ok(Parsed { expr, spans })
+}
+
+/// The grammar and [`Builder`]: the reference reading of a text, and the only one that words
+/// syntax errors. The caller has checked length and nesting.
+fn parse_with_pest(source: &str) -> Result<(Expr, Vec<PredicateSpans>), ExprError> {
     let mut pairs = Grammar::parse(Rule::matcher, source).map_err(|e| syntax_error(source, e))?;
     let matcher = pairs
         .next()
@@ -80,23 +107,34 @@ pub fn parse_with_limits(source: &str, limits: &Limits) -> Result<Parsed, ExprEr
         spans: Vec::new(),
     };
     let expr = builder.expression(expression)?;
-    if builder.spans.len() > limits.max_predicates {
-        let span = builder.spans[limits.max_predicates].predicate.clone();
-        return Err(ExprError::new(
-            ExprErrorKind::Limit,
-            source,
-            span,
-            format!(
-                "too many predicates: {}, the limit is {}",
-                builder.spans.len(),
-                limits.max_predicates
-            ),
-        ));
-    }
-    Ok(Parsed {
-        expr,
-        spans: builder.spans,
+    Ok((expr, builder.spans))
+}
+
+/// What `\c` stands for in a string, for the escapes spec §2 allows.
+fn escape(c: u8) -> Option<char> {
+    Some(match c {
+        b'"' => '"',
+        b'\\' => '\\',
+        b'n' => '\n',
+        b'r' => '\r',
+        b't' => '\t',
+        _ => return None,
     })
+}
+
+/// An address as the grammar's loose shape let it through; `None` if it is not one.
+fn ip_text(text: &str) -> Option<IpAddr> {
+    if text.contains(':') {
+        text.parse::<Ipv6Addr>().map(IpAddr::V6).ok()
+    } else {
+        text.parse::<Ipv4Addr>().map(IpAddr::V4).ok()
+    }
+}
+
+/// An integer from its sign and digits; `None` when the magnitude does not fit in an `i64`.
+fn int_value(negative: bool, digits: &str, radix: u32) -> Option<i64> {
+    let m = i64::from_str_radix(digits, radix).ok()?;
+    Some(if negative { -m } else { m })
 }
 
 /// Rejects nesting deeper than `max` before the recursive parser runs. String contents are
@@ -571,13 +609,10 @@ impl<'s> Builder<'s> {
         for piece in pair.into_inner() {
             match piece.as_rule() {
                 Rule::str_chars => out.push_str(piece.as_str()),
-                Rule::str_escape => match &piece.as_str()[1..] {
-                    "\"" => out.push('"'),
-                    "\\" => out.push('\\'),
-                    "n" => out.push('\n'),
-                    "r" => out.push('\r'),
-                    "t" => out.push('\t'),
-                    other => {
+                Rule::str_escape => match escape(piece.as_str().as_bytes()[1]) {
+                    Some(c) if piece.as_str().len() == 2 => out.push(c),
+                    _ => {
+                        let other = &piece.as_str()[1..];
                         // A raw line break or other control character after `\` would break the
                         // message's layout if quoted; describe it instead.
                         let escape = match other {
@@ -603,12 +638,7 @@ impl<'s> Builder<'s> {
     }
 
     fn ip(&self, text: &str, sp: Range<usize>) -> Result<IpAddr, ExprError> {
-        let parsed = if text.contains(':') {
-            text.parse::<Ipv6Addr>().map(IpAddr::V6).ok()
-        } else {
-            text.parse::<Ipv4Addr>().map(IpAddr::V4).ok()
-        };
-        parsed.ok_or_else(|| {
+        ip_text(text).ok_or_else(|| {
             let what = if text.contains(':') {
                 "an IPv6 address in standard notation (no embedded IPv4, no zone)"
             } else {
@@ -648,7 +678,7 @@ impl<'s> Builder<'s> {
         let sp = span(&pair);
         let text = pair.as_str();
         let mut negative = false;
-        let mut magnitude = None;
+        let mut value = None;
         for part in pair.into_inner() {
             let (digits, radix) = match part.as_rule() {
                 Rule::int_neg => {
@@ -660,11 +690,11 @@ impl<'s> Builder<'s> {
                 Rule::int_dec => (part.as_str(), 10),
                 r => unreachable!("grammar yields no {r:?} in an integer"),
             };
-            magnitude = Some(i64::from_str_radix(digits, radix));
+            value = Some(int_value(negative, digits, radix));
         }
-        match magnitude.expect("an integer has digits") {
-            Ok(m) => Ok(if negative { -m } else { m }),
-            Err(_) => Err(self.error(
+        match value.expect("an integer has digits") {
+            Some(v) => Ok(v),
+            None => Err(self.error(
                 sp,
                 format!(
                     "integer `{text}` is out of range: its magnitude must be at most {} \

@@ -10,12 +10,15 @@
 //!   enough for it, the PikeVM otherwise. The default `regex` configuration also builds one-pass
 //!   and lazy DFAs: about ten times the memory (≈93 KB instead of ≈10 KB for a two-capture path
 //!   pattern, plus up to 2 MB of lazy DFA cache per thread) for a matching speed-up that a
-//!   router, which runs a regex only for the few routes its indexes leave, does not need. NFAs
-//!   are compiled by one [`thompson::Compiler`] reused across a batch of routes, which saves
-//!   its large per-compile set-up. Matching is linear in the text with both engines.
+//!   router, which runs a regex only for the few routes its indexes leave, does not need.
+//!   Matching is linear in the text with both engines.
+//! - NFAs are compiled by one [`thompson::Compiler`] per thread, kept for the thread's life
+//!   (see [`COMPILER`]): a fresh compiler costs about as much to set up and drop as a typical
+//!   route's pattern costs to compile, and routes are mostly added one at a time.
 //! - The reference evaluator uses a plain `regex::Regex` of the same source, compiled on first
 //!   use, so that the oracle does not share these engine choices.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -69,28 +72,51 @@ pub(crate) enum RegexError {
     TooBig(usize),
 }
 
+thread_local! {
+    /// The compiler behind every NFA this thread builds. Its UTF-8 state cache is a
+    /// 10,000-entry table (≈320 KB) that a new compiler allocates on its first Unicode class
+    /// (`\d`, `\w`, `[^/]`, `.`) and frees on drop: ≈120k instructions per compile, more than
+    /// a third of a workload pattern's whole compile. Kept, it costs that memory once per
+    /// thread that compiles, not per router or per pattern. Each compile resets the compiler's
+    /// state, so reuse cannot leak one pattern into the next.
+    static COMPILER: RefCell<Option<thompson::Compiler>> = const { RefCell::new(None) };
+}
+
+/// Compiles `hir` with the thread's compiler.
+fn compile_nfa(hir: &Hir, size_limit: usize) -> Result<thompson::NFA, RegexError> {
+    let config = thompson::Config::new().nfa_size_limit(Some(size_limit));
+    let built = COMPILER.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut slot) => slot
+            .get_or_insert_with(thompson::Compiler::new)
+            .configure(config)
+            .build_from_hir(hir)
+            .map_err(Box::new),
+        // Only reachable if compiling re-entered itself (it does not); stay correct anyway.
+        Err(_) => thompson::Compiler::new()
+            .configure(config)
+            .build_from_hir(hir)
+            .map_err(Box::new),
+    });
+    built.map_err(|e| match e.size_limit() {
+        Some(limit) => RegexError::TooBig(limit),
+        None => RegexError::Syntax(e.to_string()),
+    })
+}
+
 impl CompiledRegex {
-    pub(crate) fn new(
-        source: &str,
-        size_limit: usize,
-        compiler: &mut Option<thompson::Compiler>,
-    ) -> Result<CompiledRegex, RegexError> {
-        // The same syntax defaults as `regex::Regex::new` (Unicode, UTF-8, nest limit).
-        let hir = regex_syntax::Parser::new()
-            .parse(source)
-            .map_err(|e| RegexError::Syntax(e.to_string()))?;
+    pub(crate) fn new(source: &str, size_limit: usize) -> Result<CompiledRegex, RegexError> {
+        let hir = match plain_literal_hir(source) {
+            Some(hir) => hir,
+            // The same syntax defaults as `regex::Regex::new` (Unicode, UTF-8, nest limit).
+            None => regex_syntax::Parser::new()
+                .parse(source)
+                .map_err(|e| RegexError::Syntax(e.to_string()))?,
+        };
         let prefixes = anchored_prefixes(&hir);
         let (engine, names) = match literal(&hir) {
             Some((text, start, end)) => (Engine::Literal { text, start, end }, vec![None]),
             None => {
-                let compiler = compiler.get_or_insert_with(thompson::Compiler::new);
-                compiler.configure(thompson::Config::new().nfa_size_limit(Some(size_limit)));
-                let nfa = compiler
-                    .build_from_hir(&hir)
-                    .map_err(|e| match e.size_limit() {
-                        Some(limit) => RegexError::TooBig(limit),
-                        None => RegexError::Syntax(e.to_string()),
-                    })?;
+                let nfa = compile_nfa(&hir, size_limit)?;
                 let names: Vec<Option<Arc<str>>> = nfa
                     .group_info()
                     .pattern_names(PatternID::ZERO)
@@ -224,6 +250,32 @@ impl CompiledRegex {
     }
 }
 
+/// The tree regex-syntax would give for `^?text$?` when `text` is made only of characters that
+/// stand for themselves in every context (no flags, escapes or meta characters): such patterns
+/// (`^/shop$`, `^/api/v1`) are about half of a workload's distinct regexes, and building their
+/// tree directly skips a parse that costs ≈45k instructions. Anything else gives `None`.
+fn plain_literal_hir(source: &str) -> Option<Hir> {
+    let body = source.strip_prefix('^');
+    let start = body.is_some();
+    let body = body.unwrap_or(source);
+    let text = body.strip_suffix('$');
+    let end = text.is_some();
+    let text = text.unwrap_or(body);
+    let plain = |c: u8| c.is_ascii_alphanumeric() || b"/_-:@%,;=!".contains(&c);
+    if text.is_empty() || !text.bytes().all(plain) {
+        return None;
+    }
+    let mut parts = Vec::with_capacity(3);
+    if start {
+        parts.push(Hir::look(Look::Start));
+    }
+    parts.push(Hir::literal(text.as_bytes()));
+    if end {
+        parts.push(Hir::look(Look::End));
+    }
+    Some(Hir::concat(parts))
+}
+
 /// `(text, anchored at start, anchored at end)` when the pattern is a literal with anchors.
 fn literal(hir: &Hir) -> Option<(Box<str>, bool, bool)> {
     let parts: &[Hir] = match hir.kind() {
@@ -278,8 +330,6 @@ pub(crate) trait RegexSource {
 pub(crate) struct Overlay<'a> {
     base: &'a RegexCache,
     new: HashMap<String, Arc<CompiledRegex>>,
-    /// Made on the first regex that needs one, then reused for the whole batch.
-    compiler: Option<thompson::Compiler>,
 }
 
 impl<'a> Overlay<'a> {
@@ -287,7 +337,6 @@ impl<'a> Overlay<'a> {
         Overlay {
             base,
             new: HashMap::new(),
-            compiler: None,
         }
     }
 
@@ -306,7 +355,7 @@ impl RegexSource for Overlay<'_> {
         {
             return Ok(r.clone());
         }
-        let r = Arc::new(CompiledRegex::new(source, size_limit, &mut self.compiler)?);
+        let r = Arc::new(CompiledRegex::new(source, size_limit)?);
         self.new.insert(source.to_owned(), r.clone());
         Ok(r)
     }
@@ -375,6 +424,36 @@ mod tests {
     }
 
     #[test]
+    fn plain_literal_trees_are_what_regex_syntax_builds() {
+        for p in [
+            "^/shop$",
+            "^/api/v1",
+            "/x$",
+            "a",
+            "^a-b_c:d@e%f,g;h=i!j$",
+            "^0$",
+            "^/$",
+        ] {
+            let direct = plain_literal_hir(p).unwrap_or_else(|| panic!("{p} not plain"));
+            assert_eq!(direct, regex_syntax::Parser::new().parse(p).unwrap(), "{p}");
+        }
+        for not_plain in [
+            "", "^", "$", "^$", "^^a", "a$$", "^a.b$", r"^a\-b$", "^(a)$", "^a+$", "^a b$", "^é$",
+            "^a|b$", "^a#b$", "^a&b$", "^a~b$", "(?i)a", "^a{2}$", "^[a]$",
+        ] {
+            assert!(plain_literal_hir(not_plain).is_none(), "{not_plain}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn plain_literal_trees_agree_with_regex_syntax(p in "\\^?[a-zA-Z0-9/_:@%,;=!-]{1,12}\\$?") {
+            let direct = plain_literal_hir(&p).expect("generated from the plain alphabet");
+            proptest::prop_assert_eq!(direct, regex_syntax::Parser::new().parse(&p).unwrap());
+        }
+    }
+
+    #[test]
     fn literal_matches_agree_with_regex() {
         for (p, hays) in [
             ("^/shop$", &["/shop", "/shop/", "x/shop"][..]),
@@ -384,7 +463,7 @@ mod tests {
             ("", &["", "x"]),
             ("^é$", &["é", "e"]),
         ] {
-            let ours = CompiledRegex::new(p, 1 << 20, &mut None).unwrap();
+            let ours = CompiledRegex::new(p, 1 << 20).unwrap();
             assert!(matches!(ours.engine, Engine::Literal { .. }), "{p}");
             let re = regex::Regex::new(p).unwrap();
             for h in hays {
