@@ -145,25 +145,39 @@ fn test_value(
 
 #[inline]
 fn test_str(p: &Program, pred: &Pred, s: &str, w: Option<&mut Witnesses>) -> bool {
-    let lit = match pred.lit {
-        Lit::Str { start, len } => p.str(start, len),
-        Lit::Regex(i) => return regex(p.regex(i), pred, s, w),
-        _ => return false,
+    if let Lit::Regex(i) = pred.lit {
+        return regex(p.regex(i), pred, s, w);
+    }
+    let Some(lit) = p.bytes(&pred.lit) else {
+        return false;
     };
+    let b = s.as_bytes();
+    // Byte comparisons: both sides are whole UTF-8 strings, so byte and character equality,
+    // prefix and suffix agree.
     let (ok, record_literal) = match pred.op {
-        Op::Equals => (s == lit, true),
-        Op::NotEquals => (s != lit, false),
-        Op::Prefix => (s.starts_with(lit), true),
-        Op::Postfix => (s.ends_with(lit), true),
-        Op::Contains => (s.contains(lit), false),
+        Op::Equals => (b == lit, true),
+        Op::NotEquals => (b != lit, false),
+        Op::Prefix => (b.starts_with(lit), true),
+        Op::Postfix => (b.ends_with(lit), true),
+        Op::Contains => (contains(s, lit), false),
         _ => (false, false),
     };
     if ok && record_literal {
         if let Some(w) = w {
-            w.text(pred.field, lit);
+            // The matched part of the value is the literal's text.
+            let text = match pred.op {
+                Op::Postfix => &s[s.len() - lit.len()..],
+                _ => &s[..lit.len()],
+            };
+            w.text(pred.field, text);
         }
     }
     ok
+}
+
+#[inline(never)]
+fn contains(s: &str, lit: &[u8]) -> bool {
+    std::str::from_utf8(lit).is_ok_and(|lit| s.contains(lit))
 }
 
 #[inline(never)]
@@ -209,7 +223,7 @@ fn test_other(pred: &Pred, v: &Value, w: Option<&mut Witnesses>) -> bool {
                 Lit::Int(i) => resolved::Lit::Int(i),
                 Lit::IpAddr(a) => resolved::Lit::IpAddr(a),
                 Lit::IpCidr(c) => resolved::Lit::IpCidr(c),
-                Lit::Str { .. } | Lit::Regex(_) => return ok,
+                Lit::Str { .. } | Lit::Inline { .. } | Lit::Regex(_) => return ok,
             };
             w.literal(pred.field, &lit);
         }

@@ -11,7 +11,8 @@
 //!   keeps evaluating the node, and the property tests compare the two.
 //! - Layout is pre-order: a group (`And`, `Or`, `Not`) is followed by its children in order, and
 //!   its `end` is the index just past its last descendant. A predicate takes one instruction.
-//! - `Lit::Str { start, len }` is `text[start..start + len]`; `Lit::Regex(i)` is `regexes[i]`.
+//! - `Lit::Str { start, len }` is `text[start..start + len]`; `Lit::Inline` holds the whole
+//!   literal (at most [`INLINE`] bytes, a UTF-8 string); `Lit::Regex(i)` is `regexes[i]`.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -21,6 +22,9 @@ use crate::regex_cache::CompiledRegex;
 use crate::resolved::{self, Node};
 use crate::schema::FieldId;
 use crate::value::IpCidr;
+
+/// Longest literal kept inside its instruction; chosen so that an instruction stays 32 bytes.
+pub(crate) const INLINE: usize = 22;
 
 #[derive(Debug, Default)]
 pub(crate) struct Program {
@@ -48,6 +52,12 @@ pub(crate) struct Pred {
 
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Lit {
+    /// A literal of up to [`INLINE`] bytes, stored in the instruction itself (most hosts and
+    /// path prefixes): comparing it reads no other memory.
+    Inline {
+        len: u8,
+        bytes: [u8; INLINE],
+    },
     Str {
         start: u32,
         len: u32,
@@ -78,8 +88,17 @@ impl Program {
         &self.code
     }
 
-    pub(crate) fn str(&self, start: u32, len: u32) -> &str {
-        &self.text[start as usize..(start + len) as usize]
+    /// The bytes of a string literal (`None` for other literals); always a whole UTF-8 string,
+    /// copied from one.
+    #[inline]
+    pub(crate) fn bytes<'a>(&'a self, lit: &'a Lit) -> Option<&'a [u8]> {
+        match lit {
+            Lit::Inline { len, bytes } => Some(&bytes[..*len as usize]),
+            Lit::Str { start, len } => {
+                Some(&self.text.as_bytes()[*start as usize..(*start + *len) as usize])
+            }
+            _ => None,
+        }
     }
 
     pub(crate) fn regex(&self, i: u32) -> &CompiledRegex {
@@ -133,6 +152,14 @@ impl Builder {
             (Some(re), _) => {
                 self.regexes.push(re.clone());
                 Lit::Regex((self.regexes.len() - 1) as u32)
+            }
+            (None, resolved::Lit::Str(s)) if s.len() <= INLINE => {
+                let mut bytes = [0; INLINE];
+                bytes[..s.len()].copy_from_slice(s.as_bytes());
+                Lit::Inline {
+                    len: s.len() as u8,
+                    bytes,
+                }
             }
             (None, resolved::Lit::Str(s)) => {
                 let start = self.text.len() as u32;
