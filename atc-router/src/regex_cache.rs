@@ -372,6 +372,14 @@ impl RegexCache {
         self.by_source.extend(new);
     }
 
+    /// Records a regex a route of this router holds (compiled for it or taken over from
+    /// another router's cache).
+    pub(crate) fn adopt(&mut self, re: &Arc<CompiledRegex>) {
+        if !self.by_source.contains_key(re.as_str()) {
+            self.by_source.insert(re.as_str().to_owned(), re.clone());
+        }
+    }
+
     /// Called after a route holding the regex `source` was dropped: forgets the regex if no
     /// route holds it any more.
     pub(crate) fn release(&mut self, source: &str) {
@@ -382,11 +390,6 @@ impl RegexCache {
         {
             self.by_source.remove(source);
         }
-    }
-
-    /// Forgets every regex no route holds any more.
-    pub(crate) fn release_unused(&mut self) {
-        self.by_source.retain(|_, r| Arc::strong_count(r) > 1);
     }
 
     pub(crate) fn len(&self) -> usize {

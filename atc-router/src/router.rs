@@ -287,6 +287,15 @@ impl std::fmt::Display for SyncError {
 
 impl std::error::Error for SyncError {}
 
+/// What a desired route is to the router (first pass of [`Router::prepare_sync`]).
+#[derive(Debug, Clone, Copy)]
+enum Status {
+    Duplicate,
+    Unchanged(u32),
+    Changed(u32),
+    Added,
+}
+
 /// A change prepared by [`Router::prepare_sync`], applied by [`Router::apply`].
 #[derive(Debug, Default)]
 pub struct SyncPlan {
@@ -294,6 +303,8 @@ pub struct SyncPlan {
     /// Ids to take out: removed routes and the old versions of changed ones.
     remove: Vec<Uuid>,
     insert: Vec<Prepared>,
+    /// Set instead of `remove` and `insert` when most routes change: the whole new router.
+    rebuilt: Option<Box<Router>>,
     regexes: std::collections::HashMap<String, Arc<crate::regex_cache::CompiledRegex>>,
     report: SyncReport,
 }
@@ -502,11 +513,11 @@ impl Router {
         desired: &[RouteSpec<'_>],
         mode: SyncMode,
     ) -> Result<SyncPlan, SyncError> {
-        let mut overlay = Overlay::new(&self.regexes);
+        // First pass, no parsing: what each desired route is to the router.
         let mut seen = vec![false; self.slots.len()];
         let mut new_ids: HashSet<Uuid> = HashSet::new();
+        let mut status = Vec::with_capacity(desired.len());
         let mut plan = SyncPlan::default();
-        let mut errors = Vec::new();
         for (i, spec) in desired.iter().enumerate() {
             // A list sent again in the same order meets its routes in slot order: try slot `i`
             // before the id map, turning random memory accesses into a sequential scan.
@@ -518,27 +529,73 @@ impl Router {
                 Some(slot) => std::mem::replace(&mut seen[slot as usize], true),
                 None => !new_ids.insert(spec.id),
             };
-            if duplicate {
-                errors.push((spec.id, Error::DuplicateRoute(spec.id)));
-                continue;
-            }
-            if let Some(slot) = current {
-                if self.catalog.same(slot, spec.priority, spec.expression) {
+            status.push(match current {
+                _ if duplicate => Status::Duplicate,
+                Some(slot) if self.catalog.same(slot, spec.priority, spec.expression) => {
                     plan.report.unchanged += 1;
+                    Status::Unchanged(slot)
+                }
+                Some(slot) => Status::Changed(slot),
+                None => Status::Added,
+            });
+        }
+        let changed = status
+            .iter()
+            .filter(|s| matches!(s, Status::Changed(_)))
+            .count();
+        let removed = seen
+            .iter()
+            .zip(&self.slots)
+            .filter(|(seen, r)| r.is_some() && !**seen)
+            .count();
+        // When most routes go or change, building the whole desired list into a fresh router
+        // costs what a build does, while taking routes out one index entry at a time and
+        // putting their new versions in would cost more (and touch every structure twice).
+        let rebuild = (changed + removed) * 2 > self.len();
+        let mut errors = Vec::new();
+        let mut overlay = Overlay::new(&self.regexes);
+        let mut fresh = rebuild.then(|| Router::with_limits(self.schema.clone(), self.limits));
+        for (spec, st) in desired.iter().zip(&status) {
+            let expression = match *st {
+                Status::Duplicate => {
+                    errors.push((spec.id, Error::DuplicateRoute(spec.id)));
                     continue;
                 }
-            }
-            match self.prepare(spec.id, spec.priority, spec.expression, &mut overlay) {
+                Status::Unchanged(slot) => match &mut fresh {
+                    // Parsed again: the fresh router holds its own copy of every route.
+                    Some(_) => self.catalog.text(slot as usize),
+                    None => continue,
+                },
+                Status::Changed(_) | Status::Added => spec.expression,
+            };
+            match self.prepare(spec.id, spec.priority, expression, &mut overlay) {
                 Ok(route) => {
-                    if current.is_some() {
-                        plan.report.changed += 1;
-                        plan.remove.push(spec.id);
-                    } else {
-                        plan.report.added += 1;
+                    match *st {
+                        Status::Changed(_) => {
+                            plan.report.changed += 1;
+                            plan.remove.push(spec.id);
+                        }
+                        Status::Added => plan.report.added += 1,
+                        _ => {}
                     }
-                    plan.insert.push(route);
+                    match &mut fresh {
+                        Some(f) => f.insert(route),
+                        None => plan.insert.push(route),
+                    }
                 }
-                Err(e) => errors.push((spec.id, e)),
+                Err(e) => {
+                    errors.push((spec.id, e));
+                    // Apply-valid keeps a known route's current version when its new one is
+                    // invalid; a fresh router has to be given that version too.
+                    if let (Status::Changed(slot), Some(f)) = (*st, &mut fresh) {
+                        let route = self.stored(slot);
+                        let text = self.catalog.text(slot as usize);
+                        if let Ok(old) = self.prepare(route.id, route.priority, text, &mut overlay)
+                        {
+                            f.insert(old);
+                        }
+                    }
+                }
             }
         }
         if !errors.is_empty() && mode == SyncMode::AllOrNothing {
@@ -551,7 +608,19 @@ impl Router {
             }
         }
         plan.report.errors = errors;
-        plan.regexes = overlay.into_new();
+        match fresh {
+            Some(mut f) => {
+                // Every regex the fresh routes hold, whether compiled now or taken over from
+                // this router, belongs to the fresh router's cache.
+                for p in &f.programs {
+                    for re in p.regexes() {
+                        f.regexes.adopt(re);
+                    }
+                }
+                plan.rebuilt = Some(Box::new(f));
+            }
+            None => plan.regexes = overlay.into_new(),
+        }
         plan.version = self.version;
         Ok(plan)
     }
@@ -561,52 +630,34 @@ impl Router {
     /// A plan prepared before another change of this router is refused (nothing is applied, and
     /// the report says `stale`): it was computed against routes that are no longer there.
     pub fn apply(&mut self, plan: SyncPlan) -> SyncReport {
+        let (report, replaced) = self.apply_keeping_old(plan);
+        drop(replaced);
+        report
+    }
+
+    /// [`Router::apply`], handing back the router a rebuild replaced, so that a caller holding
+    /// a lock can drop it after releasing the lock.
+    pub(crate) fn apply_keeping_old(&mut self, plan: SyncPlan) -> (SyncReport, Option<Router>) {
         let SyncPlan {
             version,
             remove,
             insert,
             regexes,
+            rebuilt,
             mut report,
         } = plan;
         if version != self.version {
             report.stale = true;
-            return report;
+            return (report, None);
+        }
+        if let Some(fresh) = rebuilt {
+            let version = self.version + 1;
+            let old = std::mem::replace(self, *fresh);
+            self.version = version;
+            return (report, Some(old));
         }
         self.version += 1;
         self.regexes.absorb(regexes);
-        if remove.len() * 2 > self.len() {
-            // Most routes go: rebuilding the structures around the routes that stay is cheaper
-            // than taking the others out one index entry at a time, and keeps a big sync from
-            // costing more than a fresh build.
-            let remove: HashSet<Uuid> = remove.into_iter().collect();
-            let slots = std::mem::take(&mut self.slots);
-            let programs = std::mem::take(&mut self.programs);
-            let catalog = std::mem::take(&mut self.catalog);
-            self.free.clear();
-            self.ids.clear();
-            self.order.clear();
-            self.index = Index::default();
-            self.field_use.clear();
-            let mut dropped = Vec::with_capacity(remove.len());
-            for (slot, (stored, program)) in slots.into_iter().zip(programs).enumerate() {
-                let Some(stored) = stored else { continue };
-                if remove.contains(&stored.id) {
-                    dropped.push(stored);
-                } else {
-                    self.insert(Prepared {
-                        source: catalog.text(slot).into(),
-                        stored: *stored,
-                        program,
-                    });
-                }
-            }
-            for route in insert {
-                self.insert(route);
-            }
-            drop(dropped);
-            self.regexes.release_unused();
-            return report;
-        }
         let mut taken = Vec::with_capacity(remove.len());
         for id in remove {
             taken.extend(self.take(id));
@@ -617,7 +668,7 @@ impl Router {
         for route in taken {
             self.release(route);
         }
-        report
+        (report, None)
     }
 
     pub fn get(&self, id: Uuid) -> Option<Route<'_>> {

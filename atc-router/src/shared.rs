@@ -69,7 +69,11 @@ impl SharedRouter {
         let _updater = self.updater.lock().unwrap_or_else(|e| e.into_inner());
         let plan = self.read().prepare_sync(desired, mode)?;
         let mut router = self.router.write().unwrap_or_else(|e| e.into_inner());
-        Ok(router.apply(plan))
+        let (report, replaced) = router.apply_keeping_old(plan);
+        drop(router);
+        // A rebuild's old router is freed after readers are let back in.
+        drop(replaced);
+        Ok(report)
     }
 
     /// Any other change, with the table locked for its whole duration.

@@ -103,6 +103,17 @@ fn updates(c: &mut Criterion) {
             g.sample_size(10);
         }
         g.bench_function("build", |b| b.iter(|| black_box(build(&table, &schema))));
+        // What a gateway without sync does on a change: build a new router while the current
+        // one serves, then drop the current one. The fair comparison for a sync in which
+        // everything changed, which also frees the table it replaces.
+        let mut current = build(&table, &schema);
+        g.bench_function("replace", |b| {
+            b.iter(|| {
+                let old = std::mem::replace(&mut current, build(&table, &schema));
+                drop(old);
+            })
+        });
+        drop(current);
 
         let mut router = build(&table, &schema);
         // Non-regex routes of the table's mix, fresh ids.
