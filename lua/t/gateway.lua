@@ -122,6 +122,17 @@ local function ns(s)
 end
 
 function _M.access()
+    -- The gateway reads requests through resty.router.ngx_request inside nginx; its plain-Lua
+    -- source (the one the mock tests exercise) must give the very same values.
+    local native = GW:request_values("native")
+    if native ~= nil then
+        local plain = GW:request_values("lua")
+        if native ~= plain then
+            ngx.status = 500
+            ngx.say("the request sources differ\nlua:\n", plain, "\nnative:\n", native)
+            return ngx.exit(500)
+        end
+    end
     local uuid, matched, captures = GW:route()
     if not uuid then
         if matched then -- the reason the request could not be routed

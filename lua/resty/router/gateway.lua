@@ -34,23 +34,31 @@
 -- matches nothing: route() returns nil and the reason, and never raises. Answer it with a 400
 -- (or a 404).
 --
--- Cost. A request costs one FFI call for all its values (atc_context_add_values over an array
--- reused across requests), one to execute and one to read the result, plus the nginx variables
--- read. ngx.req.get_headers() runs only when a header that routes use is present ($http_NAME
--- says so cheaply), ngx.req.get_uri_args() only when a query field is in use and the request
--- has a query string.
+-- Cost. Inside nginx the values are read through resty.router.ngx_request: lua-nginx-module's
+-- FFI functions (the ones lua-resty-core is built on) hand out pointers into the request, which
+-- go into the atc_value array as they are, so reading a field makes no Lua string (interning
+-- strings in a string table that the route table's strings have grown, and collecting them, was
+-- most of what reading fields cost). Headers are read once per request when a header field is
+-- in use (one call for the count, one for name/value pointers of all of them), query arguments
+-- only when the request has a query string. Then one FFI call adds all values
+-- (atc_context_add_values over an array reused across requests), one executes and one reads the
+-- result. Outside nginx (or without lua-resty-core's declarations) the same values come from
+-- ngx.var, ngx.req.get_headers() (only when $http_NAME says a header in use is present) and
+-- ngx.req.get_uri_args(); lua/t/gateway.lua checks inside nginx that both give the same values.
 --
 -- Invariants:
 -- * `self.plan` is derived from the router's field list, and both change together, in update(),
 --   without yielding in between.
--- * Between filling `self.values` and the FFI call that reads it, every string it points to is
---   also referenced from `self.anchors`, so the garbage collector cannot free one in between.
+-- * Between filling `self.values` and the FFI call that reads it, every Lua string it points to
+--   is also referenced from `self.anchors`, so the garbage collector cannot free one in between;
+--   the other pointers point into the current request's memory (resty.router.ngx_request).
 
 local ffi = require("ffi")
 local cdefs = require("resty.router.cdefs")
 local schema = require("resty.router.schema")
 local router = require("resty.router.router")
 local context = require("resty.router.context")
+local nr = require("resty.router.ngx_request")
 
 local lib = cdefs.lib
 local errbuf, errlen, ERRBUF_SIZE = cdefs.errbuf, cdefs.errlen, cdefs.ERRBUF_SIZE
@@ -280,12 +288,16 @@ end
 
 -- Appends one value to the request's array (k values so far); returns the new count, or nil and
 -- an error for a value of the wrong Lua type.
+local function grow(self, k)
+    local cap = 2 * self.values_cap
+    local grown = ffi.new("atc_value[?]", cap)
+    ffi.copy(grown, self.values, ffi.sizeof("atc_value") * k)
+    self.values, self.values_cap = grown, cap
+end
+
 local function push(self, k, step, x)
     if k >= self.values_cap then
-        local cap = 2 * self.values_cap
-        local grown = ffi.new("atc_value[?]", cap)
-        ffi.copy(grown, self.values, ffi.sizeof("atc_value") * k)
-        self.values, self.values_cap = grown, cap
+        grow(self, k)
     end
     local e = self.values[k]
     local ty = step[5]
@@ -311,10 +323,9 @@ end
 local failed = ffi.new("size_t[1]")
 local NO_ARGS = {}
 
--- Routes the current request: uuid, matched path (the value the deciding predicates recorded for
--- http.path, if any) and captures (a table, or nil when the route captured nothing). nil when no
--- route matches; nil and the reason when the request cannot be put in the context.
-function _M:route()
+-- Puts the request's values into self.values through the plain ngx API (the source outside
+-- nginx, e.g. under the tests' mock): the count, or nil and the reason.
+local function fill_lua(self)
     local var = ngx.var
     local plan = self.plan
     local k = 0
@@ -391,6 +402,228 @@ function _M:route()
                 end
             end
         end
+    end
+    return k
+end
+
+-- Appends a value that points into nginx's memory (see resty.router.ngx_request): nothing to
+-- anchor. Returns the new count.
+local function push_bytes(self, k, step, ptr, len)
+    if k >= self.values_cap then
+        grow(self, k)
+    end
+    local e = self.values[k]
+    e.field = step[4]
+    e.value_type = step[5]
+    e.ptr, e.len = ptr, len
+    k = k + 1
+    self.value_fields[k] = step[1]
+    return k
+end
+
+-- The value of an Int field from the decimal text nginx gives (a port), as tonumber() would
+-- read it; nil for no digits.
+local function decimal(ptr, len)
+    if len == 0 or len > 18 then
+        return len > 0 and tonumber(ffi_string(ptr, len)) or nil
+    end
+    local n = 0
+    for i = 0, len - 1 do
+        local d = ptr[i] - 48
+        if d < 0 or d > 9 then
+            return tonumber(ffi_string(ptr, len))
+        end
+        n = n * 10 + d
+    end
+    return n
+end
+
+-- The same values as fill_lua, read through resty.router.ngx_request (inside nginx).
+local function fill_native(self)
+    local r = nr.request()
+    if not r then
+        return fill_lua(self)
+    end
+    local var, vptr, vlen = nr.var, nr.vptr, nr.vlen
+    local plan = self.plan
+    local k = 0
+    local uri_ptr, uri_len
+    local nh, hdrs, nargs, argv = nil, nil, nil, nil
+    for i = 1, #plan do
+        local step = plan[i]
+        local kind = step[2]
+        if kind == K_PATH or kind == K_SEGMENT then
+            if not uri_ptr and var(r, "uri") then
+                uri_ptr, uri_len = vptr[0], tonumber(vlen[0])
+            end
+            if uri_ptr then
+                if kind == K_PATH then
+                    k = push_bytes(self, k, step, uri_ptr, uri_len)
+                else
+                    -- Piece n (0-based) after the leading slashes, as segment() cuts it.
+                    local start = 0
+                    while start < uri_len and uri_ptr[start] == 47 do -- "/"
+                        start = start + 1
+                    end
+                    local found = true
+                    for _ = 1, step[3] do
+                        while start < uri_len and uri_ptr[start] ~= 47 do
+                            start = start + 1
+                        end
+                        if start >= uri_len then
+                            found = false
+                            break
+                        end
+                        start = start + 1
+                    end
+                    if found then
+                        local stop = start
+                        while stop < uri_len and uri_ptr[stop] ~= 47 do
+                            stop = stop + 1
+                        end
+                        k = push_bytes(self, k, step, uri_ptr + start, stop - start)
+                    end
+                end
+            end
+        elseif kind == K_HOST then
+            if var(r, "host") then
+                k = push_bytes(self, k, step, vptr[0], vlen[0])
+            end
+        elseif kind == K_METHOD then
+            -- get_method() answers the standard methods with constant strings: no new string.
+            local err
+            k, err = push(self, k, step, ngx.req.get_method())
+            if not k then
+                return nil, err
+            end
+        elseif kind == K_HEADER then
+            if not nh then
+                local err
+                nh, err, hdrs = nr.headers(r, self.max_headers)
+                if not nh then
+                    -- Too many headers matters only when one the routes use is there.
+                    for j = 1, #plan do
+                        if plan[j][2] == K_HEADER and var(r, plan[j][6]) then
+                            return nil, "more than " .. self.max_headers .. " request headers"
+                        end
+                    end
+                    nh = 0
+                end
+            end
+            local name = step[3]
+            for j = 0, nh - 1 do
+                local h = hdrs[j]
+                if nr.key_is(h.key, name) then
+                    k = push_bytes(self, k, step, h.value.data, h.value.len)
+                end
+            end
+        elseif kind == K_QUERY then
+            if not nargs then
+                nargs = 0
+                -- No query string (most requests): no query values, nothing parsed.
+                if var(r, "args") then
+                    local err
+                    nargs, err, argv = nr.args(r, self.max_args)
+                    if not nargs then
+                        return nil, "more than " .. self.max_args .. " query arguments"
+                    end
+                end
+            end
+            local name = step[3]
+            for j = 0, nargs - 1 do
+                local a = argv[j]
+                -- len -1: an argument without a value (`?debug`), which has none.
+                if a.value.len >= 0 and nr.key_is(a.key, name) then
+                    k = push_bytes(self, k, step, a.value.data, a.value.len)
+                end
+            end
+        elseif kind == K_SRC_IP or kind == K_DST_IP then
+            -- "unix:" on a Unix socket: no address.
+            if var(r, kind == K_SRC_IP and "remote_addr" or "server_addr")
+                and not (vlen[0] > 0 and vptr[0][0] == 117) -- "u"
+            then
+                k = push_bytes(self, k, step, vptr[0], vlen[0])
+            end
+        elseif kind == K_SRC_PORT or kind == K_DST_PORT then
+            if var(r, kind == K_SRC_PORT and "remote_port" or "server_port") then
+                local n = decimal(vptr[0], tonumber(vlen[0]))
+                if n then
+                    local err
+                    k, err = push(self, k, step, n)
+                    if not k then
+                        return nil, err
+                    end
+                end
+            end
+        elseif kind == K_PROTOCOL or kind == K_SNI then
+            if var(r, kind == K_PROTOCOL and "scheme" or "ssl_server_name") then
+                k = push_bytes(self, k, step, vptr[0], vlen[0])
+            end
+        elseif kind == K_CUSTOM then
+            local v = step[3](step[1])
+            if v ~= nil then
+                local err
+                if type(v) == "table" then
+                    for j = 1, #v do
+                        k, err = push(self, k, step, v[j])
+                        if not k then
+                            return nil, err
+                        end
+                    end
+                else
+                    k, err = push(self, k, step, v)
+                    if not k then
+                        return nil, err
+                    end
+                end
+            end
+        end
+    end
+    return k
+end
+
+-- For tests: the values route() would put into the context for the current request, as
+-- "field=value" lines in the order they would be added, read from `source`: "lua" (the plain
+-- ngx API) or "native" (resty.router.ngx_request; nil when that is not available). A request
+-- that cannot be read gives "error: " and the reason. The nginx test compares the two.
+function _M:request_values(source)
+    local fill = fill_lua
+    if source == "native" then
+        if not nr.available then
+            return nil
+        end
+        fill = fill_native
+    end
+    local k, err = fill(self)
+    if not k then
+        return "error: " .. tostring(err)
+    end
+    local lines = {}
+    for i = 0, k - 1 do
+        local e = self.values[i]
+        local text
+        if e.value_type == T_INT then
+            text = tostring(tonumber(e.int_value))
+        else
+            text = ffi_string(e.ptr, e.len)
+        end
+        lines[i + 1] = tostring(self.value_fields[i + 1]) .. "=" .. text
+    end
+    return table.concat(lines, "\n")
+end
+
+-- Routes the current request: uuid, matched path (the value the deciding predicates recorded for
+-- http.path, if any) and captures (a table, or nil when the route captured nothing). nil when no
+-- route matches; nil and the reason when the request cannot be put in the context.
+function _M:route()
+    local k, ferr
+    if nr.available then
+        k, ferr = fill_native(self)
+    else
+        k, ferr = fill_lua(self)
+    end
+    if not k then
+        return nil, ferr
     end
 
     local cptr = self.context.ptr
