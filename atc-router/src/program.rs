@@ -76,6 +76,7 @@ impl Program {
     /// parsed, and the instruction count is bounded by the predicate limit.
     pub(crate) fn compile(node: &Node) -> Program {
         let mut b = Builder::default();
+        b.code.reserve_exact(node.size());
         b.node(node);
         Program {
             code: b.code.into(),

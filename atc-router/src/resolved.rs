@@ -173,6 +173,15 @@ impl Node {
         }
     }
 
+    /// Number of nodes in the tree (one instruction each in a [`crate::program::Program`]).
+    pub(crate) fn size(&self) -> usize {
+        match self {
+            Node::And(c) | Node::Or(c) => 1 + c.iter().map(Node::size).sum::<usize>(),
+            Node::Not(inner) => 1 + inner.size(),
+            Node::Pred(_) => 1,
+        }
+    }
+
     /// Sources of the regexes this node uses (with repeats).
     pub(crate) fn regex_sources(&self, out: &mut Vec<String>) {
         match self {

@@ -9,7 +9,11 @@
 //!   that uses them.
 //! - An execute leaves either the first matching route's result in the context or no result.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
+
+// Fx hashing for ids and field ids: keys come from the configuration, never from requests, and
+// SipHash was a visible share of inserting a route.
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::sync::Arc;
 
 use uuid::Uuid;
@@ -329,11 +333,11 @@ impl Router {
             catalog: Catalog::default(),
             programs: Vec::new(),
             free: Vec::new(),
-            ids: HashMap::new(),
+            ids: HashMap::default(),
             order: BTreeMap::new(),
             index: Index::default(),
             regexes: RegexCache::default(),
-            field_use: HashMap::new(),
+            field_use: HashMap::default(),
             version: 0,
         }
     }
@@ -515,7 +519,7 @@ impl Router {
     ) -> Result<SyncPlan, SyncError> {
         // First pass, no parsing: what each desired route is to the router.
         let mut seen = vec![false; self.slots.len()];
-        let mut new_ids: HashSet<Uuid> = HashSet::new();
+        let mut new_ids: HashSet<Uuid> = HashSet::default();
         let mut status = Vec::with_capacity(desired.len());
         let mut plan = SyncPlan::default();
         for (i, spec) in desired.iter().enumerate() {
