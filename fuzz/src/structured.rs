@@ -785,7 +785,7 @@ impl Scenario {
         for r in router.routes() {
             let schema = router.schema();
             for f in r.field_ids() {
-                let name = schema.field(*f).expect("route fields resolve").0;
+                let name = schema.field(f).expect("route fields resolve").0;
                 if !fields.contains(&name) {
                     fields.push(name);
                 }
