@@ -320,6 +320,22 @@ local function push(self, k, step, x)
     return k
 end
 
+-- Appends `v`, one value or a list of them (what a custom extractor may return). Returns the
+-- new count, or nil and why.
+local function push_all(self, k, step, v)
+    if type(v) ~= "table" then
+        return push(self, k, step, v)
+    end
+    local err
+    for j = 1, #v do
+        k, err = push(self, k, step, v[j])
+        if not k then
+            return nil, err
+        end
+    end
+    return k
+end
+
 local failed = ffi.new("size_t[1]")
 local NO_ARGS = {}
 
@@ -388,18 +404,9 @@ local function fill_lua(self)
         end
         if v ~= nil then
             local err
-            if type(v) == "table" then
-                for j = 1, #v do
-                    k, err = push(self, k, step, v[j])
-                    if not k then
-                        return nil, err
-                    end
-                end
-            else
-                k, err = push(self, k, step, v)
-                if not k then
-                    return nil, err
-                end
+            k, err = push_all(self, k, step, v)
+            if not k then
+                return nil, err
             end
         end
     end
@@ -563,18 +570,9 @@ local function fill_native(self)
             local v = step[3](step[1])
             if v ~= nil then
                 local err
-                if type(v) == "table" then
-                    for j = 1, #v do
-                        k, err = push(self, k, step, v[j])
-                        if not k then
-                            return nil, err
-                        end
-                    end
-                else
-                    k, err = push(self, k, step, v)
-                    if not k then
-                        return nil, err
-                    end
+                k, err = push_all(self, k, step, v)
+                if not k then
+                    return nil, err
                 end
             end
         end
