@@ -56,6 +56,10 @@ pub(crate) struct Scratch {
 struct Slot {
     len: usize,
     values: Vec<Value>,
+    /// The field's type, remembered on first use: a wildcard-derived field (`http.headers.*`)
+    /// keeps its type behind the schema's lock, too slow to ask for every value of every
+    /// request. Types never change (schemas only grow), so the copy cannot go stale.
+    ty: Option<Type>,
 }
 
 impl Context {
@@ -109,10 +113,23 @@ impl Context {
         Ok(())
     }
 
+    /// The type of field `id`, `None` when the schema has no such field.
+    pub fn field_type(&mut self, id: FieldId) -> Option<Type> {
+        if let Some(ty) = self.slots.get(id.index()).and_then(|s| s.ty) {
+            return Some(ty);
+        }
+        // Only ids the schema knows get a slot: a caller may pass any number.
+        let ty = self.schema.type_of(id)?;
+        if self.slots.len() <= id.index() {
+            self.slots.resize_with(id.index() + 1, Slot::default);
+        }
+        self.slots[id.index()].ty = Some(ty);
+        Some(ty)
+    }
+
     fn slot_for(&mut self, id: FieldId, ty: Type) -> Result<&mut Slot, Error> {
         let field_ty = self
-            .schema
-            .type_of(id)
+            .field_type(id)
             .ok_or_else(|| Error::UnknownField(format!("#{}", id.0)))?;
         if field_ty != ty {
             let name = self.schema.field(id).map(|f| f.0).unwrap_or_default();
@@ -123,9 +140,6 @@ impl Context {
             });
         }
         let max = self.schema.limits().max_values_per_field;
-        if self.slots.len() <= id.index() {
-            self.slots.resize_with(id.index() + 1, Slot::default);
-        }
         let slot = &mut self.slots[id.index()];
         if slot.len >= max {
             let name = self.schema.field(id).map(|f| f.0).unwrap_or_default();

@@ -27,16 +27,7 @@ use crate::{
 pub struct AtcContext {
     pub(crate) ctx: Context,
     scratch: String,
-    /// Field types by id, remembered on first use. A field added through a wildcard
-    /// (`http.headers.*`) has its type behind the schema's lock and a SipHash map; looking it up
-    /// for every value of every request cost more than adding the value. An id's type never
-    /// changes (schemas only grow), so the copy cannot go stale.
-    types: Vec<Option<Type>>,
 }
-
-/// Ids beyond this are looked up every time rather than remembered: the cache is a vector
-/// indexed by id, and a caller may pass any u32.
-const TYPE_CACHE_IDS: usize = 4096;
 
 /// One value of a batch (`atc_context_add_values`).
 #[repr(C)]
@@ -84,23 +75,12 @@ pub struct AtcCapture {
 
 impl AtcContext {
     fn field_type(&mut self, field: u32) -> Res<Type> {
-        let i = field as usize;
-        if let Some(Some(ty)) = self.types.get(i) {
-            return Ok(*ty);
-        }
-        let ty = self.ctx.schema().type_of(FieldId(field)).ok_or_else(|| {
+        self.ctx.field_type(FieldId(field)).ok_or_else(|| {
             Fail::new(
                 ATC_ERR_UNKNOWN_FIELD,
                 format_args!("{field} is not a field id of this context's schema"),
             )
-        })?;
-        if i < TYPE_CACHE_IDS {
-            if self.types.len() <= i {
-                self.types.resize(i + 1, None);
-            }
-            self.types[i] = Some(ty);
-        }
-        Ok(ty)
+        })
     }
 
     fn add_text(&mut self, field: u32, text: &str) -> Res<()> {
@@ -176,7 +156,6 @@ pub unsafe extern "C" fn atc_context_new(
         Ok(Box::into_raw(Box::new(AtcContext {
             ctx: Context::new(schema),
             scratch: String::new(),
-            types: Vec::new(),
         })))
     })
 }
