@@ -102,10 +102,6 @@ impl Program {
         }
     }
 
-    pub(crate) fn regexes(&self) -> &[Arc<CompiledRegex>] {
-        &self.regexes
-    }
-
     pub(crate) fn regex(&self, i: u32) -> &CompiledRegex {
         &self.regexes[i as usize]
     }

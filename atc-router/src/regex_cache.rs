@@ -19,7 +19,6 @@
 //!   use, so that the oracle does not share these engine choices.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use regex_automata::nfa::thompson::{self, backtrack, pikevm};
@@ -27,6 +26,8 @@ use regex_automata::util::captures::Captures;
 use regex_automata::{Input, PatternID};
 use regex_syntax::hir::literal::{ExtractKind, Extractor};
 use regex_syntax::hir::{Hir, HirKind, Look};
+// Keys are regex sources from the route configuration, never from requests.
+use rustc_hash::FxHashMap as HashMap;
 
 /// A regex and what matching and capture recording need of it.
 #[derive(Debug)]
@@ -326,17 +327,29 @@ pub(crate) trait RegexSource {
 
 /// A read-only view of a router's cache plus the regexes compiled since: lets a change be
 /// prepared without touching the router, and dropped without leaving anything behind.
+///
+/// A takeover overlay (for a router built to replace its base) also records the base's
+/// regexes it hands out, so that `into_new` is every regex the new routes use.
 #[derive(Debug)]
 pub(crate) struct Overlay<'a> {
     base: &'a RegexCache,
     new: HashMap<String, Arc<CompiledRegex>>,
+    takeover: bool,
 }
 
 impl<'a> Overlay<'a> {
     pub(crate) fn new(base: &'a RegexCache) -> Overlay<'a> {
         Overlay {
             base,
-            new: HashMap::new(),
+            new: HashMap::default(),
+            takeover: false,
+        }
+    }
+
+    pub(crate) fn takeover(base: &'a RegexCache) -> Overlay<'a> {
+        Overlay {
+            takeover: true,
+            ..Overlay::new(base)
         }
     }
 
@@ -347,15 +360,14 @@ impl<'a> Overlay<'a> {
 
 impl RegexSource for Overlay<'_> {
     fn regex(&mut self, source: &str, size_limit: usize) -> Result<Arc<CompiledRegex>, RegexError> {
-        if let Some(r) = self
-            .base
-            .by_source
-            .get(source)
-            .or_else(|| self.new.get(source))
-        {
+        if let Some(r) = self.new.get(source) {
             return Ok(r.clone());
         }
-        let r = Arc::new(CompiledRegex::new(source, size_limit)?);
+        let r = match self.base.by_source.get(source) {
+            Some(r) if !self.takeover => return Ok(r.clone()),
+            Some(r) => r.clone(),
+            None => Arc::new(CompiledRegex::new(source, size_limit)?),
+        };
         self.new.insert(source.to_owned(), r.clone());
         Ok(r)
     }
@@ -367,17 +379,12 @@ pub(crate) struct RegexCache {
 }
 
 impl RegexCache {
-    /// Takes in the regexes an [`Overlay`] compiled, once the routes using them are in.
+    /// Takes in the regexes an [`Overlay`] handed out, while the routes using them are alive:
+    /// a regex no route holds (its route was invalid for another reason) is dropped here, as
+    /// `release` would never be called for it.
     pub(crate) fn absorb(&mut self, new: HashMap<String, Arc<CompiledRegex>>) {
-        self.by_source.extend(new);
-    }
-
-    /// Records a regex a route of this router holds (compiled for it or taken over from
-    /// another router's cache).
-    pub(crate) fn adopt(&mut self, re: &Arc<CompiledRegex>) {
-        if !self.by_source.contains_key(re.as_str()) {
-            self.by_source.insert(re.as_str().to_owned(), re.clone());
-        }
+        self.by_source
+            .extend(new.into_iter().filter(|(_, r)| Arc::strong_count(r) > 1));
     }
 
     /// Called after a route holding the regex `source` was dropped: forgets the regex if no

@@ -242,6 +242,27 @@ impl Catalog {
     }
 }
 
+/// Size from which [`Router::apply`] frees a replaced table on a thread of its own.
+pub const LAZY_FREE_ROUTES: usize = 1024;
+
+/// Frees a table that a sync replaced.
+///
+/// Freeing is one cache miss per allocation and a table has millions of them: ≈170 ms at
+/// 100,000 routes, time in which the thread that applied the sync (an nginx worker) would not
+/// serve requests. Like Redis's lazy free, a big table is therefore dropped on a short-lived
+/// thread; the work still happens, on another core. Nothing of the old table is shared with
+/// the new one but `Arc`s (schema, regexes), whose counts are atomic. Below
+/// [`LAZY_FREE_ROUTES`], or if no thread can be started, the table is freed here.
+fn retire(old: Router) {
+    if old.len() < LAZY_FREE_ROUTES {
+        return;
+    }
+    // On failure `spawn` drops the closure, and with it the table, on this thread.
+    let _ = std::thread::Builder::new()
+        .name("atc-router-free".into())
+        .spawn(move || drop(old));
+}
+
 /// One route of a desired route list (see [`Router::sync`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RouteSpec<'a> {
@@ -309,7 +330,7 @@ pub struct SyncPlan {
     insert: Vec<Prepared>,
     /// Set instead of `remove` and `insert` when most routes change: the whole new router.
     rebuilt: Option<Box<Router>>,
-    regexes: std::collections::HashMap<String, Arc<crate::regex_cache::CompiledRegex>>,
+    regexes: HashMap<String, Arc<crate::regex_cache::CompiledRegex>>,
     report: SyncReport,
 }
 
@@ -344,6 +365,18 @@ impl Router {
 
     pub fn schema(&self) -> &Arc<Schema> {
         &self.schema
+    }
+
+    /// Sizes the per-route structures of an empty router for `routes`, as a fresh router
+    /// built for a sync knows its size: they then never grow (and copy themselves) on the way.
+    fn reserve(&mut self, routes: &[RouteSpec<'_>]) {
+        let n = routes.len();
+        self.slots.reserve(n);
+        self.programs.reserve(n);
+        self.ids.reserve(n);
+        self.catalog.rows.reserve(n);
+        let text: usize = routes.iter().map(|r| r.expression.len()).sum();
+        self.catalog.texts.reserve(text);
     }
 
     pub fn limits(&self) -> &Limits {
@@ -557,8 +590,15 @@ impl Router {
         // putting their new versions in would cost more (and touch every structure twice).
         let rebuild = (changed + removed) * 2 > self.len();
         let mut errors = Vec::new();
-        let mut overlay = Overlay::new(&self.regexes);
-        let mut fresh = rebuild.then(|| Router::with_limits(self.schema.clone(), self.limits));
+        let mut overlay = match rebuild {
+            true => Overlay::takeover(&self.regexes),
+            false => Overlay::new(&self.regexes),
+        };
+        let mut fresh = rebuild.then(|| {
+            let mut f = Router::with_limits(self.schema.clone(), self.limits);
+            f.reserve(desired);
+            f
+        });
         for (spec, st) in desired.iter().zip(&status) {
             let expression = match *st {
                 Status::Duplicate => {
@@ -614,13 +654,8 @@ impl Router {
         plan.report.errors = errors;
         match fresh {
             Some(mut f) => {
-                // Every regex the fresh routes hold, whether compiled now or taken over from
-                // this router, belongs to the fresh router's cache.
-                for p in &f.programs {
-                    for re in p.regexes() {
-                        f.regexes.adopt(re);
-                    }
-                }
+                // Every regex the fresh routes hold, compiled now or taken over from this router.
+                f.regexes.absorb(overlay.into_new());
                 plan.rebuilt = Some(Box::new(f));
             }
             None => plan.regexes = overlay.into_new(),
@@ -633,9 +668,15 @@ impl Router {
     ///
     /// A plan prepared before another change of this router is refused (nothing is applied, and
     /// the report says `stale`): it was computed against routes that are no longer there.
+    ///
+    /// When the plan replaced the whole table (most routes changed), the old table is freed on
+    /// a short-lived thread of its own if it holds [`LAZY_FREE_ROUTES`] routes or more; see
+    /// [`retire`].
     pub fn apply(&mut self, plan: SyncPlan) -> SyncReport {
         let (report, replaced) = self.apply_keeping_old(plan);
-        drop(replaced);
+        if let Some(old) = replaced {
+            retire(old);
+        }
         report
     }
 

@@ -315,3 +315,67 @@ fn content_is_still_recognised_after_long_churn() {
     }
     assert_eq!(table(&r).len(), 100);
 }
+
+#[test]
+fn a_sync_replacing_a_big_table_leaves_exactly_the_new_table() {
+    // Enough routes, all changed, for the plan to be a fresh router and for the old one to be
+    // freed on its own thread while this one goes on using the regexes they share.
+    let n = atc_router::LAZY_FREE_ROUTES as u128 + 100;
+    let version = |tag: &str| -> Vec<(u128, u64, String)> {
+        (0..n)
+            .map(|i| {
+                // Even routes share one regex across versions; odd ones get a new regex.
+                let re = match i % 2 {
+                    0 => r"^/shared/(?<id>\\d+)$".to_owned(),
+                    _ => format!(r"^/{tag}/{i}/(?<id>\\d+)$"),
+                };
+                let e = format!(r#"http.host == "h{i}.{tag}" && http.path ~ "{re}""#);
+                (i, i as u64, e)
+            })
+            .collect()
+    };
+    let (old, new) = (version("old"), version("new"));
+    let mut r = Router::new(schema());
+    let specs = |v: &[(u128, u64, String)]| -> Vec<(Uuid, u64, String)> {
+        v.iter().map(|(i, p, e)| (id(*i), *p, e.clone())).collect()
+    };
+    r.sync(&as_specs(&specs(&old)), SyncMode::AllOrNothing)
+        .unwrap();
+    let report = r
+        .sync(&as_specs(&specs(&new)), SyncMode::AllOrNothing)
+        .unwrap();
+    assert_eq!((report.changed, report.unchanged), (n as usize, 0));
+    let mut fresh = Router::new(r.schema().clone());
+    for (i, p, e) in &new {
+        fresh.add(id(*i), *p, e).unwrap();
+    }
+    assert_eq!(table(&r), table(&fresh));
+    assert_eq!(r.regex_count(), fresh.regex_count());
+    for i in [0, 1, n / 2, n - 1] {
+        let path = match i % 2 {
+            0 => "/shared/7".to_owned(),
+            _ => format!("/new/{i}/7"),
+        };
+        let mut ctx = Context::new(r.schema().clone());
+        ctx.add_value("http.host", format!("h{i}.new")).unwrap();
+        ctx.add_value("http.path", path).unwrap();
+        assert!(r.execute(&mut ctx), "route {i}");
+        assert_eq!(ctx.result().unwrap().id(), id(i));
+        assert_eq!(ctx.result().unwrap().captures_map()["id"], "7");
+    }
+}
+
+#[test]
+fn regexes_compiled_for_a_skipped_route_are_not_kept() {
+    let mut r = Router::new(schema());
+    // The path regex compiles; the host regex does not, so the route is skipped.
+    let bad = r#"http.path ~ "^/only-here/\\d+$" && http.host ~ "(""#;
+    let report = r
+        .sync(
+            &[spec(1, 1, r#"http.path ~ "^/kept/\\d+$""#), spec(2, 1, bad)],
+            SyncMode::ApplyValid,
+        )
+        .unwrap();
+    assert_eq!((report.added, report.errors.len()), (1, 1));
+    assert_eq!(r.regex_count(), 1);
+}
