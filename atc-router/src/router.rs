@@ -5,11 +5,17 @@
 //! - Every route is in exactly one place of the [`Index`] (an index bucket, or the fallback list),
 //!   put there by [`Router::add`] and taken out by [`Router::remove`]: updates are incremental,
 //!   nothing is rebuilt.
+//! - A live slot has a catalog row (id, priority, text) and a program; its resolved tree is not
+//!   kept, but rebuilt from the text when needed (reference evaluation, taking the route out).
+//!   Resolving a route's own text again gives the tree it was added with: the schema and
+//!   limits do not change, and its regexes are in the cache for as long as the route lives.
 //! - Regexes with the same source are compiled once per router and freed with the last route
 //!   that uses them.
 //! - An execute leaves either the first matching route's result in the context or no result.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+use std::sync::OnceLock;
 
 // Fx hashing for ids and field ids: keys come from the configuration, never from requests, and
 // SipHash was a visible share of inserting a route.
@@ -31,38 +37,32 @@ use crate::schema::{FieldId, Schema};
 use crate::validate::validate;
 use crate::{matcher, reference};
 
-/// A route as the router keeps it. What the matcher runs lives apart (`Router::programs`), and
-/// so does the expression text (the catalog): the resolved tree stays for the reference
-/// evaluator and for taking the route out of the indexes again.
-#[derive(Debug)]
-struct Stored {
-    id: Uuid,
-    priority: u64,
-    node: Node,
+/// What a request's match needs of the route is its program (`Router::programs`); what a
+/// sync compares is its catalog row. The resolved tree, the reference evaluator's input and
+/// the key to the route's index entries, is rebuilt from the text on demand: kept for every
+/// route it was most of a route's allocations, so most of the cost of building and freeing a
+/// table and a quarter of its memory, for the benefit of removals (a re-parse, ≈1 µs) and
+/// reference evaluations (cached per slot after the first).
+fn requirement(node: &Node) -> Option<Requirement> {
+    best_requirement(node)
 }
 
-impl Stored {
-    fn order(&self) -> Order {
-        Order::new(self.priority, self.id)
-    }
-
-    /// Recomputed rather than kept: it is needed only on insert and removal, and the
-    /// extraction is deterministic, so removal finds the same index entries insert made.
-    fn requirement(&self) -> Option<Requirement> {
-        best_requirement(&self.node)
-    }
-
-    fn fields(&self) -> Vec<FieldId> {
-        let mut fields = Vec::new();
-        self.node.fields(&mut fields);
-        fields
-    }
+fn fields(node: &Node) -> Vec<FieldId> {
+    let mut fields = Vec::new();
+    node.fields(&mut fields);
+    fields
 }
+
+/// Source of [`Route::instance`] numbers: unique across every router of the process.
+static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
 
 /// A route parsed, validated and compiled, not yet in the router.
 #[derive(Debug)]
 struct Prepared {
-    stored: Stored,
+    id: Uuid,
+    priority: u64,
+    instance: u64,
+    node: Node,
     source: Box<str>,
     program: Program,
 }
@@ -70,28 +70,29 @@ struct Prepared {
 /// One route of a router, as [`Router::get`] and [`Router::routes`] show it.
 #[derive(Debug, Clone, Copy)]
 pub struct Route<'a> {
-    stored: &'a Stored,
-    source: &'a str,
+    router: &'a Router,
+    slot: u32,
+    row: CatalogRow,
 }
 
 impl<'a> Route<'a> {
     pub fn id(&self) -> Uuid {
-        self.stored.id
+        self.row.id
     }
 
     pub fn priority(&self) -> u64 {
-        self.stored.priority
+        self.row.priority
     }
 
     /// The expression text as it was added.
     pub fn source(&self) -> &'a str {
-        self.source
+        self.router.catalog.text(self.slot as usize)
     }
 
     /// The syntax tree (parsed again from the source: routers keep only the resolved form).
     pub fn expr(&self) -> Expr {
         parse_with_limits(
-            self.source,
+            self.source(),
             &Limits {
                 max_expression_len: usize::MAX,
                 max_predicates: usize::MAX,
@@ -104,19 +105,19 @@ impl<'a> Route<'a> {
 
     /// Fields the expression uses, in order of first use.
     pub fn field_ids(&self) -> Vec<FieldId> {
-        self.stored.fields()
+        fields(self.router.tree(self.slot))
     }
 
     /// Whether the route is in an index (`false`: every request considers it).
     pub fn is_indexed(&self) -> bool {
-        self.stored.requirement().is_some()
+        requirement(self.router.tree(self.slot)).is_some()
     }
 
-    /// Identifies this stored version of the route: the same while syncs leave the route
-    /// unchanged, different once it is changed or removed and added again. (An address: one
-    /// taken before an update is only meaningful to compare right after that update.)
-    pub fn instance(&self) -> usize {
-        std::ptr::from_ref(self.stored) as usize
+    /// Identifies this version of the route: the same while syncs leave the route unchanged
+    /// (also when a sync rebuilds the table), different once it is changed or removed and
+    /// added again. Unique among the routes of every router of the process.
+    pub fn instance(&self) -> u64 {
+        self.row.instance
     }
 }
 
@@ -149,10 +150,10 @@ impl<'a> Route<'a> {
 pub struct Router {
     schema: Arc<Schema>,
     limits: Limits,
-    /// Boxed so that the slack of a growing vector costs a pointer per route, not a route.
-    slots: Vec<Option<Box<Stored>>>,
-    /// What [`Router::prepare_sync`] compares, by slot, densely: see [`Catalog`].
+    /// Which slots are live, with what id, priority and text, densely: see [`Catalog`].
     catalog: Catalog,
+    /// The resolved tree of a slot's route, once something needed it (see [`Router::tree`]).
+    trees: Vec<OnceLock<Box<Node>>>,
     /// The program of the route in each slot, kept apart from the rest of the route so that a
     /// request reads only these (see [`crate::program`]).
     programs: Vec<Program>,
@@ -185,12 +186,13 @@ struct Catalog {
 struct CatalogRow {
     id: Uuid,
     priority: u64,
+    instance: u64,
     start: usize,
     len: usize,
 }
 
 impl Catalog {
-    fn set(&mut self, slot: u32, id: Uuid, priority: u64, text: &str) {
+    fn set(&mut self, slot: u32, id: Uuid, priority: u64, instance: u64, text: &str) {
         let slot = slot as usize;
         if self.rows.len() <= slot {
             self.rows.resize(slot + 1, None);
@@ -203,6 +205,7 @@ impl Catalog {
         self.rows[slot] = Some(CatalogRow {
             id,
             priority,
+            instance,
             start,
             len: text.len(),
         });
@@ -230,7 +233,11 @@ impl Catalog {
     }
 
     fn id(&self, slot: usize) -> Option<Uuid> {
-        self.rows.get(slot).copied().flatten().map(|r| r.id)
+        self.row(slot).map(|r| r.id)
+    }
+
+    fn row(&self, slot: usize) -> Option<CatalogRow> {
+        self.rows.get(slot).copied().flatten()
     }
 
     /// Whether slot `slot` holds a route with this priority and expression text.
@@ -325,8 +332,9 @@ enum Status {
 #[derive(Debug, Default)]
 pub struct SyncPlan {
     version: u64,
-    /// Ids to take out: removed routes and the old versions of changed ones.
-    remove: Vec<Uuid>,
+    /// Routes to take out (removed routes and the old versions of changed ones), with their
+    /// trees resolved while preparing, so that applying parses nothing.
+    remove: Vec<(Uuid, Box<Node>)>,
     insert: Vec<Prepared>,
     /// Set instead of `remove` and `insert` when most routes change: the whole new router.
     rebuilt: Option<Box<Router>>,
@@ -350,8 +358,8 @@ impl Router {
         Router {
             schema,
             limits,
-            slots: Vec::new(),
             catalog: Catalog::default(),
+            trees: Vec::new(),
             programs: Vec::new(),
             free: Vec::new(),
             ids: HashMap::default(),
@@ -371,7 +379,7 @@ impl Router {
     /// built for a sync knows its size: they then never grow (and copy themselves) on the way.
     fn reserve(&mut self, routes: &[RouteSpec<'_>]) {
         let n = routes.len();
-        self.slots.reserve(n);
+        self.trees.reserve(n);
         self.programs.reserve(n);
         self.ids.reserve(n);
         self.catalog.rows.reserve(n);
@@ -418,54 +426,81 @@ impl Router {
         validate(expression, &parsed, &self.schema)?;
         let node = resolve(expression, &parsed, &self.schema, &self.limits, overlay)?;
         Ok(Prepared {
+            id,
+            priority,
+            instance: NEXT_INSTANCE.fetch_add(1, AtomicOrdering::Relaxed),
             program: Program::compile(&node),
             source: expression.into(),
-            stored: Stored { id, priority, node },
+            node,
         })
+    }
+
+    /// The resolved tree of the route in `slot`, resolved again from its text the first time.
+    fn tree(&self, slot: u32) -> &Node {
+        self.trees[slot as usize].get_or_init(|| self.resolve_again(slot))
+    }
+
+    /// The tree of the route in `slot` built anew from its text (see the module invariants
+    /// for why this cannot fail).
+    fn resolve_again(&self, slot: u32) -> Box<Node> {
+        let text = self.catalog.text(slot as usize);
+        let parsed = parse_with_limits(text, &self.limits)
+            .expect("a route's text parsed with these limits when it was added");
+        let node = resolve(
+            text,
+            &parsed,
+            &self.schema,
+            &self.limits,
+            &mut Overlay::new(&self.regexes),
+        )
+        .expect("a route's text resolved against this schema when it was added");
+        Box::new(node)
     }
 
     /// Puts a prepared route in its slot, the order map and its index.
     fn insert(&mut self, p: Prepared) {
-        let Prepared {
-            stored,
-            source,
-            program,
-        } = p;
-        for f in stored.fields() {
+        for f in fields(&p.node) {
             *self.field_use.entry(f).or_insert(0) += 1;
         }
-        let order = stored.order();
+        let order = Order::new(p.priority, p.id);
         let slot = match self.free.pop() {
             Some(s) => s,
             None => {
-                self.slots.push(None);
+                self.trees.push(OnceLock::new());
                 self.programs.push(Program::default());
-                (self.slots.len() - 1) as u32
+                (self.programs.len() - 1) as u32
             }
         };
-        self.programs[slot as usize] = program;
+        self.programs[slot as usize] = p.program;
         self.index
-            .insert(stored.requirement().as_ref(), (order, slot));
-        self.catalog.set(slot, stored.id, stored.priority, &source);
-        self.ids.insert(stored.id, slot);
+            .insert(requirement(&p.node).as_ref(), (order, slot));
+        self.catalog
+            .set(slot, p.id, p.priority, p.instance, &p.source);
+        self.ids.insert(p.id, slot);
         self.order.insert(order, slot);
-        self.slots[slot as usize] = Some(Box::new(stored));
     }
 
-    /// Takes a route out of every structure; its regexes are still cached (see `release`).
-    fn take(&mut self, id: Uuid) -> Option<Box<Stored>> {
-        let slot = self.ids.remove(&id)?;
-        let stored = self.slots[slot as usize]
-            .take()
+    /// Takes a route out of every structure and returns its tree (`tree`, if the caller
+    /// resolved it already); its regexes are still cached (see `release`).
+    fn take(&mut self, id: Uuid, tree: Option<Box<Node>>) -> Option<Box<Node>> {
+        let slot = *self.ids.get(&id)?;
+        let row = self
+            .catalog
+            .row(slot as usize)
             .expect("ids point at live slots");
+        let tree = match (tree, self.trees[slot as usize].take()) {
+            (Some(t), _) | (None, Some(t)) => t,
+            (None, None) => self.resolve_again(slot),
+        };
+        self.ids.remove(&id);
         self.free.push(slot);
         self.catalog.clear(slot);
         self.programs[slot as usize] = Program::default();
-        let order = stored.order();
+        let order = Order::new(row.priority, row.id);
         self.order.remove(&order);
         self.index
-            .remove(stored.requirement().as_ref(), (order, slot));
-        for f in stored.fields() {
+            .remove(requirement(&tree).as_ref(), (order, slot));
+        for f in fields(&tree) {
             if let Some(n) = self.field_use.get_mut(&f) {
                 *n -= 1;
                 if *n == 0 {
@@ -473,14 +508,14 @@ impl Router {
                 }
             }
         }
-        Some(stored)
+        Some(tree)
     }
 
     /// Drops a route taken out, and the regexes no other route uses.
-    fn release(&mut self, stored: Box<Stored>) {
+    fn release(&mut self, tree: Box<Node>) {
         let mut sources = Vec::new();
-        stored.node.regex_sources(&mut sources);
-        drop(stored);
+        tree.regex_sources(&mut sources);
+        drop(tree);
         for s in &sources {
             self.regexes.release(s);
         }
@@ -489,7 +524,7 @@ impl Router {
     /// Removes a route; `false` when there is none with that id.
     pub fn remove(&mut self, id: Uuid) -> bool {
         self.version += 1;
-        match self.take(id) {
+        match self.take(id, None) {
             Some(route) => {
                 self.release(route);
                 true
@@ -551,7 +586,7 @@ impl Router {
         mode: SyncMode,
     ) -> Result<SyncPlan, SyncError> {
         // First pass, no parsing: what each desired route is to the router.
-        let mut seen = vec![false; self.slots.len()];
+        let mut seen = vec![false; self.catalog.rows.len()];
         let mut new_ids: HashSet<Uuid> = HashSet::default();
         let mut status = Vec::with_capacity(desired.len());
         let mut plan = SyncPlan::default();
@@ -582,7 +617,7 @@ impl Router {
             .count();
         let removed = seen
             .iter()
-            .zip(&self.slots)
+            .zip(&self.catalog.rows)
             .filter(|(seen, r)| r.is_some() && !**seen)
             .count();
         // When most routes go or change, building the whole desired list into a fresh router
@@ -599,25 +634,36 @@ impl Router {
             f.reserve(desired);
             f
         });
+        // A route kept as it is, into a fresh router: parsed again, as the fresh router holds
+        // its own copy of every route, but the same version (`Route::instance`).
+        let copy = |slot: u32, overlay: &mut Overlay<'_>| -> Option<Prepared> {
+            let row = self.catalog.row(slot as usize)?;
+            let text = self.catalog.text(slot as usize);
+            let mut p = self.prepare(row.id, row.priority, text, overlay).ok()?;
+            p.instance = row.instance;
+            Some(p)
+        };
         for (spec, st) in desired.iter().zip(&status) {
-            let expression = match *st {
-                Status::Duplicate => {
+            let expression = match (*st, &mut fresh) {
+                (Status::Duplicate, _) => {
                     errors.push((spec.id, Error::DuplicateRoute(spec.id)));
                     continue;
                 }
-                Status::Unchanged(slot) => match &mut fresh {
-                    // Parsed again: the fresh router holds its own copy of every route.
-                    Some(_) => self.catalog.text(slot as usize),
-                    None => continue,
-                },
-                Status::Changed(_) | Status::Added => spec.expression,
+                (Status::Unchanged(slot), Some(f)) => {
+                    f.insert(copy(slot, &mut overlay).expect("a live route prepares again"));
+                    continue;
+                }
+                (Status::Unchanged(_), None) => continue,
+                (Status::Changed(_) | Status::Added, _) => spec.expression,
             };
             match self.prepare(spec.id, spec.priority, expression, &mut overlay) {
                 Ok(route) => {
                     match *st {
-                        Status::Changed(_) => {
+                        Status::Changed(slot) => {
                             plan.report.changed += 1;
-                            plan.remove.push(spec.id);
+                            if fresh.is_none() {
+                                plan.remove.push((spec.id, self.resolve_again(slot)));
+                            }
                         }
                         Status::Added => plan.report.added += 1,
                         _ => {}
@@ -632,10 +678,7 @@ impl Router {
                     // Apply-valid keeps a known route's current version when its new one is
                     // invalid; a fresh router has to be given that version too.
                     if let (Status::Changed(slot), Some(f)) = (*st, &mut fresh) {
-                        let route = self.stored(slot);
-                        let text = self.catalog.text(slot as usize);
-                        if let Ok(old) = self.prepare(route.id, route.priority, text, &mut overlay)
-                        {
+                        if let Some(old) = copy(slot, &mut overlay) {
                             f.insert(old);
                         }
                     }
@@ -645,10 +688,12 @@ impl Router {
         if !errors.is_empty() && mode == SyncMode::AllOrNothing {
             return Err(SyncError { errors });
         }
-        for (slot, route) in self.slots.iter().enumerate() {
-            if let (Some(route), false) = (route, seen[slot]) {
+        for (slot, row) in self.catalog.rows.iter().enumerate() {
+            if let (Some(row), false) = (row, seen[slot]) {
                 plan.report.removed += 1;
-                plan.remove.push(route.id);
+                if fresh.is_none() {
+                    plan.remove.push((row.id, self.resolve_again(slot as u32)));
+                }
             }
         }
         plan.report.errors = errors;
@@ -704,8 +749,8 @@ impl Router {
         self.version += 1;
         self.regexes.absorb(regexes);
         let mut taken = Vec::with_capacity(remove.len());
-        for id in remove {
-            taken.extend(self.take(id));
+        for (id, tree) in remove {
+            taken.extend(self.take(id, Some(tree)));
         }
         for route in insert {
             self.insert(route);
@@ -720,16 +765,14 @@ impl Router {
         self.ids.get(&id).map(|s| self.route(*s))
     }
 
-    fn stored(&self, slot: u32) -> &Stored {
-        self.slots[slot as usize]
-            .as_ref()
-            .expect("indexes point at live slots")
-    }
-
     fn route(&self, slot: u32) -> Route<'_> {
         Route {
-            stored: self.stored(slot),
-            source: self.catalog.text(slot as usize),
+            router: self,
+            slot,
+            row: self
+                .catalog
+                .row(slot as usize)
+                .expect("indexes point at live slots"),
         }
     }
 
@@ -858,10 +901,10 @@ impl Router {
         }
         let mut w = std::mem::take(&mut ctx.witnesses);
         let mut found = None;
-        for slot in self.order.values() {
-            let route = self.stored(*slot);
-            if reference::eval(&route.node, ctx, &mut w) {
-                found = Some((route.id, route.priority));
+        for &slot in self.order.values() {
+            if reference::eval(self.tree(slot), ctx, &mut w) {
+                let row = self.catalog.row(slot as usize).expect("live slot");
+                found = Some((row.id, row.priority));
                 break;
             }
             w.clear();
