@@ -57,9 +57,7 @@ pub use context::{CaptureKey, Context, MatchResult, MatchedValue};
 pub use error::{Error, ExprError, ExprErrorKind};
 pub use limits::Limits;
 pub use parser::{parse, parse_with_limits, Parsed};
-pub use router::{
-    Route, RouteSpec, Router, SyncError, SyncMode, SyncPlan, SyncReport, LAZY_FREE_ROUTES,
-};
+pub use router::{Route, RouteSpec, Router, SyncError, SyncMode, SyncPlan, SyncReport};
 pub use schema::{FieldId, Schema};
 pub use shared::SharedRouter;
 pub use uuid::Uuid;

@@ -249,27 +249,6 @@ impl Catalog {
     }
 }
 
-/// Size from which [`Router::apply`] frees a replaced table on a thread of its own.
-pub const LAZY_FREE_ROUTES: usize = 1024;
-
-/// Frees a table that a sync replaced.
-///
-/// Freeing is one cache miss per allocation and a table has millions of them: ≈170 ms at
-/// 100,000 routes, time in which the thread that applied the sync (an nginx worker) would not
-/// serve requests. Like Redis's lazy free, a big table is therefore dropped on a short-lived
-/// thread; the work still happens, on another core. Nothing of the old table is shared with
-/// the new one but `Arc`s (schema, regexes), whose counts are atomic. Below
-/// [`LAZY_FREE_ROUTES`], or if no thread can be started, the table is freed here.
-fn retire(old: Router) {
-    if old.len() < LAZY_FREE_ROUTES {
-        return;
-    }
-    // On failure `spawn` drops the closure, and with it the table, on this thread.
-    let _ = std::thread::Builder::new()
-        .name("atc-router-free".into())
-        .spawn(move || drop(old));
-}
-
 /// One route of a desired route list (see [`Router::sync`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RouteSpec<'a> {
@@ -713,15 +692,9 @@ impl Router {
     ///
     /// A plan prepared before another change of this router is refused (nothing is applied, and
     /// the report says `stale`): it was computed against routes that are no longer there.
-    ///
-    /// When the plan replaced the whole table (most routes changed), the old table is freed on
-    /// a short-lived thread of its own if it holds [`LAZY_FREE_ROUTES`] routes or more; see
-    /// [`retire`].
     pub fn apply(&mut self, plan: SyncPlan) -> SyncReport {
         let (report, replaced) = self.apply_keeping_old(plan);
-        if let Some(old) = replaced {
-            retire(old);
-        }
+        drop(replaced);
         report
     }
 
