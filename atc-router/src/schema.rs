@@ -8,6 +8,8 @@
 //! wildcard name was resolved get fresh ids.
 
 use std::collections::HashMap;
+
+use rustc_hash::FxHashMap;
 use std::sync::RwLock;
 
 use crate::error::Error;
@@ -37,9 +39,12 @@ impl FieldId {
 /// ```
 #[derive(Debug, Default)]
 pub struct Schema {
-    exact: HashMap<String, FieldId>,
+    // Fx hashing for the declared names: looked up for every predicate of every route added,
+    // and filled only by the schema's author. (`Dynamic::ids` keeps SipHash: wildcard-derived
+    // names can come from requests.)
+    exact: FxHashMap<String, FieldId>,
     /// Wildcard prefix including its trailing dot (`"http.headers."`) → type.
-    wildcards: HashMap<String, Type>,
+    wildcards: FxHashMap<String, Type>,
     /// Exact fields by id (`None` at ids of wildcard-derived names).
     fields: Vec<Option<(String, Type)>>,
     dynamic: RwLock<Dynamic>,
