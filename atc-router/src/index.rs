@@ -263,25 +263,250 @@ fn extend(out: &mut Vec<Entry>, b: &Bucket) {
     }
 }
 
-/// The key under which an exact value or a dot-suffix is stored: a 64-bit hash of its bytes.
-/// Maps keep the hash, not the string, so a lookup touches no memory outside the map. Two
-/// strings with the same hash share a bucket, which only adds candidates: every candidate is
-/// evaluated against the request, and the route's own predicate compares the real text.
-fn key_hash(bytes: &[u8]) -> u64 {
+/// The key under which an exact value or a dot-suffix is stored: a 32-bit hash of its bytes.
+/// Tables keep the hash, not the string, so a lookup touches no memory outside the table. Two
+/// strings with the same key share a bucket, which only adds candidates: every candidate is
+/// evaluated against the request, and the route's own predicate compares the real text. (At
+/// 100,000 keys a given lookup meets a foreign key about once in 40,000 requests.)
+fn key_hash(bytes: &[u8]) -> u32 {
     use std::hash::BuildHasher;
-    rustc_hash::FxBuildHasher.hash_one(bytes)
+    let h = rustc_hash::FxBuildHasher.hash_one(bytes);
+    // Fx leaves its best bits where hashbrown wants them, not at the top, where the table takes
+    // its home position from: mix all 64 bits into the top 32 once more.
+    ((h ^ (h >> 32)).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as u32
 }
 
-/// A hash map from [`key_hash`]es to buckets.
-type HashedMap = HashMap<u64, Bucket>;
+/// A hash table from [`key_hash`]es to buckets of routes, laid out so that a lookup reads one
+/// cache line: a route's entry lives in the cell itself, next to its key (a general map keeps
+/// control bytes and slots in separate arrays, two lines per hit).
+///
+/// Open addressing with linear probing in Robin Hood order: a key's home cell is given by the
+/// top bits of its hash (`tag >> (32 - bits)`), and along the probe sequence cells are ordered by
+/// their distance from home, so a lookup stops at the first cell closer to its home than the
+/// key would be, or at an empty cell.
+///
+/// Invariants:
+/// - `cells.len()` is 0 or a power of two from 8 to 2^32, and at most 3/4 of the cells are
+///   used (so probe runs stay short).
+/// - Every key has exactly one cell; no empty cell lies between a key's home and its cell, and
+///   distances from home never drop by more than one from a cell to the next (Robin Hood).
+///   Removal shifts the following run back by one instead of leaving a tombstone, which keeps
+///   both true.
+/// - A cell holds one route ([`Cell::One`]) or the index of a sorted list of two or more in
+///   `many` ([`Cell::Many`]); a list of one is turned back into a single cell.
+#[derive(Debug, Default)]
+struct HashedMap {
+    cells: Vec<Cell>,
+    /// `32 - log2(cells.len())`: a tag's top bits are its home.
+    shift: u32,
+    used: usize,
+    many: Vec<Vec<Entry>>,
+    many_free: Vec<u32>,
+}
 
-/// Removes `e` from the bucket under `key`, and the bucket once it is empty.
-fn remove_from<K: std::hash::Hash + Eq>(m: &mut HashMap<K, Bucket>, key: K, e: Entry) {
-    if let Some(b) = m.get_mut(&key) {
-        b.remove(e);
-        if b.is_empty() {
-            m.remove(&key);
+/// 32 bytes, aligned: two cells per cache line, never one across two.
+#[derive(Debug, Clone, Copy)]
+#[repr(C, align(32))]
+struct Cell {
+    /// The route's order; for a `Many` cell, `order.id_low` is the index in `many`.
+    order: Order,
+    /// The route's slot, or [`EMPTY`] or [`MANY`].
+    slot: u32,
+    tag: u32,
+}
+
+const EMPTY: u32 = u32::MAX;
+const MANY: u32 = u32::MAX - 1;
+
+impl Cell {
+    const VACANT: Cell = Cell {
+        order: Order {
+            priority: 0,
+            id_high: 0,
+            id_low: 0,
+        },
+        slot: EMPTY,
+        tag: 0,
+    };
+
+    fn one(tag: u32, e: Entry) -> Cell {
+        debug_assert!(e.1 < MANY, "router slots stay below the markers");
+        Cell {
+            order: e.0,
+            slot: e.1,
+            tag,
         }
+    }
+
+    fn many(tag: u32, list: u32) -> Cell {
+        Cell {
+            order: Order {
+                priority: 0,
+                id_high: 0,
+                id_low: u64::from(list),
+            },
+            slot: MANY,
+            tag,
+        }
+    }
+}
+
+impl HashedMap {
+    fn len(&self) -> usize {
+        self.used
+    }
+
+    #[inline]
+    fn home(&self, tag: u32) -> usize {
+        (tag >> self.shift) as usize
+    }
+
+    #[inline]
+    fn distance(&self, i: usize, tag: u32) -> usize {
+        i.wrapping_sub(self.home(tag)) & (self.cells.len() - 1)
+    }
+
+    /// The cell holding `tag`, if any.
+    #[inline]
+    fn find(&self, tag: u32) -> Option<usize> {
+        if self.cells.is_empty() {
+            return None;
+        }
+        let mask = self.cells.len() - 1;
+        let mut i = self.home(tag);
+        let mut d = 0;
+        loop {
+            let c = &self.cells[i];
+            if c.slot == EMPTY {
+                return None;
+            }
+            if c.tag == tag {
+                return Some(i);
+            }
+            if self.distance(i, c.tag) < d {
+                return None;
+            }
+            i = (i + 1) & mask;
+            d += 1;
+        }
+    }
+
+    /// Appends the routes stored under `tag`.
+    #[inline]
+    fn get(&self, tag: u32, out: &mut Vec<Entry>) {
+        if let Some(i) = self.find(tag) {
+            let c = &self.cells[i];
+            if c.slot == MANY {
+                out.extend_from_slice(&self.many[c.order.id_low as usize]);
+            } else {
+                out.push((c.order, c.slot));
+            }
+        }
+    }
+
+    fn insert(&mut self, tag: u32, e: Entry) {
+        if let Some(i) = self.find(tag) {
+            let c = self.cells[i];
+            if c.slot == MANY {
+                let list = &mut self.many[c.order.id_low as usize];
+                if let Err(at) = list.binary_search(&e) {
+                    list.insert(at, e);
+                }
+            } else if (c.order, c.slot) != e {
+                let (a, b) = if (c.order, c.slot) < e {
+                    ((c.order, c.slot), e)
+                } else {
+                    (e, (c.order, c.slot))
+                };
+                let list = match self.many_free.pop() {
+                    Some(l) => {
+                        self.many[l as usize] = vec![a, b];
+                        l
+                    }
+                    None => {
+                        self.many.push(vec![a, b]);
+                        (self.many.len() - 1) as u32
+                    }
+                };
+                self.cells[i] = Cell::many(tag, list);
+            }
+            return;
+        }
+        if (self.used + 1) * 4 > self.cells.len() * 3 {
+            self.grow();
+        }
+        self.place(Cell::one(tag, e));
+        self.used += 1;
+    }
+
+    /// Puts a cell for a key not in the table yet, displacing cells nearer their home.
+    fn place(&mut self, mut cell: Cell) {
+        let mask = self.cells.len() - 1;
+        let mut i = self.home(cell.tag);
+        let mut d = 0;
+        loop {
+            let c = self.cells[i];
+            if c.slot == EMPTY {
+                self.cells[i] = cell;
+                return;
+            }
+            let cd = self.distance(i, c.tag);
+            if cd < d {
+                self.cells[i] = cell;
+                cell = c;
+                d = cd;
+            }
+            i = (i + 1) & mask;
+            d += 1;
+        }
+    }
+
+    fn grow(&mut self) {
+        let size = (self.cells.len() * 2).max(8);
+        let old = std::mem::replace(&mut self.cells, vec![Cell::VACANT; size]);
+        self.shift = 32 - size.trailing_zeros();
+        for c in old {
+            if c.slot != EMPTY {
+                self.place(c);
+            }
+        }
+    }
+
+    fn remove(&mut self, tag: u32, e: Entry) {
+        let Some(i) = self.find(tag) else {
+            return;
+        };
+        let c = self.cells[i];
+        if c.slot == MANY {
+            let l = c.order.id_low as usize;
+            let list = &mut self.many[l];
+            if let Ok(at) = list.binary_search(&e) {
+                list.remove(at);
+            }
+            if let [only] = list[..] {
+                self.many[l] = Vec::new();
+                self.many_free.push(l as u32);
+                self.cells[i] = Cell::one(tag, only);
+            }
+            return;
+        }
+        if (c.order, c.slot) != e {
+            return;
+        }
+        // Shift the rest of the run back by one: each moved cell gets one step closer home.
+        let mask = self.cells.len() - 1;
+        let mut hole = i;
+        loop {
+            let next = (hole + 1) & mask;
+            let n = self.cells[next];
+            if n.slot == EMPTY || self.distance(next, n.tag) == 0 {
+                break;
+            }
+            self.cells[hole] = n;
+            hole = next;
+        }
+        self.cells[hole] = Cell::VACANT;
+        self.used -= 1;
     }
 }
 
@@ -298,13 +523,61 @@ struct Trie {
     free: Vec<u32>,
 }
 
+/// One cache-line-aligned node: a walk reads the label and the routes of every node it passes,
+/// and they share the first line (`repr(C)` keeps that order); at 100,000 routes a walk ending in
+/// a node no request visited lately costs that one line instead of the node plus a separately
+/// allocated label.
 #[derive(Debug, Default)]
+#[repr(C, align(64))]
 struct TrieNode {
     /// The bytes on the edge from the parent (empty for the root).
-    label: Box<[u8]>,
+    label: Label,
+    bucket: Bucket,
     /// Children by the first byte of their label.
     children: Vec<(u8, u32)>,
-    bucket: Bucket,
+}
+
+/// Longest label stored in its node; chosen so that label and bucket fill one cache line.
+const INLINE_LABEL: usize = 22;
+
+/// A trie edge's bytes: in place when short (most are), else on the heap.
+#[derive(Debug, Clone)]
+enum Label {
+    Inline { len: u8, bytes: [u8; INLINE_LABEL] },
+    Heap(Box<[u8]>),
+}
+
+impl Default for Label {
+    fn default() -> Label {
+        Label::from(&[][..])
+    }
+}
+
+impl From<&[u8]> for Label {
+    fn from(s: &[u8]) -> Label {
+        if s.len() <= INLINE_LABEL {
+            let mut bytes = [0; INLINE_LABEL];
+            bytes[..s.len()].copy_from_slice(s);
+            Label::Inline {
+                len: s.len() as u8,
+                bytes,
+            }
+        } else {
+            Label::Heap(s.into())
+        }
+    }
+}
+
+impl std::ops::Deref for Label {
+    type Target = [u8];
+
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        match self {
+            Label::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            Label::Heap(b) => b,
+        }
+    }
 }
 
 impl Trie {
@@ -352,7 +625,7 @@ impl Trie {
             if common < label.len() {
                 // Split the edge: a new node for the shared part, the old child below it.
                 let (shared, tail) = label.split_at(common);
-                let (shared, tail): (Box<[u8]>, Box<[u8]>) = (shared.into(), tail.into());
+                let (shared, tail) = (Label::from(shared), Label::from(tail));
                 let tail_first = tail[0];
                 self.nodes[c as usize].label = tail;
                 let mid = self.new_node(TrieNode {
@@ -414,9 +687,9 @@ impl Trie {
     /// Replaces node `n` (child `i` of `parent`) by its only child, prepending `n`'s label.
     fn merge_into_child(&mut self, parent: u32, i: usize, n: u32) {
         let child = self.nodes[n as usize].children[0].1;
-        let mut label = std::mem::take(&mut self.nodes[n as usize].label).into_vec();
+        let mut label = self.nodes[n as usize].label.to_vec();
         label.extend_from_slice(&self.nodes[child as usize].label);
-        self.nodes[child as usize].label = label.into();
+        self.nodes[child as usize].label = Label::from(&label[..]);
         self.nodes[parent as usize].children[i].1 = child;
         self.release(n);
     }
@@ -478,11 +751,11 @@ enum Structure {
 /// Which structure holds a requirement.
 fn structure_for(kind: &Kind) -> Structure {
     match kind {
-        Kind::Exact(_) => Structure::Exact(HashMap::default()),
+        Kind::Exact(_) => Structure::Exact(HashedMap::default()),
         Kind::ExactInt(_) => Structure::ExactInt(HashMap::default()),
         Kind::Prefix(_) => Structure::Prefix(Trie::default()),
         Kind::Suffix(keys) if keys.iter().all(|k| k.first() == Some(&b'.')) => {
-            Structure::DotSuffix(HashMap::default())
+            Structure::DotSuffix(HashedMap::default())
         }
         Kind::Suffix(_) => Structure::Suffix(Trie::default()),
     }
@@ -536,7 +809,7 @@ impl Index {
         match (&mut fi.structure, &req.kind) {
             (Structure::Exact(m), Kind::Exact(keys)) => {
                 for k in keys {
-                    m.entry(key_hash(k.as_bytes())).or_default().insert(e);
+                    m.insert(key_hash(k.as_bytes()), e);
                 }
             }
             (Structure::ExactInt(m), Kind::ExactInt(keys)) => {
@@ -557,7 +830,7 @@ impl Index {
             }
             (Structure::DotSuffix(m), Kind::Suffix(keys)) => {
                 for k in keys {
-                    m.entry(key_hash(k)).or_default().insert(e);
+                    m.insert(key_hash(k), e);
                 }
             }
             _ => unreachable!("FieldIndex::matches checked the kind"),
@@ -576,12 +849,17 @@ impl Index {
         match (&mut fi.structure, &req.kind) {
             (Structure::Exact(m), Kind::Exact(keys)) => {
                 for k in keys {
-                    remove_from(m, key_hash(k.as_bytes()), e);
+                    m.remove(key_hash(k.as_bytes()), e);
                 }
             }
             (Structure::ExactInt(m), Kind::ExactInt(keys)) => {
                 for k in keys {
-                    remove_from(m, *k, e);
+                    if let Some(b) = m.get_mut(k) {
+                        b.remove(e);
+                        if b.is_empty() {
+                            m.remove(k);
+                        }
+                    }
                 }
             }
             (Structure::Prefix(t), Kind::Prefix(keys)) => {
@@ -597,7 +875,7 @@ impl Index {
             }
             (Structure::DotSuffix(m), Kind::Suffix(keys)) => {
                 for k in keys {
-                    remove_from(m, key_hash(k), e);
+                    m.remove(key_hash(k), e);
                 }
             }
             _ => unreachable!("FieldIndex::matches checked the kind"),
@@ -623,9 +901,7 @@ impl Index {
                 match (&fi.structure, v) {
                     (Structure::Exact(m), Value::String(s)) => {
                         let s = crate::matcher::lowercase_if(fi.lower, s, lowered);
-                        if let Some(b) = m.get(&key_hash(s.as_bytes())) {
-                            extend(out, b);
-                        }
+                        m.get(key_hash(s.as_bytes()), out);
                     }
                     (Structure::ExactInt(m), Value::Int(i)) => {
                         if let Some(b) = m.get(i) {
@@ -649,9 +925,7 @@ impl Index {
                         // costs more in setup than it saves in search here.
                         let bytes = s.as_bytes();
                         for (i, _) in bytes.iter().enumerate().filter(|(_, c)| **c == b'.') {
-                            if let Some(b) = m.get(&key_hash(&bytes[i..])) {
-                                extend(out, b);
-                            }
+                            m.get(key_hash(&bytes[i..]), out);
                         }
                     }
                     _ => {}
@@ -735,6 +1009,19 @@ mod tests {
     }
 
     #[test]
+    fn a_walk_reads_one_line_per_node() {
+        assert_eq!(
+            std::mem::size_of::<Label>() + std::mem::size_of::<Bucket>(),
+            64
+        );
+        assert_eq!(std::mem::offset_of!(TrieNode, children), 64);
+        let long = [b'x'; 40];
+        for key in [&b""[..], b"/a", &long[..INLINE_LABEL], &long[..]] {
+            assert_eq!(&*Label::from(key), key);
+        }
+    }
+
+    #[test]
     fn trie_merges_nodes_left_with_one_child() {
         let mut t = Trie::default();
         t.insert(b"/api/v1", entry(1));
@@ -743,6 +1030,83 @@ mod tests {
         t.remove(b"/api/v2", entry(2));
         assert_eq!(t.size(), 2, "root and /api/v1 again");
         assert_eq!(walk(&t, "/api/v1/x"), [1]);
+    }
+
+    /// Checks the table's invariants and returns its contents.
+    fn contents(m: &HashedMap) -> std::collections::BTreeMap<u32, Vec<Entry>> {
+        let mut out = std::collections::BTreeMap::new();
+        let n = m.cells.len();
+        for (i, c) in m.cells.iter().enumerate() {
+            if c.slot == EMPTY {
+                continue;
+            }
+            // Every cell from the key's home to its own is occupied.
+            let d = m.distance(i, c.tag);
+            for back in 1..=d {
+                assert_ne!(m.cells[(i + n - back) % n].slot, EMPTY, "gap before {i}");
+            }
+            // Robin Hood order: homes never decrease along a run.
+            let next = &m.cells[(i + 1) % n];
+            if next.slot != EMPTY {
+                assert!(m.distance((i + 1) % n, next.tag) <= d + 1, "order at {i}");
+            }
+            let mut v = Vec::new();
+            m.get(c.tag, &mut v);
+            assert!(out.insert(c.tag, v).is_none(), "one cell per key");
+        }
+        assert_eq!(out.len(), m.len());
+        assert!(m.len() * 4 <= n * 3);
+        out
+    }
+
+    #[test]
+    fn hashed_map_agrees_with_a_plain_map_through_inserts_and_removals() {
+        // Few distinct tags with shared top bits: long runs, wraparound, shared buckets.
+        let mut seed = 7u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut m = HashedMap::default();
+        let mut model: std::collections::BTreeMap<u32, Vec<Entry>> = Default::default();
+        for step in 0..20_000 {
+            let r = next();
+            let tag = match r % 3 {
+                0 => (r >> 8) as u32 % 64,
+                1 => u32::MAX - (r >> 8) as u32 % 64,
+                _ => (r >> 8) as u32,
+            };
+            let e = entry((r >> 40) % 4);
+            if (r >> 20) % 5 < 3 {
+                m.insert(tag, e);
+                let v = model.entry(tag).or_default();
+                if let Err(i) = v.binary_search(&e) {
+                    v.insert(i, e);
+                }
+            } else {
+                m.remove(tag, e);
+                if let Some(v) = model.get_mut(&tag) {
+                    v.retain(|x| *x != e);
+                    if v.is_empty() {
+                        model.remove(&tag);
+                    }
+                }
+            }
+            if step % 97 == 0 {
+                assert_eq!(contents(&m), model, "step {step}");
+            }
+            let probe = (next() >> 8) as u32 % 64;
+            let mut got = Vec::new();
+            m.get(probe, &mut got);
+            assert_eq!(
+                &got,
+                model.get(&probe).unwrap_or(&Vec::new()),
+                "step {step}"
+            );
+        }
+        assert_eq!(contents(&m), model);
     }
 
     #[test]

@@ -46,23 +46,35 @@ fn lowercase_into<'a>(s: &str, buf: &'a mut String) -> &'a str {
 
 /// Evaluates a route's program (see [`crate::program`]) against the request.
 pub(crate) fn eval(p: &Program, ctx: &Context, lowered: &mut String, w: &mut Witnesses) -> bool {
-    !p.code().is_empty() && instr(p, 0, ctx, lowered, w)
+    // Every program is a conjunction of its top-level runs (see `crate::program`).
+    all(p, 0, p.code().len(), ctx, lowered, w)
+}
+
+/// Whether every instruction run in `start..end` is true: an `And`'s children, or a whole
+/// program.
+fn all(
+    p: &Program,
+    start: usize,
+    end: usize,
+    ctx: &Context,
+    lowered: &mut String,
+    w: &mut Witnesses,
+) -> bool {
+    let mark = w.mark();
+    let mut c = start;
+    while c < end {
+        if !instr(p, c, ctx, lowered, w) {
+            w.rollback(mark);
+            return false;
+        }
+        c = p.end(c);
+    }
+    true
 }
 
 fn instr(p: &Program, i: usize, ctx: &Context, lowered: &mut String, w: &mut Witnesses) -> bool {
     match p.code()[i] {
-        Instr::And { end } => {
-            let mark = w.mark();
-            let mut c = i + 1;
-            while c < end as usize {
-                if !instr(p, c, ctx, lowered, w) {
-                    w.rollback(mark);
-                    return false;
-                }
-                c = p.end(c);
-            }
-            true
-        }
+        Instr::And { end } => all(p, i + 1, end as usize, ctx, lowered, w),
         Instr::Or { end } => {
             let mut c = i + 1;
             while c < end as usize {

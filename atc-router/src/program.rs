@@ -11,6 +11,11 @@
 //!   keeps evaluating the node, and the property tests compare the two.
 //! - Layout is pre-order: a group (`And`, `Or`, `Not`) is followed by its children in order, and
 //!   its `end` is the index just past its last descendant. A predicate takes one instruction.
+//! - A program is true when each of its top-level runs (an instruction and its descendants) is:
+//!   an expression that is an `&&` (most routes) is compiled as its children, the `And` left
+//!   out, since every evaluation would read those 32 bytes that say only that; any other
+//!   expression is one run. (So an empty program is true; free slots hold one, and no index
+//!   points at a free slot.)
 //! - `Lit::Str { start, len }` is `text[start..start + len]`; `Lit::Inline` holds the whole
 //!   literal (at most [`INLINE`] bytes, a UTF-8 string); `Lit::Regex(i)` is `regexes[i]`.
 
@@ -77,7 +82,10 @@ impl Program {
     pub(crate) fn compile(node: &Node) -> Program {
         let mut b = Builder::default();
         b.code.reserve_exact(node.size());
-        b.node(node);
+        match node {
+            Node::And(children) => children.iter().for_each(|c| b.node(c)),
+            _ => b.node(node),
+        }
         Program {
             code: b.code.into(),
             text: b.text.into(),

@@ -12,6 +12,9 @@
 //!   pattern, plus up to 2 MB of lazy DFA cache per thread) for a matching speed-up that a
 //!   router, which runs a regex only for the few routes its indexes leave, does not need.
 //!   Matching is linear in the text with both engines.
+//! - Search state (the engines' caches, the capture slots) is one per thread, shared by every
+//!   regex of every router ([`SCRATCH`]): a search must `reset` an engine cache for its own
+//!   regex before using it, and must not keep offsets in it past its own return.
 //! - NFAs are compiled by one [`thompson::Compiler`] per thread, kept for the thread's life
 //!   (see [`COMPILER`]): a fresh compiler costs about as much to set up and drop as a typical
 //!   route's pattern costs to compile, and routes are mostly added one at a time.
@@ -19,10 +22,10 @@
 //!   use, so that the oracle does not share these engine choices.
 
 use std::cell::RefCell;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use regex_automata::nfa::thompson::{self, backtrack, pikevm};
-use regex_automata::util::captures::Captures;
+use regex_automata::util::primitives::NonMaxUsize;
 use regex_automata::{Input, PatternID};
 use regex_syntax::hir::literal::{ExtractKind, Extractor};
 use regex_syntax::hir::{Hir, HirKind, Look};
@@ -38,9 +41,6 @@ pub struct CompiledRegex {
     pub(crate) names: Box<[Option<Arc<str>>]>,
     /// For a regex anchored at the start: literals one of which every matching text starts with.
     prefixes: Option<Box<[Box<[u8]>]>>,
-    /// Search state to reuse, so that matching allocates nothing per request. A pool rather than
-    /// one slot because routers are shared by threads.
-    scratch: Mutex<Vec<Scratch>>,
     size_limit: usize,
     reference: OnceLock<Option<regex::Regex>>,
 }
@@ -59,11 +59,14 @@ enum Engine {
     },
 }
 
-#[derive(Debug)]
+/// Search state of the NFA engines, one per thread, shared by every regex the thread runs
+/// (see [`SCRATCH`]).
+#[derive(Debug, Default)]
 struct Scratch {
-    backtrack: backtrack::Cache,
-    pikevm: pikevm::Cache,
-    captures: Captures,
+    backtrack: Option<backtrack::Cache>,
+    pikevm: Option<pikevm::Cache>,
+    /// Group offsets of the last search: group `i` spans `slots[2 * i]..slots[2 * i + 1]`.
+    slots: Vec<Option<NonMaxUsize>>,
 }
 
 /// Why a regex was rejected.
@@ -81,6 +84,16 @@ thread_local! {
     /// thread that compiles, not per router or per pattern. Each compile resets the compiler's
     /// state, so reuse cannot leak one pattern into the next.
     static COMPILER: RefCell<Option<thompson::Compiler>> = const { RefCell::new(None) };
+
+    /// The search state every regex of this thread runs with, so that matching allocates
+    /// nothing once it has grown. One per thread rather than one per regex: at 100,000 routes a
+    /// request's regex is one no request ran lately, and its own caches (a pool, the visited
+    /// set, the capture slots) were several cache misses per search and memory per pattern,
+    /// where this state stays in cache. An engine cache is `reset` for each regex it serves,
+    /// which is all regex-automata asks for sharing one between regexes.
+    static SCRATCH: RefCell<Scratch> = const {
+        RefCell::new(Scratch { backtrack: None, pikevm: None, slots: Vec::new() })
+    };
 }
 
 /// Compiles `hir` with the thread's compiler.
@@ -123,6 +136,10 @@ impl CompiledRegex {
                     .pattern_names(PatternID::ZERO)
                     .map(|n| n.map(Arc::from))
                     .collect();
+                // The slot layout `captures` reads: one pattern, group `i` at `2i` and `2i + 1`.
+                debug_assert!((0..names.len()).all(
+                    |i| nfa.group_info().slots(PatternID::ZERO, i) == Some((2 * i, 2 * i + 1))
+                ));
                 let backtrack = backtrack::BoundedBacktracker::new_from_nfa(nfa.clone())
                     .map_err(|e| RegexError::Syntax(e.to_string()))?;
                 let pikevm = pikevm::PikeVM::new_from_nfa(nfa)
@@ -135,7 +152,6 @@ impl CompiledRegex {
             engine,
             names: names.into(),
             prefixes,
-            scratch: Mutex::new(Vec::new()),
             size_limit,
             reference: OnceLock::new(),
         })
@@ -155,14 +171,7 @@ impl CompiledRegex {
         match &self.engine {
             Engine::Literal { .. } => self.find_literal(s).is_some(),
             Engine::Nfa { backtrack, pikevm } => {
-                self.with_scratch(backtrack, pikevm, |b, p, sc| {
-                    let input = Input::new(s).earliest(true);
-                    match b.try_is_match(&mut sc.backtrack, input.clone()) {
-                        Ok(m) => m,
-                        // Texts too long for the backtracker's bounded memory go to the PikeVM.
-                        Err(_) => p.is_match(&mut sc.pikevm, input),
-                    }
-                })
+                with_scratch(|sc| search(backtrack, pikevm, sc, &Input::new(s).earliest(true), 0))
             }
         }
     }
@@ -182,43 +191,17 @@ impl CompiledRegex {
             }
             Engine::Nfa { backtrack, pikevm } => (backtrack, pikevm),
         };
-        self.with_scratch(backtrack, pikevm, |b, p, sc| {
-            let input = Input::new(s);
-            if b.try_captures(&mut sc.backtrack, input.clone(), &mut sc.captures)
-                .is_err()
-            {
-                p.captures(&mut sc.pikevm, input, &mut sc.captures);
-            }
-            if !sc.captures.is_match() {
+        with_scratch(|sc| {
+            if !search(backtrack, pikevm, sc, &Input::new(s), 2 * self.names.len()) {
                 return false;
             }
             for i in 0..self.names.len() {
-                if let Some(span) = sc.captures.get_group(i) {
-                    f(i, &s[span.range()]);
+                if let (Some(start), Some(end)) = (sc.slots[2 * i], sc.slots[2 * i + 1]) {
+                    f(i, &s[start.get()..end.get()]);
                 }
             }
             true
         })
-    }
-
-    fn with_scratch<T>(
-        &self,
-        backtrack: &backtrack::BoundedBacktracker,
-        pikevm: &pikevm::PikeVM,
-        run: impl FnOnce(&backtrack::BoundedBacktracker, &pikevm::PikeVM, &mut Scratch) -> T,
-    ) -> T {
-        let pooled = self.scratch.lock().unwrap_or_else(|e| e.into_inner()).pop();
-        let mut scratch = pooled.unwrap_or_else(|| Scratch {
-            backtrack: backtrack.create_cache(),
-            pikevm: pikevm.create_cache(),
-            captures: pikevm.create_captures(),
-        });
-        let out = run(backtrack, pikevm, &mut scratch);
-        self.scratch
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(scratch);
-        out
     }
 
     fn find_literal<'s>(&self, s: &'s str) -> Option<&'s str> {
@@ -248,6 +231,45 @@ impl CompiledRegex {
                     .ok()
             })
             .as_ref()
+    }
+}
+
+/// Runs `run` with this thread's [`SCRATCH`] (with a fresh one if it is in use, which would
+/// take a regex search nested in another, or once the thread is shutting down).
+fn with_scratch<T>(run: impl FnOnce(&mut Scratch) -> T) -> T {
+    let mut run = Some(run);
+    let shared = SCRATCH.try_with(|cell| {
+        let mut sc = cell.try_borrow_mut().ok()?;
+        Some((run.take()?)(&mut sc))
+    });
+    match (shared, run) {
+        (Ok(Some(out)), _) => out,
+        (_, Some(run)) => run(&mut Scratch::default()),
+        (_, None) => unreachable!("`run` is taken only when it runs"),
+    }
+}
+
+/// Searches `input` with the bounded backtracker, or with the PikeVM when the text is too long
+/// for the backtracker's bounded memory, recording the first `slots` group offsets in
+/// `sc.slots`. Returns whether there is a match.
+fn search(
+    backtrack: &backtrack::BoundedBacktracker,
+    pikevm: &pikevm::PikeVM,
+    sc: &mut Scratch,
+    input: &Input<'_>,
+    slots: usize,
+) -> bool {
+    sc.slots.clear();
+    sc.slots.resize(slots, None);
+    let cache = sc.backtrack.get_or_insert_with(|| backtrack.create_cache());
+    cache.reset(backtrack);
+    match backtrack.try_search_slots(cache, input, &mut sc.slots) {
+        Ok(m) => m.is_some(),
+        Err(_) => {
+            let cache = sc.pikevm.get_or_insert_with(|| pikevm.create_cache());
+            cache.reset(pikevm);
+            pikevm.search_slots(cache, input, &mut sc.slots).is_some()
+        }
     }
 }
 
@@ -410,6 +432,59 @@ mod tests {
 
     fn lit(p: &str) -> Option<(Box<str>, bool, bool)> {
         literal(&regex_syntax::Parser::new().parse(p).unwrap())
+    }
+
+    #[test]
+    fn regexes_sharing_the_thread_state_agree_with_the_regex_crate() {
+        // Different group counts and NFA sizes, one after the other on the same state, on texts
+        // short enough for the backtracker and long enough to need the PikeVM.
+        let sources = [
+            r"^/users/(?<id>\d+)(/(?<tab>[a-z]+))?$",
+            r"(a+)(b*)c",
+            r"^/x/[^/]+/(\w+)",
+            r"z",
+        ];
+        let long = format!("/users/{}/abc", "7".repeat(300_000));
+        let texts = [
+            "/users/42/posts",
+            "/users/42",
+            "xaabbc",
+            "/x/yy/zz_1",
+            "nothing",
+            long.as_str(),
+        ];
+        let compiled: Vec<CompiledRegex> = sources
+            .iter()
+            .map(|s| CompiledRegex::new(s, 10 << 20).unwrap())
+            .collect();
+        let Engine::Nfa { backtrack, .. } = &compiled[0].engine else {
+            panic!("not a literal")
+        };
+        assert!(
+            backtrack.max_haystack_len() < long.len(),
+            "the PikeVM runs too"
+        );
+        for _ in 0..2 {
+            for (re, src) in compiled.iter().zip(sources) {
+                let plain = regex::Regex::new(src).unwrap();
+                for text in texts {
+                    assert_eq!(re.is_match(text), plain.is_match(text), "{src} {text:.40}");
+                    let mut got = Vec::new();
+                    let matched = re.captures(text, |i, t| got.push((i, t.len(), t.to_owned())));
+                    let want: Vec<(usize, usize, String)> = plain
+                        .captures(text)
+                        .map(|c| {
+                            c.iter()
+                                .enumerate()
+                                .filter_map(|(i, m)| m.map(|m| (i, m.len(), m.as_str().to_owned())))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    assert_eq!(matched, !want.is_empty(), "{src} {text:.40}");
+                    assert_eq!(got, want, "{src} {text:.40}");
+                }
+            }
+        }
     }
 
     #[test]
