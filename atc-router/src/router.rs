@@ -23,6 +23,7 @@ use crate::context::Context;
 use crate::error::Error;
 use crate::index::{best_requirement, Index, Order, Requirement};
 use crate::limits::Limits;
+use crate::needs::{FieldMask, Needs};
 use crate::parser::parse_with_limits;
 use crate::program::Program;
 use crate::regex_cache::{Overlay, RegexCache};
@@ -162,6 +163,8 @@ pub struct Router {
     index: Index,
     regexes: RegexCache,
     field_use: HashMap<FieldId, usize>,
+    /// The fields of each route and of the key and fallback sets (see [`crate::needs`]).
+    needs: Needs,
     /// Bumped by every change, so that a plan prepared before a change is not applied after it.
     version: u64,
 }
@@ -338,6 +341,7 @@ impl Router {
             index: Index::default(),
             regexes: RegexCache::default(),
             field_use: HashMap::default(),
+            needs: Needs::default(),
             version: 0,
         }
     }
@@ -398,8 +402,9 @@ impl Router {
             source,
             program,
         } = p;
-        for f in stored.fields() {
-            *self.field_use.entry(f).or_insert(0) += 1;
+        let fields = stored.fields();
+        for f in &fields {
+            *self.field_use.entry(*f).or_insert(0) += 1;
         }
         let order = stored.order();
         let slot = match self.free.pop() {
@@ -411,8 +416,10 @@ impl Router {
             }
         };
         self.programs[slot as usize] = program;
-        self.index
-            .insert(stored.requirement().as_ref(), (order, slot));
+        let requirement = stored.requirement();
+        self.needs
+            .insert(slot, &fields, requirement.as_ref().map(|r| r.field));
+        self.index.insert(requirement.as_ref(), (order, slot));
         self.catalog.set(slot, stored.id, stored.priority, &source);
         self.ids.insert(stored.id, slot);
         self.order.insert(order, slot);
@@ -428,6 +435,7 @@ impl Router {
         self.free.push(slot);
         self.catalog.clear(slot);
         self.programs[slot as usize] = Program::default();
+        self.needs.remove(slot);
         let order = stored.order();
         self.order.remove(&order);
         self.index
@@ -786,6 +794,33 @@ impl Router {
         ctx.scratch = scratch;
         ctx.outcome = found;
         found.is_some()
+    }
+
+    /// The fields the indexes look values up in: phase 1 of a two-phase match (see
+    /// [`crate::needs`]) adds every value of these before asking [`Router::needed_fields`].
+    pub fn key_fields(&self) -> FieldMask {
+        self.needs.keys()
+    }
+
+    /// Phase 2 of a two-phase match (see [`crate::needs`]): with every value of the
+    /// [key fields](Router::key_fields) in `ctx`, the fields that the routes the request can
+    /// still match use. Adding those fields' values and executing gives the result that adding
+    /// every field gives. All fields for a context of another schema.
+    pub fn needed_fields(&self, ctx: &mut Context) -> FieldMask {
+        if !Arc::ptr_eq(&self.schema, ctx.schema()) {
+            return FieldMask::MAX;
+        }
+        let mut scratch = std::mem::take(&mut ctx.scratch);
+        scratch.candidates.clear();
+        let s = &mut scratch;
+        self.index
+            .candidates(ctx, &mut s.lowered, &mut s.reversed, &mut s.candidates);
+        let mask = scratch
+            .candidates
+            .iter()
+            .fold(self.needs.base(), |m, (_, slot)| m | self.needs.of(*slot));
+        ctx.scratch = scratch;
+        mask
     }
 
     #[doc(hidden)]
