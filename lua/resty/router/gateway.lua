@@ -168,6 +168,7 @@ function _M.new(opts)
         -- up (read for every request), and the others (read when a candidate needs them).
         key_steps = {},
         other_steps = {},
+        one_pass = true,
         read_all = opts.read_all_fields and true or false,
         -- The request's values, filled in route(): a C array grown on demand, the strings it
         -- points to, and the field of each value (for error messages).
@@ -270,7 +271,22 @@ function _M:update(version, routes, mode)
             other_steps[#other_steps + 1] = step
         end
     end
+    -- What every request needs (the key fields and those of the routes no index holds): the
+    -- needed fields of a context without values. When that is every field in use (say, a table
+    -- of unindexed routes), two phases would only add calls: route() reads all in one.
+    local cptr = self.context.ptr
+    lib.atc_context_reset(cptr)
+    lib.atc_router_needed_fields(self.router.ptr, cptr, maskbuf)
+    lo, hi = mask32[LO], mask32[HI]
+    local one_pass = true
+    for _, step in ipairs(other_steps) do
+        if band(step[7] == 1 and lo or hi, step[8]) == 0 then
+            one_pass = false
+            break
+        end
+    end
     self.plan, self.key_steps, self.other_steps = plan, key_steps, other_steps
+    self.one_pass = one_pass
     self.applied = version
     return true, report
 end
@@ -682,7 +698,7 @@ function _M:route()
     local cptr = self.context.ptr
     lib.atc_context_reset(cptr)
     local k, err
-    if self.read_all then
+    if self.read_all or self.one_pass then
         k, err = fill(self, self.plan, -1, -1)
         if not k then
             return nil, err
