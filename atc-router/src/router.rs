@@ -32,6 +32,11 @@ use crate::schema::{FieldId, Schema};
 use crate::validate::validate;
 use crate::{matcher, reference};
 
+/// At most this many candidates, and as many routes of the fallback list, are warmed by
+/// [`Router::needed_fields`]: an execute stops at the first route that matches, and on a table
+/// with long lists, loading programs it never reaches would cost more than it saves.
+const WARM_MAX: usize = 16;
+
 /// A route as the router keeps it. What the matcher runs lives apart (`Router::programs`), and
 /// so does the expression text (the catalog): the resolved tree stays for the reference
 /// evaluator and for taking the route out of the indexes again.
@@ -816,11 +821,13 @@ impl Router {
         self.index
             .candidates(ctx, &mut s.lowered, &mut s.reversed, &mut s.candidates);
         let mut mask = self.needs.base();
-        for (_, slot) in &scratch.candidates {
+        for (i, (_, slot)) in scratch.candidates.iter().enumerate() {
             mask |= self.needs.of(*slot);
-            self.warm(*slot);
+            if i < WARM_MAX {
+                self.warm(*slot);
+            }
         }
-        for (_, slot) in self.index.fallback() {
+        for (_, slot) in self.index.fallback().take(WARM_MAX) {
             self.warm(slot);
         }
         ctx.scratch = scratch;
