@@ -41,6 +41,7 @@ pub mod error;
 mod index;
 pub mod limits;
 mod matcher;
+pub mod needs;
 pub mod parser;
 mod program;
 mod reference;

@@ -29,6 +29,7 @@ use crate::context::Context;
 use crate::error::Error;
 use crate::index::{best_requirement, Index, Order, Requirement};
 use crate::limits::Limits;
+use crate::needs::{FieldMask, Needs};
 use crate::parser::parse_with_limits;
 use crate::program::Program;
 use crate::regex_cache::{Overlay, RegexCache};
@@ -36,6 +37,11 @@ use crate::resolved::{resolve, Node};
 use crate::schema::{FieldId, Schema};
 use crate::validate::validate;
 use crate::{matcher, reference};
+
+/// At most this many candidates, and as many routes of the fallback list, are warmed by
+/// [`Router::needed_fields`]: an execute stops at the first route that matches, and on a table
+/// with long lists, loading programs it never reaches would cost more than it saves.
+const WARM_MAX: usize = 16;
 
 thread_local! {
     /// The candidate list of [`Router::execute`], one per thread rather than one per context:
@@ -173,6 +179,8 @@ pub struct Router {
     index: Index,
     regexes: RegexCache,
     field_use: HashMap<FieldId, usize>,
+    /// The fields of each route and of the key and fallback sets (see [`crate::needs`]).
+    needs: Needs,
     /// Bumped by every change, so that a plan prepared before a change is not applied after it.
     version: u64,
 }
@@ -356,6 +364,7 @@ impl Router {
             index: Index::default(),
             regexes: RegexCache::default(),
             field_use: HashMap::default(),
+            needs: Needs::default(),
             version: 0,
         }
     }
@@ -448,8 +457,9 @@ impl Router {
 
     /// Puts a prepared route in its slot, the order map and its index.
     fn insert(&mut self, p: Prepared) {
-        for f in fields(&p.node) {
-            *self.field_use.entry(f).or_insert(0) += 1;
+        let fields = fields(&p.node);
+        for f in &fields {
+            *self.field_use.entry(*f).or_insert(0) += 1;
         }
         let order = Order::new(p.priority, p.id);
         let slot = match self.free.pop() {
@@ -461,8 +471,10 @@ impl Router {
             }
         };
         self.programs[slot as usize] = p.program;
-        self.index
-            .insert(requirement(&p.node).as_ref(), (order, slot));
+        let requirement = requirement(&p.node);
+        self.needs
+            .insert(slot, &fields, requirement.as_ref().map(|r| r.field));
+        self.index.insert(requirement.as_ref(), (order, slot));
         self.catalog
             .set(slot, p.id, p.priority, p.instance, &p.source);
         self.ids.insert(p.id, slot);
@@ -485,6 +497,7 @@ impl Router {
         self.free.push(slot);
         self.catalog.clear(slot);
         self.programs[slot as usize] = Program::default();
+        self.needs.remove(slot);
         let order = Order::new(row.priority, row.id);
         self.order.remove(&order);
         self.index
@@ -864,6 +877,49 @@ impl Router {
         ctx.scratch = scratch;
         ctx.outcome = found;
         found.is_some()
+    }
+
+    /// The fields the indexes look values up in: phase 1 of a two-phase match (see
+    /// [`crate::needs`]) adds every value of these before asking [`Router::needed_fields`].
+    pub fn key_fields(&self) -> FieldMask {
+        self.needs.keys()
+    }
+
+    /// Phase 2 of a two-phase match (see [`crate::needs`]): with every value of the
+    /// [key fields](Router::key_fields) in `ctx`, the fields that the routes the request can
+    /// still match use. Adding those fields' values and executing gives the result that adding
+    /// every field gives. All fields for a context of another schema.
+    pub fn needed_fields(&self, ctx: &mut Context) -> FieldMask {
+        if !Arc::ptr_eq(&self.schema, ctx.schema()) {
+            return FieldMask::MAX;
+        }
+        let mut scratch = std::mem::take(&mut ctx.scratch);
+        scratch.candidates.clear();
+        let s = &mut scratch;
+        self.index
+            .candidates(ctx, &mut s.lowered, &mut s.reversed, &mut s.candidates);
+        let mut mask = self.needs.base();
+        for (i, (_, slot)) in scratch.candidates.iter().enumerate() {
+            mask |= self.needs.of(*slot);
+            if i < WARM_MAX {
+                self.warm(*slot);
+            }
+        }
+        for (_, slot) in self.index.fallback().take(WARM_MAX) {
+            self.warm(slot);
+        }
+        ctx.scratch = scratch;
+        mask
+    }
+
+    /// Loads the start of a route's program, so that the execute following
+    /// [`Router::needed_fields`] finds it in the cache. Between the two calls the caller reads
+    /// request fields (a gateway: hundreds of nanoseconds), and here the loads of all
+    /// candidates are independent and overlap, where the execute's evaluation, branching on
+    /// what it loaded, would wait for one cache miss after another.
+    #[inline]
+    fn warm(&self, slot: u32) {
+        std::hint::black_box(self.programs[slot as usize].code().first().copied());
     }
 
     #[doc(hidden)]

@@ -120,6 +120,11 @@
 #define ATC_TYPE_NONE (-1)
 
 /**
+ * The last bit of a field mask (`atc_router_key_fields`): field id `n` is bit `min(n, 63)`.
+ */
+#define ATC_FIELD_MASK_LAST_BIT 63
+
+/**
  * Length of a UUID in its hyphenated text form, the form results are written in.
  */
 #define ATC_UUID_LEN 36
@@ -493,6 +498,31 @@ int32_t atc_router_execute(const atc_router *router, atc_context *context);
  * `router` is a live handle; `buf` points to `*buf_len` bytes (may be NULL when it is 0).
  */
 int32_t atc_router_fields(const atc_router *router, char *buf, size_t *buf_len, size_t *count);
+
+/**
+ * The fields the router's indexes look values up in, as a field mask: field id `n` is bit
+ * `min(n, 63)` (`ATC_FIELD_MASK_LAST_BIT`). Phase 1 of a two-phase match adds every value of
+ * these fields, then asks `atc_router_needed_fields` which other fields to add. Changes with
+ * every change of the routes.
+ *
+ * # Safety
+ * `router` is a live handle; `mask` is writable.
+ */
+int32_t atc_router_key_fields(const atc_router *router, uint64_t *mask);
+
+/**
+ * Two-phase matching, for callers to whom reading a request field costs something (a gateway
+ * reading nginx variables and headers): with every value of the key fields
+ * (`atc_router_key_fields`) in `context`, stores in `*mask` the fields the routes the request
+ * can still match use (its index candidates and the routes no index holds). Adding the values
+ * of those fields and executing gives the result that adding every field gives; a value of
+ * any other field could not change it, and need not be read. All bits for a context of
+ * another schema. Allocates nothing.
+ *
+ * # Safety
+ * `router` and `context` are live handles; `mask` is writable.
+ */
+int32_t atc_router_needed_fields(const atc_router *router, atc_context *context, uint64_t *mask);
 
 /**
  * Stores the number of routes in `*count`.

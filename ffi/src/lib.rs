@@ -95,6 +95,9 @@ pub const ATC_TYPE_IPCIDR: i32 = 3;
 /// No value (in `atc_matched`: the field recorded no matched value).
 pub const ATC_TYPE_NONE: i32 = -1;
 
+/// The last bit of a field mask (`atc_router_key_fields`): field id `n` is bit `min(n, 63)`.
+pub const ATC_FIELD_MASK_LAST_BIT: u32 = 63;
+
 /// Length of a UUID in its hyphenated text form, the form results are written in.
 pub const ATC_UUID_LEN: usize = 36;
 

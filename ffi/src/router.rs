@@ -161,6 +161,46 @@ pub unsafe extern "C" fn atc_router_fields(
     })
 }
 
+/// The fields the router's indexes look values up in, as a field mask: field id `n` is bit
+/// `min(n, 63)` (`ATC_FIELD_MASK_LAST_BIT`). Phase 1 of a two-phase match adds every value of
+/// these fields, then asks `atc_router_needed_fields` which other fields to add. Changes with
+/// every change of the routes.
+///
+/// # Safety
+/// `router` is a live handle; `mask` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn atc_router_key_fields(router: *const AtcRouter, mask: *mut u64) -> i32 {
+    guard_status(|| {
+        let r = handle(router, "router")?;
+        *out(mask, "mask")? = r.router.key_fields();
+        Ok(ATC_OK)
+    })
+}
+
+/// Two-phase matching, for callers to whom reading a request field costs something (a gateway
+/// reading nginx variables and headers): with every value of the key fields
+/// (`atc_router_key_fields`) in `context`, stores in `*mask` the fields the routes the request
+/// can still match use (its index candidates and the routes no index holds). Adding the values
+/// of those fields and executing gives the result that adding every field gives; a value of
+/// any other field could not change it, and need not be read. All bits for a context of
+/// another schema. Allocates nothing.
+///
+/// # Safety
+/// `router` and `context` are live handles; `mask` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn atc_router_needed_fields(
+    router: *const AtcRouter,
+    context: *mut AtcContext,
+    mask: *mut u64,
+) -> i32 {
+    guard_status(|| {
+        let r = handle(router, "router")?;
+        let c = handle_mut(context, "context")?;
+        *out(mask, "mask")? = r.router.needed_fields(&mut c.ctx);
+        Ok(ATC_OK)
+    })
+}
+
 /// Stores the number of routes in `*count`.
 ///
 /// # Safety

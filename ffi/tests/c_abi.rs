@@ -883,6 +883,58 @@ fn results_matched_values_and_captures() {
 }
 
 #[test]
+fn key_and_needed_fields() {
+    unsafe {
+        let s = http_schema();
+        let r = atc_router_new(s, null_mut(), null_mut());
+        let c = atc_context_new(s, null_mut(), null_mut());
+        let (host, _) = field(c, "http.host");
+        let (path, _) = field(c, "http.path");
+        let (port, _) = field(c, "net.dst.port");
+        let bit = |id: u32| 1u64 << id.min(ATC_FIELD_MASK_LAST_BIT);
+        let mut mask = 0u64;
+        assert_eq!(atc_router_key_fields(r, &mut mask), ATC_OK);
+        assert_eq!(mask, 0, "no routes, no key fields");
+        assert_eq!(
+            add(r, 2, U1, r#"http.host == "a" && http.path ^= "/p""#).0,
+            ATC_OK
+        );
+        assert_eq!(
+            add(r, 1, U2, r#"http.host == "b" && net.dst.port == 1"#).0,
+            ATC_OK
+        );
+        assert_eq!(atc_router_key_fields(r, &mut mask), ATC_OK);
+        assert_eq!(mask, bit(host));
+        // Host a: U1's fields; host b: U2's.
+        assert_eq!(add_str(c, host, b"a").0, ATC_OK);
+        assert_eq!(atc_router_needed_fields(r, c, &mut mask), ATC_OK);
+        assert_eq!(mask, bit(host) | bit(path));
+        assert_eq!(atc_context_reset(c), ATC_OK);
+        assert_eq!(add_str(c, host, b"b").0, ATC_OK);
+        assert_eq!(atc_router_needed_fields(r, c, &mut mask), ATC_OK);
+        assert_eq!(mask, bit(host) | bit(port));
+        // NULLs are errors, a foreign context needs every field.
+        assert_eq!(atc_router_key_fields(null(), &mut mask), ATC_ERR_NULL);
+        assert_eq!(atc_router_key_fields(r, null_mut()), ATC_ERR_NULL);
+        assert_eq!(atc_router_needed_fields(null(), c, &mut mask), ATC_ERR_NULL);
+        assert_eq!(
+            atc_router_needed_fields(r, null_mut(), &mut mask),
+            ATC_ERR_NULL
+        );
+        assert_eq!(atc_router_needed_fields(r, c, null_mut()), ATC_ERR_NULL);
+        let s2 = http_schema();
+        let c2 = atc_context_new(s2, null_mut(), null_mut());
+        assert_eq!(atc_router_needed_fields(r, c2, &mut mask), ATC_OK);
+        assert_eq!(mask, u64::MAX);
+        atc_context_free(c2);
+        atc_schema_free(s2);
+        atc_context_free(c);
+        atc_router_free(r);
+        atc_schema_free(s);
+    }
+}
+
+#[test]
 fn schema_freed_first_and_foreign_contexts() {
     unsafe {
         let s = http_schema();

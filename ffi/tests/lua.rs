@@ -111,4 +111,5 @@ lua_tests!(
     extractors_and_schema,
     update_is_atomic_for_requests,
     large_update_changes_only_what_differs,
+    two_phase_routing_reads_only_what_candidates_use,
 );

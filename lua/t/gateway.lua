@@ -26,6 +26,9 @@ local tonumber, tostring, pairs, ipairs = tonumber, tostring, pairs, ipairs
 local _M = {}
 
 local GW
+-- The same routes, routed by reading every field in use (read_all_fields): access() checks that
+-- the two-phase routing of GW gives its answers.
+local GW_ALL
 local STATUS = { loaded = 0, errors = {} }
 
 local function test_header(name, fallback)
@@ -63,7 +66,7 @@ function _M.init_worker(schema_file, routes_file)
         local name, typ = line:match("^(%S+)\t(%S+)$")
         fields[#fields + 1] = { name, typ }
     end
-    GW = assert(gateway.new({
+    local opts = {
         schema = fields,
         max_headers = 2000,
         extractors = {
@@ -73,11 +76,16 @@ function _M.init_worker(schema_file, routes_file)
             ["net.protocol"] = test_header("protocol", "scheme"),
             ["tls.sni"] = test_header("tls_sni"),
         },
-    }))
+    }
+    GW = assert(gateway.new(opts))
+    opts.read_all_fields = true
+    GW_ALL = assert(gateway.new(opts))
     -- Apply-valid, so that a bad line would be listed on the status page instead of leaving the
     -- worker without routes.
-    local ok, report = GW:update("initial", read_routes(routes_file), "apply_valid")
+    local routes = read_routes(routes_file)
+    local ok, report = GW:update("initial", routes, "apply_valid")
     assert(ok, report)
+    assert(GW_ALL:update("initial", routes, "apply_valid"))
     local errors = {}
     for _, e in ipairs(report.errors) do
         errors[#errors + 1] = tostring(e.id) .. ": " .. e.message
@@ -95,9 +103,14 @@ end
 function _M.update()
     local args = ngx.req.get_uri_args()
     local version, file, mode = args.version, args.file, args.mode
+    local routes
     local applied, report, errs = GW:update(version, function()
-        return read_routes(file)
+        routes = read_routes(file)
+        return routes
     end, mode)
+    if applied then
+        assert(GW_ALL:update(version, routes, mode))
+    end
     if applied == false then
         ngx.say("unchanged version ", GW:version())
         return
@@ -121,6 +134,22 @@ local function ns(s)
     return #s .. ":" .. s .. ","
 end
 
+-- Captures as one comparable string (nil for none).
+local function flat(captures)
+    if not captures then
+        return nil
+    end
+    local keys = {}
+    for k in pairs(captures) do
+        keys[#keys + 1] = tostring(k)
+    end
+    table.sort(keys)
+    for i, k in ipairs(keys) do
+        keys[i] = ns(k) .. ns(captures[tonumber(k) or k])
+    end
+    return table.concat(keys)
+end
+
 function _M.access()
     -- The gateway reads requests through resty.router.ngx_request inside nginx; its plain-Lua
     -- source (the one the mock tests exercise) must give the very same values.
@@ -134,6 +163,18 @@ function _M.access()
         end
     end
     local uuid, matched, captures = GW:route()
+    -- Two-phase routing answers what reading every field answers, except that a malformed value
+    -- it never read (no candidate uses its field) does not make the request bad.
+    local all_uuid, all_matched, all_captures = GW_ALL:route()
+    if not (all_uuid == nil and all_matched ~= nil)
+        and (uuid ~= all_uuid or matched ~= all_matched or flat(captures) ~= flat(all_captures))
+    then
+        ngx.status = 500
+        ngx.say("two-phase routing differs from reading every field: ", tostring(uuid), " ",
+            tostring(matched), " ", tostring(flat(captures)), " against ", tostring(all_uuid), " ",
+            tostring(all_matched), " ", tostring(flat(all_captures)))
+        return ngx.exit(500)
+    end
     if not uuid then
         if matched then -- the reason the request could not be routed
             ngx.status = 400

@@ -215,7 +215,9 @@ function T.reads_only_the_fields_in_use()
     set_request({ var = { uri = "/a" }, headers = { ["x-other"] = "1" } })
     eq(gw:route(), U1)
     same({ log.method, log.headers, log.args }, { 0, 0, 0 }, "nothing to read")
-    same(log.vars, { "http_x_a", "uri", "args" }, "vars read")
+    -- The key fields (the path of U1's index entry, the query of U2's) first; the header only
+    -- if a candidate needs it, and U2 is no candidate without q=1.
+    same(log.vars, { "uri", "args" }, "vars read")
 
     -- And no longer once the route is gone.
     assert(gw:update(3, list({ U1, 1, 'http.method == "GET"' })))
@@ -416,6 +418,71 @@ function T.large_update_changes_only_what_differs()
     local uuid, path = gw:route()
     eq(uuid, ids[7])
     eq(path, "/v2/7")
+end
+
+-- Two-phase routing reads the key fields, then only what the candidate routes use: results equal
+-- reading every field (read_all_fields), and a malformed value in a field no candidate uses is
+-- never read, so it does not reject the request (read_all_fields still does).
+function T.two_phase_routing_reads_only_what_candidates_use()
+    local function flat(captures)
+        if not captures then
+            return nil
+        end
+        local keys = {}
+        for k in pairs(captures) do
+            keys[#keys + 1] = tostring(k)
+        end
+        table.sort(keys)
+        for i, k in ipairs(keys) do
+            keys[i] = k .. "=" .. captures[tonumber(k) or k]
+        end
+        return table.concat(keys, ",")
+    end
+    local routes = list(
+        { U1, 9, 'http.host == "a.com" && http.headers.x_v == "2" && http.path ^= "/"' },
+        { U2, 8, 'http.host == "a.com" && http.queries.q == "1"' },
+        { U3, 7, 'http.path ^= "/b" && http.method == "POST"' },
+        { U4, 1, 'http.headers.x_w ~ "^w" || net.src.port == 7' }
+    )
+    local two = assert(gateway.new())
+    local all = assert(gateway.new({ read_all_fields = true }))
+    assert(two:update(1, routes))
+    assert(all:update(1, routes))
+    local hosts = { "a.com", "b.com" }
+    local paths = { "/", "/b", "/bx/y", "/c" }
+    local methods = { "GET", "POST" }
+    local headers = { {}, { ["x-v"] = "2" }, { ["x-v"] = { "1", "2" } }, { ["x-w"] = "wow" },
+        { ["x-v"] = "2", ["x-w"] = "no" } }
+    local args = { {}, { q = "1" }, { q = { "0", "1" } } }
+    local n = 0
+    for _, host in ipairs(hosts) do
+        for _, uri in ipairs(paths) do
+            for _, method in ipairs(methods) do
+                for _, h in ipairs(headers) do
+                    for _, a in ipairs(args) do
+                        set_request({ var = { host = host, uri = uri, remote_port = "7" },
+                            method = method, headers = h, args = a })
+                        local u1, m1, c1 = two:route()
+                        local u2, m2, c2 = all:route()
+                        same({ u1, m1, flat(c1) }, { u2, m2, flat(c2) }, host .. uri .. method)
+                        n = n + 1
+                    end
+                end
+            end
+        end
+    end
+    eq(n, 240)
+    -- The query value is malformed, but no candidate of b.com's request uses http.queries.q.
+    set_request({ var = { host = "b.com", uri = "/b" }, method = "POST", args = { q = "\255" } })
+    eq(two:route(), U3)
+    local uuid, err = all:route()
+    eq(uuid, nil)
+    has(err, "not valid UTF-8")
+    -- For a.com it is needed (U2 is a candidate): rejected either way.
+    set_request({ var = { host = "a.com", uri = "/b" }, method = "POST", args = { q = "\255" } })
+    uuid, err = two:route()
+    eq(uuid, nil)
+    has(err, "not valid UTF-8")
 end
 
 return T

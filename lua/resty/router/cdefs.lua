@@ -34,6 +34,7 @@ static const int ATC_TYPE_INT = 1;
 static const int ATC_TYPE_IPADDR = 2;
 static const int ATC_TYPE_IPCIDR = 3;
 static const int ATC_TYPE_NONE = -1;
+static const int ATC_FIELD_MASK_LAST_BIT = 63;
 static const int ATC_UUID_LEN = 36;
 static const int ATC_SYNC_ALL_OR_NOTHING = 0;
 static const int ATC_SYNC_APPLY_VALID = 1;
@@ -139,6 +140,8 @@ int32_t atc_router_remove(atc_router *router,
                           size_t *errbuf_len);
 int32_t atc_router_execute(const atc_router *router, atc_context *context);
 int32_t atc_router_fields(const atc_router *router, char *buf, size_t *buf_len, size_t *count);
+int32_t atc_router_key_fields(const atc_router *router, uint64_t *mask);
+int32_t atc_router_needed_fields(const atc_router *router, atc_context *context, uint64_t *mask);
 int32_t atc_router_len(const atc_router *router, size_t *count);
 atc_schema *atc_schema_new(void);
 void atc_schema_free(atc_schema *schema);

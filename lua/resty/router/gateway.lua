@@ -29,6 +29,9 @@
 --   net.src.ip, net.src.port, net.dst.ip, net.dst.port, net.protocol, tls.sni
 --                          remote_addr, remote_port, server_addr, server_port, scheme,
 --                          ssl_server_name (nothing on a Unix socket or without TLS)
+-- Of those, route() reads in two phases: the key fields (the fields the router's indexes look up,
+-- atc_router_key_fields), then only the fields of the routes those values leave possible
+-- (atc_router_needed_fields), which gives the result of reading every field (see route()).
 -- A request whose values cannot go into the context (invalid UTF-8, more values than the limit,
 -- more headers or query arguments than `max_headers` / `max_args` when they have to be read)
 -- matches nothing: route() returns nil and the reason, and never raises. Answer it with a 400
@@ -47,13 +50,15 @@
 -- ngx.req.get_uri_args(); lua/t/gateway.lua checks inside nginx that both give the same values.
 --
 -- Invariants:
--- * `self.plan` is derived from the router's field list, and both change together, in update(),
---   without yielding in between.
+-- * `self.plan` (and its split into `key_steps` and `other_steps`) is derived from the router's
+--   field list and key fields, and they change together, in update(), without yielding in
+--   between.
 -- * Between filling `self.values` and the FFI call that reads it, every Lua string it points to
 --   is also referenced from `self.anchors`, so the garbage collector cannot free one in between;
 --   the other pointers point into the current request's memory (resty.router.ngx_request).
 
 local ffi = require("ffi")
+local bit = require("bit")
 local cdefs = require("resty.router.cdefs")
 local schema = require("resty.router.schema")
 local router = require("resty.router.router")
@@ -68,8 +73,19 @@ local type, tonumber, tostring, ipairs, setmetatable = type, tonumber, tostring,
 local find, sub, gsub, match, byte = string.find, string.sub, string.gsub, string.match, string.byte
 local floor = math.floor
 local ffi_string = ffi.string
+local band, lshift = bit.band, bit.lshift
 
 local T_INT = lib.ATC_TYPE_INT
+local LAST_BIT = lib.ATC_FIELD_MASK_LAST_BIT
+
+-- Field masks (atc_router_key_fields, atc_router_needed_fields) are read as two 32-bit halves:
+-- a uint64_t read from LuaJIT is a boxed cdata, a uint32_t a plain number.
+local maskbuf = ffi.new("uint64_t[1]")
+local mask32 = ffi.cast("uint32_t *", maskbuf)
+local LO, HI = 0, 1
+if not ffi.abi("le") then
+    LO, HI = 1, 0
+end
 
 local _M = {}
 local mt = { __index = _M }
@@ -115,6 +131,9 @@ local FIXED = {
 --   max_headers request headers read (default 100); a request with more matches nothing, when
 --               a header the routes use is present (otherwise the headers are not read at all)
 --   max_args    query arguments read (default 100); likewise, when a query field is in use
+--   read_all_fields  read every field in use for every request (the behaviour before two-phase
+--               routing: a malformed value in any of them rejects the request) instead of only
+--               the fields the request's candidate routes use
 -- Returns the gateway, or nil and an error.
 function _M.new(opts)
     opts = opts or {}
@@ -145,6 +164,12 @@ function _M.new(opts)
         applied = nil,
         fields = {},
         plan = {},
+        -- The plan split for two-phase routing: steps of the fields the router's indexes look
+        -- up (read for every request), and the others (read when a candidate needs them).
+        key_steps = {},
+        other_steps = {},
+        one_pass = true,
+        read_all = opts.read_all_fields and true or false,
         -- The request's values, filled in route(): a C array grown on demand, the strings it
         -- points to, and the field of each value (for error messages).
         values = ffi.new("atc_value[?]", 16),
@@ -156,7 +181,8 @@ function _M.new(opts)
 end
 
 -- One plan step per field in use: { field, kind, argument, field id, type code, nginx variable
--- (headers: http_NAME) }.
+-- (headers: http_NAME), half of the field mask holding the field's bit (1: low, 2: high), the
+-- bit within that half }.
 local function make_plan(fields, extractors, ctx)
     local plan = {}
     for i, field in ipairs(fields) do
@@ -186,7 +212,8 @@ local function make_plan(fields, extractors, ctx)
         -- Every field in use is in the schema: the router validated it.
         local id, ty = ctx:field_id(field)
         local nginx_var = kind == K_HEADER and "http_" .. gsub(arg, "-", "_") or nil
-        plan[i] = { field, kind, arg, id, ty, nginx_var }
+        local b = id < LAST_BIT and id or LAST_BIT
+        plan[i] = { field, kind, arg, id, ty, nginx_var, b < 32 and 1 or 2, lshift(1, b % 32) }
     end
     return plan
 end
@@ -233,7 +260,33 @@ function _M:update(version, routes, mode)
     -- No yield from here to the end: the new table and its field plan start together.
     local fields = self.router:get_fields() or {}
     self.fields = fields
-    self.plan = make_plan(fields, self.extractors, self.context)
+    local plan = make_plan(fields, self.extractors, self.context)
+    lib.atc_router_key_fields(self.router.ptr, maskbuf)
+    local lo, hi = mask32[LO], mask32[HI]
+    local key_steps, other_steps = {}, {}
+    for _, step in ipairs(plan) do
+        if band(step[7] == 1 and lo or hi, step[8]) ~= 0 then
+            key_steps[#key_steps + 1] = step
+        else
+            other_steps[#other_steps + 1] = step
+        end
+    end
+    -- What every request needs (the key fields and those of the routes no index holds): the
+    -- needed fields of a context without values. When that is every field in use (say, a table
+    -- of unindexed routes), two phases would only add calls: route() reads all in one.
+    local cptr = self.context.ptr
+    lib.atc_context_reset(cptr)
+    lib.atc_router_needed_fields(self.router.ptr, cptr, maskbuf)
+    lo, hi = mask32[LO], mask32[HI]
+    local one_pass = true
+    for _, step in ipairs(other_steps) do
+        if band(step[7] == 1 and lo or hi, step[8]) == 0 then
+            one_pass = false
+            break
+        end
+    end
+    self.plan, self.key_steps, self.other_steps = plan, key_steps, other_steps
+    self.one_pass = one_pass
     self.applied = version
     return true, report
 end
@@ -339,16 +392,21 @@ end
 local failed = ffi.new("size_t[1]")
 local NO_ARGS = {}
 
--- Puts the request's values into self.values through the plain ngx API (the source outside
--- nginx, e.g. under the tests' mock): the count, or nil and the reason.
-local function fill_lua(self)
+-- Whether a step's field is in the mask given as two halves (-1, -1: every field).
+local function wanted(step, lo, hi)
+    return band(step[7] == 1 and lo or hi, step[8]) ~= 0
+end
+
+-- Puts the values of the steps of `plan` whose fields are in the mask (lo, hi) into
+-- self.values through the plain ngx API (the source outside nginx, e.g. under the tests'
+-- mock): the count, or nil and the reason.
+local function fill_lua(self, plan, lo, hi)
     local var = ngx.var
-    local plan = self.plan
     local k = 0
     local uri, headers, args
     for i = 1, #plan do
         local step = plan[i]
-        local kind = step[2]
+        local kind = wanted(step, lo, hi) and step[2] or K_NONE
         local v
         if kind == K_PATH then
             uri = uri or var.uri
@@ -446,19 +504,18 @@ local function decimal(ptr, len)
 end
 
 -- The same values as fill_lua, read through resty.router.ngx_request (inside nginx).
-local function fill_native(self)
+local function fill_native(self, plan, lo, hi)
     local r = nr.request()
     if not r then
-        return fill_lua(self)
+        return fill_lua(self, plan, lo, hi)
     end
     local var, vptr, vlen = nr.var, nr.vptr, nr.vlen
-    local plan = self.plan
     local k = 0
     local uri_ptr, uri_len
     local nh, hdrs, nargs, argv = nil, nil, nil, nil
     for i = 1, #plan do
         local step = plan[i]
-        local kind = step[2]
+        local kind = wanted(step, lo, hi) and step[2] or K_NONE
         if kind == K_PATH or kind == K_SEGMENT then
             if not uri_ptr and var(r, "uri") then
                 uri_ptr, uri_len = vptr[0], tonumber(vlen[0])
@@ -510,7 +567,8 @@ local function fill_native(self)
                 if not nh then
                     -- Too many headers matters only when one the routes use is there.
                     for j = 1, #plan do
-                        if plan[j][2] == K_HEADER and var(r, plan[j][6]) then
+                        local s = plan[j]
+                        if s[2] == K_HEADER and wanted(s, lo, hi) and var(r, s[6]) then
                             return nil, "more than " .. self.max_headers .. " request headers"
                         end
                     end
@@ -592,7 +650,7 @@ function _M:request_values(source)
         end
         fill = fill_native
     end
-    local k, err = fill(self)
+    local k, err = fill(self, self.plan, -1, -1)
     if not k then
         return "error: " .. tostring(err)
     end
@@ -610,22 +668,13 @@ function _M:request_values(source)
     return table.concat(lines, "\n")
 end
 
--- Routes the current request: uuid, matched path (the value the deciding predicates recorded for
--- http.path, if any) and captures (a table, or nil when the route captured nothing). nil when no
--- route matches; nil and the reason when the request cannot be put in the context.
-function _M:route()
-    local k, ferr
-    if nr.available then
-        k, ferr = fill_native(self)
-    else
-        k, ferr = fill_lua(self)
-    end
-    if not k then
-        return nil, ferr
-    end
+local fill = nr.available and fill_native or fill_lua
 
-    local cptr = self.context.ptr
-    lib.atc_context_reset(cptr)
+-- Adds the k values of self.values to the context: true, or nil and the reason.
+local function add_values(self, cptr, k)
+    if k == 0 then
+        return true
+    end
     errlen[0] = ERRBUF_SIZE
     local rc = lib.atc_context_add_values(cptr, self.values, k, failed, errbuf, errlen)
     if rc ~= 0 then
@@ -633,7 +682,57 @@ function _M:route()
         local msg = ffi_string(errbuf, tonumber(errlen[0])):gsub("^value %d+: ", "")
         return nil, "field `" .. tostring(self.value_fields[i]) .. "`: " .. msg
     end
-    rc = lib.atc_router_execute(self.router.ptr, cptr)
+    return true
+end
+
+-- Routes the current request: uuid, matched path (the value the deciding predicates recorded for
+-- http.path, if any) and captures (a table, or nil when the route captured nothing). nil when no
+-- route matches; nil and the reason when the request cannot be put in the context.
+--
+-- Two phases (unless `read_all_fields`): the fields the router's indexes look up first, then
+-- only the other fields that the routes those values leave possible use
+-- (atc_router_needed_fields), which gives the result that reading every field gives. A value
+-- that is never read is never checked: a malformed one (invalid UTF-8, too many values) in a
+-- field no candidate route uses does not reject the request.
+function _M:route()
+    local cptr = self.context.ptr
+    lib.atc_context_reset(cptr)
+    local k, err
+    if self.read_all or self.one_pass then
+        k, err = fill(self, self.plan, -1, -1)
+        if not k then
+            return nil, err
+        end
+        local ok, aerr = add_values(self, cptr, k)
+        if not ok then
+            return nil, aerr
+        end
+    else
+        k, err = fill(self, self.key_steps, -1, -1)
+        if not k then
+            return nil, err
+        end
+        local ok, aerr = add_values(self, cptr, k)
+        if not ok then
+            return nil, aerr
+        end
+        local other = self.other_steps
+        if #other > 0 then
+            lib.atc_router_needed_fields(self.router.ptr, cptr, maskbuf)
+            local lo, hi = mask32[LO], mask32[HI]
+            if lo ~= 0 or hi ~= 0 then
+                k, err = fill(self, other, lo, hi)
+                if not k then
+                    return nil, err
+                end
+                ok, aerr = add_values(self, cptr, k)
+                if not ok then
+                    return nil, aerr
+                end
+            end
+        end
+    end
+    local rc = lib.atc_router_execute(self.router.ptr, cptr)
     if rc ~= 1 then
         return nil
     end
