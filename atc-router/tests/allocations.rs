@@ -4,13 +4,14 @@
 //!
 //! Exception, by design: `lower()` of a non-ASCII value uses `str::to_lowercase`, which allocates.
 
+mod common;
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
 
-use atc_router::{Context, Router, Schema, Type, Uuid, Value};
-use atc_workload::{requests, FieldType, Mix, Table, SCHEMA};
+use atc_router::{Context, Router, Uuid, Value};
+use atc_workload::{requests, Mix, Table};
 
 struct Counting;
 static COUNTING: AtomicBool = AtomicBool::new(false);
@@ -42,17 +43,7 @@ static GLOBAL: Counting = Counting;
 
 #[test]
 fn a_request_cycle_allocates_nothing_in_steady_state() {
-    let mut s = Schema::new();
-    for (name, ty) in SCHEMA {
-        let ty = match ty {
-            FieldType::String => Type::String,
-            FieldType::Int => Type::Int,
-            FieldType::IpAddr => Type::IpAddr,
-            FieldType::IpCidr => Type::IpCidr,
-        };
-        s.add_field(name, ty).unwrap();
-    }
-    let schema = Arc::new(s);
+    let schema = common::workload_schema();
     let table = Table::generate(2_000, 5, true);
     let mut router = Router::new(schema.clone());
     for r in &table.routes {

@@ -3,34 +3,14 @@
 //! matched path, captures — on the workload tables, before and after the table changes; and the
 //! masks stay what a fresh build of the same table gives (updates keep them exactly).
 
-use std::net::IpAddr;
 use std::sync::Arc;
 
 use atc_router::needs::{field_bit, FieldMask};
-use atc_router::{Context, RouteSpec, Router, Schema, SyncMode, Type, Uuid, Value};
-use atc_workload::{requests, FieldType, Mix, Request, Table, SCHEMA};
+use atc_router::{Context, RouteSpec, Router, Schema, SyncMode, Type, Uuid};
+use atc_workload::{requests, Mix, Request, Table};
 
-fn schema() -> Arc<Schema> {
-    let mut s = Schema::new();
-    for (name, ty) in SCHEMA {
-        let ty = match ty {
-            FieldType::String => Type::String,
-            FieldType::Int => Type::Int,
-            FieldType::IpAddr => Type::IpAddr,
-            FieldType::IpCidr => Type::IpCidr,
-        };
-        s.add_field(name, ty).unwrap();
-    }
-    Arc::new(s)
-}
-
-fn value(v: &atc_workload::Value) -> Value {
-    match v {
-        atc_workload::Value::Str(s) => Value::String(s.clone()),
-        atc_workload::Value::Int(i) => Value::Int(*i),
-        atc_workload::Value::Ip(a) => Value::IpAddr(*a as IpAddr),
-    }
-}
+mod common;
+use common::{workload_schema as schema, workload_value as value};
 
 fn load(router: &mut Router, table: &Table) {
     let specs: Vec<RouteSpec<'_>> = table

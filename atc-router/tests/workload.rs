@@ -1,33 +1,13 @@
 //! On the gateway-shaped tables of WORKLOAD.md, the indexed matcher agrees with the reference
 //! evaluator on every request of every mix, and requests reach the route they were built for.
 
-use std::net::IpAddr;
 use std::sync::Arc;
 
-use atc_router::{Context, Router, Schema, Type, Uuid, Value};
-use atc_workload::{requests, FieldType, Mix, Table, SCHEMA};
+use atc_router::{Context, Router, Schema, Uuid};
+use atc_workload::{requests, Mix, Table};
 
-fn schema() -> Arc<Schema> {
-    let mut s = Schema::new();
-    for (name, ty) in SCHEMA {
-        let ty = match ty {
-            FieldType::String => Type::String,
-            FieldType::Int => Type::Int,
-            FieldType::IpAddr => Type::IpAddr,
-            FieldType::IpCidr => Type::IpCidr,
-        };
-        s.add_field(name, ty).unwrap();
-    }
-    Arc::new(s)
-}
-
-fn value(v: &atc_workload::Value) -> Value {
-    match v {
-        atc_workload::Value::Str(s) => Value::String(s.clone()),
-        atc_workload::Value::Int(i) => Value::Int(*i),
-        atc_workload::Value::Ip(a) => Value::IpAddr(*a as IpAddr),
-    }
-}
+mod common;
+use common::{workload_schema as schema, workload_value as value};
 
 fn router(table: &Table, schema: &Arc<Schema>) -> Router {
     let mut r = Router::new(schema.clone());

@@ -183,17 +183,7 @@ function _M.access()
         end
         return ngx.exit(404)
     end
-    local body = { uuid, "\n", ns(matched or "") }
-    if captures then
-        local keys = {}
-        for k in pairs(captures) do
-            keys[#keys + 1] = tostring(k)
-        end
-        table.sort(keys)
-        for _, k in ipairs(keys) do
-            body[#body + 1] = ns(k) .. ns(captures[tonumber(k) or k])
-        end
-    end
+    local body = { uuid, "\n", ns(matched or ""), flat(captures) or "" }
     ngx.header["X-Route"] = uuid
     ngx.print(body)
     return ngx.exit(200)

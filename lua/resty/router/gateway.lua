@@ -685,6 +685,16 @@ local function add_values(self, cptr, k)
     return true
 end
 
+-- Reads the values of `steps` (those whose field bit is in the lo/hi mask; -1, -1: all) from
+-- the request and adds them to the context: true, or nil and why.
+local function read_into(self, cptr, steps, lo, hi)
+    local k, err = fill(self, steps, lo, hi)
+    if not k then
+        return nil, err
+    end
+    return add_values(self, cptr, k)
+end
+
 -- Routes the current request: uuid, matched path (the value the deciding predicates recorded for
 -- http.path, if any) and captures (a table, or nil when the route captured nothing). nil when no
 -- route matches; nil and the reason when the request cannot be put in the context.
@@ -697,40 +707,21 @@ end
 function _M:route()
     local cptr = self.context.ptr
     lib.atc_context_reset(cptr)
-    local k, err
+    local ok, err
     if self.read_all or self.one_pass then
-        k, err = fill(self, self.plan, -1, -1)
-        if not k then
-            return nil, err
-        end
-        local ok, aerr = add_values(self, cptr, k)
-        if not ok then
-            return nil, aerr
-        end
+        ok, err = read_into(self, cptr, self.plan, -1, -1)
     else
-        k, err = fill(self, self.key_steps, -1, -1)
-        if not k then
-            return nil, err
-        end
-        local ok, aerr = add_values(self, cptr, k)
-        if not ok then
-            return nil, aerr
-        end
-        local other = self.other_steps
-        if #other > 0 then
+        ok, err = read_into(self, cptr, self.key_steps, -1, -1)
+        if ok and #self.other_steps > 0 then
             lib.atc_router_needed_fields(self.router.ptr, cptr, maskbuf)
             local lo, hi = mask32[LO], mask32[HI]
             if lo ~= 0 or hi ~= 0 then
-                k, err = fill(self, other, lo, hi)
-                if not k then
-                    return nil, err
-                end
-                ok, aerr = add_values(self, cptr, k)
-                if not ok then
-                    return nil, aerr
-                end
+                ok, err = read_into(self, cptr, self.other_steps, lo, hi)
             end
         end
+    end
+    if not ok then
+        return nil, err
     end
     local rc = lib.atc_router_execute(self.router.ptr, cptr)
     if rc ~= 1 then

@@ -1,0 +1,33 @@
+//! Set-up shared by the tests that run the WORKLOAD.md tables.
+// Each test crate includes this module and uses its own part of it.
+#![allow(dead_code)]
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use atc_router::{Schema, Type, Value};
+use atc_workload::{FieldType, SCHEMA};
+
+/// The schema every WORKLOAD table is written against.
+pub fn workload_schema() -> Arc<Schema> {
+    let mut s = Schema::new();
+    for (name, ty) in SCHEMA {
+        let ty = match ty {
+            FieldType::String => Type::String,
+            FieldType::Int => Type::Int,
+            FieldType::IpAddr => Type::IpAddr,
+            FieldType::IpCidr => Type::IpCidr,
+        };
+        s.add_field(name, ty).unwrap();
+    }
+    Arc::new(s)
+}
+
+/// A request value of the workload as the router's value type.
+pub fn workload_value(v: &atc_workload::Value) -> Value {
+    match v {
+        atc_workload::Value::Str(s) => Value::String(s.clone()),
+        atc_workload::Value::Int(i) => Value::Int(*i),
+        atc_workload::Value::Ip(a) => Value::IpAddr(*a as IpAddr),
+    }
+}
