@@ -524,9 +524,10 @@ struct Trie {
 }
 
 /// One cache-line-aligned node: a walk reads the label and the routes of every node it passes,
-/// and they share the first line (`repr(C)` keeps that order); at 100,000 routes a walk ending in
-/// a node no request visited lately costs that one line instead of the node plus a separately
-/// allocated label.
+/// and they share the first line (`repr(C)` keeps that order); the children of a node with few
+/// of them fill the second line. At 100,000 routes a walk through nodes no request visited
+/// lately costs those two adjacent lines per node, not also a separately allocated label and
+/// child list.
 #[derive(Debug, Default)]
 #[repr(C, align(64))]
 struct TrieNode {
@@ -534,7 +535,119 @@ struct TrieNode {
     label: Label,
     bucket: Bucket,
     /// Children by the first byte of their label.
-    children: Vec<(u8, u32)>,
+    children: Children,
+}
+
+/// Most children a node keeps in place.
+const INLINE_CHILDREN: usize = 8;
+
+/// A node's children, sorted by the first byte of their label: in place when there are few
+/// (most nodes), else on the heap. Invariant: `Inline` while there are at most
+/// `INLINE_CHILDREN`, `Heap` once a node has had more (it does not move back: a node that
+/// branched widely tends to again).
+#[derive(Debug, Clone)]
+enum Children {
+    Inline {
+        len: u8,
+        bytes: [u8; INLINE_CHILDREN],
+        nodes: [u32; INLINE_CHILDREN],
+    },
+    Heap(Vec<(u8, u32)>),
+}
+
+impl Default for Children {
+    fn default() -> Children {
+        Children::Inline {
+            len: 0,
+            bytes: [0; INLINE_CHILDREN],
+            nodes: [0; INLINE_CHILDREN],
+        }
+    }
+}
+
+impl Children {
+    fn one(b: u8, node: u32) -> Children {
+        let mut c = Children::default();
+        c.insert(0, b, node);
+        c
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Children::Inline { len, .. } => usize::from(*len),
+            Children::Heap(v) => v.len(),
+        }
+    }
+
+    /// The node of child `i`.
+    fn node(&self, i: usize) -> u32 {
+        match self {
+            Children::Inline { nodes, .. } => nodes[i],
+            Children::Heap(v) => v[i].1,
+        }
+    }
+
+    fn set_node(&mut self, i: usize, n: u32) {
+        match self {
+            Children::Inline { nodes, .. } => nodes[i] = n,
+            Children::Heap(v) => v[i].1 = n,
+        }
+    }
+
+    /// Where the child whose label starts with `b` is, or where it would go.
+    fn search(&self, b: u8) -> Result<usize, usize> {
+        match self {
+            Children::Inline { len, bytes, .. } => bytes[..usize::from(*len)].binary_search(&b),
+            Children::Heap(v) => v.binary_search_by_key(&b, |c| c.0),
+        }
+    }
+
+    /// The node of the child whose label starts with `b`: the request path's lookup.
+    #[inline]
+    fn find(&self, b: u8) -> Option<u32> {
+        match self {
+            // A few bytes in one line: a scan beats a binary search's branches.
+            Children::Inline { len, bytes, nodes } => bytes[..usize::from(*len)]
+                .iter()
+                .position(|&x| x == b)
+                .map(|i| nodes[i]),
+            Children::Heap(v) => v.binary_search_by_key(&b, |c| c.0).ok().map(|i| v[i].1),
+        }
+    }
+
+    fn insert(&mut self, i: usize, b: u8, n: u32) {
+        match self {
+            Children::Inline { len, bytes, nodes } if usize::from(*len) < INLINE_CHILDREN => {
+                let l = usize::from(*len);
+                bytes.copy_within(i..l, i + 1);
+                nodes.copy_within(i..l, i + 1);
+                bytes[i] = b;
+                nodes[i] = n;
+                *len += 1;
+            }
+            Children::Inline { bytes, nodes, .. } => {
+                let mut v: Vec<(u8, u32)> =
+                    bytes.iter().copied().zip(nodes.iter().copied()).collect();
+                v.insert(i, (b, n));
+                *self = Children::Heap(v);
+            }
+            Children::Heap(v) => v.insert(i, (b, n)),
+        }
+    }
+
+    fn remove(&mut self, i: usize) {
+        match self {
+            Children::Inline { len, bytes, nodes } => {
+                let l = usize::from(*len);
+                bytes.copy_within(i + 1..l, i);
+                nodes.copy_within(i + 1..l, i);
+                *len -= 1;
+            }
+            Children::Heap(v) => {
+                v.remove(i);
+            }
+        }
+    }
 }
 
 /// Longest label stored in its node; chosen so that label and bucket fill one cache line.
@@ -595,9 +708,7 @@ impl Trie {
     }
 
     fn child(&self, n: u32, b: u8) -> Result<usize, usize> {
-        self.nodes[n as usize]
-            .children
-            .binary_search_by_key(&b, |c| c.0)
+        self.nodes[n as usize].children.search(b)
     }
 
     fn insert(&mut self, key: &[u8], e: Entry) {
@@ -614,12 +725,12 @@ impl Trie {
                         label: rest.into(),
                         ..TrieNode::default()
                     });
-                    self.nodes[n as usize].children.insert(i, (b, leaf));
+                    self.nodes[n as usize].children.insert(i, b, leaf);
                     n = leaf;
                     break;
                 }
             };
-            let c = self.nodes[n as usize].children[i].1;
+            let c = self.nodes[n as usize].children.node(i);
             let label = &self.nodes[c as usize].label;
             let common = label.iter().zip(rest).take_while(|(x, y)| x == y).count();
             if common < label.len() {
@@ -630,10 +741,10 @@ impl Trie {
                 self.nodes[c as usize].label = tail;
                 let mid = self.new_node(TrieNode {
                     label: shared,
-                    children: vec![(tail_first, c)],
+                    children: Children::one(tail_first, c),
                     bucket: Bucket::default(),
                 });
-                self.nodes[n as usize].children[i].1 = mid;
+                self.nodes[n as usize].children.set_node(i, mid);
                 n = mid;
             } else {
                 n = c;
@@ -653,7 +764,7 @@ impl Trie {
         let mut rest = key;
         while let Some(&b) = rest.first() {
             let Ok(i) = self.child(n, b) else { return };
-            let c = self.nodes[n as usize].children[i].1;
+            let c = self.nodes[n as usize].children.node(i);
             let label = &self.nodes[c as usize].label;
             if !rest.starts_with(label) {
                 return;
@@ -686,11 +797,11 @@ impl Trie {
 
     /// Replaces node `n` (child `i` of `parent`) by its only child, prepending `n`'s label.
     fn merge_into_child(&mut self, parent: u32, i: usize, n: u32) {
-        let child = self.nodes[n as usize].children[0].1;
+        let child = self.nodes[n as usize].children.node(0);
         let mut label = self.nodes[n as usize].label.to_vec();
         label.extend_from_slice(&self.nodes[child as usize].label);
         self.nodes[child as usize].label = Label::from(&label[..]);
-        self.nodes[parent as usize].children[i].1 = child;
+        self.nodes[parent as usize].children.set_node(i, child);
         self.release(n);
     }
 
@@ -708,18 +819,10 @@ impl Trie {
         let mut node = root;
         let mut rest = key;
         while let Some(&b) = rest.first() {
-            // Most nodes have a handful of children, where a linear scan of their first bytes
-            // beats a binary search; near the root (`/` followed by every letter) there can be
-            // dozens, sorted, where it does not.
-            let found = if node.children.len() <= 8 {
-                node.children.iter().position(|c| c.0 == b)
-            } else {
-                node.children.binary_search_by_key(&b, |c| c.0).ok()
-            };
-            let Some(i) = found else {
+            let Some(child) = node.children.find(b) else {
                 return;
             };
-            node = &self.nodes[node.children[i].1 as usize];
+            node = &self.nodes[child as usize];
             // The first byte of the label is `b`, matched just above.
             let label = &node.label[1..];
             match rest.get(1..1 + label.len()) {
@@ -1015,10 +1118,38 @@ mod tests {
             64
         );
         assert_eq!(std::mem::offset_of!(TrieNode, children), 64);
+        assert_eq!(
+            std::mem::size_of::<TrieNode>(),
+            128,
+            "children fill the second line"
+        );
         let long = [b'x'; 40];
         for key in [&b""[..], b"/a", &long[..INLINE_LABEL], &long[..]] {
             assert_eq!(&*Label::from(key), key);
         }
+    }
+
+    #[test]
+    fn a_node_with_many_children_keeps_them_sorted_past_the_inline_ones() {
+        let keys: Vec<String> = (0..20u8)
+            .rev()
+            .map(|i| format!("/{}x", (b'a' + i) as char))
+            .collect();
+        let mut t = Trie::default();
+        for (i, k) in keys.iter().enumerate() {
+            t.insert(k.as_bytes(), entry(i as u64));
+        }
+        for (i, k) in keys.iter().enumerate() {
+            assert_eq!(walk(&t, &format!("{k}/more")), [i as u32], "{k}");
+        }
+        assert!(walk(&t, "/zx").is_empty());
+        for (i, k) in keys.iter().enumerate() {
+            t.remove(k.as_bytes(), entry(i as u64));
+            if let Some(rest) = keys.get(i + 1) {
+                assert_eq!(walk(&t, rest), [i as u32 + 1]);
+            }
+        }
+        assert_eq!(t.size(), 1, "only the root is left");
     }
 
     #[test]

@@ -73,9 +73,9 @@ fn all(
 }
 
 fn instr(p: &Program, i: usize, ctx: &Context, lowered: &mut String, w: &mut Witnesses) -> bool {
-    match p.code()[i] {
-        Instr::And { end } => all(p, i + 1, end as usize, ctx, lowered, w),
-        Instr::Or { end } => {
+    match &p.code()[i] {
+        &Instr::And { end } => all(p, i + 1, end as usize, ctx, lowered, w),
+        &Instr::Or { end } => {
             let mut c = i + 1;
             while c < end as usize {
                 let mark = w.mark();
@@ -93,7 +93,7 @@ fn instr(p: &Program, i: usize, ctx: &Context, lowered: &mut String, w: &mut Wit
             w.rollback(mark);
             !r
         }
-        Instr::Pred(pred) => predicate(p, &pred, ctx, lowered, w),
+        Instr::Pred(pred) => predicate(p, pred, ctx, lowered, w),
     }
 }
 
@@ -157,8 +157,8 @@ fn test_value(
 
 #[inline]
 fn test_str(p: &Program, pred: &Pred, s: &str, w: Option<&mut Witnesses>) -> bool {
-    if let Lit::Regex(i) = pred.lit {
-        return regex(p.regex(i), pred, s, w);
+    if let Lit::Regex(re) = &pred.lit {
+        return regex(re, pred, s, w);
     }
     let Some(lit) = p.bytes(&pred.lit) else {
         return false;
@@ -210,22 +210,22 @@ fn regex(re: &CompiledRegex, pred: &Pred, s: &str, w: Option<&mut Witnesses>) ->
 
 #[inline(never)]
 fn test_other(pred: &Pred, v: &Value, w: Option<&mut Witnesses>) -> bool {
-    let ok = match (pred.op, v, pred.lit) {
+    let ok = match (pred.op, v, &pred.lit) {
         (Op::Equals | Op::NotEquals, v, lit) => {
             let eq = match (v, lit) {
-                (Value::Int(a), Lit::Int(b)) => *a == b,
-                (Value::IpAddr(a), Lit::IpAddr(b)) => *a == b,
-                (Value::IpCidr(a), Lit::IpCidr(b)) => *a == b,
+                (Value::Int(a), Lit::Int(b)) => a == b,
+                (Value::IpAddr(a), Lit::IpAddr(b)) => a == b,
+                (Value::IpCidr(a), Lit::IpCidr(b)) => a == b,
                 _ => false,
             };
             eq == (pred.op == Op::Equals)
         }
-        (Op::Greater, Value::Int(a), Lit::Int(b)) => *a > b,
-        (Op::GreaterOrEqual, Value::Int(a), Lit::Int(b)) => *a >= b,
-        (Op::Less, Value::Int(a), Lit::Int(b)) => *a < b,
-        (Op::LessOrEqual, Value::Int(a), Lit::Int(b)) => *a <= b,
-        (Op::In, Value::IpAddr(a), Lit::IpCidr(c)) => cidr_contains(&c, a),
-        (Op::NotIn, Value::IpAddr(a), Lit::IpCidr(c)) => !cidr_contains(&c, a),
+        (Op::Greater, Value::Int(a), Lit::Int(b)) => a > b,
+        (Op::GreaterOrEqual, Value::Int(a), Lit::Int(b)) => a >= b,
+        (Op::Less, Value::Int(a), Lit::Int(b)) => a < b,
+        (Op::LessOrEqual, Value::Int(a), Lit::Int(b)) => a <= b,
+        (Op::In, Value::IpAddr(a), Lit::IpCidr(c)) => cidr_contains(c, a),
+        (Op::NotIn, Value::IpAddr(a), Lit::IpCidr(c)) => !cidr_contains(c, a),
         _ => false,
     };
     if ok && pred.op == Op::Equals {

@@ -17,7 +17,7 @@
 //!   expression is one run. (So an empty program is true; free slots hold one, and no index
 //!   points at a free slot.)
 //! - `Lit::Str { start, len }` is `text[start..start + len]`; `Lit::Inline` holds the whole
-//!   literal (at most [`INLINE`] bytes, a UTF-8 string); `Lit::Regex(i)` is `regexes[i]`.
+//!   literal (at most [`INLINE`] bytes, a UTF-8 string); `Lit::Regex` holds its regex itself.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -35,10 +35,9 @@ pub(crate) const INLINE: usize = 22;
 pub(crate) struct Program {
     code: Box<[Instr]>,
     text: Box<str>,
-    regexes: Box<[Arc<CompiledRegex>]>,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) enum Instr {
     And { end: u32 },
     Or { end: u32 },
@@ -46,7 +45,7 @@ pub(crate) enum Instr {
     Pred(Pred),
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct Pred {
     pub field: FieldId,
     pub lower: bool,
@@ -55,7 +54,7 @@ pub(crate) struct Pred {
     pub lit: Lit,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) enum Lit {
     /// A literal of up to [`INLINE`] bytes, stored in the instruction itself (most hosts and
     /// path prefixes): comparing it reads no other memory.
@@ -67,8 +66,9 @@ pub(crate) enum Lit {
         start: u32,
         len: u32,
     },
-    /// A `~` predicate: the regex is `regexes[i]`.
-    Regex(u32),
+    /// A `~` predicate's regex, held by the instruction: at 100,000 routes the regex is cold
+    /// memory, and a separate array of them was one more miss on the way to it.
+    Regex(Arc<CompiledRegex>),
     Int(i64),
     IpAddr(IpAddr),
     IpCidr(IpCidr),
@@ -89,7 +89,6 @@ impl Program {
         Program {
             code: b.code.into(),
             text: b.text.into(),
-            regexes: b.regexes.into(),
         }
     }
 
@@ -110,10 +109,6 @@ impl Program {
         }
     }
 
-    pub(crate) fn regex(&self, i: u32) -> &CompiledRegex {
-        &self.regexes[i as usize]
-    }
-
     /// Index just past instruction `i` and its descendants.
     #[inline]
     pub(crate) fn end(&self, i: usize) -> usize {
@@ -128,7 +123,6 @@ impl Program {
 struct Builder {
     code: Vec<Instr>,
     text: String,
-    regexes: Vec<Arc<CompiledRegex>>,
 }
 
 impl Builder {
@@ -158,10 +152,7 @@ impl Builder {
 
     fn pred(&mut self, p: &resolved::Pred) -> Pred {
         let lit = match (&p.regex, &p.lit) {
-            (Some(re), _) => {
-                self.regexes.push(re.clone());
-                Lit::Regex((self.regexes.len() - 1) as u32)
-            }
+            (Some(re), _) => Lit::Regex(re.clone()),
             (None, resolved::Lit::Str(s)) if s.len() <= INLINE => {
                 let mut bytes = [0; INLINE];
                 bytes[..s.len()].copy_from_slice(s.as_bytes());

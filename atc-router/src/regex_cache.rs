@@ -54,9 +54,28 @@ enum Engine {
         end: bool,
     },
     Nfa {
-        backtrack: backtrack::BoundedBacktracker,
-        pikevm: pikevm::PikeVM,
+        full: NfaEngines,
+        /// The same pattern with every class and word boundary cut down to ASCII, for texts
+        /// that are all ASCII (see [`restrict_to_ascii`]); `None` when that changes nothing.
+        ascii: Option<NfaEngines>,
     },
+}
+
+/// The NFA simulations of one compiled pattern.
+#[derive(Debug)]
+struct NfaEngines {
+    backtrack: backtrack::BoundedBacktracker,
+    pikevm: pikevm::PikeVM,
+}
+
+impl NfaEngines {
+    fn new(nfa: thompson::NFA) -> Result<NfaEngines, RegexError> {
+        let backtrack = backtrack::BoundedBacktracker::new_from_nfa(nfa.clone())
+            .map_err(|e| RegexError::Syntax(e.to_string()))?;
+        let pikevm =
+            pikevm::PikeVM::new_from_nfa(nfa).map_err(|e| RegexError::Syntax(e.to_string()))?;
+        Ok(NfaEngines { backtrack, pikevm })
+    }
 }
 
 /// Search state of the NFA engines, one per thread, shared by every regex the thread runs
@@ -140,11 +159,19 @@ impl CompiledRegex {
                 debug_assert!((0..names.len()).all(
                     |i| nfa.group_info().slots(PatternID::ZERO, i) == Some((2 * i, 2 * i + 1))
                 ));
-                let backtrack = backtrack::BoundedBacktracker::new_from_nfa(nfa.clone())
-                    .map_err(|e| RegexError::Syntax(e.to_string()))?;
-                let pikevm = pikevm::PikeVM::new_from_nfa(nfa)
-                    .map_err(|e| RegexError::Syntax(e.to_string()))?;
-                (Engine::Nfa { backtrack, pikevm }, names)
+                let groups = nfa.group_info().group_len(PatternID::ZERO);
+                let ascii = match restrict_to_ascii(&hir) {
+                    Some(narrow) => {
+                        let narrow = compile_nfa(&narrow, size_limit)?;
+                        // Same groups, same slots: the narrow tree only has smaller classes.
+                        (narrow.group_info().group_len(PatternID::ZERO) == groups)
+                            .then(|| NfaEngines::new(narrow))
+                            .transpose()?
+                    }
+                    None => None,
+                };
+                let full = NfaEngines::new(nfa)?;
+                (Engine::Nfa { full, ascii }, names)
             }
         };
         Ok(CompiledRegex {
@@ -170,8 +197,9 @@ impl CompiledRegex {
     pub(crate) fn is_match(&self, s: &str) -> bool {
         match &self.engine {
             Engine::Literal { .. } => self.find_literal(s).is_some(),
-            Engine::Nfa { backtrack, pikevm } => {
-                with_scratch(|sc| search(backtrack, pikevm, sc, &Input::new(s).earliest(true), 0))
+            Engine::Nfa { full, ascii } => {
+                let e = engines_for(full, ascii, s);
+                with_scratch(|sc| search(e, sc, &Input::new(s).earliest(true), 0))
             }
         }
     }
@@ -179,7 +207,7 @@ impl CompiledRegex {
     /// Finds the leftmost-first match and calls `f(group, text)` for every group that took
     /// part, group 0 (the whole match) first. Returns whether there was a match.
     pub(crate) fn captures(&self, s: &str, mut f: impl FnMut(usize, &str)) -> bool {
-        let (backtrack, pikevm) = match &self.engine {
+        let e = match &self.engine {
             Engine::Literal { .. } => {
                 return match self.find_literal(s) {
                     Some(m) => {
@@ -189,10 +217,10 @@ impl CompiledRegex {
                     None => false,
                 };
             }
-            Engine::Nfa { backtrack, pikevm } => (backtrack, pikevm),
+            Engine::Nfa { full, ascii } => engines_for(full, ascii, s),
         };
         with_scratch(|sc| {
-            if !search(backtrack, pikevm, sc, &Input::new(s), 2 * self.names.len()) {
+            if !search(e, sc, &Input::new(s), 2 * self.names.len()) {
                 return false;
             }
             for i in 0..self.names.len() {
@@ -252,13 +280,8 @@ fn with_scratch<T>(run: impl FnOnce(&mut Scratch) -> T) -> T {
 /// Searches `input` with the bounded backtracker, or with the PikeVM when the text is too long
 /// for the backtracker's bounded memory, recording the first `slots` group offsets in
 /// `sc.slots`. Returns whether there is a match.
-fn search(
-    backtrack: &backtrack::BoundedBacktracker,
-    pikevm: &pikevm::PikeVM,
-    sc: &mut Scratch,
-    input: &Input<'_>,
-    slots: usize,
-) -> bool {
+fn search(e: &NfaEngines, sc: &mut Scratch, input: &Input<'_>, slots: usize) -> bool {
+    let (backtrack, pikevm) = (&e.backtrack, &e.pikevm);
     sc.slots.clear();
     sc.slots.resize(slots, None);
     let cache = sc.backtrack.get_or_insert_with(|| backtrack.create_cache());
@@ -270,6 +293,83 @@ fn search(
             cache.reset(pikevm);
             pikevm.search_slots(cache, input, &mut sc.slots).is_some()
         }
+    }
+}
+
+/// The engines to search `text` with: the ASCII ones when the text is all ASCII and there are
+/// any.
+#[inline]
+fn engines_for<'e>(
+    full: &'e NfaEngines,
+    ascii: &'e Option<NfaEngines>,
+    text: &str,
+) -> &'e NfaEngines {
+    match ascii {
+        Some(a) if text.is_ascii() => a,
+        _ => full,
+    }
+}
+
+/// `hir` with every Unicode class intersected with ASCII and every Unicode word boundary made
+/// an ASCII one, or `None` when nothing changes.
+///
+/// On a text that is all ASCII both trees match the same spans with the same groups: a class
+/// can only match a character of the text, all of which are ASCII, and Unicode and ASCII
+/// agree on which ASCII characters are word characters (and a boundary only looks at the
+/// characters around it). Group numbers and names are kept, as only leaves change.
+///
+/// Why: with Unicode on (the default), `\d`, `\w`, `.` and `[^/]` compile to UTF-8 automata of
+/// dozens of states with transition lists on the heap; the ASCII versions are one byte-range
+/// state each. A route's regex usually runs on an ASCII path, and at 100,000 routes it is one
+/// no request ran lately: the NFA a search walks is then a few cache lines, not tens.
+fn restrict_to_ascii(hir: &Hir) -> Option<Hir> {
+    use regex_syntax::hir::{Capture, Class, ClassUnicode, ClassUnicodeRange, Repetition};
+    let sub = |h: &Hir| restrict_to_ascii(h);
+    // Rebuilds a node's children when one of them changed.
+    let all = |hs: &[Hir]| -> Option<Vec<Hir>> {
+        let narrowed: Vec<Option<Hir>> = hs.iter().map(sub).collect();
+        narrowed.iter().any(Option::is_some).then(|| {
+            narrowed
+                .into_iter()
+                .zip(hs)
+                .map(|(n, h)| n.unwrap_or_else(|| h.clone()))
+                .collect()
+        })
+    };
+    match hir.kind() {
+        HirKind::Class(Class::Unicode(c)) => {
+            let ascii = ClassUnicode::new([ClassUnicodeRange::new('\0', '\x7F')]);
+            let mut narrow = c.clone();
+            narrow.intersect(&ascii);
+            (narrow != *c).then(|| Hir::class(Class::Unicode(narrow)))
+        }
+        HirKind::Look(look) => {
+            let ascii = match look {
+                Look::WordUnicode => Look::WordAscii,
+                Look::WordUnicodeNegate => Look::WordAsciiNegate,
+                Look::WordStartUnicode => Look::WordStartAscii,
+                Look::WordEndUnicode => Look::WordEndAscii,
+                Look::WordStartHalfUnicode => Look::WordStartHalfAscii,
+                Look::WordEndHalfUnicode => Look::WordEndHalfAscii,
+                _ => return None,
+            };
+            Some(Hir::look(ascii))
+        }
+        HirKind::Repetition(r) => sub(&r.sub).map(|narrow| {
+            Hir::repetition(Repetition {
+                sub: Box::new(narrow),
+                ..r.clone()
+            })
+        }),
+        HirKind::Capture(c) => sub(&c.sub).map(|narrow| {
+            Hir::capture(Capture {
+                sub: Box::new(narrow),
+                ..c.clone()
+            })
+        }),
+        HirKind::Concat(hs) => all(hs).map(Hir::concat),
+        HirKind::Alternation(hs) => all(hs).map(Hir::alternation),
+        HirKind::Empty | HirKind::Literal(_) | HirKind::Class(Class::Bytes(_)) => None,
     }
 }
 
@@ -457,34 +557,94 @@ mod tests {
             .iter()
             .map(|s| CompiledRegex::new(s, 10 << 20).unwrap())
             .collect();
-        let Engine::Nfa { backtrack, .. } = &compiled[0].engine else {
+        let Engine::Nfa { full, ascii } = &compiled[0].engine else {
             panic!("not a literal")
         };
-        assert!(
-            backtrack.max_haystack_len() < long.len(),
-            "the PikeVM runs too"
-        );
+        for e in [full, ascii.as_ref().expect("\\d narrows")] {
+            assert!(
+                e.backtrack.max_haystack_len() < long.len(),
+                "the PikeVM runs too"
+            );
+        }
         for _ in 0..2 {
-            for (re, src) in compiled.iter().zip(sources) {
-                let plain = regex::Regex::new(src).unwrap();
-                for text in texts {
-                    assert_eq!(re.is_match(text), plain.is_match(text), "{src} {text:.40}");
-                    let mut got = Vec::new();
-                    let matched = re.captures(text, |i, t| got.push((i, t.len(), t.to_owned())));
-                    let want: Vec<(usize, usize, String)> = plain
-                        .captures(text)
-                        .map(|c| {
-                            c.iter()
-                                .enumerate()
-                                .filter_map(|(i, m)| m.map(|m| (i, m.len(), m.as_str().to_owned())))
-                                .collect()
-                        })
-                        .unwrap_or_default();
-                    assert_eq!(matched, !want.is_empty(), "{src} {text:.40}");
-                    assert_eq!(got, want, "{src} {text:.40}");
-                }
+            agree_with_the_regex_crate(&compiled, &sources, &texts);
+        }
+    }
+
+    /// Every pattern finds what `regex::Regex` finds in every text: match, groups and spans.
+    fn agree_with_the_regex_crate(compiled: &[CompiledRegex], sources: &[&str], texts: &[&str]) {
+        for (re, src) in compiled.iter().zip(sources) {
+            let plain = regex::Regex::new(src).unwrap();
+            for text in texts {
+                assert_eq!(re.is_match(text), plain.is_match(text), "{src} {text:.40}");
+                let mut got = Vec::new();
+                let matched = re.captures(text, |i, t| got.push((i, t.len(), t.to_owned())));
+                let want: Vec<(usize, usize, String)> = plain
+                    .captures(text)
+                    .map(|c| {
+                        c.iter()
+                            .enumerate()
+                            .filter_map(|(i, m)| m.map(|m| (i, m.len(), m.as_str().to_owned())))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                assert_eq!(matched, !want.is_empty(), "{src} {text:.40}");
+                assert_eq!(got, want, "{src} {text:.40}");
             }
         }
+    }
+
+    #[test]
+    fn ascii_texts_run_the_narrowed_pattern_with_the_same_results() {
+        // Unicode classes, negated classes, `.`, case folding (`(?i)k` also matches the Kelvin
+        // sign), word boundaries of every kind, and non-ASCII literals.
+        let sources = [
+            r"^/users/(?<id>\d+)/orders/(?<oid>\d+)$",
+            r"^/x/([^/]+)/(.*)$",
+            r"(?i)^/kelvin/(\w+)",
+            r"\bfoo\b",
+            r"\Bo+\B",
+            r"\b{start}\w+\b{end}",
+            r"\b{start-half}é|ü\b{end-half}",
+            r"^/\p{Greek}+/(\S+)$",
+            r"^/caf[eé]/(\W)",
+            r"(?-u:\w)+",
+        ];
+        let texts = [
+            "/users/42/orders/7",
+            "/users/٤٢/orders/7",
+            "/x/ab/cd/ef",
+            "/x/äb/cd",
+            "/KELVIN/abc",
+            "/\u{212A}elvin/abc",
+            "a foo b",
+            "a foöo b",
+            "xfooy",
+            "boooot",
+            "hello world",
+            "é ü",
+            "/αβ/rest",
+            "/ab/rest",
+            "/cafe/!",
+            "/café/ ",
+            "/cafe/é",
+            "",
+        ];
+        let compiled: Vec<CompiledRegex> = sources
+            .iter()
+            .map(|s| CompiledRegex::new(s, 10 << 20).unwrap())
+            .collect();
+        for (re, src) in compiled.iter().zip(sources) {
+            let Engine::Nfa { ascii, .. } = &re.engine else {
+                panic!("{src} is not a literal")
+            };
+            assert_eq!(
+                ascii.is_some(),
+                src != r"(?-u:\w)+",
+                "{src}: narrowed only if it changes"
+            );
+        }
+        agree_with_the_regex_crate(&compiled, &sources, &texts);
     }
 
     #[test]
