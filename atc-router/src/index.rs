@@ -538,8 +538,9 @@ struct TrieNode {
     children: Children,
 }
 
-/// Most children a node keeps in place.
-const INLINE_CHILDREN: usize = 8;
+/// Most children a node keeps in place: 11 fill the second line, and cover a decimal digit
+/// (ids in paths branch ten ways, level after level).
+const INLINE_CHILDREN: usize = 11;
 
 /// A node's children, sorted by the first byte of their label: in place when there are few
 /// (most nodes), else on the heap. Invariant: `Inline` while there are at most

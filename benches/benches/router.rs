@@ -8,8 +8,8 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use atc_benches::{build, contexts, live_bytes, schema, CountingAlloc};
-use atc_router::{CaptureKey, Context, RouteSpec, Router, SyncMode, Uuid};
+use atc_benches::{build, contexts, live_bytes, schema, split_by_captures, CountingAlloc};
+use atc_router::{RouteSpec, Router, SyncMode, Uuid};
 use atc_workload::{Mix, Table};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 
@@ -73,23 +73,6 @@ fn matching(c: &mut Criterion) {
         }
         g.finish();
     }
-}
-
-/// Splits requests into those whose winning route records no regex group and those whose does.
-fn split_by_captures(router: &Router, ctxs: Vec<Context>) -> (Vec<Context>, Vec<Context>) {
-    let (mut plain, mut capturing) = (Vec::new(), Vec::new());
-    for mut ctx in ctxs {
-        router.execute(&mut ctx);
-        let groups = ctx
-            .result()
-            .is_some_and(|m| m.captures().any(|(k, _)| k != CaptureKey::Index(0)));
-        if groups {
-            capturing.push(ctx);
-        } else {
-            plain.push(ctx);
-        }
-    }
-    (plain, capturing)
 }
 
 fn updates(c: &mut Criterion) {

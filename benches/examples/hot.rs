@@ -1,5 +1,5 @@
 //! Runs one mix in a loop for profiling: `perf record ... --example hot -- <n> <mix>`.
-use atc_benches::{build, contexts, schema};
+use atc_benches::{build, contexts, schema, split_by_captures};
 use atc_workload::{Mix, Table};
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -16,7 +16,16 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(256);
-    let mut ctxs = contexts(&table, &schema, mix, count);
+    // PLAIN=1: only requests whose winning route records no regex group, as the benchmark's
+    // mixes without `+captures`.
+    let mut ctxs = if std::env::var("PLAIN").is_ok() {
+        let (mut plain, _) = split_by_captures(&router, contexts(&table, &schema, mix, 2 * count));
+        plain.truncate(count);
+        plain
+    } else {
+        contexts(&table, &schema, mix, count)
+    };
+    let count = ctxs.len();
     let t = std::time::Instant::now();
     let mut hits = 0;
     let iters: usize = std::env::var("ITERS")

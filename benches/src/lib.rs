@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use atc_router::{Context, Router, Schema, Type, Uuid, Value};
+use atc_router::{CaptureKey, Context, Router, Schema, Type, Uuid, Value};
 use atc_workload::{FieldType, Mix, Request, Table, SCHEMA};
 
 /// The schema every WORKLOAD table is written against.
@@ -121,4 +121,21 @@ pub fn live_bytes() -> usize {
 /// Number of allocations so far (only with [`CountingAlloc`] installed).
 pub fn allocations() -> usize {
     ALLOCATIONS.load(Ordering::Relaxed)
+}
+
+/// Splits requests into those whose winning route records no regex group and those whose does.
+pub fn split_by_captures(router: &Router, ctxs: Vec<Context>) -> (Vec<Context>, Vec<Context>) {
+    let (mut plain, mut capturing) = (Vec::new(), Vec::new());
+    for mut ctx in ctxs {
+        router.execute(&mut ctx);
+        let groups = ctx
+            .result()
+            .is_some_and(|m| m.captures().any(|(k, _)| k != CaptureKey::Index(0)));
+        if groups {
+            capturing.push(ctx);
+        } else {
+            plain.push(ctx);
+        }
+    }
+    (plain, capturing)
 }
