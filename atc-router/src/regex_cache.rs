@@ -12,6 +12,10 @@
 //!   pattern, plus up to 2 MB of lazy DFA cache per thread) for a matching speed-up that a
 //!   router, which runs a regex only for the few routes its indexes leave, does not need.
 //!   Matching is linear in the text with both engines.
+//! - A pattern whose tree has Unicode classes or word boundaries may also hold the same pattern
+//!   narrowed to ASCII ([`restrict_to_ascii`]); it runs only on all-ASCII texts, where it must
+//!   find exactly what the full pattern finds. Anything that breaks that equivalence (a new
+//!   kind of tree node, a Unicode-dependent look-around) must be left out of the narrowing.
 //! - Search state (the engines' caches, the capture slots) is one per thread, shared by every
 //!   regex of every router ([`SCRATCH`]): a search must `reset` an engine cache for its own
 //!   regex before using it, and must not keep offsets in it past its own return.
@@ -160,16 +164,13 @@ impl CompiledRegex {
                     |i| nfa.group_info().slots(PatternID::ZERO, i) == Some((2 * i, 2 * i + 1))
                 ));
                 let groups = nfa.group_info().group_len(PatternID::ZERO);
-                let ascii = match restrict_to_ascii(&hir) {
-                    Some(narrow) => {
-                        let narrow = compile_nfa(&narrow, size_limit)?;
-                        // Same groups, same slots: the narrow tree only has smaller classes.
-                        (narrow.group_info().group_len(PatternID::ZERO) == groups)
-                            .then(|| NfaEngines::new(narrow))
-                            .transpose()?
-                    }
-                    None => None,
-                };
+                // An optimisation only: if the narrowed pattern cannot be built, or its groups
+                // differ (they should not: only classes shrink), every text runs the full one,
+                // and the route is never rejected for it.
+                let ascii = restrict_to_ascii(&hir)
+                    .and_then(|narrow| compile_nfa(&narrow, size_limit).ok())
+                    .filter(|narrow| narrow.group_info().group_len(PatternID::ZERO) == groups)
+                    .and_then(|narrow| NfaEngines::new(narrow).ok());
                 let full = NfaEngines::new(nfa)?;
                 (Engine::Nfa { full, ascii }, names)
             }
