@@ -15,7 +15,7 @@
 
 use crate::ast::Op;
 use crate::context::{Context, Witnesses};
-use crate::program::{Instr, Lit, Pred, Program};
+use crate::program::{Code, Instr, Lit, Pred, Program};
 use crate::reference::cidr_contains;
 use crate::regex_cache::CompiledRegex;
 use crate::resolved;
@@ -47,13 +47,14 @@ fn lowercase_into<'a>(s: &str, buf: &'a mut String) -> &'a str {
 /// Evaluates a route's program (see [`crate::program`]) against the request.
 pub(crate) fn eval(p: &Program, ctx: &Context, lowered: &mut String, w: &mut Witnesses) -> bool {
     // Every program is a conjunction of its top-level runs (see `crate::program`).
-    all(p, 0, p.code().len(), ctx, lowered, w)
+    let code = p.view();
+    all(&code, 0, code.code().len(), ctx, lowered, w)
 }
 
 /// Whether every instruction run in `start..end` is true: an `And`'s children, or a whole
 /// program.
 fn all(
-    p: &Program,
+    p: &Code<'_>,
     start: usize,
     end: usize,
     ctx: &Context,
@@ -72,7 +73,7 @@ fn all(
     true
 }
 
-fn instr(p: &Program, i: usize, ctx: &Context, lowered: &mut String, w: &mut Witnesses) -> bool {
+fn instr(p: &Code<'_>, i: usize, ctx: &Context, lowered: &mut String, w: &mut Witnesses) -> bool {
     match &p.code()[i] {
         &Instr::And { end } => all(p, i + 1, end as usize, ctx, lowered, w),
         &Instr::Or { end } => {
@@ -98,7 +99,7 @@ fn instr(p: &Program, i: usize, ctx: &Context, lowered: &mut String, w: &mut Wit
 }
 
 fn predicate(
-    p: &Program,
+    p: &Code<'_>,
     pred: &Pred,
     ctx: &Context,
     lowered: &mut String,
@@ -115,7 +116,7 @@ fn predicate(
 
 #[inline(never)]
 fn multi_valued(
-    p: &Program,
+    p: &Code<'_>,
     pred: &Pred,
     values: &[Value],
     lowered: &mut String,
@@ -140,7 +141,7 @@ fn multi_valued(
 
 #[inline]
 fn test_value(
-    p: &Program,
+    p: &Code<'_>,
     pred: &Pred,
     v: &Value,
     lowered: &mut String,
@@ -156,7 +157,7 @@ fn test_value(
 }
 
 #[inline]
-fn test_str(p: &Program, pred: &Pred, s: &str, w: Option<&mut Witnesses>) -> bool {
+fn test_str(p: &Code<'_>, pred: &Pred, s: &str, w: Option<&mut Witnesses>) -> bool {
     if let Lit::Regex(re) = &pred.lit {
         return regex(re, pred, s, w);
     }

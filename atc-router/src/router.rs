@@ -919,7 +919,7 @@ impl Router {
     /// what it loaded, would wait for one cache miss after another.
     #[inline]
     fn warm(&self, slot: u32) {
-        std::hint::black_box(self.programs[slot as usize].code().first());
+        std::hint::black_box(self.programs[slot as usize].view().code().first());
     }
 
     #[doc(hidden)]

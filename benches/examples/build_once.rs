@@ -1,7 +1,7 @@
 //! Builds the 10k WORKLOAD table and nothing else, a clean subject for
 //! `valgrind --tool=callgrind --toggle-collect=atc_benches::build`:
 //! `cargo run --release -p atc-benches --example build_once [n [repeats]]`. With repeats, prints
-//! the median build time, for comparing two binaries run alternately on a busy machine.
+//! the median build and drop times, for comparing two binaries run alternately on a busy machine.
 use std::time::Instant;
 
 fn main() {
@@ -10,13 +10,21 @@ fn main() {
     let repeats = args.next().flatten().unwrap_or(1);
     let table = atc_workload::Table::generate(n, 1, false);
     let schema = atc_benches::schema();
-    let mut times = Vec::new();
+    let (mut times, mut drops) = (Vec::new(), Vec::new());
     for _ in 0..repeats {
         let start = Instant::now();
-        let r = atc_benches::build(&table, &schema);
+        let r = std::hint::black_box(atc_benches::build(&table, &schema));
         times.push(start.elapsed());
-        std::hint::black_box(r);
+        let start = Instant::now();
+        drop(r);
+        drops.push(start.elapsed());
     }
     times.sort();
-    println!("{n} routes, median build {:?}", times[times.len() / 2]);
+    drops.sort();
+    let median = |v: &[std::time::Duration]| v[v.len() / 2];
+    println!(
+        "{n} routes, median build {:?}, drop {:?}",
+        median(&times),
+        median(&drops)
+    );
 }
