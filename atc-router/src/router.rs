@@ -457,6 +457,14 @@ impl Router {
 
     /// Puts a prepared route in its slot, the order map and its index.
     fn insert(&mut self, p: Prepared) {
+        let (order, slot) = self.place(p);
+        self.order.insert(order, slot);
+    }
+
+    /// [`Router::insert`] but for the order map, whose entry it returns: a fresh router built
+    /// for a sync collects them and builds the map once, from a sorted list, where one insert
+    /// per route was a search through nodes no other insert touched lately.
+    fn place(&mut self, p: Prepared) -> (Order, u32) {
         let fields = fields(&p.node);
         for f in &fields {
             *self.field_use.entry(*f).or_insert(0) += 1;
@@ -478,7 +486,7 @@ impl Router {
         self.catalog
             .set(slot, p.id, p.priority, p.instance, &p.source);
         self.ids.insert(p.id, slot);
-        self.order.insert(order, slot);
+        (order, slot)
     }
 
     /// Takes a route out of every structure and returns its tree (`tree`, if the caller
@@ -636,6 +644,8 @@ impl Router {
             f.reserve(desired);
             f
         });
+        // The fresh router's order map, built once all its routes are placed.
+        let mut orders = Vec::with_capacity(if rebuild { desired.len() } else { 0 });
         // A route kept as it is, into a fresh router: parsed again, as the fresh router holds
         // its own copy of every route, but the same version (`Route::instance`).
         let copy = |slot: u32, overlay: &mut Overlay<'_>| -> Option<Prepared> {
@@ -652,7 +662,9 @@ impl Router {
                     continue;
                 }
                 (Status::Unchanged(slot), Some(f)) => {
-                    f.insert(copy(slot, &mut overlay).expect("a live route prepares again"));
+                    orders.push(
+                        f.place(copy(slot, &mut overlay).expect("a live route prepares again")),
+                    );
                     continue;
                 }
                 (Status::Unchanged(_), None) => continue,
@@ -671,7 +683,7 @@ impl Router {
                         _ => {}
                     }
                     match &mut fresh {
-                        Some(f) => f.insert(route),
+                        Some(f) => orders.push(f.place(route)),
                         None => plan.insert.push(route),
                     }
                 }
@@ -681,7 +693,7 @@ impl Router {
                     // invalid; a fresh router has to be given that version too.
                     if let (Status::Changed(slot), Some(f)) = (*st, &mut fresh) {
                         if let Some(old) = copy(slot, &mut overlay) {
-                            f.insert(old);
+                            orders.push(f.place(old));
                         }
                     }
                 }
@@ -701,6 +713,7 @@ impl Router {
         plan.report.errors = errors;
         match fresh {
             Some(mut f) => {
+                f.order = orders.into_iter().collect();
                 // Every regex the fresh routes hold, compiled now or taken over from this router.
                 f.regexes.absorb(overlay.into_new());
                 plan.rebuilt = Some(Box::new(f));

@@ -6,10 +6,11 @@
 //! table sizes.
 
 use std::hint::black_box;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use atc_benches::{build, contexts, live_bytes, schema, split_by_captures, CountingAlloc};
-use atc_router::{RouteSpec, Router, SyncMode, Uuid};
+use atc_router::{RouteSpec, Router, Schema, SyncMode, Uuid};
 use atc_workload::{Mix, Table};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 
@@ -199,17 +200,36 @@ fn syncs(c: &mut Criterion) {
                     bench.iter_with_large_drop(|| {
                         flip = !flip;
                         let target = if flip { &b } else { &a };
-                        let mut fresh = Router::new(schema.clone());
-                        for r in target {
-                            fresh.add(r.id, r.priority, r.expression).unwrap();
-                        }
-                        fresh
+                        build_specs(&schema, target)
+                    })
+                });
+                // What a gateway without sync does on the same change: a fresh build of the
+                // desired list replaces the router, and the replaced one is freed, as the sync
+                // frees the routes it replaces.
+                let mut current = build_specs(&schema, &a);
+                g.bench_function("rebuild", |bench| {
+                    bench.iter(|| {
+                        flip = !flip;
+                        let target = if flip { &b } else { &a };
+                        drop(std::mem::replace(
+                            &mut current,
+                            build_specs(&schema, target),
+                        ));
                     })
                 });
             }
         }
         g.finish();
     }
+}
+
+/// A router built from a desired list one `add` at a time, as without sync.
+fn build_specs(schema: &Arc<Schema>, specs: &[RouteSpec<'_>]) -> Router {
+    let mut fresh = Router::new(schema.clone());
+    for r in specs {
+        fresh.add(r.id, r.priority, r.expression).unwrap();
+    }
+    fresh
 }
 
 fn as_specs(v: &[(Uuid, u64, String)]) -> Vec<RouteSpec<'_>> {
