@@ -925,14 +925,14 @@ impl Router {
         mask
     }
 
-    /// Loads the start of a route's program, so that the execute following
-    /// [`Router::needed_fields`] finds it in the cache. Between the two calls the caller reads
-    /// request fields (a gateway: hundreds of nanoseconds), and here the loads of all
-    /// candidates are independent and overlap, where the execute's evaluation, branching on
-    /// what it loaded, would wait for one cache miss after another.
+    /// Loads the lines of a route's program that evaluation reads first, so that the execute
+    /// following [`Router::needed_fields`] finds them in cache. Between the two calls the
+    /// caller reads request fields (a gateway: hundreds of nanoseconds), and here the loads of
+    /// all candidates are independent and overlap, where the execute's evaluation, branching
+    /// on what it loaded, would wait for one cache miss after another.
     #[inline]
     fn warm(&self, slot: u32) {
-        std::hint::black_box(self.programs[slot as usize].view().code().first());
+        std::hint::black_box(self.programs[slot as usize].touch());
     }
 
     #[doc(hidden)]
