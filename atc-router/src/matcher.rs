@@ -95,6 +95,8 @@ fn instr(p: &Code<'_>, i: usize, ctx: &Context, lowered: &mut String, w: &mut Wi
             !r
         }
         Instr::Pred(pred) => predicate(p, pred, ctx, lowered, w),
+        // Slot markers, never part of the code a view hands out (see `crate::program`).
+        Instr::End | Instr::Spilled(_) => true,
     }
 }
 
