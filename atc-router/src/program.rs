@@ -7,8 +7,7 @@
 //! prefixes) lives entirely in its router slot: instructions and long literals in the slot's
 //! own three cache lines, found from the index entry's slot number with no pointer to follow
 //! (the previous layout, a slot pointing at a heap array, was one more dependent miss per
-//! candidate). Only a larger program spills to the heap, one allocation for its instructions and
-//! one for its literals.
+//! candidate). Only a larger program spills to the heap.
 //!
 //! Invariants:
 //! - A program means exactly what the node it was compiled from means; the reference evaluator
