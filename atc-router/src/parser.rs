@@ -1,12 +1,12 @@
 //! Text → [`Expr`], with the lexical rules of spec §2 and the precedence of spec §3.
 //!
 //! Invariants a change must keep:
-//! - Nothing recurses deeper than the nesting limit: [`check_nesting`] rejects deep inputs before
+//! - Nothing recurses deeper than the nesting limit: `check_nesting` rejects deep inputs before
 //!   pest (a recursive-descent parser) sees them, and `&&`/`||` chains are read as flat lists.
 //! - Every error is worded for a person: pest's rule names never reach a message
-//!   (see [`describe_rule`]).
+//!   (see `describe_rule`).
 //! - Predicates are numbered in textual order; [`Parsed::spans`] is indexed by that number.
-//! - A well-formed text is read by [`fast`], which must give exactly what pest and [`Builder`]
+//! - A well-formed text is read by `fast`, which must give exactly what pest and `Builder`
 //!   give; anything it declines, every error included, goes through pest.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};

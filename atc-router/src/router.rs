@@ -1,8 +1,9 @@
 //! Routes in priority order, and matching a request against them (spec §7).
 //!
 //! Invariants:
-//! - Routing order is priority descending, then id bytes descending ([`Order`]); ids are unique.
-//! - Every route is in exactly one place of the [`Index`] (an index bucket, or the fallback list),
+//! - Routing order is priority descending, then id bytes descending (`index::Order`); ids are
+//!   unique.
+//! - Every route is in exactly one place of the `Index` (an index bucket, or the fallback list),
 //!   put there by [`Router::add`] and taken out by [`Router::remove`]: updates are incremental,
 //!   nothing is rebuilt.
 //! - A live slot has a catalog row (id, priority, text) and a program; its resolved tree is not
