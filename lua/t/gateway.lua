@@ -19,6 +19,8 @@
 -- remote_addr, which the realip module takes from X-Real-IP.
 
 local gateway = require("resty.router.gateway")
+local captures_flat = require("captures_flat")
+local ns, flat = captures_flat.ns, captures_flat.flat
 
 local ngx = ngx
 local tonumber, tostring, pairs, ipairs = tonumber, tostring, pairs, ipairs
@@ -128,26 +130,6 @@ function _M.update()
     for _, e in ipairs(report.errors) do
         ngx.say("error ", e.index, " ", tostring(e.id), ": ", e.message)
     end
-end
-
-local function ns(s)
-    return #s .. ":" .. s .. ","
-end
-
--- Captures as one comparable string (nil for none).
-local function flat(captures)
-    if not captures then
-        return nil
-    end
-    local keys = {}
-    for k in pairs(captures) do
-        keys[#keys + 1] = tostring(k)
-    end
-    table.sort(keys)
-    for i, k in ipairs(keys) do
-        keys[i] = ns(k) .. ns(captures[tonumber(k) or k])
-    end
-    return table.concat(keys)
 end
 
 function _M.access()

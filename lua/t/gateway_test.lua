@@ -424,20 +424,7 @@ end
 -- reading every field (read_all_fields), and a malformed value in a field no candidate uses is
 -- never read, so it does not reject the request (read_all_fields still does).
 function T.two_phase_routing_reads_only_what_candidates_use()
-    local function flat(captures)
-        if not captures then
-            return nil
-        end
-        local keys = {}
-        for k in pairs(captures) do
-            keys[#keys + 1] = tostring(k)
-        end
-        table.sort(keys)
-        for i, k in ipairs(keys) do
-            keys[i] = k .. "=" .. captures[tonumber(k) or k]
-        end
-        return table.concat(keys, ",")
-    end
+    local flat = require("captures_flat").flat
     local routes = list(
         { U1, 9, 'http.host == "a.com" && http.headers.x_v == "2" && http.path ^= "/"' },
         { U2, 8, 'http.host == "a.com" && http.queries.q == "1"' },
