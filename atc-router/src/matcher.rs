@@ -48,11 +48,17 @@ fn lowercase_into<'a>(s: &str, buf: &'a mut String) -> &'a str {
 pub(crate) fn eval(p: &Program, ctx: &Context, lowered: &mut String, w: &mut Witnesses) -> bool {
     // Every program is a conjunction of its top-level runs (see `crate::program`).
     let code = p.view();
-    all(&code, 0, code.code().len(), ctx, lowered, w)
+    let mark = w.mark();
+    for c in code.runs() {
+        if !instr(&code, c, ctx, lowered, w) {
+            w.rollback(mark);
+            return false;
+        }
+    }
+    true
 }
 
-/// Whether every instruction run in `start..end` is true: an `And`'s children, or a whole
-/// program.
+/// Whether every instruction run in `start..end` is true: an `And`'s children.
 fn all(
     p: &Code<'_>,
     start: usize,
@@ -75,8 +81,8 @@ fn all(
 
 fn instr(p: &Code<'_>, i: usize, ctx: &Context, lowered: &mut String, w: &mut Witnesses) -> bool {
     match &p.code()[i] {
-        &Instr::And { end } => all(p, i + 1, end as usize, ctx, lowered, w),
-        &Instr::Or { end } => {
+        &Instr::And { end, .. } => all(p, i + 1, end as usize, ctx, lowered, w),
+        &Instr::Or { end, .. } => {
             let mut c = i + 1;
             while c < end as usize {
                 let mark = w.mark();

@@ -3,8 +3,8 @@
 //!
 //! Why: a resolved [`Node`] is a tree of separately allocated children and literals. At 100,000
 //! routes each candidate a request evaluates sits in memory no other request touched lately, so
-//! every pointer followed is a cache (and TLB) miss. A typical program (a host, one or two path
-//! prefixes) lives entirely in its router slot: instructions and long literals in the slot's
+//! every pointer followed is a cache (and TLB) miss. A typical program (a host and up to three
+//! path prefixes, or a method pair, a host and a prefix) lives entirely in its router slot: instructions and long literals in the slot's
 //! own three cache lines, found from the index entry's slot number with no pointer to follow
 //! (the previous layout, a slot pointing at a heap array, was one more dependent miss per
 //! candidate). Only a larger program spills to the heap.
@@ -21,12 +21,17 @@
 //!   points at a free slot.)
 //! - `Lit::Str { start, len }` is `text[start..start + len]`; `Lit::Inline` holds the whole
 //!   literal (at most [`INLINE`] bytes, a UTF-8 string); `Lit::Regex` holds its regex itself.
-//! - A program is either in its slot (the code is `head` up to the first `Instr::End`, the text
-//!   is in `head_text`) or spilled (`head[0]` is `Instr::Spilled`, holding both), never split
-//!   between the two: evaluation reads one contiguous instruction array. Neither marker ever
-//!   appears in the code a [`Code`] view hands out. There is no length field: finding the code
-//!   reads only the lines the instructions are in, and the text's line is read only when a
-//!   long literal is compared.
+//! - A program is either in its slot (the code is `head`, the text is in `head_text`) or
+//!   spilled (`head[0]` is `Instr::Spilled`, holding both), never split between the two:
+//!   evaluation reads one contiguous instruction array. `Instr::Spilled` never appears in the
+//!   code a [`Code`] view hands out.
+//! - The head instruction of a program's last top-level run is flagged `last_run`, and
+//!   evaluation stops after that run. There is no length field: a length would have to be
+//!   read before the first instruction, and finding the end by its marker read the line after
+//!   the last instruction (a host and a prefix fill the first line; the `End` after them is on
+//!   the second). The flag sits in an instruction evaluation reads anyway. `Instr::End` fills
+//!   the places after a short program in its slot and is the whole of an empty program (true):
+//!   evaluation also stops at it, so a program stays correct even if its flag were missing.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -40,11 +45,13 @@ use crate::value::IpCidr;
 /// Longest literal kept inside its instruction; chosen so that an instruction stays 32 bytes.
 pub(crate) const INLINE: usize = 22;
 
-/// Instructions a program keeps in its slot: a host and two path prefixes under an `||`.
-const IN_SLOT: usize = 4;
-/// Bytes of long literals a program keeps in its slot (a wildcard host and a long path
-/// prefix); with [`IN_SLOT`] instructions it makes the slot three cache lines.
-const IN_SLOT_TEXT: usize = 64;
+/// Instructions a program keeps in its slot: a host and three path prefixes under an `||`, or
+/// a method pair, a host and a prefix (the workload's common larger routes).
+const IN_SLOT: usize = 5;
+/// Bytes of long literals a program keeps in its slot (one host or path longer than
+/// [`INLINE`]: two such literals in one route are rare); with [`IN_SLOT`] instructions it makes
+/// the slot three cache lines.
+const IN_SLOT_TEXT: usize = 32;
 
 /// A route's program, as stored in the router's slot array: see the module docs for the layout.
 /// Aligned to a cache line so that a program in its slot touches no line of another.
@@ -70,20 +77,47 @@ pub(crate) struct Code<'a> {
 
 #[derive(Debug, Clone)]
 pub(crate) enum Instr {
-    /// Marks the end of a program in its slot (slot layout only, never in a view's code).
+    /// Fills a slot's places after its program; the whole of an empty program (true).
     End,
     /// Stands first in the slot of a program kept on the heap (likewise).
     Spilled(Box<Spill>),
     And {
         end: u32,
+        last_run: bool,
     },
     Or {
         end: u32,
+        last_run: bool,
     },
     Not {
         end: u32,
+        last_run: bool,
     },
     Pred(Pred),
+}
+
+impl Instr {
+    /// Whether evaluation stops after this instruction's run (see the module docs).
+    #[inline]
+    pub(crate) fn is_last_run(&self) -> bool {
+        match self {
+            Instr::And { last_run, .. }
+            | Instr::Or { last_run, .. }
+            | Instr::Not { last_run, .. } => *last_run,
+            Instr::Pred(p) => p.last_run,
+            Instr::End | Instr::Spilled(_) => true,
+        }
+    }
+
+    fn set_last_run(&mut self) {
+        match self {
+            Instr::And { last_run, .. }
+            | Instr::Or { last_run, .. }
+            | Instr::Not { last_run, .. } => *last_run = true,
+            Instr::Pred(p) => p.last_run = true,
+            Instr::End | Instr::Spilled(_) => {}
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -92,6 +126,8 @@ pub(crate) struct Pred {
     pub lower: bool,
     pub any: bool,
     pub op: Op,
+    /// See [`Instr::is_last_run`].
+    pub last_run: bool,
     pub lit: Lit,
 }
 
@@ -123,9 +159,16 @@ impl Program {
     pub(crate) fn compile(node: &Node) -> Program {
         let mut b = Builder::default();
         b.code.reserve_exact(node.size());
+        let mut last_run = 0;
         match node {
-            Node::And(children) => children.iter().for_each(|c| b.node(c)),
+            Node::And(children) => children.iter().for_each(|c| {
+                last_run = b.code.len();
+                b.node(c);
+            }),
             _ => b.node(node),
+        }
+        if let Some(head) = b.code.get_mut(last_run) {
+            head.set_last_run();
         }
         let mut p = Program::default();
         if b.code.len() <= IN_SLOT && b.text.len() <= IN_SLOT_TEXT {
@@ -150,23 +193,22 @@ impl Program {
                 text: s.text.as_bytes(),
             };
         }
-        let len = self
-            .head
-            .iter()
-            .position(|i| matches!(i, Instr::End))
-            .unwrap_or(IN_SLOT);
         Code {
-            code: &self.head[..len],
+            code: &self.head,
             text: &self.head_text,
         }
     }
 
-    /// Reads the first and last instruction's kind, so that the lines evaluation starts with
+    /// Reads the head instruction of every top-level run, so that the lines evaluation reads
     /// are in cache when it comes (see `Router::needed_fields`). The result means nothing.
     #[inline]
     pub(crate) fn touch(&self) -> bool {
-        let code = self.view().code;
-        matches!(code.first(), Some(Instr::Pred(_))) != matches!(code.last(), Some(Instr::Pred(_)))
+        let code = self.view();
+        let mut seen = false;
+        for i in code.runs() {
+            seen ^= matches!(code.code[i], Instr::Pred(_));
+        }
+        seen
     }
 
     /// Whether the program lives in its slot, without a heap allocation.
@@ -206,11 +248,25 @@ impl<'a> Code<'a> {
         }
     }
 
+    /// Where the program's top-level runs start, up to the one flagged last (see the module
+    /// docs). Reads those head instructions only.
+    #[inline]
+    pub(crate) fn runs(&self) -> impl Iterator<Item = usize> + 'a {
+        let code = *self;
+        let mut next = Some(0);
+        std::iter::from_fn(move || {
+            let i = next?;
+            let instr = code.code.get(i)?;
+            next = (!instr.is_last_run()).then(|| code.end(i));
+            Some(i)
+        })
+    }
+
     /// Index just past instruction `i` and its descendants.
     #[inline]
     pub(crate) fn end(&self, i: usize) -> usize {
         match self.code[i] {
-            Instr::And { end } | Instr::Or { end } | Instr::Not { end } => end as usize,
+            Instr::And { end, .. } | Instr::Or { end, .. } | Instr::Not { end, .. } => end as usize,
             Instr::Pred(_) | Instr::End | Instr::Spilled(_) => i + 1,
         }
     }
@@ -235,15 +291,16 @@ impl Builder {
             Node::Not(inner) => std::slice::from_ref(&**inner),
         };
         // Placeholder, patched once the children's extent is known.
-        self.code.push(Instr::And { end: 0 });
+        self.code.push(Instr::End);
         for c in children {
             self.node(c);
         }
         let end = u32::try_from(self.code.len()).unwrap_or(u32::MAX);
+        let last_run = false;
         self.code[at] = match node {
-            Node::And(_) => Instr::And { end },
-            Node::Or(_) => Instr::Or { end },
-            _ => Instr::Not { end },
+            Node::And(_) => Instr::And { end, last_run },
+            Node::Or(_) => Instr::Or { end, last_run },
+            _ => Instr::Not { end, last_run },
         };
     }
 
@@ -275,6 +332,7 @@ impl Builder {
             lower: p.lower,
             any: p.any,
             op: p.op,
+            last_run: false,
             lit,
         }
     }
@@ -322,29 +380,57 @@ mod tests {
         Program::compile(&node)
     }
 
+    /// Instructions up to the end of the last run: the program's length.
+    fn length(p: &Program) -> usize {
+        let code = p.view();
+        code.runs().last().map_or(0, |i| code.end(i))
+    }
+
     #[test]
-    fn a_host_and_two_prefixes_stay_in_the_slot() {
+    fn a_host_and_a_prefix_are_read_from_the_first_line_only() {
+        let p = program(r#"http.host == "a.com" && http.path ^= "/a""#);
+        let code = p.view();
+        // Two instructions per line: the runs' heads (the only instructions evaluation reads
+        // to find the end) are both in the first.
+        assert_eq!(code.runs().collect::<Vec<_>>(), [0, 1]);
+        assert!(code.code()[1].is_last_run());
+        assert!(matches!(code.code()[2], Instr::End));
+    }
+
+    #[test]
+    fn a_host_and_three_prefixes_stay_in_the_slot() {
         let p = program(
-            r#"http.host == "a-very-long-wildcard-host.example.com" && (http.path ^= "/a" || http.path ^= "/b")"#,
+            r#"http.host == "a-long-host-name.example.com" && (http.path ^= "/a" || http.path ^= "/b" || http.path ^= "/c")"#,
         );
         assert!(p.in_slot());
-        assert_eq!(p.view().code().len(), 4);
-        assert!(p
-            .view()
-            .text
-            .starts_with(b"a-very-long-wildcard-host.example.com"));
+        assert_eq!(length(&p), 5);
+        assert_eq!(p.view().runs().collect::<Vec<_>>(), [0, 1]);
+        assert!(p.view().text.starts_with(b"a-long-host-name.example.com"));
     }
 
     #[test]
     fn a_larger_program_spills_whole() {
         let p = program(
-            r#"http.host == "a.com" && (http.path ^= "/a" || http.path ^= "/b" || http.path ^= "/c")"#,
+            r#"http.host == "a.com" && (http.path ^= "/a" || http.path ^= "/b" || http.path ^= "/c" || http.path ^= "/d")"#,
         );
         assert!(!p.in_slot());
-        assert_eq!(p.view().code().len(), 5);
+        assert_eq!(length(&p), 6);
+        assert_eq!(p.view().code().len(), 6);
         let long = "x".repeat(IN_SLOT_TEXT + 1);
         let p = program(&format!(r#"http.path ^= "/{long}""#));
         assert!(!p.in_slot());
         assert_eq!(p.view().text.len(), IN_SLOT_TEXT + 2);
+    }
+
+    #[test]
+    fn an_expression_that_is_not_a_conjunction_is_one_run() {
+        let p = program(r#"http.host == "a.com" || http.path ^= "/a""#);
+        assert_eq!(p.view().runs().collect::<Vec<_>>(), [0]);
+        assert_eq!(length(&p), 3);
+        assert_eq!(
+            length(&Program::default()),
+            1,
+            "an empty program is its End marker"
+        );
     }
 }
