@@ -41,15 +41,6 @@ pub struct Context {
     touched: Vec<FieldId>,
     pub(crate) outcome: Option<(Uuid, u64)>,
     pub(crate) witnesses: Witnesses,
-    pub(crate) scratch: Scratch,
-}
-
-/// Buffers of the indexed matcher, kept with the context so they are reused across requests.
-#[derive(Debug, Default)]
-pub(crate) struct Scratch {
-    pub(crate) candidates: Vec<crate::index::Entry>,
-    pub(crate) lowered: String,
-    pub(crate) reversed: Vec<u8>,
 }
 
 /// A field's values. The first one lives in the slot itself: a matcher reading a single-valued
@@ -132,7 +123,6 @@ impl Context {
             touched: Vec::new(),
             outcome: None,
             witnesses: Witnesses::default(),
-            scratch: Scratch::default(),
         }
     }
 

@@ -44,14 +44,35 @@ use crate::{matcher, reference};
 /// with long lists, loading programs it never reaches would cost more than it saves.
 const WARM_MAX: usize = 16;
 
+/// Buffers of the indexed matcher, reused across requests.
+#[derive(Debug, Default)]
+struct Scratch {
+    candidates: Vec<crate::index::Entry>,
+    lowered: String,
+    reversed: Vec<u8>,
+}
+
 thread_local! {
-    /// The candidate list of [`Router::execute`], one per thread rather than one per context:
-    /// with many contexts in use (a benchmark rotating 256 requests, a server interleaving
-    /// connections) a context's own vector is a cache miss per request, this one stays in
-    /// cache. Taken out while in use; starts with room for a few so that `capacity() > 0` tells
-    /// it from the empty vector a nested execute would find.
-    static CANDIDATES: std::cell::Cell<Vec<crate::index::Entry>> =
-        std::cell::Cell::new(Vec::with_capacity(16));
+    /// The matcher's buffers, one set per thread rather than one per context: with many
+    /// contexts in use (a benchmark rotating 256 requests, a server interleaving connections)
+    /// a context's own buffers were a cache line per request that was rarely in cache, and
+    /// each context carried them; the thread's stay in cache. Taken out while in use.
+    static SCRATCH: std::cell::Cell<Option<Scratch>> = const { std::cell::Cell::new(None) };
+}
+
+/// Runs `f` with the thread's buffers; with fresh ones when they are in use (an execute nested
+/// in another: they then allocate as they grow) or the thread is shutting down.
+#[inline]
+fn with_scratch<T>(f: impl FnOnce(&mut Scratch) -> T) -> T {
+    let mut scratch = SCRATCH
+        .try_with(|s| s.take())
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    let out = f(&mut scratch);
+    // Ignoring the error: a thread shutting down has no use for the buffers.
+    let _ = SCRATCH.try_with(|s| s.set(Some(scratch)));
+    out
 }
 
 /// What a request's match needs of the route is its program (`Router::programs`); what a
@@ -844,51 +865,40 @@ impl Router {
         if !Arc::ptr_eq(&self.schema, ctx.schema()) {
             return false;
         }
-        let mut scratch = std::mem::take(&mut ctx.scratch);
         let mut w = std::mem::take(&mut ctx.witnesses);
-        // The thread's candidate vector when it is free (always, unless an execute nested in
-        // another), else the context's: see `CANDIDATES`.
-        let mut shared = CANDIDATES.try_with(|c| c.take()).unwrap_or_default();
-        let candidates = if shared.capacity() > 0 {
-            &mut shared
-        } else {
-            &mut scratch.candidates
-        };
-        candidates.clear();
-        self.index
-            .candidates(ctx, &mut scratch.lowered, &mut scratch.reversed, candidates);
-        if candidates.len() > 1 {
-            candidates.sort_unstable();
-            candidates.dedup();
-        }
-        let mut fallback = self.index.fallback().peekable();
-        let mut next_candidate = 0;
-        let found = loop {
-            // Merge the two sorted lists; a route is never in both.
-            let take_candidate = match (candidates.get(next_candidate), fallback.peek()) {
-                (Some(c), Some(f)) => c.0 < f.0,
-                (Some(_), None) => true,
-                (None, Some(_)) => false,
-                (None, None) => break None,
-            };
-            let (order, slot) = if take_candidate {
-                next_candidate += 1;
-                candidates[next_candidate - 1]
-            } else {
-                fallback.next().expect("peeked")
-            };
-            let program = &self.programs[slot as usize];
-            if matcher::eval(program, ctx, &mut scratch.lowered, &mut w) {
-                break Some((order.id(), order.priority()));
+        let found = with_scratch(|scratch| {
+            let candidates = &mut scratch.candidates;
+            candidates.clear();
+            self.index
+                .candidates(ctx, &mut scratch.lowered, &mut scratch.reversed, candidates);
+            if candidates.len() > 1 {
+                candidates.sort_unstable();
+                candidates.dedup();
             }
-            w.clear();
-        };
-        if shared.capacity() > 0 {
-            // Ignoring the error: a thread shutting down has no use for it.
-            let _ = CANDIDATES.try_with(|c| c.set(shared));
-        }
+            let mut fallback = self.index.fallback().peekable();
+            let mut next_candidate = 0;
+            loop {
+                // Merge the two sorted lists; a route is never in both.
+                let take_candidate = match (candidates.get(next_candidate), fallback.peek()) {
+                    (Some(c), Some(f)) => c.0 < f.0,
+                    (Some(_), None) => true,
+                    (None, Some(_)) => false,
+                    (None, None) => break None,
+                };
+                let (order, slot) = if take_candidate {
+                    next_candidate += 1;
+                    candidates[next_candidate - 1]
+                } else {
+                    fallback.next().expect("peeked")
+                };
+                let program = &self.programs[slot as usize];
+                if matcher::eval(program, ctx, &mut scratch.lowered, &mut w) {
+                    break Some((order.id(), order.priority()));
+                }
+                w.clear();
+            }
+        });
         ctx.witnesses = w;
-        ctx.scratch = scratch;
         ctx.outcome = found;
         found.is_some()
     }
@@ -907,22 +917,21 @@ impl Router {
         if !Arc::ptr_eq(&self.schema, ctx.schema()) {
             return FieldMask::MAX;
         }
-        let mut scratch = std::mem::take(&mut ctx.scratch);
-        scratch.candidates.clear();
-        let s = &mut scratch;
-        self.index
-            .candidates(ctx, &mut s.lowered, &mut s.reversed, &mut s.candidates);
         let mut mask = self.needs.base();
-        for (i, (_, slot)) in scratch.candidates.iter().enumerate() {
-            mask |= self.needs.of(*slot);
-            if i < WARM_MAX {
-                self.warm(*slot);
+        with_scratch(|s| {
+            s.candidates.clear();
+            self.index
+                .candidates(ctx, &mut s.lowered, &mut s.reversed, &mut s.candidates);
+            for (i, (_, slot)) in s.candidates.iter().enumerate() {
+                mask |= self.needs.of(*slot);
+                if i < WARM_MAX {
+                    self.warm(*slot);
+                }
             }
-        }
+        });
         for (_, slot) in self.index.fallback().take(WARM_MAX) {
             self.warm(slot);
         }
-        ctx.scratch = scratch;
         mask
     }
 
@@ -944,16 +953,14 @@ impl Router {
     /// How many routes a request has to consider at most (index candidates plus the routes no
     /// index holds): the cost model of [`Router::execute`], for diagnostics and tests.
     pub fn candidate_count(&self, ctx: &mut Context) -> usize {
-        let mut scratch = std::mem::take(&mut ctx.scratch);
-        scratch.candidates.clear();
-        let s = &mut scratch;
-        self.index
-            .candidates(ctx, &mut s.lowered, &mut s.reversed, &mut s.candidates);
-        scratch.candidates.sort_unstable();
-        scratch.candidates.dedup();
-        let n = scratch.candidates.len() + self.index.fallback_len();
-        ctx.scratch = scratch;
-        n
+        with_scratch(|s| {
+            s.candidates.clear();
+            self.index
+                .candidates(ctx, &mut s.lowered, &mut s.reversed, &mut s.candidates);
+            s.candidates.sort_unstable();
+            s.candidates.dedup();
+            s.candidates.len()
+        }) + self.index.fallback_len()
     }
 
     /// The reference evaluator: every route in routing order, plain tree walk. The oracle that
