@@ -17,11 +17,18 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(256);
     // PLAIN=1: only requests whose winning route records no regex group, as the benchmark's
-    // mixes without `+captures`.
-    let mut ctxs = if std::env::var("PLAIN").is_ok() {
-        let (mut plain, _) = split_by_captures(&router, contexts(&table, &schema, mix, 2 * count));
-        plain.truncate(count);
-        plain
+    // mixes without `+captures`; CAPTURES=1: only those whose route does, as the `+captures`
+    // mixes.
+    let mut ctxs = if std::env::var("PLAIN").is_ok() || std::env::var("CAPTURES").is_ok() {
+        let (plain, capturing) =
+            split_by_captures(&router, contexts(&table, &schema, mix, 2 * count));
+        let mut ctxs = if std::env::var("PLAIN").is_ok() {
+            plain
+        } else {
+            capturing
+        };
+        ctxs.truncate(count);
+        ctxs
     } else {
         contexts(&table, &schema, mix, count)
     };
