@@ -4,10 +4,11 @@
 //! Why: a resolved [`Node`] is a tree of separately allocated children and literals. At 100,000
 //! routes each candidate a request evaluates sits in memory no other request touched lately, so
 //! every pointer followed is a cache (and TLB) miss. A typical program (a host and up to three
-//! path prefixes, or a method pair, a host and a prefix) lives entirely in its router slot: instructions and long literals in the slot's
-//! own three cache lines, found from the index entry's slot number with no pointer to follow
-//! (the previous layout, a slot pointing at a heap array, was one more dependent miss per
-//! candidate). Only a larger program spills to the heap.
+//! path prefixes, or a method pair, a host and a prefix) lives entirely in its router slot:
+//! instructions and long literals in the slot's own three cache lines, found from the index
+//! entry's slot number with no pointer to follow (the previous layout, a slot pointing at a
+//! heap array, was one more dependent miss per candidate). Only a larger program spills to the
+//! heap.
 //!
 //! Invariants:
 //! - A program means exactly what the node it was compiled from means; the reference evaluator
