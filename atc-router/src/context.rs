@@ -14,23 +14,29 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
-use crate::error::Error;
+use crate::error::{excerpt, Error};
 use crate::resolved::Lit;
-use crate::schema::{FieldId, Schema};
+use crate::schema::{FieldId, IdState, Schema};
 use crate::value::{IpCidr, Type, Value};
 
 /// Values of one request, and after [`crate::Router::execute`], its result.
 ///
 /// ```
 /// use std::sync::Arc;
-/// use atc_router::{Context, Schema, Type};
+/// use atc_router::{Context, Router, Schema, Type, Uuid};
 /// let mut s = Schema::new();
 /// s.add_field("http.headers.*", Type::String).unwrap();
 /// s.add_field("net.dst.port", Type::Int).unwrap();
-/// let mut ctx = Context::new(Arc::new(s));
+/// let s = Arc::new(s);
+/// let mut router = Router::new(s.clone());
+/// router.add(Uuid::from_u128(1), 1, r#"any(http.headers.accept) == "b""#).unwrap();
+///
+/// let mut ctx = Context::new(s);
 /// ctx.add_value("http.headers.accept", "a").unwrap();
 /// ctx.add_value("http.headers.accept", "b").unwrap();
 /// assert_eq!(ctx.values("http.headers.accept").len(), 2);
+/// ctx.add_value("http.headers.x_other", "c").unwrap(); // no route reads it: ignored
+/// assert!(ctx.values("http.headers.x_other").is_empty());
 /// assert!(ctx.add_value("net.dst.port", "80").is_err()); // wrong type
 /// assert!(ctx.add_value("nope", 1).is_err()); // unknown field
 /// ```
@@ -38,6 +44,10 @@ use crate::value::{IpCidr, Type, Value};
 pub struct Context {
     schema: Arc<Schema>,
     slots: Vec<Slot>,
+    /// The type of the field each bound slot holds, remembered when it was bound: a wildcard
+    /// name (`http.headers.*`) keeps its type behind the schema's lock, too slow to ask for
+    /// every value of every request. (Apart from the slots, which hold a cache line each.)
+    types: Vec<Type>,
     touched: Vec<FieldId>,
     pub(crate) outcome: Option<(Uuid, u64)>,
     pub(crate) witnesses: Witnesses,
@@ -55,13 +65,16 @@ pub struct Context {
 #[repr(align(64))]
 struct Slot {
     len: u32,
-    /// The field's type, remembered on first use: a wildcard-derived field (`http.headers.*`)
-    /// keeps its type behind the schema's lock, too slow to ask for every value of every
-    /// request. Types never change (schemas only grow), so the copy cannot go stale.
-    ty: Option<Type>,
+    /// The raw [`FieldId`] whose values the slot holds ([`UNBOUND`] before its first value):
+    /// an index is reused for another wildcard name once no route uses the first, and a
+    /// reader asking with another id must not see these values.
+    id: u32,
     one: Value,
     many: Vec<Value>,
 }
+
+/// The `id` of a slot that holds no field's values (no schema hands out this id).
+const UNBOUND: u32 = u32::MAX;
 
 /// What an unused place holds (no allocation).
 const VACANT: Value = Value::Int(0);
@@ -70,7 +83,7 @@ impl Default for Slot {
     fn default() -> Slot {
         Slot {
             len: 0,
-            ty: None,
+            id: UNBOUND,
             one: VACANT,
             many: Vec::new(),
         }
@@ -120,6 +133,7 @@ impl Context {
         Context {
             schema,
             slots: Vec::new(),
+            types: Vec::new(),
             touched: Vec::new(),
             outcome: None,
             witnesses: Witnesses::default(),
@@ -131,22 +145,29 @@ impl Context {
     }
 
     /// Appends a value to a field (by name; wildcard names resolve through the schema).
+    ///
+    /// A wildcard name that no route uses (a header no route reads) is accepted and its value
+    /// ignored: no route could read it, and registering it would let requests grow the schema
+    /// (see [`Schema::resolve`]).
     pub fn add_value(&mut self, field: &str, value: impl Into<Value>) -> Result<(), Error> {
         let (id, _) = self.schema.resolve(field)?;
         self.add_value_by_id(id, value.into())
     }
 
-    /// Appends a value to a field resolved once with [`Schema::resolve`].
+    /// Appends a value to a field resolved with [`Schema::resolve`].
     pub fn add_value_by_id(&mut self, id: FieldId, value: Value) -> Result<(), Error> {
-        let slot = self.slot_for(id, value.ty())?;
-        *slot.next_place() = value;
-        slot.len += 1;
+        if let Some(slot) = self.slot_for(id, value.ty())? {
+            *slot.next_place() = value;
+            slot.len += 1;
+        }
         Ok(())
     }
 
     /// Appends a String value, reusing the buffer a previous request left in that place.
     pub fn add_str(&mut self, id: FieldId, value: &str) -> Result<(), Error> {
-        let slot = self.slot_for(id, Type::String)?;
+        let Some(slot) = self.slot_for(id, Type::String)? else {
+            return Ok(());
+        };
         match slot.next_place() {
             Value::String(buf) => {
                 buf.clear();
@@ -158,44 +179,71 @@ impl Context {
         Ok(())
     }
 
-    /// The type of field `id`, `None` when the schema has no such field.
-    pub fn field_type(&mut self, id: FieldId) -> Option<Type> {
-        if let Some(ty) = self.slots.get(id.index()).and_then(|s| s.ty) {
-            return Some(ty);
+    /// What `id` stands for in this context's schema (see [`Schema::id_state`]), answered
+    /// from the context's own slots for the ids it holds values under. (So an id released
+    /// after this context took a value under it still reads as live here: values under it are
+    /// kept, where no route reads them.)
+    pub fn id_state(&self, id: FieldId) -> IdState {
+        match self.slots.get(id.index()) {
+            Some(s) if s.id == id.to_raw() => IdState::Live(self.types[id.index()]),
+            _ => self.schema.id_state(id),
         }
-        // Only ids the schema knows get a slot: a caller may pass any number.
-        let ty = self.schema.type_of(id)?;
-        if self.slots.len() <= id.index() {
-            self.slots.resize_with(id.index() + 1, Slot::default);
-        }
-        self.slots[id.index()].ty = Some(ty);
-        Some(ty)
     }
 
-    fn slot_for(&mut self, id: FieldId, ty: Type) -> Result<&mut Slot, Error> {
-        let field_ty = self
-            .field_type(id)
-            .ok_or_else(|| Error::UnknownField(format!("#{}", id.0)))?;
+    /// The slot that takes a value of type `ty` for `id`, bound to `id` if it was not;
+    /// `Ok(None)` when values under `id` are ignored (see [`Context::add_value`]).
+    fn slot_for(&mut self, id: FieldId, ty: Type) -> Result<Option<&mut Slot>, Error> {
+        let i = id.index();
+        let bound = matches!(self.slots.get(i), Some(s) if s.id == id.to_raw());
+        if !bound {
+            let field_ty = match self.schema.id_state(id) {
+                IdState::Live(t) => t,
+                IdState::Unused(t) if t == ty => return Ok(None),
+                IdState::Unused(t) => {
+                    return Err(Error::TypeMismatch {
+                        field: "(a field no route uses)".to_owned(),
+                        expected: t,
+                        found: ty,
+                    })
+                }
+                IdState::Released => return Ok(None),
+                IdState::Unknown => {
+                    return Err(Error::UnknownField(format!("#{}", id.to_raw())));
+                }
+            };
+            if self.slots.len() <= i {
+                self.slots.resize_with(i + 1, Slot::default);
+                self.types.resize(i + 1, Type::String);
+            }
+            let slot = &mut self.slots[i];
+            // Values of the field that held this index before belong to no field now; the
+            // slot is in `touched` already if it holds any.
+            slot.len = 0;
+            slot.id = id.to_raw();
+            self.types[i] = field_ty;
+        }
+        let slot = &self.slots[i];
+        let field_ty = self.types[i];
         if field_ty != ty {
             let name = self.schema.field(id).map(|f| f.0).unwrap_or_default();
             return Err(Error::TypeMismatch {
-                field: name,
+                field: excerpt(&name),
                 expected: field_ty,
                 found: ty,
             });
         }
         let max = self.schema.limits().max_values_per_field;
-        let slot = &mut self.slots[id.index()];
         if slot.len as usize >= max {
             let name = self.schema.field(id).map(|f| f.0).unwrap_or_default();
             return Err(Error::Limit(format!(
-                "field `{name}` already holds {max} values, the most one field may hold"
+                "field `{}` already holds {max} values, the most one field may hold",
+                excerpt(&name)
             )));
         }
         if slot.len == 0 {
             self.touched.push(id);
         }
-        Ok(slot)
+        Ok(Some(&mut self.slots[i]))
     }
 
     /// The values of a field, in insertion order (empty when absent or unknown).
@@ -206,7 +254,10 @@ impl Context {
     }
 
     pub fn values_by_id(&self, id: FieldId) -> &[Value] {
-        self.slots.get(id.index()).map_or(&[], Slot::values)
+        match self.slots.get(id.index()) {
+            Some(s) if s.id == id.to_raw() => s.values(),
+            _ => &[],
+        }
     }
 
     /// Forgets all values and the result; keeps the buffers for the next request.

@@ -75,6 +75,24 @@ impl ExprError {
     }
 }
 
+/// The most characters of caller input (a field name, an id, an address, a literal) that an
+/// error message quotes; longer input is cut, and the cut marked with `…`.
+pub const QUOTED_CHARS: usize = 64;
+
+/// `s` as an error message quotes it: at most [`QUOTED_CHARS`] characters, control characters
+/// shown as spaces, `…` where it was cut.
+pub fn excerpt(s: &str) -> String {
+    let mut out = String::with_capacity(s.len().min(4 * QUOTED_CHARS + 3));
+    for (i, c) in s.chars().enumerate() {
+        if i == QUOTED_CHARS {
+            out.push('…');
+            break;
+        }
+        out.push(if c.is_control() { ' ' } else { c });
+    }
+    out
+}
+
 /// The most characters of a source line an error shows.
 pub const SHOWN_CHARS: usize = 100;
 /// How many characters before the error a cut line keeps.
@@ -171,6 +189,9 @@ pub enum Error {
     Limit(String),
     /// A router and a context built from different schemas.
     SchemaMismatch,
+    /// A panic interrupted a change of the router part-way (see `Router::is_broken`): it
+    /// refuses to match until a sync rebuilds it.
+    Broken,
 }
 
 impl fmt::Display for Error {
@@ -197,6 +218,10 @@ impl fmt::Display for Error {
             Error::SchemaMismatch => {
                 f.write_str("the context was created from another schema than the router")
             }
+            Error::Broken => f.write_str(
+                "the router is broken: a panic interrupted a change of its routes part-way; \
+                 sync the full route list to rebuild it",
+            ),
         }
     }
 }
@@ -256,6 +281,16 @@ mod tests {
         let e = ExprError::new(ExprErrorKind::Syntax, src, 5..6, "m");
         assert_eq!(e.source_line(), "a ==  1");
         assert_eq!(e.column, 6);
+    }
+
+    #[test]
+    fn quoted_input_is_cut_to_a_window() {
+        assert_eq!(excerpt("http.headers.a"), "http.headers.a");
+        let long = "é".repeat(5000);
+        let cut = excerpt(&long);
+        assert_eq!(cut.chars().count(), QUOTED_CHARS + 1);
+        assert!(cut.ends_with('…'));
+        assert_eq!(excerpt("a\nb"), "a b");
     }
 
     #[test]

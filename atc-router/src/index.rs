@@ -1055,7 +1055,9 @@ impl Index {
             };
             out.push_str(&format!(
                 "field #{} lower={} {kind}: {} routes, {size} keys/nodes\n",
-                fi.field.0, fi.lower, fi.routes
+                fi.field.to_raw(),
+                fi.lower,
+                fi.routes
             ));
         }
         out

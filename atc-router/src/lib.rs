@@ -38,6 +38,7 @@ extern crate alloc;
 pub mod ast;
 pub mod context;
 pub mod error;
+mod failpoint;
 mod index;
 pub mod limits;
 mod matcher;
@@ -59,7 +60,13 @@ pub use error::{Error, ExprError, ExprErrorKind};
 pub use limits::Limits;
 pub use parser::{parse, parse_with_limits, Parsed};
 pub use router::{Route, RouteSpec, Router, SyncError, SyncMode, SyncPlan, SyncReport};
-pub use schema::{FieldId, Schema};
-pub use shared::SharedRouter;
+pub use schema::{FieldId, IdState, Schema};
+pub use shared::{ReadGuard, SharedRouter};
 pub use uuid::Uuid;
+
+/// Test support: makes the `n`-th step of router changes on this thread panic (see
+/// `failpoint.rs`). Only with the `failpoints` feature, which nothing shipped enables.
+#[cfg(feature = "failpoints")]
+#[doc(hidden)]
+pub use failpoint::panic_at as panic_at_failpoint;
 pub use value::{IpCidr, Type, Value};

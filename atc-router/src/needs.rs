@@ -16,8 +16,9 @@
 //! of them are present in phase 1), so it is false whatever the other fields hold; every other
 //! route is evaluated with all its fields.
 //!
-//! Fields are named by bits of a [`FieldMask`]: field id `n` is bit `min(n, 63)`, so fields past
-//! the 63rd share the last bit (a caller then reads all of them: more than needed, never less).
+//! Fields are named by bits of a [`FieldMask`]: a field of index `n` ([`FieldId::index`]) is bit
+//! `min(n, 63)`, so fields past the 63rd share the last bit (a caller then reads all of them:
+//! more than needed, never less).
 //!
 //! Updates cost what changed: adding or removing a route adjusts per-bit counts for that route
 //! only.
@@ -27,12 +28,12 @@
 
 use crate::schema::FieldId;
 
-/// A set of fields: bit `min(id, 63)` for field id `id` (see [`field_bit`]).
+/// A set of fields: bit `min(index, 63)` for the field of that index (see [`field_bit`]).
 pub type FieldMask = u64;
 
 /// The bit of a field in a [`FieldMask`].
 pub fn field_bit(id: FieldId) -> FieldMask {
-    1 << id.0.min(63)
+    1 << id.index().min(63)
 }
 
 /// A route's share of the masks.

@@ -373,7 +373,7 @@ mod tests {
         let node = crate::resolved::resolve(
             expression,
             &parsed,
-            &schema,
+            crate::resolved::Fields::Peek(&schema),
             &limits,
             &mut Overlay::new(&cache),
         )

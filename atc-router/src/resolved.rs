@@ -8,12 +8,13 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use crate::ast::{Expr, Op};
+use crate::error::Error;
 use crate::error::{ExprError, ExprErrorKind};
 use crate::limits::Limits;
 use crate::parser::Parsed;
 use crate::regex_cache::{CompiledRegex, RegexSource};
-use crate::schema::{FieldId, Schema};
-use crate::value::{IpCidr, Value};
+use crate::schema::{FieldId, Holds, Schema};
+use crate::value::{IpCidr, Type, Value};
 
 #[derive(Debug)]
 pub(crate) enum Node {
@@ -43,18 +44,38 @@ pub(crate) enum Lit {
     IpCidr(IpCidr),
 }
 
-/// Builds the resolved form of a validated expression, taking its regexes from `regexes`.
+/// Where resolving gets field ids from.
+pub(crate) enum Fields<'a> {
+    /// Registers every wildcard name the expression uses, for a route that is to be added:
+    /// the holds keep the names registered until the router has taken them over.
+    Acquire(&'a mut Holds),
+    /// Registers nothing: for a route the router holds already (its names are registered),
+    /// or to check an expression (a name no route uses gets [`FieldId::unused`]).
+    Peek(&'a Schema),
+}
+
+impl Fields<'_> {
+    fn get(&mut self, name: &str) -> Result<(FieldId, Type), Error> {
+        match self {
+            Fields::Acquire(holds) => holds.acquire(name),
+            Fields::Peek(schema) => schema.resolve(name),
+        }
+    }
+}
+
+/// Builds the resolved form of a validated expression, taking its fields from `fields` and its
+/// regexes from `regexes`.
 pub(crate) fn resolve(
     source: &str,
     parsed: &Parsed,
-    schema: &Schema,
+    fields: Fields<'_>,
     limits: &Limits,
     regexes: &mut dyn RegexSource,
 ) -> Result<Node, ExprError> {
     let mut r = Resolver {
         source,
         parsed,
-        schema,
+        fields,
         limits,
         regexes,
         next_predicate: 0,
@@ -66,7 +87,7 @@ pub(crate) fn resolve(
 struct Resolver<'a> {
     source: &'a str,
     parsed: &'a Parsed,
-    schema: &'a Schema,
+    fields: Fields<'a>,
     limits: &'a Limits,
     regexes: &'a mut dyn RegexSource,
     next_predicate: usize,
@@ -84,7 +105,7 @@ impl Resolver<'_> {
                 self.next_predicate += 1;
                 let err =
                     |kind, msg: String| ExprError::new(kind, self.source, spans.rhs.clone(), msg);
-                let (field, _) = self.schema.resolve(&p.lhs.field).map_err(|e| {
+                let (field, _) = self.fields.get(&p.lhs.field).map_err(|e| {
                     ExprError::new(
                         ExprErrorKind::Limit,
                         self.source,

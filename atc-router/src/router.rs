@@ -34,8 +34,8 @@ use crate::needs::{FieldMask, Needs};
 use crate::parser::parse_with_limits;
 use crate::program::Program;
 use crate::regex_cache::{Overlay, RegexCache};
-use crate::resolved::{resolve, Node};
-use crate::schema::{FieldId, Schema};
+use crate::resolved::{resolve, Fields, Node};
+use crate::schema::{FieldId, Holds, Schema};
 use crate::validate::validate;
 use crate::{matcher, reference};
 
@@ -103,6 +103,9 @@ struct Prepared {
     node: Node,
     source: Box<str>,
     program: Program,
+    /// The wildcard names the route uses stay registered until a router takes them over
+    /// (`Router::place`), or the route is dropped unused.
+    _holds: Holds,
 }
 
 /// One route of a router, as [`Router::get`] and [`Router::routes`] show it.
@@ -205,6 +208,28 @@ pub struct Router {
     needs: Needs,
     /// Bumped by every change, so that a plan prepared before a change is not applied after it.
     version: u64,
+    /// Set while the router's structures are being changed, cleared when the change is
+    /// complete: still set afterwards only if a panic interrupted a change (see
+    /// [`Router::is_broken`]).
+    broken: bool,
+}
+
+impl Drop for Router {
+    fn drop(&mut self) {
+        // The router's registrations of the wildcard names its routes use (see `place`).
+        for f in self.field_use.keys() {
+            self.schema.release(*f);
+        }
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn broken_router() -> ! {
+    panic!(
+        "this router is broken: a panic interrupted a change of its routes part-way; \
+         sync the full route list to rebuild it"
+    )
 }
 
 /// Id, priority and expression text of every live slot, stored densely in slot order, so that
@@ -388,6 +413,7 @@ impl Router {
             field_use: HashMap::default(),
             needs: Needs::default(),
             version: 0,
+            broken: false,
         }
     }
 
@@ -428,9 +454,28 @@ impl Router {
         let mut overlay = Overlay::new(&self.regexes);
         let route = self.prepare(id, priority, expression, &mut overlay)?;
         let compiled = overlay.into_new();
-        self.regexes.absorb(compiled);
-        self.insert(route);
+        self.changing(|r| {
+            r.regexes.absorb(compiled);
+            r.insert(route);
+        });
         Ok(())
+    }
+
+    /// Runs a change of the router's structures, marking the router broken for as long as it
+    /// runs: a panic part-way leaves the mark (see [`Router::is_broken`]).
+    fn changing<T>(&mut self, change: impl FnOnce(&mut Router) -> T) -> T {
+        self.broken = true;
+        let out = change(self);
+        self.broken = false;
+        out
+    }
+
+    /// Whether a panic interrupted a change of this router part-way (an add, a remove, the
+    /// apply of a sync), leaving its structures inconsistent. A broken router refuses to match
+    /// ([`Router::execute`] panics, `SharedRouter` and the C ABI return an error) until a sync
+    /// rebuilds it from the full route list.
+    pub fn is_broken(&self) -> bool {
+        self.broken
     }
 
     /// Parses, validates and resolves a route without changing the router; new regexes go to
@@ -444,7 +489,14 @@ impl Router {
     ) -> Result<Prepared, Error> {
         let parsed = parse_with_limits(expression, &self.limits)?;
         validate(expression, &parsed, &self.schema)?;
-        let node = resolve(expression, &parsed, &self.schema, &self.limits, overlay)?;
+        let mut holds = Holds::new(self.schema.clone());
+        let node = resolve(
+            expression,
+            &parsed,
+            Fields::Acquire(&mut holds),
+            &self.limits,
+            overlay,
+        )?;
         Ok(Prepared {
             id,
             priority,
@@ -452,6 +504,7 @@ impl Router {
             program: Program::compile(&node),
             source: expression.into(),
             node,
+            _holds: holds,
         })
     }
 
@@ -469,7 +522,7 @@ impl Router {
         let node = resolve(
             text,
             &parsed,
-            &self.schema,
+            Fields::Peek(&self.schema),
             &self.limits,
             &mut Overlay::new(&self.regexes),
         )
@@ -489,8 +542,14 @@ impl Router {
     fn place(&mut self, p: Prepared) -> (Order, u32) {
         let fields = fields(&p.node);
         for f in &fields {
-            *self.field_use.entry(*f).or_insert(0) += 1;
+            let uses = self.field_use.entry(*f).or_insert(0);
+            if *uses == 0 {
+                // The router's own registration, held while any of its routes uses the name.
+                self.schema.retain(*f);
+            }
+            *uses += 1;
         }
+        crate::failpoint::hit();
         let order = Order::new(p.priority, p.id);
         let slot = match self.free.pop() {
             Some(s) => s,
@@ -537,9 +596,11 @@ impl Router {
                 *n -= 1;
                 if *n == 0 {
                     self.field_use.remove(&f);
+                    self.schema.release(f);
                 }
             }
         }
+        crate::failpoint::hit();
         Some(tree)
     }
 
@@ -556,13 +617,13 @@ impl Router {
     /// Removes a route; `false` when there is none with that id.
     pub fn remove(&mut self, id: Uuid) -> bool {
         self.version += 1;
-        match self.take(id, None) {
+        self.changing(|r| match r.take(id, None) {
             Some(route) => {
-                self.release(route);
+                r.release(route);
                 true
             }
             None => false,
-        }
+        })
     }
 
     /// Makes the router hold exactly `desired`, touching only what differs: see
@@ -608,6 +669,9 @@ impl Router {
     /// is not parsed again. A known id with another priority or text is changed; an unknown id
     /// is added; an id missing from `desired` is removed.
     ///
+    /// A [broken](Router::is_broken) router is rebuilt from `desired` as a whole: every route of
+    /// the list counts as added, every route of the broken table as removed.
+    ///
     /// Invalid routes (and ids repeated in `desired`): with [`SyncMode::AllOrNothing`] the plan
     /// is refused and the error lists every one of them; with [`SyncMode::ApplyValid`] they are
     /// left out and listed in [`SyncReport::errors`], and a known route whose new version is
@@ -626,6 +690,8 @@ impl Router {
             // A list sent again in the same order meets its routes in slot order: try slot `i`
             // before the id map, turning random memory accesses into a sequential scan.
             let current = match self.catalog.id(i) {
+                // A broken router's structures cannot be trusted: every route is built anew.
+                _ if self.broken => None,
                 Some(id) if id == spec.id => Some(i as u32),
                 _ => self.ids.get(&spec.id).copied(),
             };
@@ -655,7 +721,7 @@ impl Router {
         // When most routes go or change, building the whole desired list into a fresh router
         // costs what a build does, while taking routes out one index entry at a time and
         // putting their new versions in would cost more (and touch every structure twice).
-        let rebuild = (changed + removed) * 2 > self.len();
+        let rebuild = self.broken || (changed + removed) * 2 > self.len();
         let mut errors = Vec::new();
         let mut overlay = match rebuild {
             true => Overlay::takeover(&self.regexes),
@@ -778,17 +844,19 @@ impl Router {
             return (report, Some(old));
         }
         self.version += 1;
-        self.regexes.absorb(regexes);
-        let mut taken = Vec::with_capacity(remove.len());
-        for (id, tree) in remove {
-            taken.extend(self.take(id, Some(tree)));
-        }
-        for route in insert {
-            self.insert(route);
-        }
-        for route in taken {
-            self.release(route);
-        }
+        self.changing(|r| {
+            r.regexes.absorb(regexes);
+            let mut taken = Vec::with_capacity(remove.len());
+            for (id, tree) in remove {
+                taken.extend(r.take(id, Some(tree)));
+            }
+            for route in insert {
+                r.insert(route);
+            }
+            for route in taken {
+                r.release(route);
+            }
+        });
         (report, None)
     }
 
@@ -850,7 +918,7 @@ impl Router {
         resolve(
             expression,
             &parsed,
-            schema,
+            Fields::Peek(schema),
             limits,
             &mut Overlay::new(&cache),
         )?;
@@ -860,8 +928,16 @@ impl Router {
     /// Finds the first route in routing order whose expression holds, and leaves its result in
     /// the context; returns whether one matched. Only the routes the indexes cannot rule out
     /// are evaluated. A context made from another schema never matches.
+    ///
+    /// # Panics
+    ///
+    /// On a [broken](Router::is_broken) router: its structures may not hold every route, so any
+    /// answer could be wrong.
     pub fn execute(&self, ctx: &mut Context) -> bool {
         ctx.clear_result();
+        if self.broken {
+            broken_router();
+        }
         if !Arc::ptr_eq(&self.schema, ctx.schema()) {
             return false;
         }

@@ -266,7 +266,12 @@ mod values_per_field {
 
     #[test]
     fn a_field_holds_1024_values_and_the_next_is_a_limit_error() {
-        let mut ctx = Context::new(schema());
+        let schema = schema();
+        // Values of a header count once a route reads it (others are ignored, see below).
+        let mut router = Router::new(schema.clone());
+        let reads_x = r#"any(http.headers.x) == "v1" || http.headers.y == "y""#;
+        router.add(Uuid::from_u128(1), 1, reads_x).unwrap();
+        let mut ctx = Context::new(schema);
         for i in 0..1024 {
             ctx.add_value("http.headers.x", format!("v{i}")).unwrap();
         }
@@ -314,42 +319,46 @@ mod values_per_field {
 mod wildcard_fields {
     use super::*;
 
+    fn on_header(name: &str) -> String {
+        format!(r#"http.path == "/" && http.headers.{name} == "x""#)
+    }
+
     #[test]
-    fn a_schema_resolves_65536_wildcard_names_and_refuses_the_next() {
+    fn routes_use_65536_wildcard_names_at_once_and_the_next_is_refused() {
         let schema = schema();
-        for i in 0..65_536 {
-            schema.resolve(&format!("http.headers.h{i}")).unwrap();
-        }
-        // Names already resolved and exact names still work.
-        schema.resolve("http.headers.h0").unwrap();
-        schema.resolve("http.path").unwrap();
-        let e = schema.resolve("http.headers.one_more").unwrap_err();
-        assert!(matches!(e, Error::Limit(_)), "{e:?}");
-        assert!(
-            e.to_string()
-                .contains("too many distinct wildcard field names in this schema (limit: 65536)"),
-            "{e}"
-        );
-
-        // Through a context: the request is refused, the worker goes on.
-        let mut ctx = Context::new(schema.clone());
-        let e = ctx.add_value("http.headers.another", "x").unwrap_err();
-        assert!(matches!(e, Error::Limit(_)), "{e:?}");
-        ctx.add_value("http.headers.h7", "x").unwrap();
-
-        // Through a route: a limit error pointing at the field.
         let mut router = Router::new(schema.clone());
-        let src = r#"http.path == "/" && http.headers.fresh == "x""#;
-        let Err(Error::Expr(e)) = router.add(Uuid::from_u128(1), 1, src) else {
+        for i in 0..65_536u128 {
+            router
+                .add(Uuid::from_u128(i), 1, &on_header(&format!("h{i}")))
+                .unwrap();
+        }
+        assert_eq!(schema.names_in_use(), 65_536);
+        // A route on a name in use, or on exact fields only, is fine.
+        router
+            .add(Uuid::from_u128(1 << 20), 1, &on_header("h7"))
+            .unwrap();
+        // A route on one more name: a limit error pointing at the field.
+        let src = on_header("fresh");
+        let Err(Error::Expr(e)) = router.add(Uuid::from_u128(1 << 21), 1, &src) else {
             panic!("a new wildcard name past the limit must be refused");
         };
         assert_eq!(e.kind, ExprErrorKind::Limit);
         assert_eq!(&src[e.span.clone()], "http.headers.fresh");
-        assert!(e.message.contains("too many distinct wildcard field names"));
-        assert!(router.is_empty());
-        router
-            .add(Uuid::from_u128(2), 1, r#"http.headers.h1 == "x""#)
-            .unwrap();
+        assert!(
+            e.message
+                .contains("too many distinct wildcard field names in use by routes (limit: 65536)"),
+            "{}",
+            e.message
+        );
+        assert_eq!(router.len(), 65_537, "nothing changed");
+        // Requests are not refused: values of names no route uses are ignored.
+        let mut ctx = Context::new(schema.clone());
+        ctx.add_value("http.headers.another", "x").unwrap();
+        ctx.add_value("http.headers.h7", "x").unwrap();
+        assert_eq!(schema.names_in_use(), 65_536);
+        // Removing a route frees its name for another.
+        assert!(router.remove(Uuid::from_u128(3)));
+        router.add(Uuid::from_u128(1 << 21), 1, &src).unwrap();
     }
 
     #[test]
@@ -359,11 +368,15 @@ mod wildcard_fields {
             ..Limits::default()
         };
         let schema = schema_with(limits);
-        let mut ctx = Context::new(schema);
-        for name in ["a", "b", "c"] {
-            ctx.add_value(&format!("http.headers.{name}"), "1").unwrap();
+        let mut router = Router::new(schema);
+        for (i, name) in ["a", "b", "c"].into_iter().enumerate() {
+            router
+                .add(Uuid::from_u128(i as u128), 1, &on_header(name))
+                .unwrap();
         }
-        let e = ctx.add_value("http.headers.d", "1").unwrap_err();
+        let e = router
+            .add(Uuid::from_u128(9), 1, &on_header("d"))
+            .unwrap_err();
         assert!(e.to_string().contains("(limit: 3)"), "{e}");
     }
 }

@@ -37,7 +37,10 @@ fn s(v: &str) -> Value {
 }
 
 /// A router holding one route, and a context with `values`; returns the context after execute.
-fn run(expr: &str, values: &[(&str, Value)]) -> (bool, Context) {
+/// Whether `expr` holds for `values`, and the context with its result. The router goes back
+/// with it: a result names fields through the schema, where a wildcard name (a header) is
+/// known while a route uses it.
+fn run(expr: &str, values: &[(&str, Value)]) -> (bool, Routed) {
     let schema = schema();
     let mut r = Router::new(schema.clone());
     r.add(Uuid::from_u128(1), 0, expr)
@@ -48,7 +51,19 @@ fn run(expr: &str, values: &[(&str, Value)]) -> (bool, Context) {
     }
     let matched = r.execute(&mut ctx);
     assert_eq!(matched, r.execute_reference(&mut ctx), "{expr}");
-    (matched, ctx)
+    (matched, Routed { ctx, _router: r })
+}
+
+struct Routed {
+    ctx: Context,
+    _router: Router,
+}
+
+impl std::ops::Deref for Routed {
+    type Target = Context;
+    fn deref(&self) -> &Context {
+        &self.ctx
+    }
 }
 
 fn holds(expr: &str, values: &[(&str, Value)]) -> bool {
@@ -539,7 +554,12 @@ mod schema_and_context {
 
     #[test]
     fn context_keeps_values_in_order_and_reset_forgets_them() {
-        let mut ctx = Context::new(schema());
+        let schema = schema();
+        let mut router = Router::new(schema.clone());
+        router
+            .add(Uuid::from_u128(1), 1, r#"http.headers.a == "1""#)
+            .unwrap();
+        let mut ctx = Context::new(schema);
         ctx.add_value("http.headers.a", "1").unwrap();
         ctx.add_value("http.headers.a", "2").unwrap();
         assert_eq!(ctx.values("http.headers.a"), [s("1"), s("2")]);

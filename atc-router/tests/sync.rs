@@ -251,7 +251,7 @@ fn readers_see_one_whole_version_while_updates_run() {
                     })
                     .collect();
                 while !stop.load(Ordering::Relaxed) {
-                    let router = shared.read();
+                    let router = shared.read().expect("the router is not broken");
                     let mut odd = 0;
                     for c in ctxs.iter_mut() {
                         assert!(router.execute(c));

@@ -12,7 +12,8 @@
 use std::fmt::Write as _;
 use std::net::IpAddr;
 
-use atc_router::{CaptureKey, Context, FieldId, IpCidr, MatchedValue, Type, Value};
+use atc_router::error::excerpt;
+use atc_router::{CaptureKey, Context, FieldId, IdState, IpCidr, MatchedValue, Type, Value};
 
 use crate::schema::AtcSchema;
 use std::ffi::c_char;
@@ -74,49 +75,66 @@ pub struct AtcCapture {
 }
 
 impl AtcContext {
-    fn field_type(&mut self, field: u32) -> Res<Type> {
-        self.ctx.field_type(FieldId(field)).ok_or_else(|| {
-            Fail::new(
+    /// The type values under `field` must have: `Some` for a field in use or a name no route
+    /// uses (its values are checked, then ignored), `None` for the id of a name routes no
+    /// longer use (its values are ignored unchecked: the type is gone with the name).
+    fn field_type(&self, field: u32) -> Res<Option<Type>> {
+        match self.ctx.id_state(FieldId::from_raw(field)) {
+            IdState::Live(t) | IdState::Unused(t) => Ok(Some(t)),
+            IdState::Released => Ok(None),
+            IdState::Unknown => Err(Fail::new(
                 ATC_ERR_UNKNOWN_FIELD,
                 format_args!("{field} is not a field id of this context's schema"),
-            )
-        })
+            )),
+        }
     }
 
-    fn add_text(&mut self, field: u32, text: &str) -> Res<()> {
-        let ty = self.field_type(field)?;
-        self.add_text_as(field, ty, text)
+    /// Checks that values of type `want` may go under `field` (one of `want`'s types);
+    /// `Ok(None)` when they are ignored unchecked.
+    fn expect_type(&self, field: u32, want: &[Type], found: &str) -> Res<Option<Type>> {
+        match self.field_type(field)? {
+            Some(t) if want.contains(&t) => Ok(Some(t)),
+            Some(_) => Err(self.type_error(field, found)),
+            None => Ok(None),
+        }
     }
 
-    /// `add_text` for a field whose type the caller already looked up.
+    /// Adds a value given as text to a field of type `field_ty` (a String, or an address or
+    /// CIDR to parse).
     fn add_text_as(&mut self, field: u32, field_ty: Type, text: &str) -> Res<()> {
+        let id = FieldId::from_raw(field);
         let value = match field_ty {
-            Type::String => return Ok(self.ctx.add_str(FieldId(field), text)?),
+            Type::String => return Ok(self.ctx.add_str(id, text)?),
             Type::IpAddr => text.parse::<IpAddr>().map(Value::IpAddr).map_err(|_| {
                 Fail::new(
                     ATC_ERR_INVALID,
-                    format_args!("{text:?} is not an IP address"),
+                    format_args!("\"{}\" is not an IP address", excerpt(text)),
                 )
             })?,
             Type::IpCidr => text.parse::<IpCidr>().map(Value::IpCidr).map_err(|e| {
                 Fail::new(
                     ATC_ERR_INVALID,
-                    format_args!("{text:?} is not a CIDR ({e})"),
+                    format_args!(
+                        "\"{}\" is not a CIDR ({})",
+                        excerpt(text),
+                        excerpt(&e.to_string())
+                    ),
                 )
             })?,
             Type::Int => {
                 return Err(self.type_error(field, "a text"));
             }
         };
-        Ok(self.ctx.add_value_by_id(FieldId(field), value)?)
+        Ok(self.ctx.add_value_by_id(id, value)?)
     }
 
     fn type_error(&self, field: u32, found: &str) -> Fail {
-        let (name, ty) = self
-            .ctx
-            .schema()
-            .field(FieldId(field))
-            .unwrap_or_else(|| (format!("#{field}"), Type::String));
+        let id = FieldId::from_raw(field);
+        let (name, ty) = match (self.ctx.schema().field(id), id.unused_type()) {
+            (Some((name, ty)), _) => (excerpt(&name), ty),
+            (None, Some(ty)) => ("(a field no route uses)".to_owned(), ty),
+            (None, None) => (format!("#{field}"), Type::String),
+        };
         Fail::new(
             ATC_ERR_TYPE,
             format_args!("field `{name}` holds {ty} values, but {found} value was given"),
@@ -127,14 +145,16 @@ impl AtcContext {
     /// `v.ptr` points to `v.len` bytes (or is NULL with length 0).
     unsafe fn add(&mut self, v: &AtcValue) -> Res<()> {
         let ty = type_from_code(v.value_type)?;
-        let field_ty = self.field_type(v.field)?;
+        let Some(field_ty) = self.field_type(v.field)? else {
+            return Ok(());
+        };
         if ty != field_ty {
             return Err(self.type_error(v.field, &format!("a {ty}")));
         }
         match ty {
             Type::Int => Ok(self
                 .ctx
-                .add_value_by_id(FieldId(v.field), Value::Int(v.int_value))?),
+                .add_value_by_id(FieldId::from_raw(v.field), Value::Int(v.int_value))?),
             _ => self.add_text_as(v.field, ty, str_arg(v.ptr, v.len, "value")?),
         }
     }
@@ -208,7 +228,7 @@ pub unsafe extern "C" fn atc_context_field_id(
         let name = str_arg(name, name_len, "name")?;
         let id_out = out(field_id, "field_id")?;
         let (id, ty) = c.ctx.schema().resolve(name)?;
-        *id_out = id.0;
+        *id_out = id.to_raw();
         if !field_type.is_null() {
             *field_type = type_code(ty);
         }
@@ -234,10 +254,9 @@ pub unsafe extern "C" fn atc_context_add_str(
     guard(errbuf, errbuf_len, || {
         let c = handle_mut(context, "context")?;
         let value = str_arg(value, value_len, "value")?;
-        if c.field_type(field)? != Type::String {
-            return Err(c.type_error(field, "a String"));
+        if c.expect_type(field, &[Type::String], "a String")?.is_some() {
+            c.ctx.add_str(FieldId::from_raw(field), value)?;
         }
-        c.ctx.add_str(FieldId(field), value)?;
         Ok(ATC_OK)
     })
 }
@@ -256,10 +275,10 @@ pub unsafe extern "C" fn atc_context_add_int(
 ) -> i32 {
     guard(errbuf, errbuf_len, || {
         let c = handle_mut(context, "context")?;
-        if c.field_type(field)? != Type::Int {
-            return Err(c.type_error(field, "an Int"));
+        if c.expect_type(field, &[Type::Int], "an Int")?.is_some() {
+            c.ctx
+                .add_value_by_id(FieldId::from_raw(field), Value::Int(value))?;
         }
-        c.ctx.add_value_by_id(FieldId(field), Value::Int(value))?;
         Ok(ATC_OK)
     })
 }
@@ -282,10 +301,9 @@ pub unsafe extern "C" fn atc_context_add_ip(
     guard(errbuf, errbuf_len, || {
         let c = handle_mut(context, "context")?;
         let value = str_arg(value, value_len, "value")?;
-        if !matches!(c.field_type(field)?, Type::IpAddr | Type::IpCidr) {
-            return Err(c.type_error(field, "an IP"));
+        if let Some(ty) = c.expect_type(field, &[Type::IpAddr, Type::IpCidr], "an IP")? {
+            c.add_text_as(field, ty, value)?;
         }
-        c.add_text(field, value)?;
         Ok(ATC_OK)
     })
 }
@@ -364,7 +382,7 @@ pub unsafe extern "C" fn atc_context_result(
         }
         if !matched.is_null() {
             let value = match matched_field.as_ref() {
-                Some(f) => m.matched_value_by_id(FieldId(*f)),
+                Some(f) => m.matched_value_by_id(FieldId::from_raw(*f)),
                 None => None,
             };
             let scratch = &mut c.scratch;

@@ -9,7 +9,9 @@
 --   end
 --   c:reset()
 --
--- Invariants: field names are resolved to ids once per schema (cached on the schema object);
+-- Invariants: declared field names are resolved to ids once per schema (cached on the schema
+-- object); wildcard names (headers) are resolved on each use, since their ids change with the
+-- routes that use them (a name no route uses resolves to an id whose values are ignored);
 -- results are read through buffers allocated once per module, so a request costs no FFI
 -- allocation, only the Lua strings it returns.
 
@@ -59,6 +61,7 @@ function _M.new(schema)
         schema = schema,
         ids = schema.ids,
         types = schema.types,
+        declared = schema.declared,
     }, mt)
 end
 
@@ -81,8 +84,10 @@ local function resolve(self, field)
     end
     id = tonumber(id_out[0])
     local ty = tonumber(type_out[0])
-    self.ids[field] = id
-    self.types[field] = ty
+    if self.declared[field] then
+        self.ids[field] = id
+        self.types[field] = ty
+    end
     return id, ty
 end
 

@@ -212,7 +212,9 @@ local function make_plan(fields, extractors, ctx)
         -- Every field in use is in the schema: the router validated it.
         local id, ty = ctx:field_id(field)
         local nginx_var = kind == K_HEADER and "http_" .. gsub(arg, "-", "_") or nil
-        local b = id < LAST_BIT and id or LAST_BIT
+        -- A field's bit in the masks is its index (the low 20 bits of the id), capped.
+        local index = band(id, 0xFFFFF)
+        local b = index < LAST_BIT and index or LAST_BIT
         plan[i] = { field, kind, arg, id, ty, nginx_var, b < 32 and 1 or 2, lshift(1, b % 32) }
     end
     return plan

@@ -8,9 +8,11 @@
 --
 -- A schema accepts fields until the first router or context is made from it.
 --
--- Invariant: `ids` and `types` cache field ids resolved through any context of this schema;
--- ids never change once the schema is shared, and every context of it shares the same C
--- schema, so the cache is valid for all of them.
+-- Invariant: `ids` and `types` cache the ids of the fields declared with add_field (listed in
+-- `declared`), resolved through any context of this schema: those ids never change, and every
+-- context of it shares the same C schema, so the cache is valid for all of them. Names under a
+-- `prefix.*` wildcard (http.headers.x_foo) are never cached: their id lives only while a route
+-- uses the name, and a request's header names must not grow a per-worker table.
 
 local ffi = require("ffi")
 local cdefs = require("resty.router.cdefs")
@@ -33,7 +35,7 @@ function _M.new()
     if p == nil then
         return nil, "could not create a schema"
     end
-    return setmetatable({ ptr = ffi.gc(p, free), ids = {}, types = {} }, mt)
+    return setmetatable({ ptr = ffi.gc(p, free), ids = {}, types = {}, declared = {} }, mt)
 end
 
 -- true, or nil and an error (unknown type, invalid or duplicate name, schema already in use).
@@ -50,6 +52,9 @@ function _M:add_field(name, typ)
     local rc = lib.atc_schema_add_field(self.ptr, name, #name, code, errbuf, errlen)
     if rc ~= 0 then
         return nil, message(rc)
+    end
+    if name:sub(-2) ~= ".*" then
+        self.declared[name] = true
     end
     return true
 end
