@@ -932,14 +932,25 @@ impl Router {
     /// # Panics
     ///
     /// On a [broken](Router::is_broken) router: its structures may not hold every route, so any
-    /// answer could be wrong.
+    /// answer could be wrong. [`Router::try_execute`] returns an error instead.
     pub fn execute(&self, ctx: &mut Context) -> bool {
+        match self.try_execute(ctx) {
+            Ok(found) => found,
+            Err(Error::Broken) => broken_router(),
+            Err(_) => false,
+        }
+    }
+
+    /// [`Router::execute`], with the cases where it gives no answer as errors:
+    /// [`Error::Broken`] for a [broken](Router::is_broken) router, [`Error::SchemaMismatch`]
+    /// for a context of another schema. The context's previous result is cleared either way.
+    pub fn try_execute(&self, ctx: &mut Context) -> Result<bool, Error> {
         ctx.clear_result();
         if self.broken {
-            broken_router();
+            return Err(Error::Broken);
         }
         if !Arc::ptr_eq(&self.schema, ctx.schema()) {
-            return false;
+            return Err(Error::SchemaMismatch);
         }
         let mut w = std::mem::take(&mut ctx.witnesses);
         let found = with_scratch(|scratch| {
@@ -976,7 +987,7 @@ impl Router {
         });
         ctx.witnesses = w;
         ctx.outcome = found;
-        found.is_some()
+        Ok(found.is_some())
     }
 
     /// The fields the indexes look values up in: phase 1 of a two-phase match (see
@@ -988,9 +999,10 @@ impl Router {
     /// Phase 2 of a two-phase match (see [`crate::needs`]): with every value of the
     /// [key fields](Router::key_fields) in `ctx`, the fields that the routes the request can
     /// still match use. Adding those fields' values and executing gives the result that adding
-    /// every field gives. All fields for a context of another schema.
+    /// every field gives. All fields for a context of another schema or a broken router.
     pub fn needed_fields(&self, ctx: &mut Context) -> FieldMask {
-        if !Arc::ptr_eq(&self.schema, ctx.schema()) {
+        // A broken router's indexes cannot be trusted (and its execute will refuse anyway).
+        if self.broken || !Arc::ptr_eq(&self.schema, ctx.schema()) {
             return FieldMask::MAX;
         }
         let mut mask = self.needs.base();

@@ -133,9 +133,10 @@ impl SharedRouter {
         Ok(ReadGuard { guard, key })
     }
 
-    /// Matches a request against the current version.
+    /// Matches a request against the current version: [`Router::try_execute`] under a read
+    /// lock ([`Error::SchemaMismatch`] for a context of another schema).
     pub fn execute(&self, ctx: &mut Context) -> Result<bool, Error> {
-        Ok(self.read()?.execute(ctx))
+        self.read()?.try_execute(ctx)
     }
 
     /// Brings the table to `desired` (see [`Router::sync`]); matching continues while the

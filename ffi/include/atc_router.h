@@ -95,6 +95,12 @@
 #define ATC_ERR_ROUTES (-15)
 
 /**
+ * The router is broken: a panic interrupted a change of its routes part-way, so it refuses to
+ * match. `atc_router_sync` with the full route list rebuilds it.
+ */
+#define ATC_ERR_BROKEN (-16)
+
+/**
  * Field type `String`.
  */
 #define ATC_TYPE_STRING 0
@@ -120,7 +126,8 @@
 #define ATC_TYPE_NONE (-1)
 
 /**
- * The last bit of a field mask (`atc_router_key_fields`): field id `n` is bit `min(n, 63)`.
+ * The last bit of a field mask (`atc_router_key_fields`): the field of id `id` is bit
+ * `min(id & 0xFFFFF, 63)` (the low 20 bits of an id are the field's index).
  */
 #define ATC_FIELD_MASK_LAST_BIT 63
 
@@ -481,7 +488,9 @@ int32_t atc_router_remove(atc_router *router,
 /**
  * Matches the context's values against the routes: 1 when a route matched (read the result
  * with `atc_context_result`), 0 when none did, or a negative status (`ATC_ERR_NULL`;
- * `ATC_ERR_SCHEMA_MISMATCH` when the context was made from another schema handle). Every call
+ * `ATC_ERR_SCHEMA_MISMATCH` when the context was made from another schema handle;
+ * `ATC_ERR_BROKEN` when a panic interrupted a change of the router part-way — no answer from
+ * a half-changed table is given; `atc_router_sync` with the full list rebuilds it). Every call
  * first clears the context's previous result.
  *
  * # Safety

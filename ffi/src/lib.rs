@@ -83,6 +83,9 @@ pub const ATC_ERR_PANIC: i32 = -14;
 /// `atc_router_sync` refused the list: some routes are invalid (each is reported), nothing
 /// changed.
 pub const ATC_ERR_ROUTES: i32 = -15;
+/// The router is broken: a panic interrupted a change of its routes part-way, so it refuses to
+/// match. `atc_router_sync` with the full route list rebuilds it.
+pub const ATC_ERR_BROKEN: i32 = -16;
 
 /// Field type `String`.
 pub const ATC_TYPE_STRING: i32 = 0;
@@ -95,7 +98,8 @@ pub const ATC_TYPE_IPCIDR: i32 = 3;
 /// No value (in `atc_matched`: the field recorded no matched value).
 pub const ATC_TYPE_NONE: i32 = -1;
 
-/// The last bit of a field mask (`atc_router_key_fields`): field id `n` is bit `min(n, 63)`.
+/// The last bit of a field mask (`atc_router_key_fields`): the field of id `id` is bit
+/// `min(id & 0xFFFFF, 63)` (the low 20 bits of an id are the field's index).
 pub const ATC_FIELD_MASK_LAST_BIT: u32 = 63;
 
 /// Length of a UUID in its hyphenated text form, the form results are written in.
@@ -121,6 +125,7 @@ pub extern "C" fn atc_strerror(status: i32) -> *const c_char {
         ATC_ERR_NOT_FOUND => c"not found",
         ATC_ERR_PANIC => c"internal error",
         ATC_ERR_ROUTES => c"invalid routes, nothing changed",
+        ATC_ERR_BROKEN => c"the router is broken (a change was interrupted); sync to rebuild it",
         _ => c"unknown status code",
     };
     s.as_ptr()
@@ -159,6 +164,7 @@ impl From<Error> for Fail {
             Error::TypeMismatch { .. } => ATC_ERR_TYPE,
             Error::Limit(_) => ATC_ERR_LIMIT,
             Error::SchemaMismatch => ATC_ERR_SCHEMA_MISMATCH,
+            Error::Broken => ATC_ERR_BROKEN,
             _ => ATC_ERR_INVALID,
         };
         Fail::new(code, e)

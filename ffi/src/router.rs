@@ -3,8 +3,6 @@
 //! Invariant: a router's schema is the `Arc<Schema>` its schema handle shared when the router
 //! was made; only contexts holding that same `Arc` can be executed against it.
 
-use std::sync::Arc;
-
 use atc_router::{Router, Uuid};
 
 use crate::context::AtcContext;
@@ -118,7 +116,9 @@ pub unsafe extern "C" fn atc_router_remove(
 
 /// Matches the context's values against the routes: 1 when a route matched (read the result
 /// with `atc_context_result`), 0 when none did, or a negative status (`ATC_ERR_NULL`;
-/// `ATC_ERR_SCHEMA_MISMATCH` when the context was made from another schema handle). Every call
+/// `ATC_ERR_SCHEMA_MISMATCH` when the context was made from another schema handle;
+/// `ATC_ERR_BROKEN` when a panic interrupted a change of the router part-way — no answer from
+/// a half-changed table is given; `atc_router_sync` with the full list rebuilds it). Every call
 /// first clears the context's previous result.
 ///
 /// # Safety
@@ -131,13 +131,12 @@ pub unsafe extern "C" fn atc_router_execute(
     guard_status(|| {
         let r = handle(router, "router")?;
         let c = handle_mut(context, "context")?;
-        // The core's execute clears the previous result even for a foreign context, which is
-        // what the error case needs too.
-        let matched = r.router.execute(&mut c.ctx);
-        if !matched && !Arc::ptr_eq(r.router.schema(), c.ctx.schema()) {
-            return Err(Fail::new(ATC_ERR_SCHEMA_MISMATCH, ""));
+        // Clears the previous result in every case, errors included.
+        match r.router.try_execute(&mut c.ctx) {
+            Ok(matched) => Ok(i32::from(matched)),
+            Err(atc_router::Error::SchemaMismatch) => Err(Fail::new(ATC_ERR_SCHEMA_MISMATCH, "")),
+            Err(e) => Err(Fail::from(e)),
         }
-        Ok(i32::from(matched))
     })
 }
 

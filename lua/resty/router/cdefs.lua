@@ -29,6 +29,7 @@ static const int ATC_ERR_SCHEMA_MISMATCH = -12;
 static const int ATC_ERR_NOT_FOUND = -13;
 static const int ATC_ERR_PANIC = -14;
 static const int ATC_ERR_ROUTES = -15;
+static const int ATC_ERR_BROKEN = -16;
 static const int ATC_TYPE_STRING = 0;
 static const int ATC_TYPE_INT = 1;
 static const int ATC_TYPE_IPADDR = 2;

@@ -699,7 +699,9 @@ end
 
 -- Routes the current request: uuid, matched path (the value the deciding predicates recorded for
 -- http.path, if any) and captures (a table, or nil when the route captured nothing). nil when no
--- route matches; nil and the reason when the request cannot be put in the context.
+-- route matches; nil and the reason when the request cannot be put in the context. Raises a Lua
+-- error when the router is broken (a panic interrupted an update part-way; the next update
+-- rebuilds it).
 --
 -- Two phases (unless `read_all_fields`): the fields the router's indexes look up first, then
 -- only the other fields that the routes those values leave possible use
@@ -727,6 +729,11 @@ function _M:route()
     end
     local rc = lib.atc_router_execute(self.router.ptr, cptr)
     if rc ~= 1 then
+        if rc < 0 then
+            -- A broken router (a panic interrupted a sync part-way) gives no answer: fail the
+            -- request loudly (a Lua error: 500 and the error log) until an update rebuilds it.
+            error("resty.router.gateway: " .. ffi_string(lib.atc_strerror(rc)))
+        end
         return nil
     end
     return self.context:get_result("http.path")

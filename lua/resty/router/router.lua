@@ -91,6 +91,11 @@ function _M:execute(context)
     if rc == 0 then
         return false
     end
+    if rc == lib.ATC_ERR_BROKEN then
+        -- No answer from a half-changed table, and no quiet "no match" either: a gateway
+        -- must see this (r:sync with the full route list rebuilds the router).
+        error("resty.router: " .. ffi.string(lib.atc_strerror(rc)), 2)
+    end
     return false, ffi.string(lib.atc_strerror(rc))
 end
 

@@ -1,0 +1,110 @@
+//! A panic part-way through a change of a router (an injected failure inside `atc_router_sync`)
+//! is an `ATC_ERR_PANIC` for that call, and from then on `atc_router_execute` answers
+//! `ATC_ERR_BROKEN` instead of matching against a half-changed table; the next
+//! `atc_router_sync` of the full list rebuilds the router.
+
+use std::ffi::c_char;
+use std::ptr::null_mut;
+
+use atc_router_ffi::*;
+
+fn p(s: &str) -> *const c_char {
+    s.as_ptr().cast()
+}
+
+fn route<'a>(id: &'a str, expr: &'a str) -> AtcRoute {
+    AtcRoute {
+        id: p(id),
+        id_len: id.len(),
+        priority: 1,
+        expr: p(expr),
+        expr_len: expr.len(),
+    }
+}
+
+unsafe fn sync(r: *mut AtcRouter, routes: &[AtcRoute]) -> i32 {
+    atc_router_sync(
+        r,
+        routes.as_ptr(),
+        routes.len(),
+        ATC_SYNC_ALL_OR_NOTHING,
+        null_mut(),
+        null_mut(),
+        null_mut(),
+        null_mut(),
+        null_mut(),
+        null_mut(),
+        null_mut(),
+    )
+}
+
+unsafe fn request(s: *mut AtcSchema, r: *mut AtcRouter, path: &str) -> i32 {
+    let c = atc_context_new(s, null_mut(), null_mut());
+    let mut id = 0u32;
+    let name = "http.path";
+    let rc = atc_context_field_id(
+        c,
+        p(name),
+        name.len(),
+        &mut id,
+        null_mut(),
+        null_mut(),
+        null_mut(),
+    );
+    assert_eq!(rc, ATC_OK);
+    assert_eq!(
+        atc_context_add_str(c, id, p(path), path.len(), null_mut(), null_mut()),
+        ATC_OK
+    );
+    let rc = atc_router_execute(r, c);
+    atc_context_free(c);
+    rc
+}
+
+#[test]
+fn a_panic_inside_a_sync_breaks_the_router_loudly_until_the_next_sync() {
+    unsafe {
+        let s = atc_schema_new();
+        let name = "http.path";
+        assert_eq!(
+            atc_schema_add_field(
+                s,
+                p(name),
+                name.len(),
+                ATC_TYPE_STRING,
+                null_mut(),
+                null_mut()
+            ),
+            ATC_OK
+        );
+        let r = atc_router_new(s, null_mut(), null_mut());
+        let ids: Vec<String> = (0..8)
+            .map(|i| format!("a8f2c1e4-0000-4000-8000-00000000000{i}"))
+            .collect();
+        let exprs: Vec<String> = (0..8)
+            .map(|i| format!(r#"http.path ^= "/r{i}/""#))
+            .collect();
+        let mut list: Vec<AtcRoute> = ids.iter().zip(&exprs).map(|(i, e)| route(i, e)).collect();
+        assert_eq!(sync(r, &list), ATC_OK);
+        assert_eq!(request(s, r, "/r3/x"), 1);
+
+        // One changed route: an incremental apply, interrupted after the old version is out.
+        let changed = r#"http.path ^= "/changed/""#;
+        list[0] = route(&ids[0], changed);
+        atc_router::panic_at_failpoint(1);
+        assert_eq!(sync(r, &list), ATC_ERR_PANIC);
+        atc_router::panic_at_failpoint(0);
+        assert_eq!(
+            request(s, r, "/r3/x"),
+            ATC_ERR_BROKEN,
+            "no answer from a half-applied table"
+        );
+
+        assert_eq!(sync(r, &list), ATC_OK, "the next sync rebuilds");
+        assert_eq!(request(s, r, "/r3/x"), 1);
+        assert_eq!(request(s, r, "/changed/x"), 1);
+        assert_eq!(request(s, r, "/r0/x"), 0);
+        atc_router_free(r);
+        atc_schema_free(s);
+    }
+}
