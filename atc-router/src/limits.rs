@@ -1,27 +1,38 @@
 //! Resource limits. Every limit turns an oversized input into a clear error instead of a crash,
-//! a stack overflow or unbounded memory; the defaults are generous for real route tables.
+//! a stack overflow or unbounded memory.
+//!
+//! The defaults take every route table a gateway generates (Kong's compatible flavour writes one
+//! expression per route from all its hosts, paths and headers: thousands of terms), while
+//! keeping the stack and the cost of adding one route bounded. Routes written by tenants rather
+//! than by the gateway's own configuration deserve tighter limits: see SECURITY.md.
 
 /// Limits applied when parsing expressions and filling contexts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// Longest expression text, in bytes. Default 64 KiB.
+    /// Longest expression text, in bytes. Default 1 MiB (16,384 predicates of 64 bytes).
     pub max_expression_len: usize,
     /// Deepest nesting of parentheses (groups, `!( … )` and transformations together).
-    /// Default 64; values above [`Limits::HARD_MAX_DEPTH`] are treated as that, because this is
-    /// also what keeps the recursive-descent parser inside its stack.
+    /// Default 256, which is also [`Limits::HARD_MAX_DEPTH`]: values above it are treated as
+    /// it, because this is what keeps the recursive-descent parser and the tree walks inside
+    /// their stacks (an expression at the cap needs about 512 KiB of stack in a release build).
     pub max_depth: usize,
-    /// Most predicates in one expression. Default 4,096.
+    /// Most predicates in one expression. Default 16,384.
     pub max_predicates: usize,
-    /// Most regexes (`~` predicates) in one expression. Default 64.
+    /// Most regexes (`~` predicates) in one expression. Default 16,384, as many as predicates:
+    /// the work of compiling them is bounded by [`Limits::regex_total_size_limit`].
     pub max_regexes: usize,
     /// Largest compiled size of one regex, in bytes (the `regex` crate's `size_limit`).
     /// Default 1 MiB.
     pub regex_size_limit: usize,
+    /// Largest compiled size of all the regexes of one expression together, in bytes (each
+    /// occurrence counts). Default 32 MiB.
+    pub regex_total_size_limit: usize,
     /// Most values one context field may hold (a header repeated this often is an attack).
     /// Default 1,024.
     pub max_values_per_field: usize,
-    /// Most distinct field names one schema resolves through `prefix.*` wildcards.
-    /// Default 65,536.
+    /// Most distinct wildcard names (`http.headers.x_tenant` under `http.headers.*`) the routes
+    /// of one schema use at a time. Default 65,536. Requests never count against it: a name is
+    /// registered by the routes that use it and released with the last of them.
     pub max_wildcard_fields: usize,
 }
 
@@ -37,11 +48,12 @@ impl Limits {
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            max_expression_len: 64 * 1024,
-            max_depth: 64,
-            max_predicates: 4096,
-            max_regexes: 64,
+            max_expression_len: 1024 * 1024,
+            max_depth: Limits::HARD_MAX_DEPTH,
+            max_predicates: 16_384,
+            max_regexes: 16_384,
             regex_size_limit: 1024 * 1024,
+            regex_total_size_limit: 32 * 1024 * 1024,
             max_values_per_field: 1024,
             max_wildcard_fields: 65_536,
         }

@@ -46,6 +46,8 @@ pub struct CompiledRegex {
     /// For a regex anchored at the start: literals one of which every matching text starts with.
     prefixes: Option<Box<[Box<[u8]>]>>,
     size_limit: usize,
+    /// Bytes of the compiled engines (see [`CompiledRegex::compiled_size`]).
+    compiled_size: usize,
     reference: OnceLock<Option<regex::Regex>>,
 }
 
@@ -175,18 +177,33 @@ impl CompiledRegex {
                 (Engine::Nfa { full, ascii }, names)
             }
         };
+        let compiled_size = match &engine {
+            Engine::Literal { text, .. } => text.len(),
+            Engine::Nfa { full, ascii } => {
+                full.pikevm.get_nfa().memory_usage()
+                    + ascii
+                        .as_ref()
+                        .map_or(0, |a| a.pikevm.get_nfa().memory_usage())
+            }
+        };
         Ok(CompiledRegex {
             source: source.into(),
             engine,
             names: names.into(),
             prefixes,
             size_limit,
+            compiled_size,
             reference: OnceLock::new(),
         })
     }
 
     pub fn as_str(&self) -> &str {
         &self.source
+    }
+
+    /// The size of its compiled form, in bytes: what `Limits::regex_total_size_limit` counts.
+    pub(crate) fn compiled_size(&self) -> usize {
+        self.compiled_size
     }
 
     /// Literals one of which every text this regex matches starts with; `None` when the regex

@@ -80,6 +80,7 @@ pub(crate) fn resolve(
         regexes,
         next_predicate: 0,
         regex_count: 0,
+        regex_bytes: 0,
     };
     r.node(&parsed.expr)
 }
@@ -92,6 +93,8 @@ struct Resolver<'a> {
     regexes: &'a mut dyn RegexSource,
     next_predicate: usize,
     regex_count: usize,
+    /// Compiled size of the regexes so far, each occurrence counted.
+    regex_bytes: usize,
 }
 
 impl Resolver<'_> {
@@ -127,11 +130,22 @@ impl Resolver<'_> {
                     let Value::String(src) = &p.rhs else {
                         unreachable!("validated: `~` has a string literal")
                     };
-                    Some(
-                        self.regexes
-                            .regex(src, self.limits.regex_size_limit)
-                            .map_err(|e| regex_error(e, &err))?,
-                    )
+                    let re = self
+                        .regexes
+                        .regex(src, self.limits.regex_size_limit)
+                        .map_err(|e| regex_error(e, &err))?;
+                    self.regex_bytes += re.compiled_size();
+                    if self.regex_bytes > self.limits.regex_total_size_limit {
+                        return Err(err(
+                            ExprErrorKind::Limit,
+                            format!(
+                                "the regexes of this expression are too large once compiled \
+                                 together (limit: {} bytes)",
+                                self.limits.regex_total_size_limit
+                            ),
+                        ));
+                    }
+                    Some(re)
                 } else {
                     None
                 };

@@ -132,16 +132,10 @@ impl<'a> Route<'a> {
 
     /// The syntax tree (parsed again from the source: routers keep only the resolved form).
     pub fn expr(&self) -> Expr {
-        parse_with_limits(
-            self.source(),
-            &Limits {
-                max_expression_len: usize::MAX,
-                max_predicates: usize::MAX,
-                ..Limits::default()
-            },
-        )
-        .expect("a route's source parsed when it was added")
-        .expr
+        // The router's own limits: the ones the source passed when it was added.
+        parse_with_limits(self.source(), &self.router.limits)
+            .expect("a route's source parsed with these limits when it was added")
+            .expr
     }
 
     /// Fields the expression uses, in order of first use.

@@ -66,8 +66,9 @@ mod error_position_in_trailing_carriage_returns {
 
     #[test]
     fn the_length_limit_inside_the_carriage_returns() {
-        // Default limits: 101 characters, then CRs past 64 KiB.
-        let src = format!("{}{}", "a".repeat(101), "\r".repeat(65_536));
+        // Default limits: 101 characters, then CRs past the length limit.
+        let len = atc_router::Limits::default().max_expression_len;
+        let src = format!("{}{}", "a".repeat(101), "\r".repeat(len));
         let e = parse(&src).unwrap_err();
         assert_eq!(e.kind, ExprErrorKind::Limit);
         check_rendering(&src, &e);

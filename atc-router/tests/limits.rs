@@ -59,12 +59,13 @@ fn regex_pred(re: &str) -> String {
 fn the_defaults_are_the_documented_ones() {
     // SECURITY.md and the `Limits` docs state these numbers; keep them in step.
     let d = Limits::default();
-    assert_eq!(d.max_expression_len, 64 * 1024);
-    assert_eq!(d.max_depth, 64);
+    assert_eq!(d.max_expression_len, 1024 * 1024);
+    assert_eq!(d.max_depth, 256);
     assert_eq!(Limits::HARD_MAX_DEPTH, 256);
-    assert_eq!(d.max_predicates, 4096);
-    assert_eq!(d.max_regexes, 64);
+    assert_eq!(d.max_predicates, 16_384);
+    assert_eq!(d.max_regexes, 16_384);
     assert_eq!(d.regex_size_limit, 1024 * 1024);
+    assert_eq!(d.regex_total_size_limit, 32 * 1024 * 1024);
     assert_eq!(d.max_values_per_field, 1024);
     assert_eq!(d.max_wildcard_fields, 65_536);
 }
@@ -137,41 +138,51 @@ mod regex_count {
 
     fn regexes(n: usize) -> String {
         (0..n)
-            .map(|i| regex_pred(&format!("^/r{i}/")))
+            .map(|i| regex_pred(&format!("^/r{i}/[0-9]+$")))
             .collect::<Vec<_>>()
             .join(" || ")
     }
 
-    #[test]
-    fn sixty_four_regexes_are_fine_and_the_sixty_fifth_is_a_limit_error() {
-        let mut router = Router::new(schema());
-        router.add(Uuid::from_u128(1), 1, &regexes(64)).unwrap();
-        assert_eq!(router.regex_count(), 64);
+    fn at_most(n: usize) -> Limits {
+        Limits {
+            max_regexes: n,
+            ..Limits::default()
+        }
+    }
 
+    #[test]
+    fn a_route_with_a_thousand_regex_paths_loads_by_default() {
+        let mut router = Router::new(schema());
+        router.add(Uuid::from_u128(1), 1, &regexes(1000)).unwrap();
+        assert_eq!(router.regex_count(), 1000);
+        let mut ctx = Context::new(router.schema().clone());
+        ctx.add_value("http.path", "/r999/42").unwrap();
+        assert!(router.execute(&mut ctx));
+    }
+
+    #[test]
+    fn the_limit_is_configurable_and_points_at_the_first_regex_over_it() {
+        let mut router = Router::with_limits(schema_with(at_most(64)), at_most(64));
+        router.add(Uuid::from_u128(1), 1, &regexes(64)).unwrap();
         let src = regexes(65);
         let e = add_limit_error(
             &src,
-            Limits::default(),
+            at_most(64),
             &["too many regexes in one expression", "limit: 64"],
         );
-        // The error points at the 65th regex, the first one over the limit.
-        assert_eq!(&src[e.span.clone()], r#""^/r64/""#);
+        assert_eq!(&src[e.span.clone()], r#""^/r64/[0-9]+$""#);
     }
 
     #[test]
     fn the_same_regex_counts_each_time_it_is_written() {
         // The limit bounds the work of one route, not the distinct patterns.
-        let limits = Limits {
-            max_regexes: 2,
-            ..Limits::default()
-        };
         let src = [regex_pred("^a"), regex_pred("^a"), regex_pred("^a")].join(" && ");
-        add_limit_error(&src, limits, &["too many regexes", "limit: 2"]);
+        add_limit_error(&src, at_most(2), &["too many regexes", "limit: 2"]);
     }
 
     #[test]
     fn the_limit_is_per_expression_not_per_router() {
-        let mut router = Router::new(schema());
+        let mut router = Router::with_limits(schema_with(at_most(64)), at_most(64));
         for r in 0..4u128 {
             let src = (0..64)
                 .map(|i| regex_pred(&format!("^/t{r}/{i}/")))
@@ -181,6 +192,25 @@ mod regex_count {
         }
         assert_eq!(router.regex_count(), 256);
     }
+
+    #[test]
+    fn the_compiled_size_of_all_regexes_of_a_route_together_is_bounded() {
+        // Each regex is well under the per-regex limit; together they are not.
+        let limits = Limits {
+            regex_total_size_limit: 64 * 1024,
+            ..Limits::default()
+        };
+        let src = (0..64)
+            .map(|i| regex_pred(&format!(r"^/r{i}/\w+/\w+$")))
+            .collect::<Vec<_>>()
+            .join(" || ");
+        let e = add_limit_error(
+            &src,
+            limits,
+            &["too large once compiled together", "65536 bytes"],
+        );
+        assert!(e.span.start > 0, "it points at the regex that went over");
+    }
 }
 
 mod expression_shape {
@@ -189,24 +219,55 @@ mod expression_shape {
     use super::*;
 
     #[test]
-    fn an_expression_over_64_kib_is_refused_before_parsing() {
-        let src = format!(r#"http.path == "{}""#, "a".repeat(64 * 1024));
+    fn an_expression_over_1_mib_is_refused_before_parsing() {
+        let src = format!(r#"http.path == "{}""#, "a".repeat(1024 * 1024));
         add_limit_error(
             &src,
             Limits::default(),
-            &["expression is too long", "65536 bytes"],
+            &["expression is too long", "1048576 bytes"],
         );
     }
 
     #[test]
-    fn nesting_deeper_than_64_is_refused_and_the_hard_cap_holds() {
+    fn a_kong_style_route_of_5000_hosts_and_paths_loads() {
+        // What Kong's compatible flavour writes for one route with many hosts and paths.
+        let hosts = (0..2500)
+            .map(|i| format!(r#"http.host == "h{i}.example.com""#))
+            .collect::<Vec<_>>()
+            .join(" || ");
+        let paths = (0..2500)
+            .map(|i| format!(r#"http.path ^= "/p{i}/""#))
+            .collect::<Vec<_>>()
+            .join(" || ");
+        let mut s = Schema::new();
+        s.add_field("http.host", Type::String).unwrap();
+        s.add_field("http.path", Type::String).unwrap();
+        let s = Arc::new(s);
+        let mut router = Router::new(s.clone());
+        let src = format!("({hosts}) && ({paths})");
+        router.add(Uuid::from_u128(1), 1, &src).unwrap();
+        let mut ctx = Context::new(s);
+        ctx.add_value("http.host", "h2499.example.com").unwrap();
+        ctx.add_value("http.path", "/p1234/x").unwrap();
+        assert!(router.execute(&mut ctx));
+        assert!(router.execute_reference(&mut ctx));
+    }
+
+    #[test]
+    fn nesting_deeper_than_256_is_refused_and_a_lower_limit_holds() {
         let nested = |d: usize| format!("{}http.path == \"a\"{}", "(".repeat(d), ")".repeat(d));
         let mut router = Router::new(schema());
-        router.add(Uuid::from_u128(1), 1, &nested(64)).unwrap();
+        router.add(Uuid::from_u128(1), 1, &nested(256)).unwrap();
         add_limit_error(
-            &nested(65),
+            &nested(257),
             Limits::default(),
-            &["nested too deeply", "64 levels"],
+            &["nested too deeply", "256 levels"],
+        );
+        let nots = format!("{}http.path == \"a\"{}", "!(".repeat(257), ")".repeat(257));
+        add_limit_error(
+            &nots,
+            Limits::default(),
+            &["nested too deeply", "256 levels"],
         );
         // A configured depth above the hard cap is treated as the cap: this is what keeps the
         // recursive-descent parser and the tree walks inside their stacks.
@@ -214,11 +275,13 @@ mod expression_shape {
             max_depth: 1_000_000,
             ..Limits::default()
         };
-        let mut router = Router::with_limits(schema_with(deep), deep);
-        router.add(Uuid::from_u128(1), 1, &nested(256)).unwrap();
         add_limit_error(&nested(257), deep, &["nested too deeply", "256 levels"]);
-        let nots = format!("{}http.path == \"a\"{}", "!(".repeat(257), ")".repeat(257));
-        add_limit_error(&nots, deep, &["nested too deeply", "256 levels"]);
+        // Tenant-written routes can be held to less.
+        let shallow = Limits {
+            max_depth: 8,
+            ..Limits::default()
+        };
+        add_limit_error(&nested(9), shallow, &["nested too deeply", "8 levels"]);
     }
 
     #[test]
@@ -239,7 +302,7 @@ mod expression_shape {
     }
 
     #[test]
-    fn more_than_4096_predicates_are_refused() {
+    fn more_than_16384_predicates_are_refused() {
         let chain = |n: usize| {
             (0..n)
                 .map(|i| format!("p == {i}"))
@@ -247,16 +310,16 @@ mod expression_shape {
                 .join(" || ")
         };
         let mut router = Router::new(schema());
-        let src = chain(4096);
-        assert!(src.len() < 64 * 1024);
+        let src = chain(16_384);
+        assert!(src.len() < 1024 * 1024);
         router.add(Uuid::from_u128(1), 1, &src).unwrap();
         let mut ctx = Context::new(router.schema().clone());
-        ctx.add_value("p", 4095).unwrap();
+        ctx.add_value("p", 16_383).unwrap();
         assert!(router.execute(&mut ctx), "a long flat chain evaluates");
         add_limit_error(
-            &chain(4097),
+            &chain(16_385),
             Limits::default(),
-            &["too many predicates", "4097", "limit is 4096"],
+            &["too many predicates", "16385", "limit is 16384"],
         );
     }
 }

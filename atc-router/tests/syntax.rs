@@ -1365,9 +1365,11 @@ mod s8_limits {
     #[test]
     fn a_hundred_thousand_nested_parentheses_are_a_limit_error_not_a_stack_overflow() {
         let src = nested("(", "a == 1", ")", 100_000);
+        let e = limit_error(&src, &Limits::default(), &["nested too deeply", "256"]);
+        assert_eq!((e.line, e.column, e.span.clone()), (1, 257, 256..257));
+        // Past the length limit, the length is what is refused first.
+        let src = nested("(", "a == 1", ")", 1_000_000);
         limit_error(&src, &Limits::default(), &["too long"]);
-        let e = limit_error(&src, &long(), &["nested too deeply", "64"]);
-        assert_eq!((e.line, e.column, e.span.clone()), (1, 65, 64..65));
         // Unbalanced: nothing closes.
         limit_error(&"(".repeat(100_000), &long(), &["nested too deeply"]);
     }
@@ -1376,15 +1378,14 @@ mod s8_limits {
     fn a_hundred_thousand_nested_nots_are_a_limit_error() {
         let src = nested("!(", "a == 1", ")", 100_000);
         let e = limit_error(&src, &long(), &["nested too deeply"]);
-        assert_eq!(e.span, 129..130);
+        assert_eq!(e.span, 513..514);
     }
 
     #[test]
     fn a_hundred_thousand_nested_lowers_are_a_limit_error() {
         let src = format!("{} == \"x\"", nested("lower(", "f", ")", 100_000));
-        limit_error(&src, &Limits::default(), &["too long"]);
         let e = limit_error(&src, &long(), &["nested too deeply"]);
-        assert_eq!(e.column, 65 * 6, "the caret is under the 65th `(`");
+        assert_eq!(e.column, 257 * 6, "the caret is under the 257th `(`");
     }
 
     #[test]
@@ -1436,10 +1437,14 @@ mod s8_limits {
     }
 
     #[test]
-    fn the_default_depth_limit_is_64() {
-        assert_eq!(Limits::default().max_depth, 64);
-        assert!(parse(&nested("(", "a == 1", ")", 64)).is_ok());
-        let e = limit_error(&nested("(", "a == 1", ")", 65), &Limits::default(), &["64"]);
+    fn the_default_depth_limit_is_the_hard_cap_of_256() {
+        assert_eq!(Limits::default().max_depth, Limits::HARD_MAX_DEPTH);
+        assert!(parse(&nested("(", "a == 1", ")", 256)).is_ok());
+        let e = limit_error(
+            &nested("(", "a == 1", ")", 257),
+            &Limits::default(),
+            &["256"],
+        );
         assert_eq!(
             e.to_string().lines().nth(2).unwrap().len(),
             4 + 2 * "…".len() + 100
@@ -1481,12 +1486,12 @@ mod s8_limits {
     #[test]
     fn a_mebibyte_of_predicates_is_a_limit_error_by_default_and_parses_with_raised_limits() {
         let unit = "a == 1 || ";
-        let n = (1 << 20) / unit.len() + 1;
+        let n = (1 << 20) / unit.len() + 100;
         let src = format!("{}a == 1", unit.repeat(n));
         assert!(src.len() > 1 << 20);
-        let e = limit_error(&src, &Limits::default(), &["too long", "65536"]);
-        assert_eq!((e.line, e.column), (1, 64 * 1024 + 1));
-        assert_eq!(e.span, 64 * 1024..src.len());
+        let e = limit_error(&src, &Limits::default(), &["too long", "1048576"]);
+        assert_eq!((e.line, e.column), (1, 1024 * 1024 + 1));
+        assert_eq!(e.span, 1024 * 1024..src.len());
         // The long line is cut around the error: `…` + 40 characters before + 60 from the error.
         let shown = e.to_string();
         let caret_line = shown.lines().last().unwrap();
@@ -1518,13 +1523,13 @@ mod s8_limits {
     #[test]
     fn too_many_predicates_is_a_limit_error_naming_the_first_one_over() {
         let unit = "a == 1 || ";
-        let src = format!("{}a == 1", unit.repeat(5000));
+        let src = format!("{}a == 1", unit.repeat(20_000));
         let e = limit_error(
             &src,
             &Limits::default(),
-            &["too many predicates: 5001", "4096"],
+            &["too many predicates: 20001", "16384"],
         );
-        assert_eq!(e.span, 4096 * unit.len()..4096 * unit.len() + 6);
+        assert_eq!(e.span, 16_384 * unit.len()..16_384 * unit.len() + 6);
     }
 
     #[test]
