@@ -16,7 +16,7 @@ use pest::iterators::Pair;
 use pest::Parser as _;
 
 use crate::ast::{Expr, Lhs, Op, Predicate, Transform};
-use crate::error::{ExprError, ExprErrorKind};
+use crate::error::{excerpt, ExprError, ExprErrorKind, QUOTED_CHARS};
 use crate::limits::Limits;
 use crate::value::{IpCidr, Value};
 
@@ -227,8 +227,11 @@ fn syntax_error(source: &str, e: pest::error::Error<Rule>) -> ExprError {
 
 /// Shows control characters as escapes (a raw newline in a message would break the layout);
 /// everything else, `\` and quotes included, as itself.
+/// At most [`QUOTED_CHARS`] characters are shown, `…` marking a cut.
 fn printable(s: &str) -> String {
-    s.chars()
+    let mut out: String = s
+        .chars()
+        .take(QUOTED_CHARS)
         .map(|c| {
             if c.is_control() {
                 c.escape_default().to_string()
@@ -236,7 +239,11 @@ fn printable(s: &str) -> String {
                 c.to_string()
             }
         })
-        .collect()
+        .collect();
+    if s.chars().nth(QUOTED_CHARS).is_some() {
+        out.push('…');
+    }
+    out
 }
 
 /// A sharper message than "expected …, found …" for the mistakes spec §2 calls out: unterminated
@@ -375,8 +382,9 @@ fn glued_value(source: &str, pos: usize) -> Option<(Range<usize>, String)> {
         } else if let Ok(a) = addr.parse::<Ipv6Addr>() {
             let slash = if prefix.is_empty() { "" } else { "/" };
             format!(
-                "an IPv6 address cannot end in dotted IPv4 form; write it in hex: `{}{slash}{prefix}`",
-                Value::IpAddr(IpAddr::V6(a))
+                "an IPv6 address cannot end in dotted IPv4 form; write it in hex: `{}{slash}{}`",
+                Value::IpAddr(IpAddr::V6(a)),
+                excerpt(prefix)
             )
         } else {
             "expected an IPv6 address in standard notation (no embedded IPv4, no zone)".to_owned()
@@ -575,7 +583,10 @@ impl<'s> Builder<'s> {
             other => {
                 return Err(self.error(
                     span(&name),
-                    format!("unknown transformation `{other}`: expected `lower` or `any`"),
+                    format!(
+                        "unknown transformation `{}`: expected `lower` or `any`",
+                        excerpt(other)
+                    ),
                 ))
             }
         };
@@ -644,7 +655,10 @@ impl<'s> Builder<'s> {
             } else {
                 "a dotted-quad IPv4 address (octets 0-255, no leading zeros)"
             };
-            self.error(sp, format!("invalid IP address `{text}`: expected {what}"))
+            self.error(
+                sp,
+                format!("invalid IP address `{}`: expected {what}", excerpt(text)),
+            )
         })
     }
 
@@ -658,7 +672,10 @@ impl<'s> Builder<'s> {
             _ => {
                 return Err(self.error(
                     len_span,
-                    format!("invalid prefix length `/{len_text}`: expected 0 to {max}"),
+                    format!(
+                        "invalid prefix length `/{}`: expected 0 to {max}",
+                        excerpt(len_text)
+                    ),
                 ))
             }
         };
@@ -667,7 +684,8 @@ impl<'s> Builder<'s> {
             self.error(
                 sp.clone(),
                 format!(
-                    "invalid CIDR `{text}`: the host bits must be zero (did you mean {}?)",
+                    "invalid CIDR `{}`: the host bits must be zero (did you mean {}?)",
+                    excerpt(text),
                     Value::IpCidr(suggestion)
                 ),
             )
@@ -697,8 +715,9 @@ impl<'s> Builder<'s> {
             None => Err(self.error(
                 sp,
                 format!(
-                    "integer `{text}` is out of range: its magnitude must be at most {} \
+                    "integer `{}` is out of range: its magnitude must be at most {} \
                      (a signed 64-bit integer)",
+                    excerpt(text),
                     i64::MAX
                 ),
             )),

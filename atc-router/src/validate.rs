@@ -5,7 +5,7 @@
 //! comparison with a literal that has uppercase letters (it could never match).
 
 use crate::ast::{Op, Predicate};
-use crate::error::{ExprError, ExprErrorKind};
+use crate::error::{excerpt, ExprError, ExprErrorKind};
 use crate::parser::{Parsed, PredicateSpans};
 use crate::schema::Schema;
 use crate::value::{Type, Value};
@@ -31,13 +31,17 @@ fn check_predicate(
     let err = |span: &std::ops::Range<usize>, msg: String| {
         ExprError::new(ExprErrorKind::Semantic, source, span.clone(), msg)
     };
-    let field = &p.lhs.field;
-    let Some(ty) = schema.field_type(field) else {
+    let Some(ty) = schema.field_type(&p.lhs.field) else {
         return Err(err(
             &spans.field,
-            format!("unknown field `{field}`: it is not in the schema"),
+            format!(
+                "unknown field `{}`: it is not in the schema",
+                excerpt(&p.lhs.field)
+            ),
         ));
     };
+    // Names and literals are quoted through `excerpt`: they can be most of a 1 MiB expression.
+    let field = excerpt(&p.lhs.field);
     let expected = rhs_type(ty, p.op);
     let found = p.rhs.ty();
     if found != expected {
@@ -83,7 +87,7 @@ fn check_predicate(
                 format!(
                     "this can never match: lower() lowercases `{field}`, but the value has \
                      uppercase letters; write it in lowercase: {}",
-                    Value::String(lit.to_lowercase())
+                    excerpt(&Value::String(lit.to_lowercase()).to_string())
                 ),
             ));
         }
@@ -134,5 +138,5 @@ fn describe(v: &Value) -> String {
         Type::IpAddr => "an IP address",
         Type::IpCidr => "a CIDR",
     };
-    format!("{kind} ({v})")
+    format!("{kind} ({})", excerpt(&v.to_string()))
 }

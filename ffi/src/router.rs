@@ -23,7 +23,11 @@ pub(crate) fn parse_uuid(text: &str) -> Res<Uuid> {
     Uuid::try_parse(text).map_err(|e| {
         Fail::new(
             ATC_ERR_UUID,
-            format_args!("invalid route id {text:?}: {e} (expected a UUID such as a8f2c1e4-…)"),
+            format_args!(
+                "invalid route id \"{}\": {} (expected a UUID such as a8f2c1e4-…)",
+                atc_router::error::excerpt(text),
+                atc_router::error::excerpt(&e.to_string())
+            ),
         )
     })
 }

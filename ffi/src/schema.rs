@@ -126,8 +126,9 @@ pub unsafe extern "C" fn atc_schema_add_field(
             State::Shared(_) => Err(Fail::new(
                 ATC_ERR_SCHEMA_SHARED,
                 format_args!(
-                    "cannot add field `{name}`: the schema is already used by a router or a \
-                     context (add every field before creating them)"
+                    "cannot add field `{}`: the schema is already used by a router or a \
+                     context (add every field before creating them)",
+                    atc_router::error::excerpt(name)
                 ),
             )),
             State::Building { schema, fields } => {

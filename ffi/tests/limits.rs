@@ -296,3 +296,68 @@ fn expression_limits_are_expression_errors_naming_the_limit() {
     assert_eq!(f.add(ID, &regexes(1000)).0, ATC_OK);
     assert_eq!(f.add(ID2, r#"http.path ~ "a{100}""#).0, ATC_OK);
 }
+
+#[test]
+fn errors_quote_a_window_of_the_input_whatever_its_size() {
+    let f = Fixture::new();
+    let huge = "9".repeat(200_000);
+    let mut buf = vec![0 as c_char; 1 << 20];
+    let check = |what: &str, rc: i32, len: usize, buf: &[c_char]| {
+        assert!(rc < 0, "{what}: {rc}");
+        assert!(
+            len <= 2048,
+            "{what}: {len} bytes: {}",
+            &message(buf, len)[..200]
+        );
+    };
+    // A route id that is not a UUID.
+    let mut len = buf.len();
+    let rc = unsafe {
+        atc_router_add(
+            f.router,
+            1,
+            p(&huge),
+            huge.len(),
+            p("p == 1"),
+            6,
+            buf.as_mut_ptr(),
+            &mut len,
+        )
+    };
+    check("route id", rc, len, &buf);
+    // An address and a CIDR that do not parse.
+    let ip = f.field("net.src.ip");
+    let mut len = buf.len();
+    let rc =
+        unsafe { atc_context_add_ip(f.ctx, ip, p(&huge), huge.len(), buf.as_mut_ptr(), &mut len) };
+    check("address", rc, len, &buf);
+    // A field added to a schema in use, under a huge name.
+    let name = format!("a{huge}");
+    let mut len = buf.len();
+    let rc = unsafe {
+        atc_schema_add_field(
+            f.schema,
+            p(&name),
+            name.len(),
+            ATC_TYPE_INT,
+            buf.as_mut_ptr(),
+            &mut len,
+        )
+    };
+    check("field of a shared schema", rc, len, &buf);
+    // An unknown field name.
+    let mut id = 0;
+    let mut len = buf.len();
+    let rc = unsafe {
+        atc_context_field_id(
+            f.ctx,
+            p(&name),
+            name.len(),
+            &mut id,
+            null_mut(),
+            buf.as_mut_ptr(),
+            &mut len,
+        )
+    };
+    check("unknown field", rc, len, &buf);
+}
