@@ -22,12 +22,24 @@
 //! - NFAs are compiled by one [`thompson::Compiler`] per thread, kept for the thread's life
 //!   (see [`COMPILER`]): a fresh compiler costs about as much to set up and drop as a typical
 //!   route's pattern costs to compile, and routes are mostly added one at a time.
+//! - Texts longer than [`LONG_TEXT`] bytes (an 8 KB path, a 1 MB header: what an attacker
+//!   sends) run on regex-automata's meta engine instead, the `regex` crate's own: literal
+//!   prefilters, searches from the end for patterns anchored there, and a lazy DFA for the
+//!   rest, so such a text costs what it costs Kong's library rather than an NFA simulation per
+//!   byte. It is built for a pattern the first time a long text meets it (normal traffic never
+//!   builds one), with its own search state (the meta engine's caches cannot be shared between
+//!   patterns of different shapes) and a lazy DFA cache of at most [`LONG_TEXT_DFA_CACHE`]
+//!   bytes; all of them together stay within [`LONG_TEXT_BUDGET`] bytes, counting each cache
+//!   at its maximum: past that, long texts fall back to the PikeVM (slower, still linear).
 //! - The reference evaluator uses a plain `regex::Regex` of the same source, compiled on first
 //!   use, so that the oracle does not share these engine choices.
 
 use std::cell::RefCell;
 use std::sync::{Arc, OnceLock};
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use regex_automata::meta;
 use regex_automata::nfa::thompson::{self, backtrack, pikevm};
 use regex_automata::util::primitives::NonMaxUsize;
 use regex_automata::{Input, PatternID};
@@ -48,7 +60,80 @@ pub struct CompiledRegex {
     size_limit: usize,
     /// Bytes of the compiled engines (see [`CompiledRegex::compiled_size`]).
     compiled_size: usize,
+    /// The engine for long texts, built on first use (`None`: over budget, see the module docs).
+    long_text: OnceLock<Option<LongText>>,
     reference: OnceLock<Option<regex::Regex>>,
+}
+
+/// Texts longer than this run on the meta engine (see the module docs). Paths and header values
+/// of normal requests are shorter, and for them the NFA engines, whose state is already in
+/// cache, win.
+pub(crate) const LONG_TEXT: usize = 256;
+
+/// Most bytes all the long-text engines of the process hold together (about a thousand
+/// patterns, each counted with its caches at their maximum).
+pub(crate) const LONG_TEXT_BUDGET: usize = 256 << 20;
+
+/// The capacity of each of a long-text engine's two lazy DFA caches (forward and reverse).
+pub(crate) const LONG_TEXT_DFA_CACHE: usize = 128 << 10;
+
+/// Bytes the live long-text engines hold.
+static LONG_TEXT_BYTES: AtomicUsize = AtomicUsize::new(0);
+
+/// The meta engine of one pattern, with its share of [`LONG_TEXT_BUDGET`].
+#[derive(Debug)]
+struct LongText {
+    regex: meta::Regex,
+    bytes: usize,
+}
+
+impl LongText {
+    /// The engine for `source`, or `None` when it cannot be built within the budget.
+    fn build(source: &str, size_limit: usize) -> Option<LongText> {
+        if LONG_TEXT_BYTES.load(Ordering::Relaxed) >= LONG_TEXT_BUDGET {
+            return None;
+        }
+        let config = meta::Config::new()
+            // Neither the one-pass DFA (captures of short anchored matches; the largest part of
+            // a meta regex) nor the bounded backtracker (short texts; its visited set would be
+            // most of the search state) serves long texts.
+            .onepass(false)
+            .backtrack(false)
+            .hybrid_cache_capacity(LONG_TEXT_DFA_CACHE)
+            .nfa_size_limit(Some(size_limit));
+        let regex = meta::Builder::new().configure(config).build(source).ok()?;
+        // The engine, and its search state at its largest: both lazy DFA caches full, and a
+        // PikeVM cache, which is about the size of the NFAs.
+        let bytes = 2 * regex.memory_usage() + 2 * LONG_TEXT_DFA_CACHE;
+        let before = LONG_TEXT_BYTES.fetch_add(bytes, Ordering::Relaxed);
+        if before + bytes > LONG_TEXT_BUDGET {
+            LONG_TEXT_BYTES.fetch_sub(bytes, Ordering::Relaxed);
+            return None;
+        }
+        Some(LongText { regex, bytes })
+    }
+
+    /// Searches `s`, recording the first `slots` group offsets in `sc.slots` (none when 0, and
+    /// then the search stops at the first match it sees).
+    fn search(&self, sc: &mut Scratch, s: &str, slots: usize) -> bool {
+        if slots == 0 {
+            return self
+                .regex
+                .search_half(&Input::new(s).earliest(true))
+                .is_some();
+        }
+        sc.slots.clear();
+        sc.slots.resize(slots, None);
+        self.regex
+            .search_slots(&Input::new(s), &mut sc.slots)
+            .is_some()
+    }
+}
+
+impl Drop for LongText {
+    fn drop(&mut self) {
+        LONG_TEXT_BYTES.fetch_sub(self.bytes, Ordering::Relaxed);
+    }
 }
 
 #[derive(Debug)]
@@ -193,6 +278,7 @@ impl CompiledRegex {
             prefixes,
             size_limit,
             compiled_size,
+            long_text: OnceLock::new(),
             reference: OnceLock::new(),
         })
     }
@@ -216,6 +302,9 @@ impl CompiledRegex {
         match &self.engine {
             Engine::Literal { .. } => self.find_literal(s).is_some(),
             Engine::Nfa { full, ascii } => {
+                if let Some(long) = self.long_text(s) {
+                    return with_scratch(|sc| long.search(sc, s, 0));
+                }
                 let e = engines_for(full, ascii, s);
                 with_scratch(|sc| search(e, sc, &Input::new(s).earliest(true), 0))
             }
@@ -235,10 +324,17 @@ impl CompiledRegex {
                     None => false,
                 };
             }
-            Engine::Nfa { full, ascii } => engines_for(full, ascii, s),
+            Engine::Nfa { full, ascii } => (full, ascii),
         };
+        // The long-text engine first: choosing the NFA engines reads the whole text.
+        let long = self.long_text(s);
         with_scratch(|sc| {
-            if !search(e, sc, &Input::new(s), 2 * self.names.len()) {
+            let slots = 2 * self.names.len();
+            let found = match long {
+                Some(long) => long.search(sc, s, slots),
+                None => search(engines_for(e.0, e.1, s), sc, &Input::new(s), slots),
+            };
+            if !found {
                 return false;
             }
             for i in 0..self.names.len() {
@@ -248,6 +344,17 @@ impl CompiledRegex {
             }
             true
         })
+    }
+
+    /// The meta engine, for a text long enough to need it (see the module docs).
+    #[inline]
+    fn long_text(&self, s: &str) -> Option<&LongText> {
+        if s.len() <= LONG_TEXT {
+            return None;
+        }
+        self.long_text
+            .get_or_init(|| LongText::build(&self.source, self.size_limit))
+            .as_ref()
     }
 
     fn find_literal<'s>(&self, s: &'s str) -> Option<&'s str> {
