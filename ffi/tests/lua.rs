@@ -90,6 +90,7 @@ lua_tests!(
     many_captures,
     execute_argument_errors,
     wildcard_fields,
+    request_header_names_register_nothing,
     int64_cdata_values,
     gc_any_order,
     gc_after_unload,

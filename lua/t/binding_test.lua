@@ -411,6 +411,38 @@ function T.wildcard_fields()
     eq(select(2, c:get_result("http.queries.debug")), "1")
 end
 
+function T.request_header_names_register_nothing()
+    local s = http_schema()
+    local r = router.new(s)
+    assert(r:add_matcher(1, U1, 'http.headers.x_tenant == "t1"'))
+    local c = context.new(s)
+    -- A client sending random headers: accepted, ignored, and not cached anywhere.
+    for i = 1, 20000 do
+        assert(c:add_value("http.headers.x_random_" .. i, "v"))
+    end
+    local cached = 0
+    for _ in pairs(s.ids) do
+        cached = cached + 1
+    end
+    eq(cached <= 12, true)
+    eq(r:execute(c), false)
+    -- A value added while no route read the header is dropped; once a route reads it, the
+    -- same name (resolved again, not taken from a cache) is kept.
+    c:reset()
+    assert(c:add_value("http.headers.x_late", "yes"))
+    assert(r:add_matcher(2, U2, 'http.headers.x_late == "yes"'))
+    eq(r:execute(c), false)
+    c:reset()
+    assert(c:add_value("http.headers.x_late", "yes"))
+    eq(r:execute(c), true)
+    eq(c:get_result(), U2)
+    -- And after its route goes, the name is dropped again.
+    assert(r:remove_matcher(U2))
+    c:reset()
+    assert(c:add_value("http.headers.x_late", "yes"))
+    eq(r:execute(c), false)
+end
+
 function T.int64_cdata_values()
     local ffi = require("ffi")
     local s = http_schema()
