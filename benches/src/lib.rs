@@ -84,6 +84,14 @@ pub fn contexts(table: &Table, schema: &Arc<Schema>, mix: Mix, n: usize) -> Vec<
         .collect()
 }
 
+/// Mean and max candidates per request (the routes the index hands to evaluation).
+pub fn candidate_stats(router: &Router, ctxs: &mut [Context]) -> (f64, usize) {
+    let counts: Vec<usize> = ctxs.iter_mut().map(|c| router.candidate_count(c)).collect();
+    let max = counts.iter().copied().max().unwrap_or(0);
+    let mean = counts.iter().sum::<usize>() as f64 / counts.len().max(1) as f64;
+    (mean, max)
+}
+
 /// Counts bytes currently allocated through it; install with `#[global_allocator]`.
 pub struct CountingAlloc;
 
