@@ -131,15 +131,18 @@ pub fn allocations() -> usize {
     ALLOCATIONS.load(Ordering::Relaxed)
 }
 
+/// Whether the route that wins `ctx` records regex groups (executes it).
+pub fn records_groups(router: &Router, ctx: &mut Context) -> bool {
+    router.execute(ctx);
+    ctx.result()
+        .is_some_and(|m| m.captures().any(|(k, _)| k != CaptureKey::Index(0)))
+}
+
 /// Splits requests into those whose winning route records no regex group and those whose does.
 pub fn split_by_captures(router: &Router, ctxs: Vec<Context>) -> (Vec<Context>, Vec<Context>) {
     let (mut plain, mut capturing) = (Vec::new(), Vec::new());
     for mut ctx in ctxs {
-        router.execute(&mut ctx);
-        let groups = ctx
-            .result()
-            .is_some_and(|m| m.captures().any(|(k, _)| k != CaptureKey::Index(0)));
-        if groups {
+        if records_groups(router, &mut ctx) {
             capturing.push(ctx);
         } else {
             plain.push(ctx);
