@@ -192,7 +192,8 @@ pub enum Cond {
     /// One of the alternatives (`||`, parenthesised when several). The first path condition of a
     /// shape makes the request's path; a later one (contains, suffix) only shapes its tail.
     Path(Vec<PathMatch>),
-    /// `!(http.path ^= "p")`: `p` is the route's prefix plus `/` [`crate::words::EXCLUDED`].
+    /// `!(http.path ^= "p")`: `p` is the route's prefix plus `/private`, a word requests built
+    /// from the shape never put there.
     PathNotPrefix(String),
     /// `http.path.segments.I == "s"` for each `(I, s)`: the path is made of these segments.
     Segments(Vec<String>),
