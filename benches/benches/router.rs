@@ -1,84 +1,431 @@
-//! Criterion benchmarks on the WORKLOAD.md tables, indexed matcher and reference evaluator side
-//! by side in one run.
+//! Criterion benchmarks on the WORKLOAD.md tables: for every family (and the mixed table), mix
+//! and size, the time per request of our indexed matcher (`ours`), of Kong's atc-router 1.7.1
+//! crate on the same table (`kong`) and of our reference evaluator (`reference`), in one run;
+//! our candidates per request; the matchit path router on the rest-api family's paths; and
+//! the update and sync timings on the mixed table.
 //!
-//! `cargo bench -p atc-benches` for the full run; `cargo bench -p atc-benches -- --test` runs
-//! each benchmark once (what CI does, so they never rot). `ATC_BENCH_SIZES=100,1000` limits the
-//! table sizes.
+//! Groups and ids:
+//!
+//! * `match/<family>/<n>/<ours|kong|reference>/<mix>[+captures]`: requests whose winning route
+//!   records regex groups are timed apart, as `+captures`, with the captures read. Before a
+//!   family's benchmarks run, a `candidates match/<family>/<n> <mix> mean <m> max <x>` line per
+//!   mix goes to stdout (and `scripts/bench-table` puts it in the table).
+//! * `paths/<n>/<ours|matchit>/<mix>`: the rest-api family's paths as path-only routes (n = 124,
+//!   the REST list itself, and 10,000, its copies under version and tenant prefixes), each
+//!   request's parameters read.
+//! * `update/<n>/…` and `sync/<n>/…`: build, replace, add / remove / change one route, sync.
+//!
+//! Kong and the reference evaluator scan every route per request: they run only on tables of at
+//! most `ATC_BENCH_LINEAR_MAX` routes (default 10,000), with 10 samples from 10,000 routes up.
+//!
+//! `ATC_BENCH_SIZES` (default 1000,10000,100000; 100 is allowed) sets the table sizes. With
+//! `--test` (CI: each benchmark once) the default is 1000 alone, and `paths` runs at 124 only.
+//! A filter (`cargo bench -p atc-benches --bench router -- 'match/rest-api/10000/'`) also skips
+//! building the tables of groups it leaves out.
 
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use atc_benches::{build, contexts, live_bytes, schema, split_by_captures, CountingAlloc};
-use atc_router::{RouteSpec, Router, Schema, SyncMode, Uuid};
-use atc_workload::{Mix, Table};
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use atc_benches::{
+    build, candidate_stats, fill, live_bytes, records_groups, schema, CountingAlloc,
+};
+use atc_router::{Context, RouteSpec, Router, Schema, SyncMode, Uuid};
+use atc_workload::{requests, Cond, Family, FieldType, Mix, PathMatch, Request, Table, SCHEMA};
+use criterion::{criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Criterion};
 
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc;
 
-fn sizes() -> Vec<usize> {
-    std::env::var("ATC_BENCH_SIZES")
+/// Requests per mix, in rotation.
+const PER_MIX: usize = 256;
+
+fn test_mode() -> bool {
+    std::env::args().any(|a| a == "--test")
+}
+
+fn env_list(name: &str) -> Option<Vec<usize>> {
+    std::env::var(name)
         .ok()
         .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())
-        .unwrap_or_else(|| vec![100, 1_000, 10_000, 100_000])
+}
+
+fn sizes() -> Vec<usize> {
+    env_list("ATC_BENCH_SIZES").unwrap_or_else(|| {
+        if test_mode() {
+            vec![1_000]
+        } else {
+            vec![1_000, 10_000, 100_000]
+        }
+    })
+}
+
+fn linear_max() -> usize {
+    env_list("ATC_BENCH_LINEAR_MAX")
+        .and_then(|v| v.first().copied())
+        .unwrap_or(10_000)
+}
+
+/// The filters given on the command line (criterion's positional arguments, regexes).
+fn filters() -> Vec<regex::Regex> {
+    // criterion's options that take a value: that value is not a filter
+    const VALUED: &[&str] = &[
+        "--save-baseline",
+        "-s",
+        "--baseline",
+        "-b",
+        "--baseline-lenient",
+        "--load-baseline",
+        "--sample-size",
+        "--warm-up-time",
+        "--measurement-time",
+        "--nresamples",
+        "--noise-threshold",
+        "--confidence-level",
+        "--significance-level",
+        "--profile-time",
+        "--color",
+        "-c",
+        "--format",
+        "--output-format",
+        "--plotting-backend",
+    ];
+    let mut out = Vec::new();
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        if VALUED.contains(&a.as_str()) {
+            args.next();
+        } else if !a.starts_with('-') {
+            if let Ok(re) = regex::Regex::new(&a) {
+                out.push(re);
+            }
+        }
+    }
+    out
+}
+
+/// Whether a benchmark id could run under the command line's filters (criterion matches a
+/// filter anywhere in the id).
+fn wanted(ids: &[String]) -> bool {
+    let f = filters();
+    f.is_empty() || ids.iter().any(|id| f.iter().any(|re| re.is_match(id)))
+}
+
+fn match_ids(group: &str, impls: &[&str]) -> Vec<String> {
+    let mut ids = Vec::new();
+    for i in impls {
+        for m in Mix::all() {
+            ids.push(format!("{group}/{i}/{}", m.name()));
+            ids.push(format!("{group}/{i}/{}+captures", m.name()));
+        }
+    }
+    ids
+}
+
+// ---- Kong's atc-router 1.7.1 ----
+
+fn kong_schema() -> kong::schema::Schema {
+    let mut s = kong::schema::Schema::default();
+    for (name, ty) in SCHEMA {
+        let t = match ty {
+            FieldType::String => kong::ast::Type::String,
+            FieldType::Int => kong::ast::Type::Int,
+            FieldType::IpAddr => kong::ast::Type::IpAddr,
+            FieldType::IpCidr => kong::ast::Type::IpCidr,
+        };
+        s.add_field(name, t);
+    }
+    s
+}
+
+fn kong_router<'a>(table: &Table, schema: &'a kong::schema::Schema) -> kong::router::Router<'a> {
+    let mut r = kong::router::Router::new(schema);
+    for route in &table.routes {
+        r.add_matcher(
+            route.priority as usize,
+            Uuid::from_bytes(route.id),
+            &route.expression,
+        )
+        .unwrap_or_else(|e| panic!("Kong refuses {}: {e}", route.expression));
+    }
+    r
+}
+
+fn kong_context<'a>(schema: &'a kong::schema::Schema, req: &Request) -> kong::context::Context<'a> {
+    let mut ctx = kong::context::Context::new(schema);
+    for (f, v) in &req.fields {
+        ctx.add_value(
+            f,
+            match v {
+                atc_workload::Value::Str(s) => kong::ast::Value::String(s.clone()),
+                atc_workload::Value::Int(i) => kong::ast::Value::Int(*i),
+                atc_workload::Value::Ip(a) => kong::ast::Value::IpAddr(*a),
+            },
+        );
+    }
+    ctx
+}
+
+// ---- match ----
+
+/// Times one request list with criterion, rotating through it.
+fn rotate<T>(
+    g: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    id: BenchmarkId,
+    items: &mut [T],
+    mut run: impl FnMut(&mut T) -> bool,
+) {
+    g.bench_function(id, |b| {
+        let mut i = 0;
+        b.iter(|| {
+            i = (i + 1) % items.len();
+            black_box(run(&mut items[i]))
+        })
+    });
+}
+
+/// Our execute, with the winner's captures read when it has any (as a gateway does).
+fn execute_reading_captures(router: &Router, ctx: &mut Context) -> bool {
+    let hit = router.execute(ctx);
+    if let Some(m) = ctx.result() {
+        for c in m.captures() {
+            black_box(c);
+        }
+    }
+    hit
 }
 
 fn matching(c: &mut Criterion) {
     let schema = schema();
+    let kschema = kong_schema();
+    let linear = linear_max();
     for n in sizes() {
-        let table = Table::generate(n, 1, false);
-        let before = live_bytes();
-        let router = build(&table, &schema);
-        let bytes = live_bytes() - before;
-        eprintln!(
-            "table {n}: {} routes, {} unindexed, {} regexes, {:.0} bytes per route",
-            router.len(),
-            router.unindexed_count(),
-            router.regex_count(),
-            bytes as f64 / router.len() as f64
-        );
-        let mut g = c.benchmark_group(format!("match/{n}"));
-        g.warm_up_time(Duration::from_millis(500));
-        g.measurement_time(Duration::from_secs(2));
-        for mix in Mix::all() {
-            // The targets distinguish requests whose winning route runs a capturing regex.
-            let (plain, capturing) =
-                split_by_captures(&router, contexts(&table, &schema, mix, 512));
-            for (suffix, mut ctxs) in [("", plain), ("+captures", capturing)] {
-                if ctxs.is_empty() {
-                    continue;
-                }
-                ctxs.truncate(256);
-                let name = format!("{}{suffix}", mix.name());
-                g.sample_size(100);
-                g.bench_function(BenchmarkId::new("indexed", &name), |b| {
-                    let mut i = 0;
-                    b.iter(|| {
-                        i = (i + 1) % ctxs.len();
-                        black_box(router.execute(&mut ctxs[i]))
-                    })
-                });
-                // The linear scan costs milliseconds per request on big tables: fewer samples.
-                if n >= 10_000 {
-                    g.sample_size(10);
-                }
-                g.bench_function(BenchmarkId::new("reference", &name), |b| {
-                    let mut i = 0;
-                    b.iter(|| {
-                        i = (i + 1) % ctxs.len();
-                        black_box(router.execute_reference(&mut ctxs[i]))
-                    })
-                });
+        for family in Family::all() {
+            let group = format!("match/{}/{n}", family.name());
+            let slow = n <= linear;
+            let impls: &[&str] = if slow {
+                &["ours", "kong", "reference"]
+            } else {
+                &["ours"]
+            };
+            if !wanted(&match_ids(&group, impls)) {
+                continue;
             }
+            let table = Table::family(family, n, 1);
+            let before = live_bytes();
+            let router = build(&table, &schema);
+            let bytes = live_bytes() - before;
+            eprintln!(
+                "{group}: {} routes, {} unindexed, {} regexes, {:.0} bytes per route",
+                router.len(),
+                router.unindexed_count(),
+                router.regex_count(),
+                bytes as f64 / router.len().max(1) as f64
+            );
+            let krouter = slow.then(|| kong_router(&table, &kschema));
+
+            let mut g = c.benchmark_group(&group);
+            g.warm_up_time(Duration::from_millis(300));
+            g.measurement_time(Duration::from_secs(1));
+            for mix in Mix::all() {
+                let reqs = requests(&table, mix, 2 * PER_MIX, 42);
+                let mut ctxs: Vec<Context> = reqs
+                    .iter()
+                    .map(|req| {
+                        let mut ctx = Context::new(schema.clone());
+                        fill(&mut ctx, req);
+                        ctx
+                    })
+                    .collect();
+                let (mean, max) = candidate_stats(&router, &mut ctxs);
+                println!("candidates {group} {} mean {mean:.1} max {max}", mix.name());
+                // Our winner tells requests with captures apart; Kong gets the same requests.
+                let mut split: [(Vec<Context>, Vec<&Request>); 2] = Default::default();
+                for (req, mut ctx) in reqs.iter().zip(ctxs) {
+                    let k = usize::from(records_groups(&router, &mut ctx));
+                    if split[k].0.len() < PER_MIX {
+                        split[k].0.push(ctx);
+                        split[k].1.push(req);
+                    }
+                }
+                for ((mut ctxs, reqs), suffix) in split.into_iter().zip(["", "+captures"]) {
+                    if ctxs.is_empty() {
+                        continue;
+                    }
+                    let name = format!("{}{suffix}", mix.name());
+                    g.sample_size(50);
+                    rotate(&mut g, BenchmarkId::new("ours", &name), &mut ctxs, |ctx| {
+                        execute_reading_captures(&router, ctx)
+                    });
+                    if !slow {
+                        continue;
+                    }
+                    // Linear scans cost up to milliseconds per request: fewer samples.
+                    if n >= 10_000 {
+                        g.sample_size(10);
+                    }
+                    if let Some(kr) = &krouter {
+                        let mut kctxs: Vec<_> =
+                            reqs.iter().map(|r| kong_context(&kschema, r)).collect();
+                        // Same answers, or the comparison would not be fair: say so if not.
+                        let differ = ctxs
+                            .iter()
+                            .zip(kctxs.iter_mut())
+                            .map(|(ours, k)| {
+                                kr.execute(k);
+                                ours.result().map(|m| m.id()) != k.result.as_ref().map(|m| m.uuid)
+                            })
+                            .filter(|&d| d)
+                            .count();
+                        if differ > 0 {
+                            eprintln!(
+                                "{group} {name}: Kong routes {differ} of {} requests elsewhere",
+                                ctxs.len()
+                            );
+                        }
+                        rotate(&mut g, BenchmarkId::new("kong", &name), &mut kctxs, |ctx| {
+                            kr.execute(ctx)
+                        });
+                    }
+                    rotate(
+                        &mut g,
+                        BenchmarkId::new("reference", &name),
+                        &mut ctxs,
+                        |ctx| router.execute_reference(ctx),
+                    );
+                }
+            }
+            g.finish();
+        }
+    }
+}
+
+// ---- paths: matchit on the rest-api family's paths ----
+
+/// The rest-api table's paths as path-only routes: one per distinct path (the methods of a path
+/// share it), with the first route's id and priority.
+fn rest_paths(table: &Table) -> (Table, Vec<String>) {
+    let mut seen = std::collections::HashSet::new();
+    let mut routes = Vec::new();
+    let mut templates = Vec::new();
+    for r in &table.routes {
+        let Some(Cond::Path(alts)) = r.shape.conds.iter().find(|c| matches!(c, Cond::Path(_)))
+        else {
+            continue;
+        };
+        let template = match &alts[0] {
+            PathMatch::Exact(p) => p.clone(),
+            PathMatch::Regex(re) => re.template(),
+            _ => continue,
+        };
+        if seen.insert(template.clone()) {
+            let shape = atc_workload::Shape::new(vec![Cond::Path(alts.clone())]);
+            routes.push(atc_workload::Route::new(r.id, r.priority, r.family, shape));
+            templates.push(template);
+        }
+    }
+    (
+        Table {
+            routes,
+            catch_all: false,
+        },
+        templates,
+    )
+}
+
+fn path_of(req: &Request) -> String {
+    req.fields
+        .iter()
+        .find_map(|(f, v)| match v {
+            atc_workload::Value::Str(s) if f == "http.path" => Some(s.clone()),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+fn paths(c: &mut Criterion) {
+    let schema = schema();
+    let ns: &[usize] = if test_mode() { &[124] } else { &[124, 10_000] };
+    for &n in ns {
+        let group = format!("paths/{n}");
+        if !wanted(&match_ids(&group, &["ours", "matchit"])) {
+            continue;
+        }
+        let family = Table::family(Family::RestApi, n, 1);
+        let (table, templates) = rest_paths(&family);
+        let router = build(&table, &schema);
+        let mut mrouter = matchit::Router::new();
+        for (i, t) in templates.iter().enumerate() {
+            mrouter
+                .insert(t.as_str(), i)
+                .unwrap_or_else(|e| panic!("matchit refuses {t}: {e}"));
+        }
+        eprintln!("{group}: {} path routes", templates.len());
+        let mut g = c.benchmark_group(&group);
+        g.warm_up_time(Duration::from_millis(300));
+        g.measurement_time(Duration::from_secs(1));
+        g.sample_size(50);
+        for mix in Mix::all() {
+            // The rest-api family's requests, by path alone.
+            let ps: Vec<String> = requests(&family, mix, PER_MIX, 42)
+                .iter()
+                .map(path_of)
+                .collect();
+            let mut ctxs: Vec<Context> = ps
+                .iter()
+                .map(|p| {
+                    let mut ctx = Context::new(schema.clone());
+                    ctx.add_value("http.path", p.as_str()).unwrap();
+                    ctx
+                })
+                .collect();
+            // Both routers agree on which requests route.
+            let routed = ctxs
+                .iter_mut()
+                .map(|c| router.execute(c))
+                .filter(|&hit| hit)
+                .count();
+            let mrouted = ps.iter().filter(|p| mrouter.at(p).is_ok()).count();
+            assert_eq!(routed, mrouted, "{group} {}", mix.name());
+            rotate(
+                &mut g,
+                BenchmarkId::new("ours", mix.name()),
+                &mut ctxs,
+                |ctx| execute_reading_captures(&router, ctx),
+            );
+            let mut ps = ps;
+            rotate(
+                &mut g,
+                BenchmarkId::new("matchit", mix.name()),
+                &mut ps,
+                |p| match mrouter.at(p) {
+                    Ok(m) => {
+                        black_box(m.value);
+                        for kv in m.params.iter() {
+                            black_box(kv);
+                        }
+                        true
+                    }
+                    Err(_) => false,
+                },
+            );
         }
         g.finish();
     }
 }
 
+// ---- update and sync (mixed table) ----
+
 fn updates(c: &mut Criterion) {
     let schema = schema();
     for n in sizes() {
+        let ids: Vec<String> = ["build", "replace", "add-one", "remove-one", "change-one"]
+            .iter()
+            .map(|b| format!("update/{n}/{b}"))
+            .collect();
+        if !wanted(&ids) {
+            continue;
+        }
         let table = Table::generate(n, 1, false);
         let mut g = c.benchmark_group(format!("update/{n}"));
         g.warm_up_time(Duration::from_millis(500));
@@ -160,9 +507,17 @@ fn updates(c: &mut Criterion) {
 
 /// Sync of a whole desired list in which nothing, one route, 1% or all routes changed,
 /// alternating between the table and its changed copy so every iteration does the same work.
+/// From 10,000 routes up (with `--test`, at every size, so it never rots).
 fn syncs(c: &mut Criterion) {
     let schema = schema();
-    for n in sizes().into_iter().filter(|n| *n >= 10_000) {
+    for n in sizes().into_iter().filter(|n| *n >= 10_000 || test_mode()) {
+        let ids: Vec<String> = ["none", "one", "1%", "all", "build", "rebuild"]
+            .iter()
+            .map(|b| format!("sync/{n}/{b}"))
+            .collect();
+        if !wanted(&ids) {
+            continue;
+        }
         let table = Table::generate(n, 1, false);
         let mut router = build(&table, &schema);
         let specs = |t: &Table| -> Vec<(Uuid, u64, String)> {
@@ -242,5 +597,5 @@ fn as_specs(v: &[(Uuid, u64, String)]) -> Vec<RouteSpec<'_>> {
         .collect()
 }
 
-criterion_group!(benches, matching, updates, syncs);
+criterion_group!(benches, matching, paths, updates, syncs);
 criterion_main!(benches);

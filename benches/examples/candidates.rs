@@ -1,25 +1,32 @@
-//! Candidates per request for each mix: `cargo run --release -p atc-benches --example candidates [n]`.
+//! Candidates per request (the routes the index hands to evaluation) for each family and mix:
+//! `cargo run --release -p atc-benches --example candidates [n [family]]`.
 
-use atc_benches::{build, contexts, schema};
-use atc_workload::{Mix, Table};
+use atc_benches::{build, candidate_stats, contexts, schema};
+use atc_workload::{Family, Mix, Table};
 
 fn main() {
-    let n: usize = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(10_000);
+    let mut args = std::env::args().skip(1);
+    let n: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(10_000);
+    let only = args
+        .next()
+        .map(|f| Family::from_name(&f).expect("a family name"));
     let schema = schema();
-    let table = Table::generate(n, 1, false);
-    let router = build(&table, &schema);
-    eprint!("{}", router.index_summary());
-    for mix in Mix::all() {
-        let mut ctxs = contexts(&table, &schema, mix, 256);
-        let counts: Vec<usize> = ctxs.iter_mut().map(|c| router.candidate_count(c)).collect();
-        let max = counts.iter().max().unwrap();
-        let mean = counts.iter().sum::<usize>() as f64 / counts.len() as f64;
-        println!(
-            "{n} {:>10}: mean {mean:.1} candidates, max {max}",
-            mix.name()
-        );
+    println!("{n} routes: candidates per request, mean / max");
+    for family in Family::all() {
+        if only.is_some_and(|f| f != family) {
+            continue;
+        }
+        let table = Table::family(family, n, 1);
+        let router = build(&table, &schema);
+        if only.is_some() {
+            eprint!("{}", router.index_summary());
+        }
+        let mut line = format!("{:>16}", family.name());
+        for mix in Mix::all() {
+            let mut ctxs = contexts(&table, &schema, mix, 256);
+            let (mean, max) = candidate_stats(&router, &mut ctxs);
+            line.push_str(&format!("  {}: {mean:.1} / {max}", mix.name()));
+        }
+        println!("{line}");
     }
 }

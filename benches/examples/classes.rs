@@ -1,11 +1,11 @@
-//! Mean execute time per class of the target route (WORKLOAD.md classes):
+//! Mean execute time per family of the target route (WORKLOAD.md families), on the mixed table:
 //! `cargo run --release -p atc-benches --example classes [n]`.
 use std::collections::BTreeMap;
 use std::time::Instant;
 
 use atc_benches::{build, fill, schema};
 use atc_router::Context;
-use atc_workload::{requests, Mix, RouteClass, Table};
+use atc_workload::{requests, Mix, Table};
 
 fn main() {
     let n: usize = std::env::args()
@@ -17,10 +17,7 @@ fn main() {
     let router = build(&table, &schema);
     let mut by_class: BTreeMap<&str, Vec<Context>> = BTreeMap::new();
     for req in requests(&table, Mix::Realistic, 4000, 3) {
-        let class = req
-            .target
-            .and_then(|t| RouteClass::classify(&table.routes[t].expression))
-            .map_or("miss", |c| c.name());
+        let class = req.target.map_or("miss", |t| table.routes[t].family.name());
         let mut ctx = Context::new(schema.clone());
         fill(&mut ctx, &req);
         by_class.entry(class).or_default().push(ctx);

@@ -1,20 +1,17 @@
-//! Per route class, the time of the requests the `match` benchmark calls plain (the winner
+//! Per route family (on the mixed table), the time of the requests the `match` benchmark calls plain (the winner
 //! records no regex group): `cargo run --release -p atc-benches --example classes_plain [n] [mix]`.
 use std::collections::BTreeMap;
 use std::time::Instant;
 
 use atc_benches::{build, contexts, schema};
 use atc_router::CaptureKey;
-use atc_workload::{Mix, RouteClass, Table};
+use atc_workload::{Mix, Table};
 
 fn main() {
     let mut args = std::env::args().skip(1);
     let n: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(10_000);
     let mix_name = args.next().unwrap_or_else(|| "hit-last".into());
-    let mix = Mix::all()
-        .into_iter()
-        .find(|m| m.name() == mix_name)
-        .expect("mix");
+    let mix = Mix::from_name(&mix_name).expect("mix");
     let schema = schema();
     let table = Table::generate(n, 1, false);
     let router = build(&table, &schema);
@@ -31,7 +28,7 @@ fn main() {
             .iter()
             .find(|r| atc_router::Uuid::from_bytes(r.id) == id)
             .unwrap();
-        let class = RouteClass::classify(&route.expression).map_or("?", |c| c.name());
+        let class = route.family.name();
         by_class.entry(class).or_default().push(ctx);
     }
     for (class, ctxs) in &mut by_class {

@@ -1,12 +1,14 @@
-//! Counts the instructions of one request of a class: `valgrind --tool=callgrind
+//! Counts the instructions of one request for a route of a family (of the mixed table): `valgrind --tool=callgrind
 //! --toggle-collect=atc_router::router::Router::execute` with `EXEC=1`, or of candidate
-//! collection alone without it. Args: class name, comma-separated fields to keep.
+//! collection alone without it. Args: family name, comma-separated fields to keep.
 use atc_benches::{build, schema, value};
 use atc_router::Context;
-use atc_workload::{requests, Mix, RouteClass, Table};
+use atc_workload::{requests, Mix, Table};
 
 fn main() {
-    let class = std::env::args().nth(1).unwrap_or_else(|| "prefix".into());
+    let family = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "host-prefixes".into());
     let keep = std::env::args().nth(2).unwrap_or_default();
     let schema = schema();
     let table = Table::generate(10_000, 1, false);
@@ -15,9 +17,7 @@ fn main() {
         .into_iter()
         .find(|r| {
             r.target
-                .and_then(|t| RouteClass::classify(&table.routes[t].expression))
-                .map(|c| c.name())
-                == Some(class.as_str())
+                .is_some_and(|t| table.routes[t].family.name() == family)
         })
         .unwrap();
     let mut ctx = Context::new(schema.clone());

@@ -84,6 +84,14 @@ pub fn contexts(table: &Table, schema: &Arc<Schema>, mix: Mix, n: usize) -> Vec<
         .collect()
 }
 
+/// Mean and max candidates per request (the routes the index hands to evaluation).
+pub fn candidate_stats(router: &Router, ctxs: &mut [Context]) -> (f64, usize) {
+    let counts: Vec<usize> = ctxs.iter_mut().map(|c| router.candidate_count(c)).collect();
+    let max = counts.iter().copied().max().unwrap_or(0);
+    let mean = counts.iter().sum::<usize>() as f64 / counts.len().max(1) as f64;
+    (mean, max)
+}
+
 /// Counts bytes currently allocated through it; install with `#[global_allocator]`.
 pub struct CountingAlloc;
 
@@ -123,15 +131,18 @@ pub fn allocations() -> usize {
     ALLOCATIONS.load(Ordering::Relaxed)
 }
 
+/// Whether the route that wins `ctx` records regex groups (executes it).
+pub fn records_groups(router: &Router, ctx: &mut Context) -> bool {
+    router.execute(ctx);
+    ctx.result()
+        .is_some_and(|m| m.captures().any(|(k, _)| k != CaptureKey::Index(0)))
+}
+
 /// Splits requests into those whose winning route records no regex group and those whose does.
 pub fn split_by_captures(router: &Router, ctxs: Vec<Context>) -> (Vec<Context>, Vec<Context>) {
     let (mut plain, mut capturing) = (Vec::new(), Vec::new());
     for mut ctx in ctxs {
-        router.execute(&mut ctx);
-        let groups = ctx
-            .result()
-            .is_some_and(|m| m.captures().any(|(k, _)| k != CaptureKey::Index(0)));
-        if groups {
+        if records_groups(router, &mut ctx) {
             capturing.push(ctx);
         } else {
             plain.push(ctx);

@@ -5,11 +5,14 @@
 //! ```sh
 //! cargo run --release -p atc-router-ffi --example gateway_data -- OUT_DIR [options]
 //!   --routes N        table size (default 10000)
+//!   --family F        the workload family of the table (default mixed; e.g. rest-api: one API
+//!                     host, routes told apart by path parameters and methods)
 //!   --catch-all-only  the table is the single route `http.path ^= "/"` instead
 //!   --catch-all-reading-fields-of N
 //!                     the table is a single route that matches every request like the catch-all
-//!                     but uses every field an N-route table uses (`http.path ^= "/" || f == …`),
-//!                     so the gateway reads the same fields from each request as with N routes
+//!                     but uses every field an N-route table of the family uses
+//!                     (`http.path ^= "/" || f == …`), so the gateway reads the same fields from
+//!                     each request as with N routes
 //!   --requests M      requests for the benchmark (default 20000; 0 for none)
 //!   --demo            also write demo.tsv: one request per route shape, with what it must give
 //!   --port P          the port nginx listens on (net.dst.port of the requests; default 8080)
@@ -35,13 +38,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use atc_router::{Context, Router, Schema, Type, Uuid, Value};
-use atc_workload::{requests, Mix, Request, Route, RouteClass, Table, CATCH_ALL_EXPRESSION};
+use atc_workload::{requests, Family, Mix, Request, Route, Table};
 
 const SEED: u64 = 42;
 
 struct Args {
     out: PathBuf,
     routes: usize,
+    family: Family,
     catch_all_only: bool,
     /// Fields of a table of this size (see the module docs).
     fields_of: Option<usize>,
@@ -52,11 +56,12 @@ struct Args {
 
 fn args() -> Args {
     let mut it = std::env::args().skip(1);
-    let usage = "usage: gateway_data OUT_DIR [--routes N] [--catch-all-only] \
+    let usage = "usage: gateway_data OUT_DIR [--routes N] [--family F] [--catch-all-only] \
                  [--catch-all-reading-fields-of N] [--requests M] [--demo] [--port P]";
     let mut a = Args {
         out: PathBuf::from(it.next().expect(usage)),
         routes: 10_000,
+        family: Family::Mixed,
         catch_all_only: false,
         fields_of: None,
         requests: 20_000,
@@ -67,6 +72,7 @@ fn args() -> Args {
         let mut num = || -> usize { it.next().and_then(|v| v.parse().ok()).expect(usage) };
         match flag.as_str() {
             "--routes" => a.routes = num(),
+            "--family" => a.family = it.next().and_then(|f| Family::from_name(&f)).expect(usage),
             "--requests" => a.requests = num(),
             "--port" => a.port = u16::try_from(num()).expect(usage),
             "--catch-all-only" => a.catch_all_only = true,
@@ -256,10 +262,13 @@ fn main() {
     let schema = Arc::new(schema);
 
     let table = if a.catch_all_only {
-        let mut expression = CATCH_ALL_EXPRESSION.to_owned();
+        let mut route = Route::catch_all(
+            *Uuid::from_u128(0x0c0ffee0_0000_4000_8000_000000000001).as_bytes(),
+            0,
+        );
         if let Some(n) = a.fields_of {
             let mut r = Router::new(schema.clone());
-            for route in Table::generate(n, SEED, false).routes {
+            for route in Table::family(a.family, n, SEED).routes {
                 r.add(
                     Uuid::from_bytes(route.id),
                     route.priority,
@@ -274,19 +283,15 @@ fn main() {
                     Some(Type::IpCidr) => "192.0.2.0/24",
                     _ => "\"-\"",
                 };
-                expression.push_str(&format!(" || {f} == {literal}"));
+                route.expression.push_str(&format!(" || {f} == {literal}"));
             }
         }
         Table {
-            routes: vec![Route {
-                id: *Uuid::from_u128(0x0c0ffee0_0000_4000_8000_000000000001).as_bytes(),
-                priority: 0,
-                expression,
-            }],
+            routes: vec![route],
             catch_all: true,
         }
     } else {
-        Table::generate(a.routes, SEED, false)
+        Table::family(a.family, a.routes, SEED)
     };
     let mut router = Router::new(schema.clone());
     let mut tsv = String::with_capacity(table.routes.len() * 128);
@@ -311,10 +316,10 @@ fn main() {
     };
 
     if a.requests > 0 {
-        // Requests of the realistic mix over a 10,000-route table stand in for the single
-        // catch-all route's, so that both runs send the same kind of traffic.
+        // Requests of the realistic mix over a 10,000-route table of the family stand in for
+        // the single catch-all route's, so that both runs send the same kind of traffic.
         let source = if a.catch_all_only {
-            Table::generate(10_000, SEED, false)
+            Table::family(a.family, 10_000, SEED)
         } else {
             table.clone()
         };
@@ -354,21 +359,21 @@ fn main() {
     }
 }
 
-/// One request per route shape that routes to its target over plain HTTP.
+/// One request per route family that routes to its target over plain HTTP.
 fn write_demo(a: &Args, table: &Table, gw: &Gateway) {
     let wanted = [
-        (RouteClass::Prefix, "host + nested path prefixes"),
-        (RouteClass::Regex, "regex path with named captures"),
-        (RouteClass::Header, "host + path + header"),
-        (RouteClass::MethodSet, "method set"),
-        (RouteClass::Wildcard, "wildcard host"),
+        (Family::HostPrefixes, "host + nested path prefixes"),
+        (Family::RestApi, "REST path with named captures"),
+        (Family::HeaderOnly, "host + path + header"),
+        (Family::MethodSplit, "method set"),
+        (Family::WildcardHosts, "wildcard host"),
     ];
     let mut out = String::new();
     for (class, label) in wanted {
         let found = table
             .routes
             .iter()
-            .filter(|r| RouteClass::classify(&r.expression) == Some(class))
+            .filter(|r| r.family == class)
             .flat_map(|r| {
                 let one = Table {
                     routes: vec![r.clone()],
@@ -382,10 +387,10 @@ fn write_demo(a: &Args, table: &Table, gw: &Gateway) {
                 req.is_plain()
                     && gw.id_of(req) == Some(*id)
                     // A header route shows the header at work only if the header is sent.
-                    && (class != RouteClass::Header || !req.headers.is_empty())
+                    && (class != Family::HeaderOnly || !req.headers.is_empty())
                     // HEAD answers have no body to show the result in.
                     && req.method != "HEAD"
-                    && (class != RouteClass::Regex
+                    && (class != Family::RestApi
                         || gw.route(req).is_some_and(|r| r.2.len() > 2))
             });
         let Some((_, req)) = found else {

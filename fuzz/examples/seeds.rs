@@ -5,7 +5,7 @@
 //! ```
 //!
 //! - `parse`, `validate`: real expressions: ones the test suites of atc-router use (copied
-//!   below), one route of every class of a WORKLOAD.md table (atc_workload, several seeds),
+//!   below), one route of every family of a WORKLOAD.md table (atc_workload, several seeds),
 //!   and the error cases of the language spec.
 //! - `matcher`, `c_abi`: structured inputs are bytes decoded by `arbitrary`; the seeds are
 //!   pseudo-random byte strings (fixed PRNG, so the output is deterministic) chosen because
@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use arbitrary::{Arbitrary, Unstructured};
 use atc_router_fuzz::structured::Scenario;
-use atc_workload::{RouteClass, Table};
+use atc_workload::Table;
 
 /// Expressions taken from atc-router's tests (syntax.rs, semantics.rs, equivalence.rs, the
 /// doc examples) and from ffi/tests: valid and invalid ones.
@@ -144,16 +144,14 @@ impl Rng {
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus-seed");
 
-    // One route of each class from a few WORKLOAD.md tables.
+    // One route of each family from a few WORKLOAD.md tables.
     let mut workload = BTreeSet::new();
     for seed in 1..=4 {
         let table = Table::generate(400, seed, true);
-        let mut classes = BTreeSet::new();
+        let mut families = BTreeSet::new();
         for r in &table.routes {
-            if let Some(c) = RouteClass::classify(&r.expression) {
-                if classes.insert(c) {
-                    workload.insert(r.expression.clone());
-                }
+            if families.insert(r.family) {
+                workload.insert(r.expression.clone());
             }
         }
     }

@@ -1,49 +1,56 @@
 //! Deterministic, seeded generator of gateway-shaped route tables and request mixes
-//! (shared/spec/WORKLOAD.md), for benchmarks and for equality tests (compiled matcher vs
-//! reference evaluator). It does not depend on the router: expressions are plain text in the
-//! route language of shared/spec/LANGUAGE.md, written against [`SCHEMA`].
+//! (shared/spec/WORKLOAD.md), for benchmarks and for equality tests (indexed matcher vs
+//! reference evaluator). Expressions are text in the route language of
+//! shared/spec/LANGUAGE.md, written against [`SCHEMA`].
+//!
+//! Every route carries its structured description, a [`Shape`] (host, path pieces, methods,
+//! parameters... as the generator chose them): the expression is rendered from it and requests
+//! are built from it. This crate never parses expression text; the one implementation of the
+//! language is the core crate's, which this crate's tests use to check tables and requests.
 //!
 //! # Invariants
 //!
-//! * **Determinism.** Everything is a pure function of its arguments: the same `(n, seed,
-//!   catch_all)` gives the same [`Table`], the same `(table, mix, count, seed)` gives the same
-//!   requests, on every platform. The PRNG is an in-crate splitmix64; no hashing order leaks out.
-//! * **Route mix.** [`Table::generate`] makes exactly [`RouteClass::counts`]`(n)` routes of each
-//!   class ([`RouteClass::MIX`] shares of `n`, rounded, the last class taking the remainder), in a
-//!   shuffled order, plus one [`CATCH_ALL_EXPRESSION`] route at priority 0 (the lowest; all other
-//!   generated priorities are ≥ 4096) appended last when `catch_all` is asked.
-//! * **Disjointness.** Every route carries a route-unique token in a host, a path prefix or a
-//!   regex prefix (`svc-17.example.com`, `/static-17/`, `^/rx-17/`), so no two routes match the
-//!   same request, except where the mix means them to overlap: the catch-all overlaps
-//!   everything. (Method pairs share host and path but their method sets are disjoint.) A
-//!   request built for route X is therefore matched by X and, with a catch-all, by the catch-all
-//!   below it. The family word of the token also identifies the class, see
-//!   [`RouteClass::classify`].
+//! * **Determinism.** Everything is a pure function of its arguments: the same `(family, n,
+//!   seed)` gives the same [`Table`], the same `(table, mix, count, seed)` the same requests, on
+//!   every platform (integer draws from an in-crate splitmix64; no hashing order leaks out).
+//! * **Families.** [`Table::family`] makes exactly `n` routes of one [`Family`], or for
+//!   [`Family::Mixed`] [`Family::counts`]`(n)` routes of each (the spec's shares, rounded, the
+//!   last family taking the remainder), in a shuffled order. [`Table::generate`] is the mixed
+//!   table, plus one [`CATCH_ALL_EXPRESSION`] route at priority 0 (the lowest; every other
+//!   priority is ≥ 4096), appended last, when asked.
+//! * **Shared keys, no accidental overlap.** Routes share hosts, ports, SNIs, methods, tenants
+//!   as real tables do, but never a path key that is another's prefix on the same keys (see
+//!   `families.rs`), so a hit request nearly always reaches the route it was built for; where
+//!   it does not, an earlier route in routing order legitimately matches too (a wildcard or
+//!   prefix route on a shared key). Miss and miss-keys requests match no route but the
+//!   catch-all.
 //! * **Priorities and ids.** Ids are random version-4 UUID bytes, unique within a table and
 //!   uncorrelated with priority. Priorities are distinct except for 10% of the routes
-//!   (rounded), which form equal-priority pairs so the id tie-break matters. Router order (the order of
-//!   [`Table::priority_order`]) is priority descending, then id bytes descending.
-//! * **Requests.** [`requests`] parses the target route's expression and builds fields that make
-//!   it true (one alternative of each `||` group, chosen at random; `!(...)` and `!=` checked),
-//!   plus ordinary defaults (`http.method` GET, a generic host, a path, `net.dst.port` 443,
-//!   `net.src.ip` in 192.168.0.0/16). It works on any table whose expressions stay within what
-//!   this crate generates; it panics with the offending expression otherwise.
+//!   (rounded), which form equal-priority pairs so the id tie-break matters. Router order (that
+//!   of [`Table::priority_order`]) is priority descending, then id bytes descending.
+//! * **Rendering.** [`Route::expression`] is [`Shape::expression`] of [`Route::shape`] for
+//!   every generated or changed route. A caller may write another expression by hand; requests
+//!   are still built from the shape, so the expression must accept what the shape describes.
 //! * **Path segments.** `http.path.segments.N` is 0-based (`/a/b` has `segments.0 == "a"`).
-//!   When a target route uses a segment field, the request carries a segment field for every
-//!   segment of its path, consistent with `http.path`.
+//!   A request for a route that uses segment fields carries one for every segment of its path.
 
-mod expr;
-mod gen;
-mod regex;
+mod families;
+mod rest;
 mod rng;
-mod solve;
+mod shape;
 #[cfg(test)]
 mod tests;
+mod words;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::net::IpAddr;
 
+pub use crate::families::API_HOST;
+pub use crate::rest::ParamKind;
+pub use crate::shape::{Cidr, Cond, Header, Part, PathMatch, PathRegex, Shape};
+
 use crate::rng::{fnv1a, mix64, Rng};
+use crate::shape::{DEFAULT_HOSTS, DEFAULT_SOURCE};
 
 /// The type of a schema field (the language's four types).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -72,8 +79,7 @@ impl FieldType {
 
 /// The schema every generated table is written against: `(name, type)`. Names ending in `.*`
 /// are wildcards for one more dotted segment (`http.headers.x_version`,
-/// `http.queries.debug`, `http.path.segments.1`). Every field a generated expression or request
-/// uses resolves through [`field_type`].
+/// `http.queries.debug`, `http.path.segments.1`).
 pub const SCHEMA: &[(&str, FieldType)] = &[
     ("http.method", FieldType::String),
     ("http.host", FieldType::String),
@@ -112,7 +118,110 @@ pub const CATCH_ALL_EXPRESSION: &str = "http.path ^= \"/\"";
 /// offset below it, so they are all ≥ `PRIORITY_STEP`.
 const PRIORITY_STEP: u64 = 4096;
 
-/// A route: `(priority, id, expression)`.
+/// The route families of shared/spec/WORKLOAD.md, and their mix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Family {
+    /// Exact host (a few dozen routes per host, heavy-tailed) + 1–3 nested path prefixes.
+    HostPrefixes,
+    /// One API host; the REST list of `rest.rs` (124 routes: nested resources, named
+    /// parameters as anchored regexes, static paths as `==`, one route per method), copied
+    /// under version and tenant prefixes (`/v2/…`, `/t42/…`) to reach the size.
+    RestApi,
+    /// Host + prefix + anchored regex (`^= "/p/" || ~ "^/p$"`); 60% without a host.
+    Ingress,
+    /// One host; `http.headers.x_tenant` picks the tenant, tenants of one route take `/`.
+    TenantHeader,
+    /// Method sets + prefix, no host; pairs on one path differing only by method.
+    MethodSplit,
+    /// `http.host =^ ".tenant-<k>.example.com"` + prefix, a few routes per wildcard host.
+    WildcardHosts,
+    /// A shared port, a shared TLS SNI or a source network, with distinct paths; no host.
+    PortSniSource,
+    /// A header predicate (`any(lower(...))`, `any(...)`, `lower(...)`) + host + prefix.
+    HeaderOnly,
+    /// `contains`, suffix, path segments, queries, `!(...)`, `!=`, `>=`, `not in`; no host.
+    OtherOperators,
+    /// A path prefix alone (the catch-all is of this family too).
+    PathOnly,
+    /// All of the above in the spec's shares.
+    Mixed,
+}
+
+impl Family {
+    /// The families of the mix with their share, in the order counts are assigned (the last one
+    /// takes the remainder).
+    pub const SHARES: [(Family, f64); 10] = [
+        (Family::HostPrefixes, 0.30),
+        (Family::RestApi, 0.20),
+        (Family::Ingress, 0.10),
+        (Family::TenantHeader, 0.08),
+        (Family::MethodSplit, 0.08),
+        (Family::WildcardHosts, 0.08),
+        (Family::PortSniSource, 0.06),
+        (Family::HeaderOnly, 0.04),
+        (Family::OtherOperators, 0.04),
+        (Family::PathOnly, 0.02),
+    ];
+
+    /// Every family, the mixed table last.
+    pub fn all() -> [Family; 11] {
+        [
+            Family::HostPrefixes,
+            Family::RestApi,
+            Family::Ingress,
+            Family::TenantHeader,
+            Family::MethodSplit,
+            Family::WildcardHosts,
+            Family::PortSniSource,
+            Family::HeaderOnly,
+            Family::OtherOperators,
+            Family::PathOnly,
+            Family::Mixed,
+        ]
+    }
+
+    /// A short lowercase name (`"rest-api"`, `"mixed"`, ...).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Family::HostPrefixes => "host-prefixes",
+            Family::RestApi => "rest-api",
+            Family::Ingress => "ingress",
+            Family::TenantHeader => "tenant-header",
+            Family::MethodSplit => "method-split",
+            Family::WildcardHosts => "wildcard-hosts",
+            Family::PortSniSource => "port-sni-source",
+            Family::HeaderOnly => "header-only",
+            Family::OtherOperators => "other-operators",
+            Family::PathOnly => "path-only",
+            Family::Mixed => "mixed",
+        }
+    }
+
+    /// The family of a [`Family::name`].
+    pub fn from_name(name: &str) -> Option<Family> {
+        Family::all().into_iter().find(|f| f.name() == name)
+    }
+
+    /// Exact number of routes of each family in a mixed table of `n`: each share times `n`
+    /// rounded half away from zero, capped by what is left, the last family taking the
+    /// remainder. Sums to `n`.
+    pub fn counts(n: usize) -> [(Family, usize); 10] {
+        let mut out = [(Family::HostPrefixes, 0); 10];
+        let mut left = n;
+        for (k, &(family, share)) in Family::SHARES.iter().enumerate() {
+            let c = if k + 1 == Family::SHARES.len() {
+                left
+            } else {
+                ((n as f64 * share).round() as usize).min(left)
+            };
+            left -= c;
+            out[k] = (family, c);
+        }
+        out
+    }
+}
+
+/// A route: `(priority, id, expression)`, with the family and shape it was generated from.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Route {
     /// UUID bytes (version 4, variant 1 bits set), unique within a table.
@@ -121,9 +230,30 @@ pub struct Route {
     pub priority: u64,
     /// Expression text in the route language.
     pub expression: String,
+    /// The family it belongs to (never [`Family::Mixed`]).
+    pub family: Family,
+    /// What it requires, from which the expression is rendered and requests are built.
+    pub shape: Shape,
 }
 
 impl Route {
+    /// A route whose expression is its shape's.
+    pub fn new(id: [u8; 16], priority: u64, family: Family, shape: Shape) -> Route {
+        Route {
+            id,
+            priority,
+            expression: shape.expression(),
+            family,
+            shape,
+        }
+    }
+
+    /// The catch-all route, `http.path ^= "/"`.
+    pub fn catch_all(id: [u8; 16], priority: u64) -> Route {
+        let shape = Shape::new(vec![Cond::Path(vec![PathMatch::Prefix("/".into())])]);
+        Route::new(id, priority, Family::PathOnly, shape)
+    }
+
     /// The id in the usual hyphenated lowercase UUID text form.
     pub fn id_string(&self) -> String {
         let h: String = self.id.iter().map(|b| format!("{b:02x}")).collect();
@@ -152,96 +282,14 @@ pub enum Value {
 /// A request context.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Request {
-    /// Index into [`Table::routes`] of the route the request was built to satisfy; `None` for
-    /// [`Mix::Miss`] requests (which, with a catch-all, are matched by the catch-all only).
+    /// Index into [`Table::routes`] of the route the request was built for; `None` for
+    /// [`Mix::Miss`] and [`Mix::MissKeys`] requests. A route earlier in routing order may
+    /// match too, and then wins (see the crate docs).
     pub target: Option<usize>,
     /// `(field, value)` pairs in a fixed order (method, host, path, path segments, then the rest
-    /// by name). A name may repeat: a multi-valued header (e.g. a decoy value before the one an
+    /// by name). A name may repeat: a multi-valued header (a decoy value before the one an
     /// `any(...)` predicate matches).
     pub fields: Vec<(String, Value)>,
-}
-
-/// The route shapes of the workload (shared/spec/WORKLOAD.md).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum RouteClass {
-    /// 35%: exact host + 1–3 nested path prefixes.
-    Prefix,
-    /// 20%: exact host + (`^= "/p/"` || `~ "^/p$"`).
-    Ingress,
-    /// 10%: anchored regex path with named captures (50 templates, unique `^/rx-<token>/`
-    /// prefix), half also with an exact host.
-    Regex,
-    /// 10%: `http.host =^ ".tenant-<token>.example.com"` + prefix.
-    Wildcard,
-    /// 8%: method set + host + prefix, in pairs sharing host and path (GET/HEAD vs writes).
-    MethodSet,
-    /// 6%: header predicate (`any(lower(...))`, `any(...)`, `lower(...)`) + host + prefix.
-    Header,
-    /// 5%: path prefix only, `http.path ^= "/static-<token>/"`.
-    PathOnly,
-    /// 3%: host + `net.dst.port ==`, or `tls.sni ==`, or `net.src.ip in <CIDR>` + prefix.
-    Network,
-    /// 3%: segments, queries, `contains`, `!(...)`, `!=`, `>=`, `=^`, `not in`, each with a
-    /// unique host.
-    Other,
-    /// The single optional `http.path ^= "/"` route (not part of [`RouteClass::MIX`]).
-    CatchAll,
-}
-
-impl RouteClass {
-    /// The classes of the mix with their share of `n`, in the order counts are assigned (the
-    /// last one takes the remainder).
-    pub const MIX: [(RouteClass, f64); 9] = [
-        (RouteClass::Prefix, 0.35),
-        (RouteClass::Ingress, 0.20),
-        (RouteClass::Regex, 0.10),
-        (RouteClass::Wildcard, 0.10),
-        (RouteClass::MethodSet, 0.08),
-        (RouteClass::Header, 0.06),
-        (RouteClass::PathOnly, 0.05),
-        (RouteClass::Network, 0.03),
-        (RouteClass::Other, 0.03),
-    ];
-
-    /// A short lowercase name (`"prefix"`, `"catch-all"`, ...).
-    pub fn name(&self) -> &'static str {
-        match self {
-            RouteClass::Prefix => "prefix",
-            RouteClass::Ingress => "ingress",
-            RouteClass::Regex => "regex",
-            RouteClass::Wildcard => "wildcard",
-            RouteClass::MethodSet => "method-set",
-            RouteClass::Header => "header",
-            RouteClass::PathOnly => "path-only",
-            RouteClass::Network => "network",
-            RouteClass::Other => "other",
-            RouteClass::CatchAll => "catch-all",
-        }
-    }
-
-    /// Exact number of routes of each class in a table of `n` (catch-all excluded): each share
-    /// times `n` rounded half away from zero, capped by what is left, the last class taking the
-    /// remainder. Sums to `n`.
-    pub fn counts(n: usize) -> [(RouteClass, usize); 9] {
-        let mut out = [(RouteClass::Prefix, 0); 9];
-        let mut left = n;
-        for (k, &(class, share)) in RouteClass::MIX.iter().enumerate() {
-            let c = if k + 1 == RouteClass::MIX.len() {
-                left
-            } else {
-                ((n as f64 * share).round() as usize).min(left)
-            };
-            left -= c;
-            out[k] = (class, c);
-        }
-        out
-    }
-
-    /// The class of a generated expression, read from its marker; `None` for expressions this
-    /// crate did not generate.
-    pub fn classify(expression: &str) -> Option<RouteClass> {
-        gen::classify(expression)
-    }
 }
 
 /// A route table.
@@ -254,8 +302,29 @@ pub struct Table {
     pub catch_all: bool,
 }
 
-const STREAM_CLASSES: u64 = 1;
-const STREAM_EXPR: u64 = 2;
+/// The keys most of a table's routes share, which a miss-keys request carries: its busiest
+/// host (exact, or a name under the busiest wildcard), method, port, TLS SNI, source network
+/// and the busiest value of each header. Routes that take every path are not counted.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SharedKeys {
+    /// The host a request sends.
+    pub host: Option<String>,
+    /// How many routes name that host (or its wildcard).
+    pub host_routes: usize,
+    /// The method.
+    pub method: Option<String>,
+    /// The destination port.
+    pub port: Option<u16>,
+    /// The TLS SNI.
+    pub sni: Option<String>,
+    /// The source network (requests come from inside it).
+    pub source: Option<Cidr>,
+    /// `(header field name, value)`.
+    pub headers: Vec<(String, String)>,
+}
+
+const STREAM_FAMILIES: u64 = 1;
+const STREAM_SHAPES: u64 = 2;
 const STREAM_IDS: u64 = 3;
 const STREAM_PRIO: u64 = 4;
 const STREAM_CHANGES: u64 = 5;
@@ -280,54 +349,41 @@ fn fresh_id(rng: &mut Rng, used: &mut HashSet<[u8; 16]>) -> [u8; 16] {
     }
 }
 
-fn random_side(rng: &mut Rng) -> gen::Side {
-    if rng.chance(0.5) {
-        gen::Side::Read
-    } else {
-        gen::Side::Write
+/// The busiest key of a count map (ties: the first in key order).
+fn busiest<K: Clone + Ord>(counts: &BTreeMap<K, usize>) -> Option<(K, usize)> {
+    let mut best: Option<(K, usize)> = None;
+    for (k, &c) in counts {
+        if best.as_ref().is_none_or(|b| c > b.1) {
+            best = Some((k.clone(), c));
+        }
     }
+    best
 }
 
 impl Table {
-    /// A table of `n` routes of the workload mix (plus the catch-all when `catch_all`, so
-    /// `n + 1` routes), deterministic in `seed`. Generating 100k routes takes about 0.1 s
-    /// in release builds.
-    pub fn generate(n: usize, seed: u64, catch_all: bool) -> Table {
-        let mut classes = Vec::with_capacity(n);
-        for (class, k) in RouteClass::counts(n) {
-            classes.extend(std::iter::repeat_n(class, k));
-        }
-        Rng::new(seed, STREAM_CLASSES).shuffle(&mut classes);
+    /// A table of `n` routes of one family (no catch-all), deterministic in `seed`.
+    /// [`Family::Mixed`] gives the mixed table, as [`Table::generate`]`(n, seed, false)`.
+    /// Generating 100k routes takes a fraction of a second in release builds.
+    pub fn family(family: Family, n: usize, seed: u64) -> Table {
+        let counts: Vec<(Family, usize)> = if family == Family::Mixed {
+            Family::counts(n).to_vec()
+        } else {
+            vec![(family, n)]
+        };
+        let family_seed = seed ^ mix64(fnv1a(family.name().as_bytes()));
+        let mut shapes = families::generate(&counts, &mut Rng::new(family_seed, STREAM_SHAPES));
+        Rng::new(family_seed, STREAM_FAMILIES).shuffle(&mut shapes);
 
-        let mut erng = Rng::new(seed, STREAM_EXPR);
-        let mut irng = Rng::new(seed, STREAM_IDS);
+        let mut irng = Rng::new(family_seed, STREAM_IDS);
         let mut used = HashSet::with_capacity(n + 1);
-        let mut routes = Vec::with_capacity(n + 1);
-        let mut pending_pair = None;
-        for (i, &class) in classes.iter().enumerate() {
-            // method-set routes pair up in generation order; the second reuses the first's token
-            let (token, side) = match (class, pending_pair.take()) {
-                (RouteClass::MethodSet, None) => {
-                    pending_pair = Some(i);
-                    (i, gen::Side::Read)
-                }
-                (RouteClass::MethodSet, Some(first)) => (first, gen::Side::Write),
-                (_, p) => {
-                    pending_pair = p;
-                    (i, gen::Side::Read)
-                }
-            };
-            let expression = gen::expression(class, &token.to_string(), side, &mut erng);
-            routes.push(Route {
-                id: fresh_id(&mut irng, &mut used),
-                priority: 0,
-                expression,
-            });
-        }
+        let mut routes: Vec<Route> = shapes
+            .into_iter()
+            .map(|(f, shape)| Route::new(fresh_id(&mut irng, &mut used), 0, f, shape))
+            .collect();
 
         // distinct priorities from a permutation, then 5% of the routes copy the priority of
         // another (distinct) route: 10% of the routes are in equal-priority pairs
-        let mut prng = Rng::new(seed, STREAM_PRIO);
+        let mut prng = Rng::new(family_seed, STREAM_PRIO);
         let mut perm: Vec<u64> = (1..=n as u64).collect();
         prng.shuffle(&mut perm);
         for (r, p) in routes.iter_mut().zip(perm) {
@@ -339,15 +395,31 @@ impl Table {
         for k in 0..pairs {
             routes[idx[k]].priority = routes[idx[pairs + k]].priority;
         }
-
-        if catch_all {
-            routes.push(Route {
-                id: fresh_id(&mut irng, &mut used),
-                priority: 0,
-                expression: CATCH_ALL_EXPRESSION.to_string(),
-            });
+        Table {
+            routes,
+            catch_all: false,
         }
-        Table { routes, catch_all }
+    }
+
+    /// The mixed table of `n` routes (plus the catch-all when `catch_all`, so `n + 1` routes),
+    /// deterministic in `seed`.
+    pub fn generate(n: usize, seed: u64, catch_all: bool) -> Table {
+        let t = Table::family(Family::Mixed, n, seed);
+        if catch_all {
+            t.with_catch_all()
+        } else {
+            t
+        }
+    }
+
+    /// This table with the catch-all route appended (priority 0, an id not in the table).
+    pub fn with_catch_all(mut self) -> Table {
+        let mut used: HashSet<[u8; 16]> = self.routes.iter().map(|r| r.id).collect();
+        let mut rng = Rng::new(self.routes.len() as u64, STREAM_IDS ^ 0xca);
+        self.routes
+            .push(Route::catch_all(fresh_id(&mut rng, &mut used), 0));
+        self.catch_all = true;
+        self
     }
 
     /// Indices of [`Table::routes`] in router order: priority descending, ties by id bytes
@@ -375,12 +447,63 @@ impl Table {
             .rposition(|r| r.expression == CATCH_ALL_EXPRESSION)
     }
 
+    /// The keys the table's routes share most (see [`SharedKeys`]).
+    pub fn shared_keys(&self) -> SharedKeys {
+        let skip = self.catch_all_index();
+        let mut hosts: BTreeMap<String, usize> = BTreeMap::new();
+        let mut methods: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut ports: BTreeMap<u16, usize> = BTreeMap::new();
+        let mut snis: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut sources: BTreeMap<(IpAddr, u8), usize> = BTreeMap::new();
+        let mut headers: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+        for (i, r) in self.routes.iter().enumerate() {
+            if Some(i) == skip || r.shape.takes_any_path() {
+                continue;
+            }
+            for c in &r.shape.conds {
+                match c {
+                    Cond::Host(h) => *hosts.entry(h.clone()).or_default() += 1,
+                    Cond::HostSuffix(s) => *hosts.entry(format!("www{s}")).or_default() += 1,
+                    Cond::Methods(ms) => {
+                        for m in ms {
+                            *methods.entry(m).or_default() += 1;
+                        }
+                    }
+                    Cond::Port(p) => *ports.entry(*p).or_default() += 1,
+                    Cond::Sni(s) => *snis.entry(s).or_default() += 1,
+                    Cond::SrcIn(c) => *sources.entry((c.addr, c.len)).or_default() += 1,
+                    Cond::Header(h) => *headers.entry((&h.name, &h.value)).or_default() += 1,
+                    _ => {}
+                }
+            }
+        }
+        let mut by_name: BTreeMap<&str, BTreeMap<&str, usize>> = BTreeMap::new();
+        for ((name, value), c) in headers {
+            by_name.entry(name).or_default().insert(value, c);
+        }
+        let host = busiest(&hosts);
+        SharedKeys {
+            host_routes: host.as_ref().map_or(0, |h| h.1),
+            host: host.map(|h| h.0),
+            method: busiest(&methods).map(|m| m.0.to_string()),
+            port: busiest(&ports).map(|p| p.0),
+            sni: busiest(&snis).map(|s| s.0.to_string()),
+            source: busiest(&sources).map(|((addr, len), _)| Cidr { addr, len }),
+            headers: by_name
+                .into_iter()
+                .filter_map(|(name, values)| {
+                    busiest(&values).map(|(v, _)| (name.to_string(), v.to_string()))
+                })
+                .collect(),
+        }
+    }
+
     /// A changed copy: `count` distinct routes, chosen at random (never the catch-all; `count` is
-    /// capped at the number of other routes), get a new expression of the same class with a fresh
-    /// unique token; ids, priorities, order and everything else stay. So exactly `count`
-    /// expressions differ, and the table stays disjoint. Use it for sync benchmarks (nothing /
-    /// one / 1% changed) and for change-one-route timings. Changing an already changed table again
-    /// (even with the same seed) still yields fresh tokens.
+    /// capped at the number of other routes), get a fresh shape of the same family, on the same
+    /// keys, below a path segment of their own (a unique token); ids, priorities, order and
+    /// everything else stay. So exactly `count` expressions differ. Use it for sync benchmarks
+    /// (nothing / one / 1% changed) and for change-one-route timings. Changing an already
+    /// changed table again (even with the same seed) still yields fresh tokens.
     pub fn with_changes(&self, count: usize, seed: u64) -> Table {
         let mut out = self.clone();
         let skip = self.catch_all_index();
@@ -394,50 +517,52 @@ impl Table {
             cand.swap(k, j);
         }
         for (k, &i) in cand[..count].iter().enumerate() {
-            let old = &self.routes[i].expression;
-            let class = match gen::classify(old) {
-                Some(RouteClass::CatchAll) | None => RouteClass::Prefix,
-                Some(c) => c,
-            };
+            let old = &self.routes[i];
             let token = format!(
                 "x{:016x}",
-                mix64(seed ^ mix64(fnv1a(old.as_bytes()) ^ mix64(k as u64)))
+                mix64(seed ^ mix64(fnv1a(old.expression.as_bytes()) ^ mix64(k as u64)))
             );
-            let side = random_side(&mut rng);
-            out.routes[i].expression = gen::expression(class, &token, side, &mut rng);
+            out.routes[i].shape = old.shape.freshened(&token);
+            out.routes[i].expression = out.routes[i].shape.expression();
         }
         out
     }
 
-    /// One fresh route for add/remove benchmarks: class drawn with the [`RouteClass::MIX`]
-    /// shares, a fresh unique token (disjoint from the table), an id not in the table, and a
-    /// priority in the range of the generated ones. Deterministic in `(table, seed)`.
+    /// One fresh route for add/remove benchmarks: a route of the table chosen at random (not
+    /// the catch-all), freshened as by [`Table::with_changes`] with a random token, an id not
+    /// in the table, and a priority in the range of the generated ones. Deterministic in
+    /// `(table, seed)`.
     pub fn extra_route(&self, seed: u64) -> Route {
         let fingerprint = self.routes.iter().fold(self.routes.len() as u64, |h, r| {
             h ^ mix64(fnv1a(&r.id) ^ r.priority)
         });
         let mut rng = Rng::new(seed ^ mix64(fingerprint), STREAM_EXTRA);
-        let mut u = rng.f64();
-        let mut class = RouteClass::Other;
-        for &(c, share) in &RouteClass::MIX {
-            if u < share {
-                class = c;
-                break;
-            }
-            u -= share;
-        }
+        let skip = self.catch_all_index();
+        let pool: Vec<&Route> = self
+            .routes
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| Some(i) != skip)
+            .map(|(_, r)| r)
+            .collect();
         let token = format!("x{:016x}", rng.next_u64());
-        let side = random_side(&mut rng);
-        let expression = gen::expression(class, &token, side, &mut rng);
+        let (family, shape) = match pool.is_empty() {
+            true => (
+                Family::PathOnly,
+                Shape::new(vec![Cond::Path(vec![PathMatch::Prefix(format!(
+                    "/{token}/"
+                ))])]),
+            ),
+            false => {
+                let r = pool[rng.below(pool.len())];
+                (r.family, r.shape.freshened(&token))
+            }
+        };
         let mut used: HashSet<[u8; 16]> = self.routes.iter().map(|r| r.id).collect();
         let id = fresh_id(&mut rng, &mut used);
         let top = (self.routes.len() as u64 + 1) * PRIORITY_STEP + PRIORITY_STEP - 1;
         let priority = rng.range(PRIORITY_STEP, top);
-        Route {
-            id,
-            priority,
-            expression,
-        }
+        Route::new(id, priority, family, shape)
     }
 }
 
@@ -452,6 +577,10 @@ pub enum Mix {
     /// Targets uniformly among the last max(1, ⌈5% of m⌉) routes of router order, catch-all
     /// excluded.
     HitLast,
+    /// The table's [`SharedKeys`] with a path no route takes (`/legacy/12345`): the 404 an API
+    /// host answers all day, and the request that shows whether a router scans a shared key's
+    /// routes. Target `None`; only the catch-all, if present, matches.
+    MissKeys,
     /// Unknown host (`no-such-host.invalid`) and path (`/no/such/path/<random>`), target
     /// `None`; only the catch-all, if present, matches.
     Miss,
@@ -463,41 +592,97 @@ pub enum Mix {
 
 impl Mix {
     /// All mixes, in a fixed order.
-    pub fn all() -> [Mix; 5] {
+    pub fn all() -> [Mix; 6] {
         [
             Mix::HitFirst,
             Mix::HitMiddle,
             Mix::HitLast,
+            Mix::MissKeys,
             Mix::Miss,
             Mix::Realistic,
         ]
     }
 
-    /// A short name for benchmark ids: `"hit-first"`, `"hit-middle"`, `"hit-last"`, `"miss"`,
-    /// `"realistic"`.
+    /// A short name for benchmark ids: `"hit-first"`, `"hit-middle"`, `"hit-last"`,
+    /// `"miss-keys"`, `"miss"`, `"realistic"`.
     pub fn name(&self) -> &'static str {
         match self {
             Mix::HitFirst => "hit-first",
             Mix::HitMiddle => "hit-middle",
             Mix::HitLast => "hit-last",
+            Mix::MissKeys => "miss-keys",
             Mix::Miss => "miss",
             Mix::Realistic => "realistic",
         }
     }
+
+    /// The mix of a [`Mix::name`].
+    pub fn from_name(name: &str) -> Option<Mix> {
+        Mix::all().into_iter().find(|m| m.name() == name)
+    }
+
+    /// Whether requests are built for a route.
+    pub fn is_hit(&self) -> bool {
+        !matches!(self, Mix::Miss | Mix::MissKeys)
+    }
+}
+
+fn miss(rng: &mut Rng) -> Vec<(String, Value)> {
+    vec![
+        ("http.method".into(), Value::Str("GET".into())),
+        (
+            "http.host".into(),
+            Value::Str("no-such-host.invalid".into()),
+        ),
+        (
+            "http.path".into(),
+            Value::Str(format!("/no/such/path/{}", rng.next_u64() % 1_000_000_000)),
+        ),
+        ("net.dst.port".into(), Value::Int(443)),
+        (
+            "net.src.ip".into(),
+            Value::Ip(DEFAULT_SOURCE.random_member(rng)),
+        ),
+    ]
+}
+
+fn miss_keys(keys: &SharedKeys, rng: &mut Rng) -> Vec<(String, Value)> {
+    let path = format!("/{}/{}", rng.pick_str(words::MISS_ROOTS), rng.id_digits());
+    let host = keys
+        .host
+        .clone()
+        .unwrap_or_else(|| rng.pick_str(DEFAULT_HOSTS).to_string());
+    let mut fields = vec![
+        (
+            "http.method".to_string(),
+            Value::Str(keys.method.clone().unwrap_or_else(|| "GET".into())),
+        ),
+        ("http.host".to_string(), Value::Str(host)),
+        ("http.path".to_string(), Value::Str(path)),
+    ];
+    let mut rest: BTreeMap<String, Value> = BTreeMap::new();
+    for (name, value) in &keys.headers {
+        rest.insert(format!("http.headers.{name}"), Value::Str(value.clone()));
+    }
+    if let Some(s) = &keys.sni {
+        rest.insert("tls.sni".into(), Value::Str(s.clone()));
+    }
+    rest.insert(
+        "net.dst.port".into(),
+        Value::Int(i64::from(keys.port.unwrap_or(443))),
+    );
+    let src = keys.source.unwrap_or(DEFAULT_SOURCE).random_member(rng);
+    rest.insert("net.src.ip".into(), Value::Ip(src));
+    fields.extend(rest);
+    fields
 }
 
 /// `count` requests of `mix` against `table`, deterministic in `seed`.
 ///
-/// Hit requests set every field their target needs (see the crate docs), and 60% of them carry
-/// random numeric ids in the path where the route allows (`/prefix/12345/items`; regex routes
-/// always get random digits for their captures), so a path cache does not help. Targets never
-/// include the catch-all, unless it is the only route. A table without routes yields miss
-/// requests for every mix.
-///
-/// # Panics
-///
-/// If a target's expression is outside what this crate generates (cannot be parsed by the
-/// crate's small parser, or no satisfying request is found).
+/// Hit requests are built from the target's [`Shape`], and 60% of them carry random numeric
+/// ids in the path where the route allows (`/prefix/12345`; numeric regex parameters always get
+/// digits), so a path cache does not help. Targets never include the catch-all, unless it is
+/// the only route. A table without routes yields miss requests for every mix.
 pub fn requests(table: &Table, mix: Mix, count: usize, seed: u64) -> Vec<Request> {
     let mut rng = Rng::new(seed, STREAM_REQUESTS ^ ((mix as u64) << 8));
     let catch_all = table.catch_all_index();
@@ -509,11 +694,20 @@ pub fn requests(table: &Table, mix: Mix, count: usize, seed: u64) -> Vec<Request
     if ranked.is_empty() {
         ranked.extend(catch_all);
     }
+    if mix == Mix::MissKeys {
+        let keys = table.shared_keys();
+        return (0..count)
+            .map(|_| Request {
+                target: None,
+                fields: miss_keys(&keys, &mut rng),
+            })
+            .collect();
+    }
     if mix == Mix::Miss || ranked.is_empty() {
         return (0..count)
             .map(|_| Request {
                 target: None,
-                fields: solve::miss(&mut rng),
+                fields: miss(&mut rng),
             })
             .collect();
     }
@@ -534,7 +728,6 @@ pub fn requests(table: &Table, mix: Mix, count: usize, seed: u64) -> Vec<Request
     if mix == Mix::Realistic {
         Rng::new(seed, STREAM_REQUESTS ^ 0x5a).shuffle(&mut popularity);
     }
-    let mut parsed: HashMap<usize, expr::Expr> = HashMap::new();
     let mut out = Vec::with_capacity(count);
     for _ in 0..count {
         let pos = match mix {
@@ -551,19 +744,11 @@ pub fn requests(table: &Table, mix: Mix, count: usize, seed: u64) -> Vec<Request
                 let u = rng.f64() * zipf_cdf[m - 1];
                 popularity[zipf_cdf.partition_point(|&c| c <= u).min(m - 1)]
             }
-            Mix::Miss => unreachable!(),
+            Mix::Miss | Mix::MissKeys => unreachable!(),
         };
         let target = ranked[pos];
-        let text = &table.routes[target].expression;
-        let e = parsed.entry(target).or_insert_with(|| {
-            expr::parse(text).unwrap_or_else(|err| {
-                panic!("atc-workload: cannot parse route {target} expression {text:?}: {err}")
-            })
-        });
         let with_ids = rng.chance(0.6);
-        let fields = solve::satisfy(e, &mut rng, with_ids).unwrap_or_else(|err| {
-            panic!("atc-workload: cannot build a request for route {target} {text:?}: {err}")
-        });
+        let fields = table.routes[target].shape.request(&mut rng, with_ids);
         out.push(Request {
             target: Some(target),
             fields,
