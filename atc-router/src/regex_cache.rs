@@ -48,6 +48,8 @@ use regex_syntax::hir::{Hir, HirKind, Look};
 // Keys are regex sources from the route configuration, never from requests.
 use rustc_hash::FxHashMap as HashMap;
 
+use crate::index::path_tree::PathPattern;
+
 /// A regex and what matching and capture recording need of it.
 #[derive(Debug)]
 pub struct CompiledRegex {
@@ -57,6 +59,11 @@ pub struct CompiledRegex {
     pub(crate) names: Box<[Option<Arc<str>>]>,
     /// For a regex anchored at the start: literals one of which every matching text starts with.
     prefixes: Option<Box<[Box<[u8]>]>>,
+    /// For a regex not anchored at the start: literals one of which every match starts with
+    /// (so every matching text contains one).
+    match_prefixes: Option<Box<[Box<[u8]>]>>,
+    /// For a regex anchored at the start: what every matching path looks like, by segment.
+    path: Option<PathPattern>,
     size_limit: usize,
     /// Bytes of the compiled engines (see [`CompiledRegex::compiled_size`]).
     compiled_size: usize,
@@ -237,6 +244,11 @@ impl CompiledRegex {
                 .map_err(|e| RegexError::Syntax(e.to_string()))?,
         };
         let prefixes = anchored_prefixes(&hir);
+        let match_prefixes = match prefixes {
+            Some(_) => None,
+            None => literal_prefixes(&hir),
+        };
+        let path = PathPattern::from_regex(&hir);
         let (engine, names) = match literal(&hir) {
             Some((text, start, end)) => (Engine::Literal { text, start, end }, vec![None]),
             None => {
@@ -276,6 +288,8 @@ impl CompiledRegex {
             engine,
             names: names.into(),
             prefixes,
+            match_prefixes,
+            path,
             size_limit,
             compiled_size,
             long_text: OnceLock::new(),
@@ -296,6 +310,19 @@ impl CompiledRegex {
     /// is not anchored at the start of the text or has no such finite, non-empty set.
     pub(crate) fn anchored_prefixes(&self) -> Option<&[Box<[u8]>]> {
         self.prefixes.as_deref()
+    }
+
+    /// For a regex not anchored at the start: literals one of which every match starts with,
+    /// so that every matching text contains one; `None` when there is no such finite, non-empty
+    /// set.
+    pub(crate) fn match_prefixes(&self) -> Option<&[Box<[u8]>]> {
+        self.match_prefixes.as_deref()
+    }
+
+    /// What every path this regex matches looks like, segment by segment (for a regex anchored
+    /// at the start whose matches start with `/`).
+    pub(crate) fn path_pattern(&self) -> Option<&PathPattern> {
+        self.path.as_ref()
     }
 
     pub(crate) fn is_match(&self, s: &str) -> bool {
@@ -559,6 +586,13 @@ fn anchored_prefixes(hir: &Hir) -> Option<Box<[Box<[u8]>]>> {
     if !hir.properties().look_set_prefix().contains(Look::Start) {
         return None;
     }
+    literal_prefixes(hir)
+}
+
+/// Literals one of which every match of `hir` starts with (regex-syntax's extractor, as the
+/// `regex` crate's prefilters use it); `None` when the set is infinite or holds the empty
+/// string.
+fn literal_prefixes(hir: &Hir) -> Option<Box<[Box<[u8]>]>> {
     let seq = Extractor::new().kind(ExtractKind::Prefix).extract(hir);
     let literals = seq.literals()?;
     if literals.is_empty() || literals.iter().any(|l| l.as_bytes().is_empty()) {

@@ -28,7 +28,7 @@ use uuid::Uuid;
 use crate::ast::Expr;
 use crate::context::Context;
 use crate::error::Error;
-use crate::index::{best_requirement, Index, Order, Requirement};
+use crate::index::{requirements, Index, LevelBufs, Order, Requirement, Requirements};
 use crate::limits::Limits;
 use crate::needs::{FieldMask, Needs};
 use crate::parser::parse_with_limits;
@@ -49,7 +49,8 @@ const WARM_MAX: usize = 16;
 struct Scratch {
     candidates: Vec<crate::index::Entry>,
     lowered: String,
-    reversed: Vec<u8>,
+    /// The index lookup's buffers, one per level of its tree.
+    levels: Vec<LevelBufs>,
 }
 
 thread_local! {
@@ -81,10 +82,6 @@ fn with_scratch<T>(f: impl FnOnce(&mut Scratch) -> T) -> T {
 /// route it was most of a route's allocations, so most of the cost of building and freeing a
 /// table and a quarter of its memory, for the benefit of removals (a re-parse, ≈1 µs) and
 /// reference evaluations (cached per slot after the first).
-fn requirement(node: &Node) -> Option<Requirement> {
-    best_requirement(node)
-}
-
 fn fields(node: &Node) -> Vec<FieldId> {
     let mut fields = Vec::new();
     node.fields(&mut fields);
@@ -143,9 +140,10 @@ impl<'a> Route<'a> {
         fields(self.router.tree(self.slot))
     }
 
-    /// Whether the route is in an index (`false`: every request considers it).
+    /// Whether the index can rule the route out for some requests (`false`: every request
+    /// considers it).
     pub fn is_indexed(&self) -> bool {
-        requirement(self.router.tree(self.slot)).is_some()
+        !requirements(&self.router.programs[self.slot as usize].view()).is_empty()
     }
 
     /// Identifies this version of the route: the same while syncs leave the route unchanged
@@ -206,6 +204,19 @@ pub struct Router {
     /// complete: still set afterwards only if a panic interrupted a change (see
     /// [`Router::is_broken`]).
     broken: bool,
+    /// For a router being built whole (a sync's rebuild): the routes placed so far, whose
+    /// index is built at once when all are in (every split then chosen from all its routes).
+    pending_index: Option<Vec<(crate::index::Entry, Vec<Requirement>)>>,
+}
+
+/// The requirements of the routes a router holds, from their programs (for the index, when it
+/// splits a leaf).
+struct Programs<'a>(&'a [Program]);
+
+impl Requirements for Programs<'_> {
+    fn of(&self, slot: u32) -> Vec<Requirement> {
+        requirements(&self.0[slot as usize].view())
+    }
 }
 
 impl Drop for Router {
@@ -408,6 +419,7 @@ impl Router {
             needs: Needs::default(),
             version: 0,
             broken: false,
+            pending_index: None,
         }
     }
 
@@ -554,10 +566,14 @@ impl Router {
             }
         };
         self.programs[slot as usize] = p.program;
-        let requirement = requirement(&p.node);
-        self.needs
-            .insert(slot, &fields, requirement.as_ref().map(|r| r.field));
-        self.index.insert(requirement.as_ref(), (order, slot));
+        self.needs.insert(slot, &fields);
+        let reqs = requirements(&self.programs[slot as usize].view());
+        match &mut self.pending_index {
+            Some(pending) => pending.push(((order, slot), reqs)),
+            None => self
+                .index
+                .insert((order, slot), &reqs, &Programs(&self.programs)),
+        }
         self.catalog
             .set(slot, p.id, p.priority, p.instance, &p.source);
         self.ids.insert(p.id, slot);
@@ -576,15 +592,15 @@ impl Router {
             (Some(t), _) | (None, Some(t)) => t,
             (None, None) => self.resolve_again(slot),
         };
+        let order = Order::new(row.priority, row.id);
+        let reqs = requirements(&self.programs[slot as usize].view());
+        self.index.remove((order, slot), &reqs);
         self.ids.remove(&id);
         self.free.push(slot);
         self.catalog.clear(slot);
         self.programs[slot as usize] = Program::default();
         self.needs.remove(slot);
-        let order = Order::new(row.priority, row.id);
         self.order.remove(&order);
-        self.index
-            .remove(requirement(&tree).as_ref(), (order, slot));
         for f in fields(&tree) {
             if let Some(n) = self.field_use.get_mut(&f) {
                 *n -= 1;
@@ -724,6 +740,7 @@ impl Router {
         let mut fresh = rebuild.then(|| {
             let mut f = Router::with_limits(self.schema.clone(), self.limits);
             f.reserve(desired);
+            f.pending_index = Some(Vec::with_capacity(desired.len()));
             f
         });
         // The fresh router's order map, built once all its routes are placed.
@@ -796,6 +813,7 @@ impl Router {
         match fresh {
             Some(mut f) => {
                 f.order = orders.into_iter().collect();
+                f.index = Index::build(f.pending_index.take().unwrap_or_default());
                 // Every regex the fresh routes hold, compiled now or taken over from this router.
                 f.regexes.absorb(overlay.into_new());
                 plan.rebuilt = Some(Box::new(f));
@@ -890,9 +908,10 @@ impl Router {
         self.regexes.len()
     }
 
-    /// Number of routes that no index holds (every request considers them).
+    /// Number of routes without any requirement the index can use (every request considers
+    /// them).
     pub fn unindexed_count(&self) -> usize {
-        self.index.fallback_len()
+        self.index.unindexed()
     }
 
     /// Checks an expression against a schema without adding it (regexes are compiled to check
@@ -950,34 +969,19 @@ impl Router {
         let found = with_scratch(|scratch| {
             let candidates = &mut scratch.candidates;
             candidates.clear();
-            self.index
-                .candidates(ctx, &mut scratch.lowered, &mut scratch.reversed, candidates);
+            self.index.candidates(ctx, &mut scratch.levels, candidates);
             if candidates.len() > 1 {
                 candidates.sort_unstable();
                 candidates.dedup();
             }
-            let mut fallback = self.index.fallback().peekable();
-            let mut next_candidate = 0;
-            loop {
-                // Merge the two sorted lists; a route is never in both.
-                let take_candidate = match (candidates.get(next_candidate), fallback.peek()) {
-                    (Some(c), Some(f)) => c.0 < f.0,
-                    (Some(_), None) => true,
-                    (None, Some(_)) => false,
-                    (None, None) => break None,
-                };
-                let (order, slot) = if take_candidate {
-                    next_candidate += 1;
-                    candidates[next_candidate - 1]
-                } else {
-                    fallback.next().expect("peeked")
-                };
+            for &(order, slot) in candidates.iter() {
                 let program = &self.programs[slot as usize];
                 if matcher::eval(program, ctx, &mut scratch.lowered, &mut w) {
-                    break Some((order.id(), order.priority()));
+                    return Some((order.id(), order.priority()));
                 }
                 w.clear();
             }
+            None
         });
         ctx.witnesses = w;
         ctx.outcome = found;
@@ -987,7 +991,7 @@ impl Router {
     /// The fields the indexes look values up in: phase 1 of a two-phase match (see
     /// [`crate::needs`]) adds every value of these before asking [`Router::needed_fields`].
     pub fn key_fields(&self) -> FieldMask {
-        self.needs.keys()
+        self.index.key_fields()
     }
 
     /// Phase 2 of a two-phase match (see [`crate::needs`]): with every value of the
@@ -999,11 +1003,10 @@ impl Router {
         if self.broken || !Arc::ptr_eq(&self.schema, ctx.schema()) {
             return FieldMask::MAX;
         }
-        let mut mask = self.needs.base();
+        let mut mask = self.index.key_fields();
         with_scratch(|s| {
             s.candidates.clear();
-            self.index
-                .candidates(ctx, &mut s.lowered, &mut s.reversed, &mut s.candidates);
+            self.index.candidates(ctx, &mut s.levels, &mut s.candidates);
             for (i, (_, slot)) in s.candidates.iter().enumerate() {
                 mask |= self.needs.of(*slot);
                 if i < WARM_MAX {
@@ -1011,9 +1014,6 @@ impl Router {
                 }
             }
         });
-        for (_, slot) in self.index.fallback().take(WARM_MAX) {
-            self.warm(slot);
-        }
         mask
     }
 
@@ -1032,17 +1032,16 @@ impl Router {
         self.index.summary()
     }
 
-    /// How many routes a request has to consider at most (index candidates plus the routes no
-    /// index holds): the cost model of [`Router::execute`], for diagnostics and tests.
+    /// How many routes a request has to consider at most (the index's candidates): the cost
+    /// model of [`Router::execute`], for diagnostics and tests.
     pub fn candidate_count(&self, ctx: &mut Context) -> usize {
         with_scratch(|s| {
             s.candidates.clear();
-            self.index
-                .candidates(ctx, &mut s.lowered, &mut s.reversed, &mut s.candidates);
+            self.index.candidates(ctx, &mut s.levels, &mut s.candidates);
             s.candidates.sort_unstable();
             s.candidates.dedup();
             s.candidates.len()
-        }) + self.index.fallback_len()
+        })
     }
 
     /// The reference evaluator: every route in routing order, plain tree walk. The oracle that

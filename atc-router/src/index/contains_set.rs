@@ -1,0 +1,117 @@
+//! Payloads keyed by literals that a value must contain (`http.path contains "/export/"`, or
+//! the literal every match of an unanchored regex starts with): one multi-literal automaton
+//! (Aho-Corasick) finds, in one pass over a request value, every stored literal it contains.
+//!
+//! The automaton is built from the literal list and rebuilt when the list changes (not when a
+//! payload does), so a change costs a build over this set's literals only. Invariant: the
+//! automaton's pattern `i` is `lits[i]`.
+
+use aho_corasick::{AhoCorasick, MatchKind};
+
+#[derive(Debug)]
+pub(crate) struct ContainsSet<T> {
+    lits: Vec<(Box<[u8]>, T)>,
+    automaton: Option<AhoCorasick>,
+}
+
+impl<T> Default for ContainsSet<T> {
+    fn default() -> Self {
+        ContainsSet {
+            lits: Vec::new(),
+            automaton: None,
+        }
+    }
+}
+
+impl<T> ContainsSet<T> {
+    pub(crate) fn len(&self) -> usize {
+        self.lits.len()
+    }
+
+    fn rebuild(&mut self) {
+        self.automaton = (!self.lits.is_empty()).then(|| {
+            AhoCorasick::builder()
+                .match_kind(MatchKind::Standard)
+                .build(self.lits.iter().map(|(l, _)| l))
+                .expect("literals of bounded expressions always build")
+        });
+    }
+
+    pub(crate) fn get_or_insert_with(&mut self, lit: &[u8], make: impl FnOnce() -> T) -> &mut T {
+        let i = match self.lits.iter().position(|(l, _)| **l == *lit) {
+            Some(i) => i,
+            None => {
+                self.lits.push((lit.into(), make()));
+                self.rebuild();
+                self.lits.len() - 1
+            }
+        };
+        &mut self.lits[i].1
+    }
+
+    pub(crate) fn get_mut(&mut self, lit: &[u8]) -> Option<&mut T> {
+        self.lits
+            .iter_mut()
+            .find(|(l, _)| **l == *lit)
+            .map(|(_, v)| v)
+    }
+
+    pub(crate) fn remove(&mut self, lit: &[u8]) -> Option<T> {
+        let i = self.lits.iter().position(|(l, _)| **l == *lit)?;
+        let (_, v) = self.lits.swap_remove(i);
+        self.rebuild();
+        Some(v)
+    }
+
+    /// Visits the payload of every stored literal `text` contains (a literal found at several
+    /// places may be visited more than once).
+    #[inline]
+    pub(crate) fn walk<'a>(&'a self, text: &[u8], mut visit: impl FnMut(&'a T)) {
+        if let Some(ac) = &self.automaton {
+            for m in ac.find_overlapping_iter(text) {
+                visit(&self.lits[m.pattern().as_usize()].1);
+            }
+        }
+    }
+
+    /// The same set with every payload mapped (the automaton is kept: the literals are).
+    pub(crate) fn map<U>(self, mut f: impl FnMut(T) -> U) -> ContainsSet<U> {
+        ContainsSet {
+            lits: self.lits.into_iter().map(|(l, v)| (l, f(v))).collect(),
+            automaton: self.automaton,
+        }
+    }
+
+    pub(crate) fn for_each(&self, visit: impl FnMut(&T)) {
+        self.lits.iter().map(|(_, v)| v).for_each(visit);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_value_meets_every_literal_it_contains() {
+        let mut s = ContainsSet::default();
+        for (i, l) in ["/export/", "/svc1/", "/svc12/", "json", "ex"]
+            .iter()
+            .enumerate()
+        {
+            *s.get_or_insert_with(l.as_bytes(), || 0) = i;
+        }
+        let hits = |s: &ContainsSet<usize>, t: &str| {
+            let mut out = Vec::new();
+            s.walk(t.as_bytes(), |v| out.push(*v));
+            out.sort();
+            out.dedup();
+            out
+        };
+        assert_eq!(hits(&s, "/a/export/b.json"), [0, 3, 4]);
+        assert_eq!(hits(&s, "/svc12/x"), [2]);
+        assert_eq!(hits(&s, "/svc1/x"), [1]);
+        assert_eq!(s.remove(b"ex"), Some(4));
+        assert_eq!(hits(&s, "/a/export/b.json"), [0, 3]);
+        assert_eq!(s.len(), 4);
+    }
+}

@@ -1,0 +1,286 @@
+//! Requirements: facts that hold for every request a route matches ("some value of
+//! `http.host` equals `api.example.com`", "some value of `http.path` follows the pattern
+//! `/repos/{p}/{p}/issues/{digits}`", "some value of lowercased `tls.sni` ends with
+//! `.example.com`"). The index places a route by one of its requirements at each level of its
+//! decision tree; the requirements of a route are derived from its compiled program whenever
+//! the index needs them (they are not kept).
+//!
+//! Invariant (soundness): a requirement must hold whenever the route's expression is true, so
+//! that a request the index does not lead to a route cannot match it. Requirements are taken
+//! only from predicates that are true only when the field has a value with the property (`==`,
+//! `^=`, `=^`, `contains`, `in`, and `~` through what every match of the regex must look like),
+//! from any child of `&&`, and from `||` only when every child yields one of the same
+//! [`Disc`] (then merged). Nothing is taken from inside `!( … )`. Both modes are covered: a
+//! predicate true for all values (at least one) or for any value has *some* value with the
+//! property. The property tests compare the index with the reference evaluator to catch a
+//! breach.
+
+use std::net::IpAddr;
+
+use crate::ast::Op;
+use crate::program::{Code, Instr, Lit, Pred};
+use crate::schema::FieldId;
+use crate::value::IpCidr;
+
+use super::path_tree::PathPattern;
+
+/// What a structure of the index is keyed by: one field (lowercased or not) and one kind of key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct Disc {
+    pub(crate) field: FieldId,
+    pub(crate) lower: bool,
+    pub(crate) kind: KeyKind,
+}
+
+/// Kinds of keys, in order of preference when two would leave a request the same candidates
+/// (cheapest lookup first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum KeyKind {
+    /// Some value equals a key.
+    Exact,
+    /// Some (integer) value equals a key.
+    Int,
+    /// Some address lies in a key network.
+    Cidr,
+    /// Some value is a path following a key pattern.
+    Path,
+    /// Some value starts with a key.
+    Prefix,
+    /// Some value ends with a key.
+    Suffix,
+    /// Some value contains a key.
+    Contains,
+}
+
+/// One requirement: one of `keys` holds of some value of `disc.field`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Requirement {
+    pub(crate) disc: Disc,
+    pub(crate) keys: Keys,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Keys {
+    Bytes(Vec<Box<[u8]>>),
+    Int(Vec<i64>),
+    Cidr(Vec<IpCidr>),
+    Path(Vec<PathPattern>),
+}
+
+/// One key of [`Keys`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Key<'a> {
+    Bytes(&'a [u8]),
+    Int(i64),
+    Cidr(IpCidr),
+    Path(&'a PathPattern),
+}
+
+impl Keys {
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Keys::Bytes(k) => k.len(),
+            Keys::Int(k) => k.len(),
+            Keys::Cidr(k) => k.len(),
+            Keys::Path(k) => k.len(),
+        }
+    }
+
+    pub(crate) fn iter(&self) -> KeyIter<'_> {
+        KeyIter {
+            keys: self,
+            next: 0,
+        }
+    }
+
+    fn get(&self, i: usize) -> Option<Key<'_>> {
+        Some(match self {
+            Keys::Bytes(k) => Key::Bytes(k.get(i)?),
+            Keys::Int(k) => Key::Int(*k.get(i)?),
+            Keys::Cidr(k) => Key::Cidr(*k.get(i)?),
+            Keys::Path(k) => Key::Path(k.get(i)?),
+        })
+    }
+
+    /// Keys that hold when either side's do (`||`), if few enough to be worth indexing.
+    fn union(&self, other: &Keys) -> Option<Keys> {
+        fn cat<T: Clone + PartialEq>(a: &[T], b: &[T]) -> Vec<T> {
+            let mut v = a.to_vec();
+            for x in b {
+                if !v.contains(x) {
+                    v.push(x.clone());
+                }
+            }
+            v
+        }
+        let keys = match (self, other) {
+            (Keys::Bytes(a), Keys::Bytes(b)) => Keys::Bytes(cat(a, b)),
+            (Keys::Int(a), Keys::Int(b)) => Keys::Int(cat(a, b)),
+            (Keys::Cidr(a), Keys::Cidr(b)) => Keys::Cidr(cat(a, b)),
+            (Keys::Path(a), Keys::Path(b)) => Keys::Path(cat(a, b)),
+            _ => return None,
+        };
+        (keys.len() <= MAX_KEYS).then_some(keys)
+    }
+
+    /// How much a key narrows (for keeping the better of two requirements of one disc):
+    /// fewer alternatives, then longer literals.
+    fn strength(&self) -> (std::cmp::Reverse<usize>, usize) {
+        let min_len = match self {
+            Keys::Bytes(k) => k.iter().map(|b| b.len()).min().unwrap_or(0),
+            Keys::Path(k) => k.iter().map(|p| p.segs.len()).min().unwrap_or(0),
+            Keys::Int(_) | Keys::Cidr(_) => 0,
+        };
+        (std::cmp::Reverse(self.len()), min_len)
+    }
+}
+
+/// The keys of a requirement, in order.
+pub(crate) struct KeyIter<'a> {
+    keys: &'a Keys,
+    next: usize,
+}
+
+impl<'a> Iterator for KeyIter<'a> {
+    type Item = Key<'a>;
+
+    fn next(&mut self) -> Option<Key<'a>> {
+        let k = self.keys.get(self.next)?;
+        self.next += 1;
+        Some(k)
+    }
+}
+
+/// At most this many alternatives in one requirement; more is not worth indexing.
+pub(crate) const MAX_KEYS: usize = 64;
+/// At most this many requirements are kept for one route (bounds work on wide expressions).
+const MAX_REQUIREMENTS: usize = 16;
+
+/// The requirements of a route, one per [`Disc`] at most (the stronger kept).
+pub(crate) fn requirements(code: &Code<'_>) -> Vec<Requirement> {
+    let mut out = Vec::new();
+    for i in code.runs() {
+        for r in of(code, i) {
+            keep(&mut out, r);
+        }
+    }
+    out.truncate(MAX_REQUIREMENTS);
+    out
+}
+
+/// Adds `r` to a conjunction's requirements, keeping one per disc.
+fn keep(out: &mut Vec<Requirement>, r: Requirement) {
+    match out.iter_mut().find(|x| x.disc == r.disc) {
+        Some(x) => {
+            if r.keys.strength() > x.keys.strength() {
+                *x = r;
+            }
+        }
+        None => out.push(r),
+    }
+}
+
+/// Requirements that each hold whenever instruction `i` (and its descendants) is true.
+fn of(code: &Code<'_>, i: usize) -> Vec<Requirement> {
+    let end = code.end(i);
+    match &code.code()[i] {
+        Instr::And { .. } => {
+            let mut all = Vec::new();
+            let mut c = i + 1;
+            while c < end {
+                for r in of(code, c) {
+                    keep(&mut all, r);
+                }
+                c = code.end(c);
+            }
+            all
+        }
+        Instr::Or { .. } => {
+            let mut c = i + 1;
+            let mut acc: Option<Vec<Requirement>> = None;
+            while c < end {
+                let theirs = of(code, c);
+                acc = Some(match acc {
+                    None => theirs,
+                    Some(acc) => acc
+                        .iter()
+                        .filter_map(|a| {
+                            let b = theirs.iter().find(|b| b.disc == a.disc)?;
+                            Some(Requirement {
+                                disc: a.disc,
+                                keys: a.keys.union(&b.keys)?,
+                            })
+                        })
+                        .collect(),
+                });
+                if acc.as_ref().is_some_and(Vec::is_empty) {
+                    break;
+                }
+                c = code.end(c);
+            }
+            acc.unwrap_or_default()
+        }
+        Instr::Not { .. } | Instr::End | Instr::Spilled(_) => Vec::new(),
+        Instr::Pred(p) => predicate(code, p),
+    }
+}
+
+fn predicate(code: &Code<'_>, p: &Pred) -> Vec<Requirement> {
+    let req = |kind, keys| Requirement {
+        disc: Disc {
+            field: p.field,
+            lower: p.lower,
+            kind,
+        },
+        keys,
+    };
+    let bytes = |b: &[u8]| Keys::Bytes(vec![b.into()]);
+    let mut out = Vec::new();
+    match (p.op, &p.lit) {
+        (Op::Regex, Lit::Regex(re)) => {
+            if let Some(prefixes) = re.anchored_prefixes() {
+                out.push(req(KeyKind::Prefix, Keys::Bytes(prefixes.to_vec())));
+            } else if let Some(inner) = re.match_prefixes() {
+                // Not anchored: every match starts with one of these, so the value contains it.
+                out.push(req(KeyKind::Contains, Keys::Bytes(inner.to_vec())));
+            }
+            if let Some(path) = re.path_pattern() {
+                out.push(req(KeyKind::Path, Keys::Path(vec![path.clone()])));
+            }
+        }
+        (Op::Equals, Lit::Int(i)) => out.push(req(KeyKind::Int, Keys::Int(vec![*i]))),
+        (Op::Equals, Lit::IpAddr(a)) => {
+            let full = match a {
+                IpAddr::V4(_) => 32,
+                IpAddr::V6(_) => 128,
+            };
+            if let Ok(net) = IpCidr::new(*a, full) {
+                out.push(req(KeyKind::Cidr, Keys::Cidr(vec![net])));
+            }
+        }
+        (Op::In, Lit::IpCidr(c)) => out.push(req(KeyKind::Cidr, Keys::Cidr(vec![*c]))),
+        (op, lit) => {
+            let Some(lit) = code.bytes(lit) else {
+                return out;
+            };
+            match op {
+                Op::Equals => {
+                    out.push(req(KeyKind::Exact, bytes(lit)));
+                    if let Some(path) = PathPattern::exact(lit) {
+                        out.push(req(KeyKind::Path, Keys::Path(vec![path])));
+                    }
+                }
+                Op::Prefix if !lit.is_empty() => {
+                    out.push(req(KeyKind::Prefix, bytes(lit)));
+                    if let Some(path) = PathPattern::prefix(lit).filter(|p| !p.segs.is_empty()) {
+                        out.push(req(KeyKind::Path, Keys::Path(vec![path])));
+                    }
+                }
+                Op::Postfix if !lit.is_empty() => out.push(req(KeyKind::Suffix, bytes(lit))),
+                Op::Contains if !lit.is_empty() => out.push(req(KeyKind::Contains, bytes(lit))),
+                _ => {}
+            }
+        }
+    }
+    out
+}
