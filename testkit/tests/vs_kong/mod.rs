@@ -1,0 +1,385 @@
+//! Runs one rendered case ([`atc_testkit::Rendered`]) through our library and Kong's
+//! `atc-router` 1.7.1 (the crate `kong`) and panics on any difference that is not one of the
+//! documented ones (`docs/kong-differences.md`, tested one by one in `kong_deviations.rs`).
+//!
+//! Compared, in order:
+//! - each route is accepted by both or refused by both (wording aside), and an accepted route
+//!   uses the same fields; the only accepted differences are our refusal of a `lower()`
+//!   comparison with uppercase letters and our limits;
+//! - the routes both accept, added to both routers, give the same field list, and for every
+//!   request the same winning route (or none);
+//! - the winner's matched values and captures equal what Kong's own predicate evaluation
+//!   gives when composed by spec §5 (only the predicates that decided the result count):
+//!   Kong's raw result additionally holds values from failed branches, which is a documented
+//!   difference, counted in [`Stats::leaks`];
+//! - values Kong's library would abort on (a wrong type, an unknown field) go to our context
+//!   only, and must be refused without changing it; routes Kong would abort on
+//!   (`kong_text == None`) go to our router only, and must be a clean result either way.
+//!
+//! Kong's contexts are reset before every request, so its stale results (another documented
+//! difference) never reach a comparison.
+//!
+//! This file is included by `testkit/tests/*.rs` and by `fuzz/fuzz_targets/kong_diff.rs`
+//! (`#[path]`): it may use only `atc_router`, `atc_testkit` and `kong`.
+#![allow(dead_code)] // each includer uses a different part
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use atc_router::{Context, Error, ExprErrorKind, MatchedValue, Router, Schema, Type, Value};
+use atc_testkit::Rendered;
+use kong::ast::{BinaryOperator, Expression, LhsTransformations, LogicalExpression};
+use kong::interpreter::Execute;
+use kong::semantics::{FieldCounter, Validate};
+
+/// What a run saw (for checking that the generator keeps the comparison meaningful).
+#[derive(Debug, Default, Clone)]
+pub struct Stats {
+    pub routes: usize,
+    pub accepted: usize,
+    pub refused_by_both: usize,
+    /// Routes refused only by us, for a documented reason.
+    pub documented_refusals: BTreeMap<&'static str, usize>,
+    /// Routes only we were given (Kong's parser would abort on them).
+    pub ours_only: usize,
+    pub requests: usize,
+    pub matched: usize,
+    /// Requests whose winner recorded values or captures.
+    pub with_values: usize,
+    /// Requests where Kong's raw result held values from branches that did not decide.
+    pub leaks: usize,
+    pub bad_values: usize,
+}
+
+impl Stats {
+    pub fn add(&mut self, o: &Stats) {
+        self.routes += o.routes;
+        self.accepted += o.accepted;
+        self.refused_by_both += o.refused_by_both;
+        for (k, v) in &o.documented_refusals {
+            *self.documented_refusals.entry(k).or_default() += v;
+        }
+        self.ours_only += o.ours_only;
+        self.requests += o.requests;
+        self.matched += o.matched;
+        self.with_values += o.with_values;
+        self.leaks += o.leaks;
+        self.bad_values += o.bad_values;
+    }
+}
+
+pub fn kong_type(t: Type) -> kong::ast::Type {
+    match t {
+        Type::String => kong::ast::Type::String,
+        Type::Int => kong::ast::Type::Int,
+        Type::IpAddr => kong::ast::Type::IpAddr,
+        Type::IpCidr => kong::ast::Type::IpCidr,
+    }
+}
+
+pub fn kong_value(v: &Value) -> kong::ast::Value {
+    match v {
+        Value::String(s) => kong::ast::Value::String(s.clone()),
+        Value::Int(i) => kong::ast::Value::Int(*i),
+        Value::IpAddr(a) => kong::ast::Value::IpAddr(*a),
+        Value::IpCidr(c) => kong::ast::Value::IpCidr(c.to_string().parse().expect("a CIDR")),
+    }
+}
+
+/// A matched value in a form both libraries' values render to.
+fn shown_ours(v: MatchedValue<'_>) -> String {
+    match v {
+        MatchedValue::String(s) => format!("s:{s}"),
+        MatchedValue::Int(i) => format!("i:{i}"),
+        MatchedValue::IpAddr(a) => format!("a:{a}"),
+        MatchedValue::IpCidr(c) => format!("c:{c}"),
+    }
+}
+
+fn shown_kong(v: &kong::ast::Value) -> String {
+    match v {
+        kong::ast::Value::String(s) => format!("s:{s}"),
+        kong::ast::Value::Int(i) => format!("i:{i}"),
+        kong::ast::Value::IpAddr(a) => format!("a:{a}"),
+        kong::ast::Value::IpCidr(c) => format!("c:{c}"),
+        kong::ast::Value::Regex(r) => format!("r:{r}"),
+    }
+}
+
+/// What a result says: matched values by field name, captures by key.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Values {
+    pub matched: BTreeMap<String, String>,
+    pub captures: BTreeMap<String, String>,
+}
+
+impl Values {
+    fn from_kong(m: &kong::context::Match) -> Values {
+        Values {
+            matched: m
+                .matches
+                .iter()
+                .map(|(k, v)| (k.clone(), shown_kong(v)))
+                .collect(),
+            captures: m
+                .captures
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        }
+    }
+}
+
+/// Kong's result for one route evaluated by spec §5: each predicate is evaluated by Kong's own
+/// interpreter into a fresh record, and records are kept only for predicates that decided the
+/// result (both sides of a true `&&`, the first true side of `||`, nothing under `!`), merged
+/// in evaluation order (a later record of the same key wins, as a map insert does).
+pub fn decided(
+    e: &Expression,
+    ctx: &mut kong::context::Context,
+    out: &mut kong::context::Match,
+) -> bool {
+    match e {
+        Expression::Logical(l) => match l.as_ref() {
+            LogicalExpression::And(a, b) => {
+                let mut m = kong::context::Match::new();
+                let ok = decided(a, ctx, &mut m) && decided(b, ctx, &mut m);
+                if ok {
+                    merge(out, m);
+                }
+                ok
+            }
+            LogicalExpression::Or(a, b) => {
+                for side in [a, b] {
+                    let mut m = kong::context::Match::new();
+                    if decided(side, ctx, &mut m) {
+                        merge(out, m);
+                        return true;
+                    }
+                }
+                false
+            }
+            LogicalExpression::Not(inner) => {
+                let mut discarded = kong::context::Match::new();
+                !decided(inner, ctx, &mut discarded)
+            }
+        },
+        Expression::Predicate(p) => {
+            let mut m = kong::context::Match::new();
+            let ok = p.execute(ctx, &mut m);
+            if ok {
+                merge(out, m);
+            }
+            ok
+        }
+    }
+}
+
+fn merge(out: &mut kong::context::Match, m: kong::context::Match) {
+    out.matches.extend(m.matches);
+    out.captures.extend(m.captures);
+}
+
+/// Why we refuse a route Kong accepts, when that is documented; `None` for anything else.
+pub fn documented_refusal(kong_expr: &Expression, ours: &Error) -> Option<&'static str> {
+    if let Error::Expr(e) = ours {
+        if e.kind == ExprErrorKind::Limit {
+            return Some("limits");
+        }
+    }
+    let mut stack = vec![kong_expr];
+    while let Some(e) = stack.pop() {
+        match e {
+            Expression::Logical(l) => match l.as_ref() {
+                LogicalExpression::And(a, b) | LogicalExpression::Or(a, b) => {
+                    stack.push(a);
+                    stack.push(b);
+                }
+                LogicalExpression::Not(a) => stack.push(a),
+            },
+            Expression::Predicate(p) => {
+                let lower = p.lhs.transformations.contains(&LhsTransformations::Lower);
+                let compares_text = matches!(
+                    p.op,
+                    BinaryOperator::Equals
+                        | BinaryOperator::Prefix
+                        | BinaryOperator::Postfix
+                        | BinaryOperator::Contains
+                );
+                if let (true, true, kong::ast::Value::String(s)) = (lower, compares_text, &p.rhs) {
+                    if s.to_lowercase() != *s {
+                        return Some("lower() with uppercase literal");
+                    }
+                }
+            }
+        }
+    }
+    None
+}
+
+/// Kong's verdict on a route: its parsed tree and used fields, or its error.
+pub fn kong_accepts(
+    schema: &kong::schema::Schema,
+    text: &str,
+) -> Result<(Expression, BTreeSet<String>), String> {
+    let e = kong::parser::parse(text).map_err(|e| e.to_string())?;
+    e.validate(schema)?;
+    let mut counter = HashMap::new();
+    e.add_to_counter(&mut counter);
+    let fields = counter.into_keys().collect();
+    Ok((e, fields))
+}
+
+/// Runs the case; panics with the case's details on an undocumented difference.
+pub fn check(case: &Rendered) -> Stats {
+    let mut stats = Stats::default();
+    let mut our_schema = Schema::new();
+    let mut kong_schema = kong::schema::Schema::default();
+    for (name, ty) in &case.schema {
+        our_schema
+            .add_field(name, *ty)
+            .expect("generated schemas are valid");
+        kong_schema.add_field(name, kong_type(*ty));
+    }
+    let our_schema = Arc::new(our_schema);
+    let mut ours = Router::new(our_schema.clone());
+    let mut theirs = kong::router::Router::new(&kong_schema);
+    // Kong's tree of each route both accept, by id.
+    let mut trees: HashMap<atc_router::Uuid, Expression> = HashMap::new();
+
+    for r in &case.routes {
+        stats.routes += 1;
+        let verdict = Router::validate(&our_schema, &r.text);
+        let Some(kong_text) = &r.kong_text else {
+            // Kong would abort: ours must answer cleanly, either way.
+            stats.ours_only += 1;
+            match verdict {
+                Ok(_) => ours
+                    .add(r.id, r.priority, &r.text)
+                    .expect("validated route adds"),
+                Err(e) => {
+                    let _ = e.to_string();
+                }
+            }
+            continue;
+        };
+        match (verdict, kong_accepts(&kong_schema, kong_text)) {
+            (Ok(fields), Ok((tree, kong_fields))) => {
+                let fields: BTreeSet<String> = fields.into_iter().collect();
+                assert_eq!(
+                    fields, kong_fields,
+                    "the libraries see different fields in {:?}",
+                    r.text
+                );
+                ours.add(r.id, r.priority, &r.text)
+                    .unwrap_or_else(|e| panic!("validated route refused: {:?}\n{e}", r.text));
+                theirs
+                    .add_matcher(r.priority as usize, r.id, kong_text)
+                    .unwrap_or_else(|e| panic!("Kong refuses what it validated: {kong_text:?}\n{e}"));
+                trees.insert(r.id, tree);
+                stats.accepted += 1;
+            }
+            (Err(_), Err(_)) => stats.refused_by_both += 1,
+            (Err(e), Ok((tree, _))) => match documented_refusal(&tree, &e) {
+                Some(why) => *stats.documented_refusals.entry(why).or_default() += 1,
+                None => panic!(
+                    "we refuse a route Kong accepts: {:?}\nour error: {e}\nroutes: {:#?}",
+                    r.text, case.routes
+                ),
+            },
+            (Ok(_), Err(e)) => panic!(
+                "we accept a route Kong refuses: {:?} (Kong given {kong_text:?})\nKong's error: {e}",
+                r.text
+            ),
+        }
+    }
+
+    let mut our_fields = ours.fields();
+    our_fields.sort();
+    let mut kong_fields: Vec<String> = theirs.fields.keys().cloned().collect();
+    kong_fields.sort();
+    let only_ours: BTreeSet<String> = case
+        .routes
+        .iter()
+        .filter(|r| r.kong_text.is_none())
+        .filter_map(|r| Router::validate(&our_schema, &r.text).ok())
+        .flatten()
+        .collect();
+    our_fields.retain(|f| kong_fields.contains(f) || !only_ours.contains(f));
+    assert_eq!(our_fields, kong_fields, "fields in use differ");
+
+    let mut ctx = Context::new(our_schema.clone());
+    let mut kctx = kong::context::Context::new(&kong_schema);
+    for (n, req) in case.requests.iter().enumerate() {
+        stats.requests += 1;
+        ctx.reset();
+        kctx.reset();
+        let bad_at = req.values.len() / 2;
+        for (i, (field, value)) in req.values.iter().enumerate() {
+            if i == bad_at {
+                for (bf, bv) in &req.bad_values {
+                    stats.bad_values += 1;
+                    let before = ctx.values(bf).to_vec();
+                    assert!(
+                        ctx.add_value(bf, bv.clone()).is_err(),
+                        "a {bv:?} for field {bf} was accepted"
+                    );
+                    assert_eq!(ctx.values(bf), &before[..], "a refused value changed {bf}");
+                }
+            }
+            ctx.add_value(field, value.clone())
+                .unwrap_or_else(|e| panic!("generated value {value:?} for {field} refused: {e}"));
+            kctx.add_value(field, kong_value(value));
+        }
+        let ours_won = ours.execute(&mut ctx);
+        let kong_won = theirs.execute(&mut kctx);
+        let our_id = ctx.result().map(|m| m.id());
+        let kong_id = kong_won.then(|| kctx.result.as_ref().expect("a result").uuid);
+        // Routes only we hold can win only over nothing Kong matches below them: compare
+        // against Kong only when the winner is a route both hold.
+        let our_winner_shared = our_id.is_none_or(|id| trees.contains_key(&id));
+        if !our_winner_shared {
+            continue;
+        }
+        assert_eq!(ours_won, our_id.is_some());
+        assert_eq!(
+            our_id, kong_id,
+            "request {n} is routed differently\nrequest: {req:#?}\nroutes: {:#?}",
+            case.routes
+        );
+        let Some(id) = our_id else { continue };
+        stats.matched += 1;
+        let m = ctx.result().expect("matched");
+        let tree = &trees[&id];
+        let mut names = HashMap::new();
+        tree.add_to_counter(&mut names);
+        let our_values = Values {
+            matched: names
+                .keys()
+                .filter_map(|n| m.matched_value(n).map(|v| (n.clone(), shown_ours(v))))
+                .collect(),
+            captures: m.captures_map().into_iter().collect(),
+        };
+        let mut rebuilt = kong::context::Match::new();
+        assert!(
+            decided(tree, &mut kctx, &mut rebuilt),
+            "Kong's predicates do not make its winner true"
+        );
+        let kong_decided = Values::from_kong(&rebuilt);
+        let kong_raw = Values::from_kong(kctx.result.as_ref().expect("a result"));
+        if kong_raw != kong_decided {
+            stats.leaks += 1;
+        }
+        if our_values != Values::default() {
+            stats.with_values += 1;
+        }
+        assert_eq!(
+            our_values,
+            kong_decided,
+            "request {n}: matched values or captures differ (Kong's raw result: {kong_raw:?})\n\
+             route: {:?}\nrequest: {req:#?}",
+            case.routes.iter().find(|r| r.id == id).map(|r| &r.text)
+        );
+    }
+    stats
+}
