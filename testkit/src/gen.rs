@@ -45,6 +45,32 @@ pub const WILDCARD: &str = "h.*";
 pub const WILDCARD_NAMES: [&str; 4] = ["h.x", "h.y", "h.Q_1", "h."];
 /// Field names no schema has.
 pub const UNKNOWN_FIELDS: [&str; 3] = ["nope", "f9", "h.x.y"];
+/// The fields Kong's own tests use (`t/*.t` and its Rust tests), in every schema, so that
+/// their expressions are valid routes of a case (see [`Case::texts`]).
+pub const KONG_TEST_FIELDS: [(&str, Type); 11] = [
+    ("string", Type::String),
+    ("int", Type::Int),
+    ("ipaddr", Type::IpAddr),
+    ("http.path", Type::String),
+    ("http.body", Type::String),
+    ("http.headers.*", Type::String),
+    ("tcp.port", Type::Int),
+    ("net.port", Type::Int),
+    ("l3.ip", Type::IpAddr),
+    ("net.ip", Type::IpAddr),
+    ("net.cidr", Type::IpCidr),
+];
+/// Names a predicate picks among Kong's test fields (`http.headers.foo` through the wildcard).
+const KONG_FIELD_NAMES: [(&str, Type); 8] = [
+    ("http.path", Type::String),
+    ("http.body", Type::String),
+    ("http.headers.foo", Type::String),
+    ("tcp.port", Type::Int),
+    ("net.port", Type::Int),
+    ("l3.ip", Type::IpAddr),
+    ("net.ip", Type::IpAddr),
+    ("net.cidr", Type::IpCidr),
+];
 
 pub const STRINGS: &[&str] = &[
     "",
@@ -84,6 +110,14 @@ pub const STRINGS: &[&str] = &[
     "r#",
     "🦀",
     "a b",
+    "/foo",
+    "/foo/bar",
+    "/foo/keyword/bar",
+    "/123/test",
+    "/abc/d",
+    "bar",
+    "hello\0world",
+    "你好",
 ];
 
 /// Regexes valid in Rust's `regex` syntax, each with a text it finds a match in.
@@ -178,6 +212,9 @@ pub const IPS: &[&str] = &[
     "2001:db8::1",
     "::ffff:a00:1",
     "fe80::1:2",
+    "192.168.12.1",
+    "192.168.1.1",
+    "fd00::1",
 ];
 pub const CIDRS: &[&str] = &[
     "10.0.0.0/8",
@@ -229,6 +266,9 @@ pub struct Case {
     pub types: [Type; 4],
     pub routes: Vec<RouteDesc>,
     pub requests: Vec<RequestDesc>,
+    /// More routes, as text written as is (after `routes`, at priority 1): expressions from
+    /// Kong's tests, or what a fuzzer makes of them. Empty from both producers here.
+    pub texts: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -377,11 +417,11 @@ struct Renderer<'a> {
 
 impl Renderer<'_> {
     fn field(&self, choice: u8) -> (&'static str, Type) {
-        let i = choice as usize % 8;
-        if i < 4 {
-            (EXACT_FIELDS[i], self.types[i])
-        } else {
-            (WILDCARD_NAMES[i - 4], Type::String)
+        let i = choice as usize % 12;
+        match i {
+            0..=3 => (EXACT_FIELDS[i], self.types[i]),
+            4..=7 => (WILDCARD_NAMES[i - 4], Type::String),
+            _ => KONG_FIELD_NAMES[(i - 8) * 2 + (choice as usize / 12) % 2],
         }
     }
 
@@ -445,9 +485,15 @@ impl Renderer<'_> {
 
     fn predicate(&mut self, p: &PredDesc, ours: &mut String, kong: &mut String) -> Sat {
         let flaw = (p.flaw < FLAW_KINDS).then(|| FLAWS[p.flaw as usize]);
-        let (mut field, ty) = self.field(p.field);
-        if flaw == Some(Flaw::UnknownField) {
-            field = pick(&UNKNOWN_FIELDS, p.lit as usize);
+        let (mut field, mut ty) = self.field(p.field);
+        match flaw {
+            Some(Flaw::UnknownField) => field = pick(&UNKNOWN_FIELDS, p.lit as usize),
+            // These flaws need a field of a given type: Kong's test fields have every type.
+            Some(Flaw::OddNotIn) => (field, ty) = ("l3.ip", Type::IpAddr),
+            Some(Flaw::LowerOnNonString) if ty == Type::String => {
+                (field, ty) = ("tcp.port", Type::Int)
+            }
+            _ => {}
         }
         // Transformations, innermost last in the bits: `lower` only on String fields unless
         // that is the flaw.
@@ -791,6 +837,7 @@ impl Case {
             .map(|(n, t)| ((*n).to_owned(), t))
             .collect();
         schema.push((WILDCARD.to_owned(), Type::String));
+        schema.extend(KONG_TEST_FIELDS.iter().map(|(n, t)| ((*n).to_owned(), *t)));
         let mut routes = Vec::new();
         let mut sats = Vec::new();
         for (i, r) in self.routes.iter().enumerate() {
@@ -805,6 +852,14 @@ impl Case {
                 priority: u64::from(r.priority),
                 text,
                 kong_text: r_.kong_ok.then_some(kong),
+            });
+        }
+        for text in &self.texts {
+            routes.push(RenderedRoute {
+                id: route_id(routes.len()),
+                priority: 1,
+                text: text.clone(),
+                kong_text: kong_can_take(text).then(|| text.clone()),
             });
         }
         let r_ = Renderer {
@@ -854,6 +909,29 @@ impl Case {
             requests,
         }
     }
+}
+
+/// Whether Kong's library 1.7.1 can be given `text` without aborting the process: its parser
+/// panics on `not` and `in` with other whitespace than one space between them (found anywhere
+/// in the text, strings included, to be safe), and it recurses once per nesting level and
+/// per `&&` or `||`, so long or deep text could overflow its stack.
+pub fn kong_can_take(text: &str) -> bool {
+    let b = text.as_bytes();
+    let odd_not_in = b.windows(3).enumerate().any(|(i, w)| {
+        if w != b"not" {
+            return false;
+        }
+        let gap = b[i + 3..]
+            .iter()
+            .take_while(|c| matches!(c, b' ' | b'\t' | b'\r' | b'\n'))
+            .count();
+        b[i + 3 + gap..].starts_with(b"in") && &b[i + 3..i + 3 + gap] != b" "
+    });
+    let chains = text.matches("&&").count() + text.matches("||").count();
+    !odd_not_in
+        && text.len() <= 4096
+        && b.iter().filter(|c| **c == b'(').count() <= 64
+        && chains <= 256
 }
 
 /// A value of `ty` from the pools (strings also derived: uppercased, with a suffix).
@@ -966,6 +1044,7 @@ pub fn case_strategy(
             types,
             routes,
             requests,
+            texts: Vec::new(),
         })
 }
 
@@ -1034,6 +1113,7 @@ impl<'a> Arbitrary<'a> for Case {
             types,
             routes,
             requests,
+            texts: Vec::new(),
         })
     }
 }
