@@ -49,6 +49,84 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(Config { cases: cases(256), ..Config::default() })]
+
+    /// Both parsers read every generated route as the same tree (precedence, transformation
+    /// order, literal values).
+    #[test]
+    fn both_libraries_read_the_same_trees(case in gen::case_strategy(8..16, 0..1)) {
+        for r in case.render().routes {
+            if let Some(kong) = &r.kong_text {
+                vs_kong::same_tree(&r.text, kong);
+            }
+        }
+    }
+}
+
+/// Texts at the edges of the syntax that the generator writes rarely or never: whitespace
+/// everywhere it may be and nowhere it need be, precedence without parentheses, groups of one,
+/// integer and address spellings. Each is read alike by both parsers, or refused by both.
+#[test]
+fn syntax_edge_cases_are_read_alike() {
+    const TEXTS: &[&str] = &[
+        "lower( f0 ) == \"a\"",
+        "( f0 == \"a\" )",
+        "! ( f0 == \"a\" )",
+        " \t\r\nf0 == \"a\"\n",
+        "f0==\"a\"&&f1==\"b\"||f2==\"c\"",
+        "f0 == \"a\" || f1 == \"b\" && f2 == \"c\" || f3 == \"d\"",
+        "((f0 == \"a\"))",
+        "!(!(f0 == \"a\"))",
+        "any(lower(any(f0))) ^= \"a\"",
+        "f0 == -0",
+        "f0 == 00",
+        "f0 == -00",
+        "f0 == 0x0",
+        "f0 == 0xaBc",
+        "f0 == 0777",
+        "f0 == 08",
+        "f0 == 0800",
+        "f0 == 9223372036854775807",
+        "f0 == -9223372036854775807",
+        "f0 == 0x7fffffffffffffff",
+        "f0 in 10.0.0.0/00",
+        "f0 in ::/000",
+        "f0 in ::/0128",
+        "f0 == ::",
+        "f0 == 1::",
+        "f0 == 1:2:3:4:5:6:7:8",
+        "f0 == 2001:DB8::1",
+        "f0 == 0:0:0:0:0:0:0:1",
+        "f0 == 255.255.255.255",
+        "f0 in10.0.0.0/8",
+        "f0 not in::/0",
+        "f0 contains\"a\"",
+        "not in ::/0",
+        "not not in ::/0",
+        "in in 10.0.0.0/8",
+        "f0 == r#\"a\"b\"#",
+        "f0 == \"\\\\\"",
+        "f0 == \"\\\"#\"",
+        "f0 == \"é🦀\u{0}\"",
+        "a.b.c_d.E9 == 1",
+        "h. == \"x\"",
+        "f0 == \"a\" &&",
+        "&& f0 == \"a\"",
+        "f0 == \"a\" f1 == \"b\"",
+        "()",
+        "",
+    ];
+    let mut both = 0;
+    for t in TEXTS {
+        both += usize::from(vs_kong::same_tree(t, t));
+        let ours = atc_router::parse(t).is_ok();
+        let kong = kong::parser::parse(t).is_ok();
+        assert_eq!(ours, kong, "{t:?}: ours parses: {ours}, Kong's: {kong}");
+    }
+    assert!(both * 10 >= TEXTS.len() * 7, "{both} of {}", TEXTS.len());
+}
+
 /// Guards the power of the tests above: if the generator stopped producing routes both
 /// accept, requests that match, recorded values or every kind of refusal, agreement would
 /// hold trivially.

@@ -445,3 +445,118 @@ impl Routers<'_> {
         }
     }
 }
+
+// ---- Trees: both parsers must read a text alike, not only accept it alike. ----
+
+/// A canonical text of our tree: `&&` and `||` as flat n-ary lists, transformations outermost
+/// first, literals with their type (`s"…"`, `i…`, `a…`, `c…`).
+pub fn canon_ours(e: &atc_router::Expr) -> String {
+    use atc_router::Expr;
+    fn flat<'e>(e: &'e Expr, and: bool, out: &mut Vec<&'e Expr>) {
+        match e {
+            Expr::And(c) if and => c.iter().for_each(|c| flat(c, and, out)),
+            Expr::Or(c) if !and => c.iter().for_each(|c| flat(c, and, out)),
+            e => out.push(e),
+        }
+    }
+    match e {
+        Expr::And(_) | Expr::Or(_) => {
+            let and = matches!(e, Expr::And(_));
+            let mut parts = Vec::new();
+            flat(e, and, &mut parts);
+            let parts: Vec<String> = parts.into_iter().map(canon_ours).collect();
+            format!("{}({})", if and { "&&" } else { "||" }, parts.join(", "))
+        }
+        Expr::Not(inner) => format!("!({})", canon_ours(inner)),
+        Expr::Predicate(p) => {
+            let mut lhs = p.lhs.field.clone();
+            for t in p.lhs.transforms.iter().rev() {
+                lhs = format!("{}({lhs})", t.name());
+            }
+            let rhs = match &p.rhs {
+                Value::String(s) => format!("s{s:?}"),
+                Value::Int(i) => format!("i{i}"),
+                Value::IpAddr(a) => format!("a{a}"),
+                Value::IpCidr(c) => format!("c{c}"),
+            };
+            format!("{lhs} {} {rhs}", p.op.symbol())
+        }
+    }
+}
+
+/// [`canon_ours`] for Kong's tree (whose `&&` and `||` are binary, and whose transformations
+/// are listed innermost first).
+pub fn canon_kong(e: &Expression) -> String {
+    fn flat<'e>(e: &'e Expression, and: bool, out: &mut Vec<&'e Expression>) {
+        if let Expression::Logical(l) = e {
+            match (l.as_ref(), and) {
+                (LogicalExpression::And(a, b), true) | (LogicalExpression::Or(a, b), false) => {
+                    flat(a, and, out);
+                    flat(b, and, out);
+                    return;
+                }
+                _ => {}
+            }
+        }
+        out.push(e);
+    }
+    match e {
+        Expression::Logical(l) => match l.as_ref() {
+            LogicalExpression::Not(inner) => format!("!({})", canon_kong(inner)),
+            LogicalExpression::And(..) | LogicalExpression::Or(..) => {
+                let and = matches!(l.as_ref(), LogicalExpression::And(..));
+                let mut parts = Vec::new();
+                flat(e, and, &mut parts);
+                let parts: Vec<String> = parts.into_iter().map(canon_kong).collect();
+                format!("{}({})", if and { "&&" } else { "||" }, parts.join(", "))
+            }
+        },
+        Expression::Predicate(p) => {
+            let mut lhs = p.lhs.var_name.clone();
+            for t in &p.lhs.transformations {
+                let name = match t {
+                    LhsTransformations::Lower => "lower",
+                    LhsTransformations::Any => "any",
+                };
+                lhs = format!("{name}({lhs})");
+            }
+            let op = match p.op {
+                BinaryOperator::Equals => "==",
+                BinaryOperator::NotEquals => "!=",
+                BinaryOperator::Regex => "~",
+                BinaryOperator::Prefix => "^=",
+                BinaryOperator::Postfix => "=^",
+                BinaryOperator::Greater => ">",
+                BinaryOperator::GreaterOrEqual => ">=",
+                BinaryOperator::Less => "<",
+                BinaryOperator::LessOrEqual => "<=",
+                BinaryOperator::In => "in",
+                BinaryOperator::NotIn => "not in",
+                BinaryOperator::Contains => "contains",
+            };
+            let rhs = match &p.rhs {
+                kong::ast::Value::String(s) => format!("s{s:?}"),
+                kong::ast::Value::Regex(r) => format!("s{:?}", r.as_str()),
+                kong::ast::Value::Int(i) => format!("i{i}"),
+                kong::ast::Value::IpAddr(a) => format!("a{a}"),
+                kong::ast::Value::IpCidr(c) => format!("c{c}"),
+            };
+            format!("{lhs} {op} {rhs}")
+        }
+    }
+}
+
+/// Parses `ours` with our parser and `kong` with Kong's: when both read a tree, it must be
+/// the same. Returns whether both did. (Acceptance itself is compared by [`check`], after
+/// validation: Kong's parser also compiles regexes, ours leaves that to validation.)
+pub fn same_tree(ours: &str, kong: &str) -> bool {
+    let (Ok(a), Ok(b)) = (atc_router::parse(ours), kong::parser::parse(kong)) else {
+        return false;
+    };
+    assert_eq!(
+        canon_ours(&a),
+        canon_kong(&b),
+        "the libraries read {ours:?} differently"
+    );
+    true
+}
