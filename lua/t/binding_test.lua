@@ -241,6 +241,8 @@ function T.context_bad_values()
     local s = http_schema()
     local c = context.new(s)
     fails("unknown field", c:add_value("http.nope", "x"))
+    -- A name without a dot too (Kong's module returns nil without a message).
+    fails("unknown field", c:add_value("nodot", "x"))
     fails("field name must be a string", c:add_value(42, "x"))
     fails("takes String values", c:add_value("http.path", 42))
     fails("takes String values", c:add_value("http.path", true))
