@@ -23,7 +23,8 @@
 //!   and values, so a failure reproduces from its printed description (or fuzz artifact).
 //! - [`RenderedRoute::kong_text`] is `Some` only for text Kong's library 1.7.1 parses without
 //!   aborting, and then it means what [`RenderedRoute::text`] means (they differ only in the
-//!   whitespace between `not` and `in`, which Kong's parser cannot take but the spec allows).
+//!   whitespace between `not` and `in`, which Kong's parser cannot take but the spec allows;
+//!   routes given as text ([`Case::texts`]) go to Kong only when [`kong_can_take`] them).
 //!   Requests' `values` are all of the field's type; values Kong's library would abort on (a
 //!   wrong type, an unknown field) are only ever in `bad_values`.
 //! - Nesting is bounded by [`MAX_DEPTH`], far below every parser's limit.
