@@ -131,11 +131,10 @@ fn multi_valued(
     w: &mut Witnesses,
 ) -> bool {
     let mark = w.mark();
-    let mut recorded = false;
+    // Every satisfying value records (see `crate::reference`): in the default mode the last
+    // value's match wins and captures merge.
     for v in values {
-        let record = if recorded { None } else { Some(&mut *w) };
-        let ok = test_value(p, pred, v, lowered, record);
-        recorded |= ok;
+        let ok = test_value(p, pred, v, lowered, Some(&mut *w));
         if ok && pred.any {
             return true;
         }

@@ -131,6 +131,16 @@ fn ip_text(text: &str) -> Option<IpAddr> {
     }
 }
 
+/// How many digits a prefix length may have: two after an IPv4 address, three after IPv6 (so
+/// `/08` is 8, but `/008` is refused, as Kong's parser does).
+fn prefix_digits(addr: &IpAddr) -> usize {
+    if addr.is_ipv4() {
+        2
+    } else {
+        3
+    }
+}
+
 /// An integer from its sign and digits; `None` when the magnitude does not fit in an `i64`.
 fn int_value(negative: bool, digits: &str, radix: u32) -> Option<i64> {
     let m = i64::from_str_radix(digits, radix).ok()?;
@@ -668,13 +678,15 @@ impl<'s> Builder<'s> {
         let max = if addr.is_ipv4() { 32 } else { 128 };
         let len_span = sp.start + addr_text.len() + 1..sp.end;
         let len = match len_text.parse::<u8>() {
-            Ok(l) if l <= max => l,
+            Ok(l) if l <= max && len_text.len() <= prefix_digits(&addr) => l,
             _ => {
                 return Err(self.error(
                     len_span,
                     format!(
-                        "invalid prefix length `/{}`: expected 0 to {max}",
-                        excerpt(len_text)
+                        "invalid prefix length `/{}`: expected 0 to {max}, in at most {} \
+                         digits",
+                        excerpt(len_text),
+                        prefix_digits(&addr)
                     ),
                 ))
             }

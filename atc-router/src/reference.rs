@@ -6,7 +6,9 @@
 //! mode every value must satisfy the predicate, under `any()` one is enough; `&&` and `||` are
 //! short-circuit, left to right; only the predicates that decided the result leave matched values
 //! and captures (a false sub-expression rolls back what it recorded, `!( … )` keeps nothing).
-//! Within one predicate, the recorded value comes from the first value that satisfied it.
+//! Within one predicate over several values, every value that satisfies it records, in order
+//! (under `any()` that is only the first; in the default mode it is all of them), so the last
+//! one's matched value wins and captures merge, as a map insert would (Kong's behaviour).
 
 use std::borrow::Cow;
 use std::net::IpAddr;
@@ -55,14 +57,12 @@ fn eval_predicate(p: &Pred, ctx: &Context, w: &mut Witnesses) -> bool {
         return false;
     }
     let mark = w.mark();
-    let mut recorded = false;
     for v in values {
         let v: Cow<'_, Value> = match v {
             Value::String(s) if p.lower => Cow::Owned(Value::String(s.to_lowercase())),
             v => Cow::Borrowed(v),
         };
-        let ok = test(p, &v, if recorded { None } else { Some(&mut *w) });
-        recorded |= ok;
+        let ok = test(p, &v, Some(&mut *w));
         if ok && p.any {
             return true;
         }

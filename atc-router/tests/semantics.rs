@@ -381,6 +381,29 @@ mod evaluation {
         assert_eq!(r.captures_map()["0"], "12");
     }
 
+    /// In the default mode every value must satisfy the predicate, and every one records, in
+    /// order: the last value's match wins and captures merge (a group only an earlier value
+    /// filled keeps that value's text), as in Kong's library. Found by the differential tests
+    /// against Kong (`testkit/tests/kong_diff.rs`); we recorded only the first value.
+    #[test]
+    fn regex_over_all_values_records_each_so_the_last_wins_and_captures_merge() {
+        let (_, ctx) = run(
+            r#"http.headers.x ~ "^(?<a>a)?(?<n>[0-9]+)$""#,
+            &[("http.headers.x", s("a1")), ("http.headers.x", s("22"))],
+        );
+        let r = ctx.result().unwrap();
+        assert_eq!(
+            r.matched_value("http.headers.x"),
+            Some(MatchedValue::String("22"))
+        );
+        let caps = r.captures_map();
+        assert_eq!(
+            (caps["0"].as_str(), caps["2"].as_str(), caps["n"].as_str()),
+            ("22", "22", "22")
+        );
+        assert_eq!((caps["1"].as_str(), caps["a"].as_str()), ("a", "a"));
+    }
+
     #[test]
     fn operators_without_a_matched_value_record_none() {
         for expr in [

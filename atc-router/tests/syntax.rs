@@ -680,6 +680,26 @@ mod s2_lexical_rules {
             bad_literal("10.0.0.0/999999999999", &["invalid prefix length"]);
         }
 
+        /// Two digits after an IPv4 address, three after IPv6: a leading zero fits (`/08`),
+        /// more do not. The spec bounds only the value; Kong's parser reads at most that many
+        /// digits (and then fails on the rest), so `/008` and `/0128` are errors there too.
+        /// Found by the differential tests against Kong (`testkit/tests/kong_diff.rs`).
+        #[test]
+        fn the_prefix_length_has_at_most_2_digits_for_ipv4_and_3_for_ipv6() {
+            assert_eq!(literal("10.0.0.0/08"), cidr("10.0.0.0/8"));
+            assert_eq!(literal("0.0.0.0/00"), cidr("0.0.0.0/0"));
+            assert_eq!(literal("2001:db8::/032"), cidr("2001:db8::/32"));
+            bad_literal(
+                "10.0.0.0/008",
+                &["invalid prefix length `/008`", "at most 2 digits"],
+            );
+            bad_literal("0.0.0.0/000", &["invalid prefix length `/000`"]);
+            bad_literal(
+                "::/0128",
+                &["invalid prefix length `/0128`", "at most 3 digits"],
+            );
+        }
+
         #[test]
         fn a_cidr_needs_a_length() {
             for text in ["10.0.0.0/", "10.0.0.0/-1", "::/x"] {

@@ -8,19 +8,15 @@
 //! the same way, and requests sent while versions alternate must each be answered wholly by the
 //! old table or wholly by the new one.
 //!
-//! Needs the Debian packages `nginx`, `libnginx-mod-http-lua` and `lua-resty-core`; nothing is
-//! installed here. Without them the test prints a notice and passes, unless
-//! `ATC_REQUIRE_NGINX=1`, which makes their absence a failure. Paths can be overridden with
-//! `ATC_NGINX` (the binary) and `ATC_NGINX_MODULES` (the modules directory).
+//! Needs nginx with the lua module; without it the test prints a notice and passes, unless
+//! `ATC_REQUIRE_NGINX=1` (see `common/nginx.rs`).
 
 mod common;
 
 use std::collections::BTreeMap;
 use std::collections::HashSet;
-use std::io::{Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,93 +24,13 @@ use std::time::{Duration, Instant};
 use atc_router::needs::field_bit;
 use atc_router::{Context, RouteSpec, Router, Schema, SyncMode, Type, Uuid, Value};
 use atc_workload::{requests, Mix, Route, Table};
+use common::nginx::{self, free_port, send, Nginx, Response, Running};
 
 const ROUTES: usize = 10_000;
 const SEED: u64 = 0x5eed_1234;
 const PER_MIX: usize = 40;
 /// The whole test, start to stop.
 const DEADLINE: Duration = Duration::from_secs(600);
-
-struct Nginx {
-    bin: PathBuf,
-    modules: PathBuf,
-    lua_share: PathBuf,
-}
-
-fn find_nginx() -> Result<Nginx, String> {
-    let bin = match std::env::var_os("ATC_NGINX") {
-        Some(p) => PathBuf::from(p),
-        None => ["/usr/sbin/nginx", "/usr/bin/nginx", "/usr/local/sbin/nginx"]
-            .iter()
-            .map(PathBuf::from)
-            .find(|p| p.is_file())
-            .ok_or("no nginx binary (apt-get install nginx)")?,
-    };
-    let modules = std::env::var_os("ATC_NGINX_MODULES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/usr/lib/nginx/modules"));
-    for m in ["ndk_http_module.so", "ngx_http_lua_module.so"] {
-        if !modules.join(m).is_file() {
-            return Err(format!(
-                "no {} (apt-get install libnginx-mod-http-lua)",
-                modules.join(m).display()
-            ));
-        }
-    }
-    let lua_share = PathBuf::from("/usr/share/lua/5.1");
-    if !lua_share.join("resty/core.lua").is_file() {
-        return Err("no resty/core.lua (apt-get install lua-resty-core)".into());
-    }
-    Ok(Nginx {
-        bin,
-        modules,
-        lua_share,
-    })
-}
-
-/// Stops nginx when dropped, whatever happened.
-struct Running {
-    child: Child,
-    bin: PathBuf,
-    dir: PathBuf,
-}
-
-impl Running {
-    fn stop(&mut self) {
-        let conf = self.dir.join("nginx.conf");
-        let _ = Command::new(&self.bin)
-            .arg("-p")
-            .arg(&self.dir)
-            .arg("-c")
-            .arg(&conf)
-            .args(["-s", "stop"])
-            .stderr(Stdio::null())
-            .status();
-        let until = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < until {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 fn write_config(n: &Nginx, dir: &Path, libdir: &Path, port: u16) -> PathBuf {
     let lua = common::repo_root().join("lua");
@@ -125,9 +41,7 @@ daemon off;
 master_process on;
 pid {dir}/nginx.pid;
 error_log {dir}/error.log info;
-load_module {modules}/ndk_http_module.so;
-load_module {modules}/ngx_http_lua_module.so;
-
+{load_modules}
 events {{ worker_connections 256; }}
 
 http {{
@@ -165,7 +79,7 @@ http {{
 }}
 "#,
         dir = dir.display(),
-        modules = n.modules.display(),
+        load_modules = nginx::load_modules(n),
         lua = lua.display(),
         share = n.lua_share.display(),
         libdir = libdir.display(),
@@ -467,49 +381,6 @@ fn expected(router: &Router, req: &HttpReq) -> Expected {
     Expected::Route { id: m.id(), body }
 }
 
-struct Response {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-fn send(port: u16, raw: &[u8]) -> Result<Response, String> {
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let mut s =
-        TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map_err(|e| e.to_string())?;
-    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-    s.set_write_timeout(Some(Duration::from_secs(60))).unwrap();
-    // nginx may answer (and close) before reading a huge request to its end, so a failed
-    // write is only an error if no answer can be read either.
-    let written = s.write_all(raw);
-    let mut buf = Vec::new();
-    if let Err(e) = s.read_to_end(&mut buf) {
-        if buf.is_empty() {
-            return Err(format!("read: {e} (write: {written:?})"));
-        }
-    }
-    let split = buf
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or_else(|| format!("no header end in {:?}", String::from_utf8_lossy(&buf)))?;
-    let head = String::from_utf8_lossy(&buf[..split]).into_owned();
-    let mut lines = head.split("\r\n");
-    let status: u16 = lines
-        .next()
-        .and_then(|l| l.split(' ').nth(1))
-        .and_then(|c| c.parse().ok())
-        .ok_or_else(|| format!("bad status line in {head:?}"))?;
-    let headers = lines
-        .filter_map(|l| l.split_once(": "))
-        .map(|(k, v)| (k.to_ascii_lowercase(), v.to_owned()))
-        .collect();
-    Ok(Response {
-        status,
-        headers,
-        body: buf[split + 4..].to_vec(),
-    })
-}
-
 fn route_header(got: &Response) -> Option<String> {
     got.headers
         .iter()
@@ -565,14 +436,8 @@ fn worker_pid(status: &str) -> String {
 
 #[test]
 fn nginx_routes_like_the_reference() {
-    let required = std::env::var("ATC_REQUIRE_NGINX").as_deref() == Ok("1");
-    let nginx = match find_nginx() {
-        Ok(n) => n,
-        Err(why) if required => panic!("ATC_REQUIRE_NGINX=1 but nginx is not usable: {why}"),
-        Err(why) => {
-            println!("SKIPPED nginx_routes_like_the_reference: {why} (set ATC_REQUIRE_NGINX=1 to require it)");
-            return;
-        }
+    let Some(nginx) = nginx::required_or_skip("nginx_routes_like_the_reference") else {
+        return;
     };
     let started = Instant::now();
 
@@ -611,27 +476,7 @@ fn nginx_routes_like_the_reference() {
 
     let port = free_port();
     let conf = write_config(&nginx, &dir, &dir, port);
-    let log = std::fs::File::create(dir.join("stderr.log")).unwrap();
-    let child = Command::new(&nginx.bin)
-        .arg("-p")
-        .arg(&dir)
-        .arg("-c")
-        .arg(&conf)
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("start nginx");
-    let mut running = Running {
-        child,
-        bin: nginx.bin.clone(),
-        dir: dir.clone(),
-    };
-
-    let read_logs = || {
-        let mut s = std::fs::read_to_string(dir.join("error.log")).unwrap_or_default();
-        s.push_str(&std::fs::read_to_string(dir.join("stderr.log")).unwrap_or_default());
-        s
-    };
+    let mut running = Running::start(&nginx, &dir, &conf);
 
     // Ready once the worker answers (init_worker has then finished building the router).
     let status = loop {
@@ -639,19 +484,19 @@ fn nginx_routes_like_the_reference() {
             break s;
         }
         if let Ok(Some(code)) = running.child.try_wait() {
-            panic!("nginx exited with {code} during start:\n{}", read_logs());
+            panic!("nginx exited with {code} during start:\n{}", running.logs());
         }
         assert!(
             started.elapsed() < DEADLINE,
             "nginx did not answer in time:\n{}",
-            read_logs()
+            running.logs()
         );
         std::thread::sleep(Duration::from_millis(100));
     };
     assert!(
         status.starts_with(&format!("loaded {} ", table.routes.len())),
         "routes not all loaded: {status}\n{}",
-        read_logs()
+        running.logs()
     );
     let pid = worker_pid(&status);
     println!(
@@ -866,20 +711,7 @@ fn nginx_routes_like_the_reference() {
     );
 
     running.stop();
-    let logs = read_logs();
-    // A worker that crashed shows as "worker process N exited on signal 11" (alert).
-    for bad in [
-        "[crit]",
-        "[alert]",
-        "[emerg]",
-        "exited on signal",
-        "segfault",
-        "core dumped",
-        "panicked",
-    ] {
-        let hits: Vec<&str> = logs.lines().filter(|l| l.contains(bad)).collect();
-        assert!(hits.is_empty(), "the logs have {bad}: {hits:?}");
-    }
+    nginx::assert_clean_logs(&running.logs());
     println!("nginx test done in {:.1?}", started.elapsed());
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -11,6 +11,10 @@
 //!   pseudo-random byte strings (fixed PRNG, so the output is deterministic) chosen because
 //!   they decode to useful runs: routes added and requests matched (`matcher`), or the standard
 //!   setup followed by calls (`c_abi`).
+//! - `kong_diff`: the expressions of Kong's own tests (its `t/*.t` and the tests in its Rust
+//!   sources, read from the crate the fuzz workspace depends on), as the text routes of the
+//!   input, each followed by pseudo-random bytes that decode to a case with requests. Every
+//!   seed is run through the comparison first, so a seed that fails is reported here.
 //!
 //! File names are a hash of the contents, as libFuzzer names its corpus files.
 
@@ -20,6 +24,7 @@ use std::path::{Path, PathBuf};
 
 use arbitrary::{Arbitrary, Unstructured};
 use atc_router_fuzz::structured::Scenario;
+use atc_testkit::Case;
 use atc_workload::Table;
 
 /// Expressions taken from atc-router's tests (syntax.rs, semantics.rs, equivalence.rs, the
@@ -141,6 +146,127 @@ impl Rng {
     }
 }
 
+#[path = "../../testkit/tests/vs_kong/mod.rs"]
+mod vs_kong;
+
+/// Kong's crate source, from the fuzz workspace's dependency graph.
+fn kong_source() -> PathBuf {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .args(["metadata", "--format-version", "1"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run cargo metadata");
+    let json = String::from_utf8(out.stdout).expect("UTF-8 metadata");
+    let key = "\"manifest_path\":\"";
+    json.match_indices(key)
+        .map(|(i, _)| {
+            let rest = &json[i + key.len()..];
+            &rest[..rest.find('"').expect("closing quote")]
+        })
+        .find(|p| p.ends_with("/atc-router-1.7.1/Cargo.toml"))
+        .map(|p| Path::new(p).parent().expect("a directory").to_path_buf())
+        .expect("Kong's atc-router 1.7.1 is a dependency of the fuzz crate")
+}
+
+/// A Lua string literal (`"…"` with escapes, or `[[…]]`) at the start of `s`.
+fn lua_string(s: &str) -> Option<String> {
+    if let Some(body) = s.strip_prefix("[[") {
+        return Some(body[..body.find("]]")?].to_owned());
+    }
+    let mut chars = s.strip_prefix('"')?.chars();
+    let mut out = String::new();
+    loop {
+        match chars.next()? {
+            '"' => return Some(out),
+            '\\' => out.push(match chars.next()? {
+                'n' => '\n',
+                't' => '\t',
+                'r' => '\r',
+                c => c,
+            }),
+            c => out.push(c),
+        }
+    }
+}
+
+/// A Rust string literal (`"…"` with the usual escapes, or `r#"…"#`) at the start of `s`, and
+/// its length in the source.
+fn rust_string(s: &str) -> Option<(String, usize)> {
+    if let Some(body) = s.strip_prefix("r#\"") {
+        let end = body.find("\"#")?;
+        return Some((body[..end].to_owned(), end + 5));
+    }
+    let mut chars = s.strip_prefix('"')?.char_indices();
+    let mut out = String::new();
+    loop {
+        match chars.next()? {
+            (i, '"') => return Some((out, i + 2)),
+            (_, '\\') => match chars.next()?.1 {
+                'n' => out.push('\n'),
+                't' => out.push('\t'),
+                'r' => out.push('\r'),
+                'u' => {
+                    let hex: String = chars
+                        .by_ref()
+                        .map(|(_, c)| c)
+                        .skip(1)
+                        .take_while(|c| *c != '}')
+                        .collect();
+                    out.push(char::from_u32(u32::from_str_radix(&hex, 16).ok()?)?);
+                }
+                c => out.push(c),
+            },
+            (_, c) => out.push(c),
+        }
+    }
+}
+
+/// The expressions of Kong's tests: the third argument of every `add_matcher(` and every
+/// `local expr =` in `t/*.t`, and the string literals of the test modules of its Rust sources
+/// that contain an operator.
+fn kong_test_expressions() -> BTreeSet<String> {
+    let src = kong_source();
+    let mut out = BTreeSet::new();
+    for entry in fs::read_dir(src.join("t")).expect("Kong's t/") {
+        let text = fs::read_to_string(entry.expect("entry").path()).expect("a test file");
+        for (i, _) in text.match_indices("add_matcher(") {
+            // Skip the priority and the id: the expression follows the second comma.
+            let rest = &text[i..];
+            let Some(args) = rest.splitn(3, ',').nth(2) else {
+                continue;
+            };
+            out.extend(lua_string(args.trim_start()));
+        }
+        for (i, _) in text.match_indices("local expr =") {
+            out.extend(lua_string(text[i + "local expr =".len()..].trim_start()));
+        }
+    }
+    const OPERATORS: [&str; 9] = [
+        "==", "!=", " ~ ", "^=", "=^", " > ", " < ", " in ", "contains",
+    ];
+    for file in ["ast.rs", "parser.rs", "semantics.rs", "interpreter.rs"] {
+        let text = fs::read_to_string(src.join("src").join(file)).expect("a source file");
+        let Some(tests) = text.find("#[cfg(test)]").map(|i| &text[i..]) else {
+            continue;
+        };
+        // Literal after literal, so that escaped quotes never start one.
+        let mut at = 0;
+        while let Some(i) = tests[at..].find('"').map(|i| at + i) {
+            let start = if tests[..i].ends_with("r#") { i - 2 } else { i };
+            let Some((s, len)) = rust_string(&tests[start..]) else {
+                break;
+            };
+            if OPERATORS.iter().any(|op| s.contains(op)) && !s.contains("-->") {
+                out.insert(s);
+            }
+            at = start + len;
+        }
+    }
+    out.retain(|e| !e.contains('\n') && !e.is_empty());
+    out
+}
+
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus-seed");
 
@@ -200,11 +326,39 @@ fn main() {
         write(&dir, &data);
         n[3] += 1;
     }
+    // kong_diff: each expression of Kong's tests alone, and all of them together, as text
+    // routes, each with a structured case (its own PRNG, so the other targets' seeds stay).
+    let dir = fresh(&root, "kong_diff");
+    let expressions = kong_test_expressions();
+    let mut rng = Rng(0x6b6f_6e67);
+    let mut groups: Vec<Vec<&str>> = expressions.iter().map(|e| vec![e.as_str()]).collect();
+    let all: Vec<&str> = expressions.iter().map(String::as_str).collect();
+    groups.extend(all.chunks(16).map(<[&str]>::to_vec));
+    let mut kong_n = 0;
+    for group in &groups {
+        let mut data = group.join("\n").into_bytes();
+        data.extend_from_slice(b"\n\0");
+        let len = 128 + (rng.next() % 512) as usize;
+        data.extend(rng.bytes(len));
+        let split = data
+            .windows(2)
+            .position(|w| w == b"\n\0")
+            .expect("separator")
+            + 2;
+        let mut case = Case::arbitrary(&mut Unstructured::new(&data[split..])).expect("a case");
+        case.texts = group.iter().map(|e| (*e).to_owned()).collect();
+        vs_kong::check(&case.render());
+        write(&dir, &data);
+        kong_n += 1;
+    }
+
     println!(
-        "seeds written to {}: parse/validate {} each, matcher {} (of {tries} tried), c_abi {}",
+        "seeds written to {}: parse/validate {} each, matcher {} (of {tries} tried), c_abi {}, \
+         kong_diff {kong_n} (from {} expressions of Kong's tests)",
         root.display(),
         n[0],
         n[2],
-        n[3]
+        n[3],
+        expressions.len()
     );
 }

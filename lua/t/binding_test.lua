@@ -213,7 +213,12 @@ function T.context_values_and_types()
     eq(c:add_value("net.src.ip", "10.1.2.3"), true)
     eq(c:add_value("net.src.cidr", "192.168.0.0/16"), true)
     eq(c:add_value("http.path", "/p/q"), true)
-    eq(c:add_value("http.host", nil), true) -- nil is a no-op
+    -- nil is a no-op that returns true, for every type, as in Kong's module (callers pass
+    -- ngx.var values that may be nil).
+    eq(c:add_value("http.host", nil), true)
+    eq(c:add_value("net.dst.port", nil), true)
+    eq(c:add_value("net.src.ip", nil), true)
+    eq(c:add_value("http.headers.x_absent", nil), true)
     eq(r:execute(c), true)
     local uuid, value = c:get_result("net.dst.port")
     eq(uuid, U1)
@@ -236,9 +241,13 @@ function T.context_bad_values()
     local s = http_schema()
     local c = context.new(s)
     fails("unknown field", c:add_value("http.nope", "x"))
+    -- A name without a dot too (Kong's module returns nil without a message).
+    fails("unknown field", c:add_value("nodot", "x"))
     fails("field name must be a string", c:add_value(42, "x"))
     fails("takes String values", c:add_value("http.path", 42))
     fails("takes String values", c:add_value("http.path", true))
+    -- `false` is an error, not a no-op as in Kong's module (docs/kong-differences.md).
+    fails("takes String values", c:add_value("http.path", false))
     fails("takes Int values", c:add_value("net.dst.port", "80"))
     fails("takes Int values", c:add_value("net.dst.port", 80.5))
     fails("takes Int values", c:add_value("net.dst.port", 2 ^ 63))

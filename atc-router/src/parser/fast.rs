@@ -18,7 +18,7 @@
 
 use std::ops::Range;
 
-use super::{escape, int_value, ip_text, PredicateSpans};
+use super::{escape, int_value, ip_text, prefix_digits, PredicateSpans};
 use crate::ast::{Expr, Lhs, Op, Predicate, Transform};
 use crate::value::{IpCidr, Value};
 
@@ -343,6 +343,9 @@ impl Reader<'_> {
 
 fn cidr_text(addr: &str, len: &str) -> Option<IpCidr> {
     let addr = ip_text(addr)?;
+    if len.len() > prefix_digits(&addr) {
+        return None;
+    }
     let len = len.parse::<u8>().ok()?;
     if len > if addr.is_ipv4() { 32 } else { 128 } {
         return None;

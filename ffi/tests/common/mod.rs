@@ -2,6 +2,8 @@
 //! directory that presents it under the name the Lua binding looks for.
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod nginx;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;

@@ -1,0 +1,1163 @@
+//! One generator of test cases for every suite that needs random route tables: a structured
+//! description ([`Case`]) of a schema, a route table and requests, and its rendering
+//! ([`Case::render`]) to expression text and request values.
+//!
+//! A description is made of small numbers (which field, which operator, which literal, which
+//! spelling, which whitespace) that the rendering reads modulo the sizes of fixed pools, so every
+//! description renders, whatever produced it: a proptest [`Strategy`] ([`case_strategy`]) or a
+//! fuzz target decoding bytes ([`Case`]'s [`Arbitrary`] impl). Both produce the same types and
+//! share the rendering, so a fuzz finding and a proptest failure describe their input alike.
+//!
+//! What the rendering covers (spec §2–§5): every operator of every type, `lower` and `any` nested
+//! in either order, `!`, groups, `&&` and `||` chained without parentheses wherever precedence
+//! (`||` over `&&`) allows, quoted and raw strings with escapes, Unicode and raw line breaks,
+//! decimal, hex, octal and leading-zero decimal integers, IPv4 and IPv6 addresses and CIDRs in
+//! several spellings, any whitespace between tokens, and a wildcard field. About one predicate in
+//! ten is wrong on purpose (unknown field, type mismatch, operator or transformation the type
+//! does not have, a malformed literal or regex, a syntax error), so that acceptance is tested too.
+//! Requests are mostly built to satisfy one route (one side of each `||`), plus extra values
+//! that make fields multi-valued, plus values of the wrong type or for unknown fields.
+//!
+//! Invariants a change must keep:
+//! - Rendering is a pure function of the description: the same description gives the same text
+//!   and values, so a failure reproduces from its printed description (or fuzz artifact).
+//! - [`RenderedRoute::kong_text`] is `Some` only for text Kong's library 1.7.1 parses without
+//!   aborting, and then it means what [`RenderedRoute::text`] means (they differ only in the
+//!   whitespace between `not` and `in`, which Kong's parser cannot take but the spec allows;
+//!   routes given as text ([`Case::texts`]) go to Kong only when [`kong_can_take`] them).
+//!   Requests' `values` are all of the field's type; values Kong's library would abort on (a
+//!   wrong type, an unknown field) are only ever in `bad_values`.
+//! - Nesting is bounded by [`MAX_DEPTH`], far below every parser's limit.
+
+use std::fmt::Write as _;
+use std::net::IpAddr;
+
+use arbitrary::{Arbitrary, Unstructured};
+use atc_router::{IpCidr, Type, Uuid, Value};
+use proptest::prelude::*;
+
+/// Deepest nesting of groups and `!` the generator writes.
+pub const MAX_DEPTH: u32 = 4;
+/// Names of the exact fields; their types are part of the description.
+pub const EXACT_FIELDS: [&str; 4] = ["f0", "f1", "f2", "f3"];
+/// The schema's String wildcard.
+pub const WILDCARD: &str = "h.*";
+/// Names that resolve through [`WILDCARD`] (`h.` has an empty last segment).
+pub const WILDCARD_NAMES: [&str; 4] = ["h.x", "h.y", "h.Q_1", "h."];
+/// Field names no schema has.
+pub const UNKNOWN_FIELDS: [&str; 3] = ["nope", "f9", "h.x.y"];
+/// The fields Kong's own tests use (`t/*.t` and its Rust tests), in every schema, so that
+/// their expressions are valid routes of a case (see [`Case::texts`]).
+pub const KONG_TEST_FIELDS: [(&str, Type); 11] = [
+    ("string", Type::String),
+    ("int", Type::Int),
+    ("ipaddr", Type::IpAddr),
+    ("http.path", Type::String),
+    ("http.body", Type::String),
+    ("http.headers.*", Type::String),
+    ("tcp.port", Type::Int),
+    ("net.port", Type::Int),
+    ("l3.ip", Type::IpAddr),
+    ("net.ip", Type::IpAddr),
+    ("net.cidr", Type::IpCidr),
+];
+/// Names a predicate picks among Kong's test fields (`http.headers.foo` through the wildcard).
+const KONG_FIELD_NAMES: [(&str, Type); 8] = [
+    ("http.path", Type::String),
+    ("http.body", Type::String),
+    ("http.headers.foo", Type::String),
+    ("tcp.port", Type::Int),
+    ("net.port", Type::Int),
+    ("l3.ip", Type::IpAddr),
+    ("net.ip", Type::IpAddr),
+    ("net.cidr", Type::IpCidr),
+];
+
+pub const STRINGS: &[&str] = &[
+    "",
+    "a",
+    "ab",
+    "abc",
+    "b",
+    "A",
+    "Ab",
+    "/",
+    "/a",
+    "/a/",
+    "/a/b",
+    "/a/12",
+    "/b/7/x",
+    "x.example.com",
+    ".example.com",
+    "GET",
+    "get",
+    "é",
+    "É",
+    "Σa",
+    "ΑΣ",
+    "ας",
+    "İ",
+    "K",
+    "ß",
+    "ẞ",
+    "\0",
+    "\n",
+    "\t",
+    "\r\n",
+    "\"",
+    "\\",
+    "a\"b",
+    "\"#",
+    "r#",
+    "🦀",
+    "a b",
+    "/foo",
+    "/foo/bar",
+    "/foo/keyword/bar",
+    "/123/test",
+    "/abc/d",
+    "bar",
+    "hello\0world",
+    "你好",
+];
+
+/// Regexes valid in Rust's `regex` syntax, each with a text it finds a match in.
+pub const REGEXES: &[(&str, &str)] = &[
+    ("^a", "a1"),
+    ("b$", "zb"),
+    ("a|b", "xbx"),
+    ("^(?<x>a)(b)?", "ab"),
+    (r"^/a/(\d+)", "/a/12/x"),
+    (r"^/(?<seg>[a-z])/(?<n>\d+)?", "/b/7"),
+    ("(?i)^a", "Ax"),
+    ("^$", ""),
+    ("", "q"),
+    ("^(a|ab)c?", "abc"),
+    (r"^\w+", "é1"),
+    (r"\.example\.com$", "x.example.com"),
+    ("^/a$", "/a"),
+    ("(?m)^b", "a\nb"),
+    (r"\Ax", "xy"),
+    (r"^/u/(?<id>\d+)$", "/u/42"),
+    ("(a*)*b", "aaab"),
+    (r"(?<a>x)|(?<b>y)", "y"),
+    ("^(a)?(b)?$", "b"),
+    ("^(?:/v(?<ver>[0-9]+))?/api", "/v2/api"),
+    ("(?i)σ", "ΑΣ"),
+    (r"\bab\b", "x ab y"),
+    ("(?s).", "\n"),
+    ("^.{0,3}$", "abc"),
+    (r"\p{Greek}+", "ΑΣ"),
+    ("[^/]+$", "/a/b"),
+    ("é", "café"),
+    (r"\d{2,}", "a123"),
+];
+/// Pieces of which arbitrary regexes are composed (often invalid, sometimes valid).
+const REGEX_PIECES: &[&str] = &[
+    "a",
+    "b",
+    "^",
+    "$",
+    "(",
+    ")",
+    "|",
+    "*",
+    "+",
+    "?",
+    r"\d",
+    ".",
+    "[a-z]",
+    "(?<n>",
+    "(?<m>",
+    "{2}",
+    "{0,}",
+    "é",
+    "(?i)",
+    r"\b",
+    "[",
+    "]",
+    "/",
+    r"\",
+    "(?:",
+    "{99}",
+    "(?-u:\\xff)",
+    r"\p{L}",
+    "(?P<p>",
+    r"\1",
+    "(?=",
+];
+pub const INTS: &[i64] = &[
+    -1,
+    0,
+    1,
+    2,
+    7,
+    8,
+    9,
+    80,
+    100,
+    443,
+    8000,
+    98,
+    i64::MAX,
+    -i64::MAX,
+];
+pub const IPS: &[&str] = &[
+    "10.0.0.1",
+    "10.1.0.1",
+    "192.168.0.1",
+    "0.0.0.0",
+    "255.255.255.255",
+    "::1",
+    "::",
+    "2001:db8::1",
+    "::ffff:a00:1",
+    "fe80::1:2",
+    "192.168.12.1",
+    "192.168.1.1",
+    "fd00::1",
+];
+pub const CIDRS: &[&str] = &[
+    "10.0.0.0/8",
+    "10.0.0.0/31",
+    "10.0.0.1/32",
+    "::/0",
+    "2001:db8::/32",
+    "0.0.0.0/0",
+    "::1/128",
+    "192.168.0.0/16",
+    "fe80::/10",
+    "10.1.0.0/16",
+];
+/// Literals of every kind that are malformed (or, for the spelling, that one reading of the
+/// language rejects): a route using one must be refused by both libraries, or differ
+/// documentedly.
+const BAD_LITERALS: &[&str] = &[
+    "019",
+    "0X1F",
+    "-9223372036854775808",
+    "9223372036854775808",
+    "-0x8000000000000000",
+    "1.5",
+    "- 1",
+    "+1",
+    "010.0.0.1",
+    "256.0.0.1",
+    "10.0.0.1/8",
+    "10.0.0.0/33",
+    "::/129",
+    "::ffff:1.2.3.4",
+    "fe80::1%eth0",
+    "1:2",
+    "\"\\d\"",
+    "'x'",
+    "r##\"x\"##",
+    "\"abc",
+    "r#\"abc\"",
+    "10.0.0.0/008",
+    "::/0128",
+    "10.0.0.0/",
+    "0x",
+    "--1",
+];
+
+/// A whole test case: field types, routes (in the order they are added) and requests.
+#[derive(Debug, Clone)]
+pub struct Case {
+    pub types: [Type; 4],
+    pub routes: Vec<RouteDesc>,
+    pub requests: Vec<RequestDesc>,
+    /// More routes, as text written as is (after `routes`, at priority 1): expressions from
+    /// Kong's tests, or what a fuzzer makes of them. Empty from both producers here.
+    pub texts: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct RouteDesc {
+    /// Few distinct priorities, so that ties (broken by id) are common.
+    pub priority: u8,
+    pub expr: ExprDesc,
+}
+
+#[derive(Debug, Clone)]
+pub enum ExprDesc {
+    Pred(PredDesc),
+    And(Vec<ExprDesc>),
+    Or(Vec<ExprDesc>),
+    Not(Box<ExprDesc>),
+    /// Parentheses that precedence does not need.
+    Group(Box<ExprDesc>),
+}
+
+/// One predicate, as choices read modulo the pools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PredDesc {
+    /// 0–3 the exact fields, 4–7 names under the wildcard.
+    pub field: u8,
+    /// Low two bits: how many transformations (0–3); the next three: which (1 = `lower`).
+    pub transforms: u8,
+    pub op: u8,
+    pub lit: u16,
+    /// How the literal is spelled, and the whitespace around the operator.
+    pub spelling: u16,
+    /// Below [`FLAW_KINDS`]: the predicate is wrong in that way (see [`Flaw`]).
+    pub flaw: u8,
+}
+
+/// A request: the route it is built to satisfy (route index and `||` branch choices), extra
+/// values of the right type, and values of the wrong type or for unknown fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestDesc {
+    pub target: Option<(u16, u16)>,
+    pub extra: Vec<(u8, u16)>,
+    pub bad: Vec<(u8, u16)>,
+}
+
+/// A rendered case.
+#[derive(Debug, Clone)]
+pub struct Rendered {
+    pub schema: Vec<(String, Type)>,
+    pub routes: Vec<RenderedRoute>,
+    pub requests: Vec<RenderedRequest>,
+}
+
+#[derive(Debug, Clone)]
+pub struct RenderedRoute {
+    /// Unique within a case.
+    pub id: Uuid,
+    pub priority: u64,
+    pub text: String,
+    /// The same route as Kong's parser must be given it, or `None` where Kong's library would
+    /// abort on it (see the module's invariants).
+    pub kong_text: Option<String>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct RenderedRequest {
+    /// Values in the order they are added; each of its field's type.
+    pub values: Vec<(String, Value)>,
+    /// Values a context must refuse (wrong type, unknown field), added between the others.
+    pub bad_values: Vec<(String, Value)>,
+}
+
+/// The ways a predicate is made wrong on purpose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flaw {
+    UnknownField,
+    TypeMismatch,
+    OperatorForOtherType,
+    LowerOnNonString,
+    /// `lower(f) == "Upper"`: never matches (our validation refuses it; see the Kong differences).
+    LowerWithUppercase,
+    UnknownTransformation,
+    RandomRegex,
+    BadLiteral,
+    Syntax,
+    /// `not` and `in` written together or with other whitespace than one space.
+    OddNotIn,
+}
+
+const FLAWS: [Flaw; 10] = [
+    Flaw::UnknownField,
+    Flaw::TypeMismatch,
+    Flaw::OperatorForOtherType,
+    Flaw::LowerOnNonString,
+    Flaw::LowerWithUppercase,
+    Flaw::UnknownTransformation,
+    Flaw::RandomRegex,
+    Flaw::BadLiteral,
+    Flaw::Syntax,
+    Flaw::OddNotIn,
+];
+/// `PredDesc::flaw` values below this select a flaw (one predicate in about ten).
+pub const FLAW_KINDS: u8 = FLAWS.len() as u8;
+/// `PredDesc::flaw` is drawn from `0..FLAW_SPACE`.
+pub const FLAW_SPACE: u8 = 10 * FLAW_KINDS;
+
+/// The id of the route at `index`: spread over the u128 range so that id order (which breaks
+/// ties of priority) is unrelated to insertion order.
+pub fn route_id(index: usize) -> Uuid {
+    Uuid::from_u128(((index as u128) + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835))
+}
+
+fn pick<T: Copy>(pool: &[T], n: usize) -> T {
+    pool[n % pool.len()]
+}
+
+/// Whitespace between two tokens (mostly one space; also none, several, tabs, line breaks).
+fn ws(choice: u16) -> &'static str {
+    pick(
+        &[" ", " ", " ", " ", "", "  ", "\t", "\n", "\r\n", " \n\t "],
+        choice as usize,
+    )
+}
+
+/// Whitespace where a token boundary needs some (between a name and a word operator).
+fn ws1(choice: u16) -> &'static str {
+    match ws(choice) {
+        "" => " ",
+        w => w,
+    }
+}
+
+/// What a predicate's rendering tells the request builder: a field and a value that satisfies
+/// the predicate, if the generator knows one.
+#[derive(Debug, Clone)]
+enum Sat {
+    Pred(Option<(String, Value)>),
+    And(Vec<Sat>),
+    Or(Vec<Sat>),
+    Not(Box<Sat>),
+}
+
+struct Renderer<'a> {
+    types: &'a [Type; 4],
+    /// Whether Kong's parser can take everything rendered so far.
+    kong_ok: bool,
+}
+
+impl Renderer<'_> {
+    fn field(&self, choice: u8) -> (&'static str, Type) {
+        let i = choice as usize % 12;
+        match i {
+            0..=3 => (EXACT_FIELDS[i], self.types[i]),
+            4..=7 => (WILDCARD_NAMES[i - 4], Type::String),
+            _ => KONG_FIELD_NAMES[(i - 8) * 2 + (choice as usize / 12) % 2],
+        }
+    }
+
+    /// Renders `e` into `ours` and `kong` (the same but for `not in` spacing).
+    fn expr(&mut self, e: &ExprDesc, ours: &mut String, kong: &mut String) -> Sat {
+        match e {
+            ExprDesc::Pred(p) => self.predicate(p, ours, kong),
+            ExprDesc::And(c) | ExprDesc::Or(c) => {
+                let and = matches!(e, ExprDesc::And(_));
+                let mut sats = Vec::new();
+                for (i, child) in c.iter().enumerate() {
+                    if i > 0 {
+                        let w = ws(i as u16 * 3 + c.len() as u16);
+                        let op = if and { "&&" } else { "||" };
+                        for out in [&mut *ours, &mut *kong] {
+                            out.push_str(w);
+                            out.push_str(op);
+                            out.push_str(w);
+                        }
+                    }
+                    // `||` binds tighter than `&&`: an `&&` chain inside `||` needs
+                    // parentheses, an `||` chain inside `&&` does not (and is written without,
+                    // to test precedence). Chains of the same operator nest only in groups.
+                    let parens = match child {
+                        ExprDesc::And(_) => true,
+                        ExprDesc::Or(_) => !and,
+                        _ => false,
+                    };
+                    if parens {
+                        ours.push('(');
+                        kong.push('(');
+                    }
+                    sats.push(self.expr(child, ours, kong));
+                    if parens {
+                        ours.push(')');
+                        kong.push(')');
+                    }
+                }
+                if and {
+                    Sat::And(sats)
+                } else {
+                    Sat::Or(sats)
+                }
+            }
+            ExprDesc::Not(inner) | ExprDesc::Group(inner) => {
+                let not = matches!(e, ExprDesc::Not(_));
+                let open = if not { "!(" } else { "(" };
+                ours.push_str(open);
+                kong.push_str(open);
+                let s = self.expr(inner, ours, kong);
+                ours.push(')');
+                kong.push(')');
+                if not {
+                    Sat::Not(Box::new(s))
+                } else {
+                    s
+                }
+            }
+        }
+    }
+
+    fn predicate(&mut self, p: &PredDesc, ours: &mut String, kong: &mut String) -> Sat {
+        let flaw = (p.flaw < FLAW_KINDS).then(|| FLAWS[p.flaw as usize]);
+        let (mut field, mut ty) = self.field(p.field);
+        match flaw {
+            Some(Flaw::UnknownField) => field = pick(&UNKNOWN_FIELDS, p.lit as usize),
+            // These flaws need a field of a given type: Kong's test fields have every type.
+            Some(Flaw::OddNotIn) => (field, ty) = ("l3.ip", Type::IpAddr),
+            Some(Flaw::LowerOnNonString) if ty == Type::String => {
+                (field, ty) = ("tcp.port", Type::Int)
+            }
+            _ => {}
+        }
+        // Transformations, innermost last in the bits: `lower` only on String fields unless
+        // that is the flaw.
+        let n = (p.transforms & 3) as usize;
+        let mut transforms: Vec<&str> = (0..n)
+            .map(|i| {
+                if p.transforms >> (2 + i) & 1 == 1 && ty == Type::String {
+                    "lower"
+                } else {
+                    "any"
+                }
+            })
+            .collect();
+        match flaw {
+            Some(Flaw::LowerOnNonString) if ty != Type::String => transforms.push("lower"),
+            Some(Flaw::LowerWithUppercase) if ty == Type::String => transforms.push("lower"),
+            Some(Flaw::UnknownTransformation) => {
+                transforms.insert(0, pick(&["upper", "Lower", "trim"], p.lit as usize))
+            }
+            _ => {}
+        }
+        let lower = transforms.contains(&"lower");
+        let any = transforms.contains(&"any");
+        let mut lhs = String::new();
+        for (i, t) in transforms.iter().enumerate() {
+            lhs.push_str(t);
+            // `lower (f)`: whitespace between a name and its parenthesis is allowed too.
+            lhs.push_str(if (p.spelling >> 12) as usize % 7 == i {
+                " ("
+            } else {
+                "("
+            });
+        }
+        lhs.push_str(field);
+        lhs.push_str(&")".repeat(transforms.len()));
+
+        let ops: &[&str] = match ty {
+            Type::String => &["==", "==", "~", "~", "^=", "^=", "=^", "!=", "contains"],
+            Type::Int => &["==", "!=", ">", ">=", "<", "<="],
+            Type::IpAddr => &["==", "!=", "in", "not in", "in", "not in"],
+            Type::IpCidr => &["==", "!="],
+        };
+        const ALL_OPS: [&str; 12] = [
+            "==", "!=", "~", "^=", "=^", ">", ">=", "<", "<=", "in", "not in", "contains",
+        ];
+        let mut op = pick(ops, p.op as usize);
+        if flaw == Some(Flaw::OperatorForOtherType) {
+            op = pick(&ALL_OPS, p.op as usize);
+        }
+        if flaw == Some(Flaw::OddNotIn) && ty == Type::IpAddr {
+            op = "not in";
+        }
+        // The literal's type follows the operator, or is another on purpose.
+        let mut lit_ty = match (ty, op) {
+            (_, "in" | "not in") => Type::IpCidr,
+            (_, "~" | "^=" | "=^" | "contains") => Type::String,
+            (_, ">" | ">=" | "<" | "<=") => Type::Int,
+            (t, _) => t,
+        };
+        if flaw == Some(Flaw::TypeMismatch) {
+            let others: Vec<Type> = [Type::String, Type::Int, Type::IpAddr, Type::IpCidr]
+                .into_iter()
+                .filter(|t| *t != lit_ty)
+                .collect();
+            lit_ty = pick(&others, p.lit as usize);
+        }
+        let (lit_text, lit_value, regex_sample) =
+            self.literal(lit_ty, op == "~", lower, flaw, p.lit, p.spelling);
+
+        // Whitespace: around the operator (a word operator needs some after a name), and
+        // between `not` and `in`.
+        let (w1, w2) = (p.spelling >> 4 & 15, p.spelling >> 8 & 15);
+        let word_op = op.chars().next().is_some_and(|c| c.is_ascii_alphabetic());
+        let before = if word_op { ws1(w1) } else { ws(w1) };
+        let after = ws(w2);
+        let (ours_op, kong_op) = if op == "not in" && flaw == Some(Flaw::OddNotIn) {
+            let odd = pick(
+                &["not  in", "not\tin", "not\n in", "not\r\nin", "notin"],
+                p.lit as usize,
+            );
+            // Kong's parser aborts on every spelling but one space; where ours also means
+            // `not in`, Kong is given that spelling.
+            (odd, (odd != "notin").then_some("not in"))
+        } else {
+            (op, Some(op))
+        };
+        if kong_op.is_none() {
+            self.kong_ok = false;
+        }
+        let syntax = flaw == Some(Flaw::Syntax);
+        let broken = |s: &mut String, op: &str| {
+            let _ = match p.lit % 6 {
+                0 => write!(s, "!{lhs}{before}{op}{after}{lit_text}"),
+                1 => write!(s, "!!({lhs}{before}{op}{after}{lit_text})"),
+                2 => write!(s, "{lhs}{before}{op}{after}"),
+                3 => write!(s, "{lhs} = = {lit_text}"),
+                4 => write!(s, "({lhs}{before}{op}{after}{lit_text}"),
+                _ => write!(s, "{lhs}{before}{op}{after}{lit_text} &&"),
+            };
+        };
+        if syntax {
+            broken(ours, ours_op);
+            broken(kong, kong_op.unwrap_or("not in"));
+        } else {
+            let _ = write!(ours, "{lhs}{before}{ours_op}{after}{lit_text}");
+            let _ = write!(
+                kong,
+                "{lhs}{before}{}{after}{lit_text}",
+                kong_op.unwrap_or("not in")
+            );
+        }
+        if flaw.is_some_and(|f| f != Flaw::OddNotIn) {
+            return Sat::Pred(None);
+        }
+        Sat::Pred(
+            satisfying(op, lower, any, &lit_value, regex_sample).map(|v| (field.to_owned(), v)),
+        )
+    }
+
+    /// A literal of `ty`: its text and value (and, for a regex from the pool, a text it
+    /// matches).
+    fn literal(
+        &self,
+        ty: Type,
+        regex: bool,
+        lower: bool,
+        flaw: Option<Flaw>,
+        choice: u16,
+        spelling: u16,
+    ) -> (String, Option<Value>, Option<&'static str>) {
+        let c = choice as usize;
+        if flaw == Some(Flaw::BadLiteral) {
+            return (pick(BAD_LITERALS, c).to_owned(), None, None);
+        }
+        match ty {
+            Type::String => {
+                let (text, sample) = if regex && flaw == Some(Flaw::RandomRegex) {
+                    let mut r = String::new();
+                    for k in 0..1 + c % 4 {
+                        r.push_str(pick(REGEX_PIECES, c / 4 + k * 7 + spelling as usize));
+                    }
+                    (r, None)
+                } else if regex {
+                    let (r, sample) = pick(REGEXES, c);
+                    (r.to_owned(), Some(sample))
+                } else {
+                    let s = pick(STRINGS, c);
+                    // A lowered field compares with lowercase literals, unless the flaw is
+                    // an uppercase one.
+                    let s = if flaw == Some(Flaw::LowerWithUppercase) {
+                        let up = s.to_uppercase();
+                        if up == s.to_lowercase() {
+                            "Q".to_owned()
+                        } else {
+                            up
+                        }
+                    } else if lower {
+                        s.to_lowercase()
+                    } else {
+                        s.to_owned()
+                    };
+                    (s, None)
+                };
+                let value = Some(Value::String(text.clone()));
+                (string_literal(&text, spelling), value, sample)
+            }
+            Type::Int => {
+                let i = pick(INTS, c);
+                (int_literal(i, spelling), Some(Value::Int(i)), None)
+            }
+            Type::IpAddr => {
+                let ip: IpAddr = pick(IPS, c).parse().expect("pool address");
+                (ip_literal(ip, spelling), Some(Value::IpAddr(ip)), None)
+            }
+            Type::IpCidr => {
+                let cidr: IpCidr = pick(CIDRS, c).parse().expect("pool CIDR");
+                (
+                    cidr_literal(cidr, spelling),
+                    Some(Value::IpCidr(cidr)),
+                    None,
+                )
+            }
+        }
+    }
+}
+
+/// A quoted string with escapes (`\n` or a raw line break, either way), or a raw string.
+fn string_literal(s: &str, spelling: u16) -> String {
+    if spelling.is_multiple_of(4) && !s.contains("\"#") {
+        return format!("r#\"{s}\"#");
+    }
+    let raw_controls = spelling.is_multiple_of(3);
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' if !raw_controls => out.push_str("\\n"),
+            '\r' if !raw_controls => out.push_str("\\r"),
+            '\t' if !raw_controls => out.push_str("\\t"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Decimal, hex (either case of digits), octal, or decimal with a leading zero where the
+/// language reads that as decimal (`08`, `09…`).
+fn int_literal(i: i64, spelling: u16) -> String {
+    let sign = if i < 0 { "-" } else { "" };
+    let m = i.unsigned_abs();
+    match spelling % 5 {
+        1 => format!("{sign}0x{m:x}"),
+        2 => format!("{sign}0x{m:X}"),
+        3 if m > 0 => format!("{sign}0{m:o}"),
+        4 if m.to_string().starts_with(['8', '9']) => format!("{sign}0{m}"),
+        _ => format!("{sign}{m}"),
+    }
+}
+
+/// IPv4 as a dotted quad; IPv6 compressed, in full with leading zeros, or in uppercase.
+fn ip_literal(ip: IpAddr, spelling: u16) -> String {
+    match (ip, spelling % 3) {
+        (IpAddr::V6(a), 1) => a
+            .segments()
+            .iter()
+            .map(|s| format!("{s:04x}"))
+            .collect::<Vec<_>>()
+            .join(":"),
+        (IpAddr::V6(a), 2) => a.to_string().to_uppercase(),
+        (a, _) => a.to_string(),
+    }
+}
+
+/// A CIDR; its prefix length sometimes with one leading zero (`/08`).
+fn cidr_literal(c: IpCidr, spelling: u16) -> String {
+    let addr = ip_literal(c.first_address(), spelling);
+    let len = c.network_length();
+    if spelling % 4 == 1 && len < 10 {
+        format!("{addr}/0{len}")
+    } else {
+        format!("{addr}/{len}")
+    }
+}
+
+/// A value that makes the predicate true (for a field holding only that value).
+fn satisfying(
+    op: &str,
+    lower: bool,
+    _any: bool,
+    lit: &Option<Value>,
+    regex_sample: Option<&str>,
+) -> Option<Value> {
+    let lit = lit.as_ref()?;
+    Some(match (op, lit) {
+        ("~", _) => Value::String(regex_sample?.to_owned()),
+        ("==", Value::String(s)) if lower => {
+            // A value whose lowercase is the literal (uppercasing does not always give one:
+            // "ß" uppercases to "SS").
+            let up = s.to_uppercase();
+            Value::String(if up.to_lowercase() == *s {
+                up
+            } else {
+                s.clone()
+            })
+        }
+        ("^=", Value::String(s)) => Value::String(format!("{s}/12")),
+        ("=^", Value::String(s)) => Value::String(format!("w.{s}")),
+        ("contains", Value::String(s)) => Value::String(format!("x{s}y")),
+        ("!=", Value::String(s)) => Value::String(format!("{s}z")),
+        ("!=", Value::Int(i)) => Value::Int(i.wrapping_add(1)),
+        (">", Value::Int(i)) => Value::Int(i.checked_add(1)?),
+        ("<", Value::Int(i)) => Value::Int(i.checked_sub(1)?),
+        ("in", Value::IpCidr(c)) => Value::IpAddr(c.first_address()),
+        ("not in", Value::IpCidr(c)) => {
+            let outside = IPS
+                .iter()
+                .map(|a| a.parse::<IpAddr>().expect("pool address"))
+                .find(|a| !contains(c, a))?;
+            Value::IpAddr(outside)
+        }
+        ("!=", Value::IpAddr(IpAddr::V4(_))) => Value::IpAddr("::1".parse().ok()?),
+        ("!=", Value::IpAddr(IpAddr::V6(_))) => Value::IpAddr("10.0.0.1".parse().ok()?),
+        ("!=", Value::IpCidr(c)) if c.network_length() > 0 => {
+            Value::IpCidr(IpCidr::new(c.first_address(), c.network_length() - 1).ok()?)
+        }
+        ("!=", Value::IpCidr(_)) => Value::IpCidr("10.0.0.0/8".parse().ok()?),
+        (_, v) => v.clone(),
+    })
+}
+
+fn contains(c: &IpCidr, a: &IpAddr) -> bool {
+    match (c, a) {
+        (IpCidr::V4(c), IpAddr::V4(a)) => c.contains(a),
+        (IpCidr::V6(c), IpAddr::V6(a)) => c.contains(a),
+        _ => false,
+    }
+}
+
+/// Values that make the positive predicates of a route true: every part of an `&&`, one side
+/// of each `||` (chosen by `branch`), nothing under `!`. Bit 15 of `branch` adds decoys: the
+/// first predicate of every other `||` side and of every `!` group is made true too, so that
+/// branches which fail part-way are common.
+fn satisfy(s: &Sat, branch: u16, out: &mut Vec<(String, Value)>) {
+    let decoys = branch & 0x8000 != 0;
+    match s {
+        Sat::And(c) => c.iter().for_each(|c| satisfy(c, branch, out)),
+        Sat::Or(c) => {
+            let chosen = (branch & 0x7fff) as usize % c.len();
+            let rest = ((branch & 0x7fff) / c.len() as u16) | (branch & 0x8000);
+            for (i, side) in c.iter().enumerate() {
+                if i == chosen {
+                    satisfy(side, rest, out);
+                } else if decoys {
+                    satisfy_first(side, out);
+                }
+            }
+        }
+        Sat::Not(inner) if decoys => satisfy_first(inner, out),
+        Sat::Not(_) | Sat::Pred(None) => {}
+        Sat::Pred(Some(v)) => out.push(v.clone()),
+    }
+}
+
+/// Makes the first predicate of `s` true, if the generator knows how.
+fn satisfy_first(s: &Sat, out: &mut Vec<(String, Value)>) {
+    match s {
+        Sat::And(c) | Sat::Or(c) => satisfy_first(&c[0], out),
+        Sat::Pred(Some(v)) => out.push(v.clone()),
+        Sat::Not(_) | Sat::Pred(None) => {}
+    }
+}
+
+impl Case {
+    /// The schema, the routes as text and the requests as values.
+    pub fn render(&self) -> Rendered {
+        let mut schema: Vec<(String, Type)> = EXACT_FIELDS
+            .iter()
+            .zip(self.types)
+            .map(|(n, t)| ((*n).to_owned(), t))
+            .collect();
+        schema.push((WILDCARD.to_owned(), Type::String));
+        schema.extend(KONG_TEST_FIELDS.iter().map(|(n, t)| ((*n).to_owned(), *t)));
+        let mut routes = Vec::new();
+        let mut sats = Vec::new();
+        for (i, r) in self.routes.iter().enumerate() {
+            let mut r_ = Renderer {
+                types: &self.types,
+                kong_ok: true,
+            };
+            let (mut text, mut kong) = (String::new(), String::new());
+            sats.push(r_.expr(&r.expr, &mut text, &mut kong));
+            routes.push(RenderedRoute {
+                id: route_id(i),
+                priority: u64::from(r.priority),
+                text,
+                kong_text: r_.kong_ok.then_some(kong),
+            });
+        }
+        for text in &self.texts {
+            routes.push(RenderedRoute {
+                id: route_id(routes.len()),
+                priority: 1,
+                text: text.clone(),
+                kong_text: kong_can_take(text).then(|| text.clone()),
+            });
+        }
+        let r_ = Renderer {
+            types: &self.types,
+            kong_ok: true,
+        };
+        let requests = self
+            .requests
+            .iter()
+            .map(|q| {
+                let mut values = Vec::new();
+                if let (Some((route, branch)), false) = (q.target, sats.is_empty()) {
+                    satisfy(&sats[route as usize % sats.len()], branch, &mut values);
+                }
+                for (k, (f, v)) in q.extra.iter().enumerate() {
+                    let (name, ty) = r_.field(*f);
+                    let value = pool_value(ty, *v);
+                    // Extra values go in front or behind, so multi-valued fields see both
+                    // orders.
+                    let at = if k % 2 == 0 { values.len() } else { 0 };
+                    values.insert(at, (name.to_owned(), value));
+                }
+                let bad_values = q
+                    .bad
+                    .iter()
+                    .map(|(f, v)| {
+                        if f % 3 == 0 {
+                            let name = pick(&UNKNOWN_FIELDS, *v as usize);
+                            (name.to_owned(), pool_value(Type::String, *v))
+                        } else {
+                            let (name, ty) = r_.field(*f);
+                            let other = [Type::String, Type::Int, Type::IpAddr, Type::IpCidr]
+                                .into_iter()
+                                .filter(|t| *t != ty)
+                                .nth(*v as usize % 3)
+                                .expect("three other types");
+                            (name.to_owned(), pool_value(other, *v))
+                        }
+                    })
+                    .collect();
+                RenderedRequest { values, bad_values }
+            })
+            .collect();
+        Rendered {
+            schema,
+            routes,
+            requests,
+        }
+    }
+}
+
+/// Whether Kong's library 1.7.1 can be given `text` without aborting the process: its parser
+/// panics on `not` and `in` with other whitespace than one space between them (found anywhere
+/// in the text, strings included, to be safe), and it recurses once per nesting level and
+/// per `&&` or `||`, so long or deep text could overflow its stack.
+pub fn kong_can_take(text: &str) -> bool {
+    let b = text.as_bytes();
+    let odd_not_in = b.windows(3).enumerate().any(|(i, w)| {
+        if w != b"not" {
+            return false;
+        }
+        let gap = b[i + 3..]
+            .iter()
+            .take_while(|c| matches!(c, b' ' | b'\t' | b'\r' | b'\n'))
+            .count();
+        b[i + 3 + gap..].starts_with(b"in") && &b[i + 3..i + 3 + gap] != b" "
+    });
+    let chains = text.matches("&&").count() + text.matches("||").count();
+    !odd_not_in
+        && text.len() <= 4096
+        && b.iter().filter(|c| **c == b'(').count() <= 64
+        && chains <= 256
+}
+
+/// A value of `ty` from the pools (strings also derived: uppercased, with a suffix).
+pub fn pool_value(ty: Type, choice: u16) -> Value {
+    let c = choice as usize;
+    match ty {
+        Type::String => {
+            let s = pick(STRINGS, c);
+            Value::String(match c / STRINGS.len() % 4 {
+                1 => s.to_uppercase(),
+                2 => format!("{s}/12"),
+                3 => pick(REGEXES, c).1.to_owned(),
+                _ => s.to_owned(),
+            })
+        }
+        Type::Int => Value::Int(pick(INTS, c)),
+        Type::IpAddr => Value::IpAddr(pick(IPS, c).parse().expect("pool address")),
+        Type::IpCidr => Value::IpCidr(pick(CIDRS, c).parse().expect("pool CIDR")),
+    }
+}
+
+// ---- Producers: proptest and arbitrary build the same descriptions. ----
+
+const TYPES: [Type; 5] = [
+    Type::String,
+    Type::String,
+    Type::Int,
+    Type::IpAddr,
+    Type::IpCidr,
+];
+
+fn pred_strategy() -> impl Strategy<Value = PredDesc> + Clone {
+    (
+        any::<u8>(),
+        any::<u8>(),
+        any::<u8>(),
+        any::<u16>(),
+        any::<u16>(),
+        0..FLAW_SPACE,
+    )
+        .prop_map(|(field, transforms, op, lit, spelling, flaw)| PredDesc {
+            field,
+            transforms,
+            op,
+            lit,
+            spelling,
+            flaw,
+        })
+}
+
+/// Expressions: mostly gateway-shaped conjunctions (sometimes with an `||` group), and
+/// arbitrary trees of `&&`, `||`, `!` and groups.
+pub fn expr_strategy() -> impl Strategy<Value = ExprDesc> {
+    let leaf = pred_strategy().prop_map(ExprDesc::Pred);
+    let tree = leaf.clone().prop_recursive(MAX_DEPTH, 16, 3, |inner| {
+        prop_oneof![
+            3 => prop::collection::vec(inner.clone(), 2..4).prop_map(ExprDesc::And),
+            3 => prop::collection::vec(inner.clone(), 2..4).prop_map(ExprDesc::Or),
+            1 => inner.clone().prop_map(|e| ExprDesc::Not(Box::new(e))),
+            1 => inner.prop_map(|e| ExprDesc::Group(Box::new(e))),
+        ]
+    });
+    let conjunction = (
+        prop::collection::vec(leaf.clone(), 1..4),
+        prop::option::weighted(0.3, prop::collection::vec(leaf, 2..4)),
+    )
+        .prop_map(|(mut parts, group)| {
+            let parts_ = parts.len();
+            if let Some(g) = group {
+                parts.push(ExprDesc::Or(g));
+            }
+            if parts_ == 1 && parts.len() == 1 {
+                parts.pop().expect("one part")
+            } else {
+                ExprDesc::And(parts)
+            }
+        });
+    prop_oneof![2 => conjunction, 1 => tree]
+}
+
+pub fn request_strategy() -> impl Strategy<Value = RequestDesc> {
+    (
+        prop::option::weighted(0.75, (any::<u16>(), any::<u16>())),
+        prop::collection::vec((any::<u8>(), any::<u16>()), 0..4),
+        prop::collection::vec((any::<u8>(), any::<u16>()), 0..2),
+    )
+        .prop_map(|(target, extra, mut bad)| {
+            // Most requests carry no bad value.
+            if bad.first().is_some_and(|(f, _)| f % 4 != 0) {
+                bad.clear();
+            }
+            RequestDesc { target, extra, bad }
+        })
+}
+
+/// Cases with `routes` routes and `requests` requests.
+pub fn case_strategy(
+    routes: std::ops::Range<usize>,
+    requests: std::ops::Range<usize>,
+) -> impl Strategy<Value = Case> {
+    (
+        prop::array::uniform4(prop::sample::select(&TYPES[..])),
+        prop::collection::vec(
+            (0u8..4, expr_strategy()).prop_map(|(priority, expr)| RouteDesc { priority, expr }),
+            routes,
+        ),
+        prop::collection::vec(request_strategy(), requests),
+    )
+        .prop_map(|(types, routes, requests)| Case {
+            types,
+            routes,
+            requests,
+            texts: Vec::new(),
+        })
+}
+
+fn arbitrary_pred(u: &mut Unstructured<'_>) -> arbitrary::Result<PredDesc> {
+    Ok(PredDesc {
+        field: u.arbitrary()?,
+        transforms: u.arbitrary()?,
+        op: u.arbitrary()?,
+        lit: u.arbitrary()?,
+        spelling: u.arbitrary()?,
+        flaw: u.int_in_range(0..=FLAW_SPACE - 1)?,
+    })
+}
+
+fn arbitrary_expr(u: &mut Unstructured<'_>, depth: u32) -> arbitrary::Result<ExprDesc> {
+    let kind = if depth >= MAX_DEPTH {
+        0
+    } else {
+        u.int_in_range(0u8..=9)?
+    };
+    let children = |u: &mut Unstructured<'_>| -> arbitrary::Result<Vec<ExprDesc>> {
+        (0..u.int_in_range(2u8..=3)?)
+            .map(|_| arbitrary_expr(u, depth + 1))
+            .collect()
+    };
+    Ok(match kind {
+        6 | 7 => ExprDesc::And(children(u)?),
+        8 => ExprDesc::Or(children(u)?),
+        9 if u.arbitrary()? => ExprDesc::Not(Box::new(arbitrary_expr(u, depth + 1)?)),
+        9 => ExprDesc::Group(Box::new(arbitrary_expr(u, depth + 1)?)),
+        _ => ExprDesc::Pred(arbitrary_pred(u)?),
+    })
+}
+
+impl<'a> Arbitrary<'a> for Case {
+    fn arbitrary(u: &mut Unstructured<'a>) -> arbitrary::Result<Case> {
+        let mut types = [Type::String; 4];
+        for t in &mut types {
+            *t = *u.choose(&TYPES)?;
+        }
+        let mut routes = Vec::new();
+        for _ in 0..u.int_in_range(1u8..=24)? {
+            routes.push(RouteDesc {
+                priority: u.int_in_range(0u8..=3)?,
+                expr: arbitrary_expr(u, 0)?,
+            });
+        }
+        let mut requests = Vec::new();
+        for _ in 0..u.int_in_range(1u8..=12)? {
+            let target = if u.ratio(3u8, 4)? {
+                Some((u.arbitrary()?, u.arbitrary()?))
+            } else {
+                None
+            };
+            let extra = (0..u.int_in_range(0u8..=4)?)
+                .map(|_| Ok((u.arbitrary()?, u.arbitrary()?)))
+                .collect::<arbitrary::Result<_>>()?;
+            let bad = if u.ratio(1u8, 8)? {
+                vec![(u.arbitrary()?, u.arbitrary()?)]
+            } else {
+                Vec::new()
+            };
+            requests.push(RequestDesc { target, extra, bad });
+        }
+        Ok(Case {
+            types,
+            routes,
+            requests,
+            texts: Vec::new(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rendering_is_deterministic_and_mostly_valid() {
+        use proptest::strategy::ValueTree;
+        let mut runner = proptest::test_runner::TestRunner::deterministic();
+        let (mut total, mut valid) = (0, 0);
+        for _ in 0..20 {
+            let case = case_strategy(5..20, 1..5)
+                .new_tree(&mut runner)
+                .unwrap()
+                .current();
+            let a = case.render();
+            let b = case.render();
+            assert_eq!(format!("{a:?}"), format!("{b:?}"));
+            let mut schema = atc_router::Schema::new();
+            for (n, t) in &a.schema {
+                schema.add_field(n, *t).unwrap();
+            }
+            for r in &a.routes {
+                total += 1;
+                valid += usize::from(atc_router::Router::validate(&schema, &r.text).is_ok());
+            }
+        }
+        assert!(valid * 2 >= total, "{valid} of {total} routes valid");
+    }
+
+    #[test]
+    fn literals_are_spelled_in_every_form() {
+        assert_eq!(int_literal(8, 4), "08");
+        assert_eq!(int_literal(-8, 3), "-010");
+        assert_eq!(int_literal(255, 2), "0xFF");
+        assert_eq!(
+            cidr_literal("10.0.0.0/8".parse().unwrap(), 1),
+            "10.0.0.0/08"
+        );
+        assert_eq!(string_literal("a\"\n", 1), "\"a\\\"\\n\"");
+        assert_eq!(string_literal("a\"\n", 0), "r#\"a\"\n\"#");
+    }
+}
