@@ -3,9 +3,11 @@
 //!
 //! [`gen`] describes a schema, a route table and requests as small structured values that a
 //! proptest strategy or a fuzz target's bytes produce alike, and renders them to expression
-//! text and request values. Kong's library is a dev-dependency only: nothing in this library
+//! text and request values. [`tables`] describes gateway-shaped route tables (shared hosts,
+//! methods, ports, tenants, path parameters) and changes to them, for the index's tests. Kong's library is a dev-dependency only: nothing in this library
 //! refers to it, and nothing shipped depends on this crate.
 
 pub mod gen;
+pub mod tables;
 
 pub use gen::{case_strategy, Case, Rendered, RenderedRequest, RenderedRoute};

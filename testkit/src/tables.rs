@@ -1,0 +1,430 @@
+//! Gateway-shaped route tables, for testing the index: routes that share their keys the way real
+//! tables do (one host behind most routes, method sets, ports, tenants, path parameters), built
+//! from small pools so that every structure of the index is exercised with collisions, nesting
+//! and churn, and requests that hit routes, hit the shared keys and miss.
+//!
+//! Like [`crate::gen`], a table is a structured description ([`Table`], [`RouteShape`],
+//! [`Cond`]) rendered to expression text; requests are rendered to `(field, value)` pairs. The
+//! descriptions come from proptest strategies ([`table_strategy`], [`ops_strategy`]).
+//!
+//! Invariant: every rendered route is valid against [`schema`] (the tests add them with
+//! `unwrap`); conditions describe what the route requires, and [`Table::request_for`] builds a
+//! request satisfying one route (one branch of each `||`), so hits are frequent.
+
+use std::sync::Arc;
+
+use atc_router::{Schema, Type, Value};
+use proptest::prelude::*;
+
+pub const HOSTS: &[&str] = &["api.example.com", "b.example.com", "C.example.org"];
+pub const HOST_SUFFIXES: &[&str] = &[".example.com", ".tenant.net"];
+pub const METHODS: &[&str] = &["GET", "POST", "PUT", "DELETE", "HEAD"];
+pub const PORTS: &[i64] = &[80, 443, 8443];
+pub const TENANTS: &[&str] = &["t1", "t2", "t3"];
+pub const SEGMENTS: &[&str] = &["repos", "users", "issues", "v1", "v2", "items", ""];
+/// Regex classes of one path segment (and what a request puts there for each).
+pub const PARAMS: &[(&str, &str)] = &[
+    ("[^/]+", "o-1"),
+    (r"\d+", "42"),
+    ("[a-z0-9-]+", "ab-9"),
+    ("[^/]*", ""),
+    ("[0-9]+", "7"),
+];
+pub const CIDRS: &[&str] = &[
+    "10.0.0.0/8",
+    "10.1.0.0/16",
+    "192.168.0.0/16",
+    "::/0",
+    "2001:db8::/32",
+];
+pub const IPS: &[&str] = &[
+    "10.1.2.3",
+    "10.9.0.1",
+    "192.168.1.1",
+    "8.8.8.8",
+    "2001:db8::5",
+    "::1",
+];
+pub const CONTAINS: &[&str] = &["/export/", ".json", "admin", "/v1/"];
+
+/// The schema every table is written against.
+pub fn schema() -> Arc<Schema> {
+    let mut s = Schema::new();
+    for (name, ty) in [
+        ("http.method", Type::String),
+        ("http.host", Type::String),
+        ("http.path", Type::String),
+        ("http.headers.*", Type::String),
+        ("tls.sni", Type::String),
+        ("net.dst.port", Type::Int),
+        ("net.src.ip", Type::IpAddr),
+    ] {
+        s.add_field(name, ty).expect("valid field");
+    }
+    Arc::new(s)
+}
+
+/// A path: literal segments and parameters (indices into [`SEGMENTS`] and [`PARAMS`]).
+#[derive(Debug, Clone)]
+pub struct PathShape {
+    pub segs: Vec<PathSeg>,
+    /// How the path is matched.
+    pub how: PathHow,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub enum PathSeg {
+    Lit(usize),
+    Param(usize),
+}
+
+#[derive(Debug, Clone, Copy)]
+pub enum PathHow {
+    /// `http.path == "/a/b"` (parameters become literals).
+    Exact,
+    /// `http.path ^= "/a/b/"` or `"/a/b"` (with or without the trailing slash).
+    Prefix(bool),
+    /// `http.path ~ "^/a/(?<p0>[^/]+)$"`, or without `$`.
+    Regex { end: bool },
+    /// `http.path =^ "<last segment>"`.
+    Suffix,
+}
+
+/// One condition of a route (the route is their `&&`).
+#[derive(Debug, Clone)]
+pub enum Cond {
+    Host(usize),
+    HostSuffix(usize),
+    /// One method, or several joined by `||`.
+    Methods(Vec<usize>),
+    Path(PathShape),
+    Tenant {
+        tenant: usize,
+        lower: bool,
+    },
+    Port(usize),
+    SrcIn(usize),
+    SrcIs(usize),
+    Contains(usize),
+    Sni(usize),
+    /// `!(…)` of another condition: never a key.
+    Not(Box<Cond>),
+    /// `a || b` of two conditions.
+    Or(Box<Cond>, Box<Cond>),
+}
+
+#[derive(Debug, Clone)]
+pub struct RouteShape {
+    pub priority: u64,
+    pub conds: Vec<Cond>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Table {
+    pub routes: Vec<RouteShape>,
+}
+
+fn path_text(p: &PathShape, params: bool) -> String {
+    let mut out = String::new();
+    for (i, s) in p.segs.iter().enumerate() {
+        out.push('/');
+        match s {
+            PathSeg::Lit(l) => out.push_str(SEGMENTS[*l % SEGMENTS.len()]),
+            PathSeg::Param(c) => {
+                let (class, sample) = PARAMS[*c % PARAMS.len()];
+                if params {
+                    out.push_str(&format!("(?<p{i}>{class})"));
+                } else {
+                    out.push_str(sample);
+                }
+            }
+        }
+    }
+    if p.segs.is_empty() {
+        out.push('/');
+    }
+    out
+}
+
+fn quoted(s: &str) -> String {
+    Value::String(s.to_owned()).to_string()
+}
+
+impl Cond {
+    pub fn render(&self) -> String {
+        match self {
+            Cond::Host(h) => format!("http.host == {}", quoted(HOSTS[*h % HOSTS.len()])),
+            Cond::HostSuffix(h) => format!(
+                "http.host =^ {}",
+                quoted(HOST_SUFFIXES[*h % HOST_SUFFIXES.len()])
+            ),
+            Cond::Methods(ms) => {
+                let alts: Vec<String> = ms
+                    .iter()
+                    .map(|m| format!("http.method == {}", quoted(METHODS[*m % METHODS.len()])))
+                    .collect();
+                format!("({})", alts.join(" || "))
+            }
+            Cond::Path(p) => match p.how {
+                PathHow::Exact => format!("http.path == {}", quoted(&path_text(p, false))),
+                PathHow::Prefix(slash) => {
+                    let mut t = path_text(p, false);
+                    if slash && !t.ends_with('/') {
+                        t.push('/');
+                    }
+                    format!("http.path ^= {}", quoted(&t))
+                }
+                PathHow::Regex { end } => {
+                    let mut t = format!("^{}", path_text(p, true));
+                    if end {
+                        t.push('$');
+                    }
+                    format!("http.path ~ {}", quoted(&t))
+                }
+                PathHow::Suffix => {
+                    let t = path_text(p, false);
+                    let last = t.rsplit('/').next().unwrap_or("");
+                    format!("http.path =^ {}", quoted(&format!("/{last}")))
+                }
+            },
+            Cond::Tenant { tenant, lower } => {
+                let t = TENANTS[*tenant % TENANTS.len()];
+                if *lower {
+                    format!("any(lower(http.headers.x_tenant)) == {}", quoted(t))
+                } else {
+                    format!("http.headers.x_tenant == {}", quoted(t))
+                }
+            }
+            Cond::Port(p) => format!("net.dst.port == {}", PORTS[*p % PORTS.len()]),
+            Cond::SrcIn(c) => format!("net.src.ip in {}", CIDRS[*c % CIDRS.len()]),
+            Cond::SrcIs(i) => format!("net.src.ip == {}", IPS[*i % IPS.len()]),
+            Cond::Contains(c) => {
+                format!(
+                    "http.path contains {}",
+                    quoted(CONTAINS[*c % CONTAINS.len()])
+                )
+            }
+            Cond::Sni(h) => format!(
+                "tls.sni == {}",
+                quoted(&HOSTS[*h % HOSTS.len()].to_lowercase())
+            ),
+            Cond::Not(c) => format!("!({})", c.render()),
+            Cond::Or(a, b) => format!("({} || {})", a.render(), b.render()),
+        }
+    }
+
+    /// Values that make this condition true (for `Not`, none: a request just leaves the
+    /// negated condition's values out).
+    fn satisfy(&self, out: &mut Vec<(String, Value)>, pick: u64) {
+        let s = |v: &str| Value::String(v.to_owned());
+        match self {
+            Cond::Host(h) => out.push(("http.host".into(), s(HOSTS[*h % HOSTS.len()]))),
+            Cond::HostSuffix(h) => out.push((
+                "http.host".into(),
+                s(&format!(
+                    "w{pick}{}",
+                    HOST_SUFFIXES[*h % HOST_SUFFIXES.len()]
+                )),
+            )),
+            Cond::Methods(ms) => out.push((
+                "http.method".into(),
+                s(METHODS[ms[pick as usize % ms.len()] % METHODS.len()]),
+            )),
+            Cond::Path(p) => {
+                let mut t = path_text(p, false);
+                match p.how {
+                    PathHow::Prefix(true) if !t.ends_with('/') => t.push('/'),
+                    _ => {}
+                }
+                if matches!(p.how, PathHow::Prefix(_) | PathHow::Regex { end: false })
+                    && pick.is_multiple_of(2)
+                {
+                    t.push_str("x/12");
+                }
+                out.push(("http.path".into(), s(&t)));
+            }
+            Cond::Tenant { tenant, lower } => {
+                let t = TENANTS[*tenant % TENANTS.len()];
+                let v = if *lower && pick.is_multiple_of(2) {
+                    t.to_uppercase()
+                } else {
+                    t.to_owned()
+                };
+                out.push(("http.headers.x_tenant".into(), s(&v)));
+            }
+            Cond::Port(p) => out.push(("net.dst.port".into(), Value::Int(PORTS[*p % PORTS.len()]))),
+            Cond::SrcIn(c) => {
+                let net: atc_router::IpCidr = CIDRS[*c % CIDRS.len()].parse().expect("pool CIDR");
+                out.push(("net.src.ip".into(), Value::IpAddr(net.first_address())));
+            }
+            Cond::SrcIs(i) => out.push((
+                "net.src.ip".into(),
+                Value::IpAddr(IPS[*i % IPS.len()].parse().expect("pool address")),
+            )),
+            Cond::Contains(c) => out.push((
+                "http.path".into(),
+                // Another literal first, so that a lookup must find more than the first one.
+                s(&format!(
+                    "/a{}{}z",
+                    CONTAINS[(c + 1 + pick as usize) % CONTAINS.len()],
+                    CONTAINS[*c % CONTAINS.len()]
+                )),
+            )),
+            Cond::Sni(h) => {
+                out.push(("tls.sni".into(), s(&HOSTS[*h % HOSTS.len()].to_lowercase())))
+            }
+            Cond::Not(_) => {}
+            Cond::Or(a, b) => {
+                if pick.is_multiple_of(2) {
+                    a.satisfy(out, pick / 2)
+                } else {
+                    b.satisfy(out, pick / 2)
+                }
+            }
+        }
+    }
+}
+
+impl RouteShape {
+    pub fn render(&self) -> String {
+        let parts: Vec<String> = self.conds.iter().map(Cond::render).collect();
+        if parts.is_empty() {
+            // A route without conditions: a catch-all on the path.
+            return r#"http.path ^= "/""#.to_owned();
+        }
+        parts.join(" && ")
+    }
+}
+
+impl Table {
+    /// A request built to satisfy route `i` (its first value of each field wins; later
+    /// conditions on the same field add values, making the field multi-valued).
+    pub fn request_for(&self, i: usize, pick: u64) -> Vec<(String, Value)> {
+        let mut out = Vec::new();
+        if let Some(r) = self.routes.get(i) {
+            for c in &r.conds {
+                c.satisfy(&mut out, pick);
+            }
+        }
+        out
+    }
+}
+
+/// A request from the pools, unrelated to any route: it hits shared keys and misses the rest.
+pub fn random_request(r: &[u64; 6]) -> Vec<(String, Value)> {
+    let s = |v: &str| Value::String(v.to_owned());
+    let mut out = vec![
+        (
+            "http.host".to_owned(),
+            s(HOSTS[r[0] as usize % HOSTS.len()]),
+        ),
+        (
+            "http.method".to_owned(),
+            s(METHODS[r[1] as usize % METHODS.len()]),
+        ),
+        (
+            "net.dst.port".to_owned(),
+            Value::Int(PORTS[r[2] as usize % PORTS.len()]),
+        ),
+    ];
+    let segs = (r[3] % 4) as usize;
+    let mut path = String::new();
+    for k in 0..segs {
+        path.push('/');
+        let x = (r[4] >> (8 * k)) as usize;
+        if x.is_multiple_of(3) {
+            path.push_str(PARAMS[x / 3 % PARAMS.len()].1);
+        } else {
+            path.push_str(SEGMENTS[x % SEGMENTS.len()]);
+        }
+    }
+    if path.is_empty() {
+        path.push('/');
+    }
+    out.push(("http.path".to_owned(), s(&path)));
+    if r[5].is_multiple_of(2) {
+        out.push((
+            "http.headers.x_tenant".to_owned(),
+            s(TENANTS[(r[5] / 2) as usize % TENANTS.len()]),
+        ));
+    }
+    out.push((
+        "net.src.ip".to_owned(),
+        Value::IpAddr(
+            IPS[(r[5] / 7) as usize % IPS.len()]
+                .parse()
+                .expect("pool address"),
+        ),
+    ));
+    out
+}
+
+fn path_strategy() -> impl Strategy<Value = PathShape> {
+    let seg = prop_oneof![
+        3 => (0..SEGMENTS.len()).prop_map(PathSeg::Lit),
+        2 => (0..PARAMS.len()).prop_map(PathSeg::Param),
+    ];
+    let how = prop_oneof![
+        Just(PathHow::Exact),
+        any::<bool>().prop_map(PathHow::Prefix),
+        any::<bool>().prop_map(|end| PathHow::Regex { end }),
+        Just(PathHow::Suffix),
+    ];
+    (prop::collection::vec(seg, 0..4), how).prop_map(|(segs, how)| PathShape { segs, how })
+}
+
+fn leaf_cond() -> impl Strategy<Value = Cond> {
+    prop_oneof![
+        4 => (0..HOSTS.len()).prop_map(Cond::Host),
+        1 => (0..HOST_SUFFIXES.len()).prop_map(Cond::HostSuffix),
+        2 => prop::collection::vec(0..METHODS.len(), 1..3).prop_map(Cond::Methods),
+        5 => path_strategy().prop_map(Cond::Path),
+        1 => (0..TENANTS.len(), any::<bool>()).prop_map(|(tenant, lower)| Cond::Tenant { tenant, lower }),
+        1 => (0..PORTS.len()).prop_map(Cond::Port),
+        1 => (0..CIDRS.len()).prop_map(Cond::SrcIn),
+        1 => (0..IPS.len()).prop_map(Cond::SrcIs),
+        1 => (0..CONTAINS.len()).prop_map(Cond::Contains),
+        1 => (0..HOSTS.len()).prop_map(Cond::Sni),
+    ]
+}
+
+fn cond_strategy() -> impl Strategy<Value = Cond> {
+    prop_oneof![
+        12 => leaf_cond(),
+        1 => leaf_cond().prop_map(|c| Cond::Not(Box::new(c))),
+        2 => (leaf_cond(), leaf_cond()).prop_map(|(a, b)| Cond::Or(Box::new(a), Box::new(b))),
+    ]
+}
+
+pub fn route_strategy() -> impl Strategy<Value = RouteShape> {
+    (0u64..8, prop::collection::vec(cond_strategy(), 0..4))
+        .prop_map(|(priority, conds)| RouteShape { priority, conds })
+}
+
+/// Tables of `n` routes (priorities from a small range, so ties are common).
+pub fn table_strategy(n: std::ops::Range<usize>) -> impl Strategy<Value = Table> {
+    prop::collection::vec(route_strategy(), n).prop_map(|routes| Table { routes })
+}
+
+/// One change of a table, for churn.
+#[derive(Debug, Clone)]
+pub enum Op {
+    Add(RouteShape),
+    /// Removes the route at this index (modulo the table's size).
+    Remove(usize),
+    /// Replaces the expression of the route at this index.
+    Change(usize, RouteShape),
+    /// Syncs the whole table as it stands (rebuilding or applying in place, as the router
+    /// decides).
+    Sync,
+}
+
+pub fn ops_strategy(n: std::ops::Range<usize>) -> impl Strategy<Value = Vec<Op>> {
+    let op = prop_oneof![
+        4 => route_strategy().prop_map(Op::Add),
+        3 => any::<usize>().prop_map(Op::Remove),
+        2 => (any::<usize>(), route_strategy()).prop_map(|(i, r)| Op::Change(i, r)),
+        1 => Just(Op::Sync),
+    ];
+    prop::collection::vec(op, n)
+}
