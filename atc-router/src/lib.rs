@@ -44,6 +44,7 @@ pub mod limits;
 mod matcher;
 pub mod needs;
 pub mod parser;
+mod path_regex;
 mod program;
 mod reference;
 mod regex_cache;

@@ -49,6 +49,7 @@ use regex_syntax::hir::{Hir, HirKind, Look};
 use rustc_hash::FxHashMap as HashMap;
 
 use crate::index::path_tree::PathPattern;
+use crate::path_regex::PathRegex;
 
 /// A regex and what matching and capture recording need of it.
 #[derive(Debug)]
@@ -64,6 +65,9 @@ pub struct CompiledRegex {
     match_prefixes: Option<Box<[Box<[u8]>]>>,
     /// For a regex anchored at the start: what every matching path looks like, by segment.
     path: Option<PathPattern>,
+    /// For a regex that is exactly a path of literal and parameter segments: its segment form,
+    /// which matches (and captures) without an automaton (see [`crate::path_regex`]).
+    segments: Option<PathRegex>,
     size_limit: usize,
     /// Bytes of the compiled engines (see [`CompiledRegex::compiled_size`]).
     compiled_size: usize,
@@ -249,6 +253,7 @@ impl CompiledRegex {
             None => literal_prefixes(&hir),
         };
         let path = PathPattern::from_regex(&hir);
+        let segments = PathRegex::from_hir(&hir);
         let (engine, names) = match literal(&hir) {
             Some((text, start, end)) => (Engine::Literal { text, start, end }, vec![None]),
             None => {
@@ -290,6 +295,7 @@ impl CompiledRegex {
             prefixes,
             match_prefixes,
             path,
+            segments,
             size_limit,
             compiled_size,
             long_text: OnceLock::new(),
@@ -326,6 +332,13 @@ impl CompiledRegex {
     }
 
     pub(crate) fn is_match(&self, s: &str) -> bool {
+        if let Some(found) = self
+            .segments
+            .as_ref()
+            .and_then(|p| p.captures(s, |_, _| {}))
+        {
+            return found;
+        }
         match &self.engine {
             Engine::Literal { .. } => self.find_literal(s).is_some(),
             Engine::Nfa { full, ascii } => {
@@ -341,6 +354,9 @@ impl CompiledRegex {
     /// Finds the leftmost-first match and calls `f(group, text)` for every group that took
     /// part, group 0 (the whole match) first. Returns whether there was a match.
     pub(crate) fn captures(&self, s: &str, mut f: impl FnMut(usize, &str)) -> bool {
+        if let Some(found) = self.segments.as_ref().and_then(|p| p.captures(s, &mut f)) {
+            return found;
+        }
         let e = match &self.engine {
             Engine::Literal { .. } => {
                 return match self.find_literal(s) {

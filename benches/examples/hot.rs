@@ -10,7 +10,11 @@ fn main() {
         .find(|m| m.name() == mix_name)
         .expect("mix");
     let schema = schema();
-    let table = Table::generate(n, 1, false);
+    // FAMILY=<name>: one family's table instead of the mixed one.
+    let table = match std::env::var("FAMILY") {
+        Ok(f) => Table::family(atc_workload::Family::from_name(&f).expect("a family"), n, 1),
+        Err(_) => Table::generate(n, 1, false),
+    };
     let router = build(&table, &schema);
     let count: usize = std::env::var("CTXS")
         .ok()

@@ -30,6 +30,8 @@ const HOSTLESS_INGRESS: f64 = 0.6;
 pub(crate) struct PathAlloc {
     taken: HashSet<String>,
     inner: HashSet<String>,
+    /// Keys handed out with a numbered last segment, once random words stop finding room.
+    numbered: usize,
 }
 
 impl PathAlloc {
@@ -42,7 +44,7 @@ impl PathAlloc {
         max: usize,
     ) -> String {
         let mut depth = min + rng.below(max - min + 1);
-        loop {
+        for _ in 0..2 {
             for _ in 0..24 {
                 let mut segs = vec![*rng.pick(roots)];
                 segs.extend((1..depth).map(|_| *rng.pick(WORDS)));
@@ -51,7 +53,18 @@ impl PathAlloc {
                 }
             }
             depth += 1;
-            assert!(depth < 12, "path key space exhausted");
+        }
+        // The words are running out (100,000 routes on one key space): a numbered segment,
+        // fixed-width so that none is a byte prefix of another, under a random free prefix.
+        loop {
+            self.numbered += 1;
+            let mut segs: Vec<String> = vec![(*rng.pick(roots)).to_owned()];
+            segs.extend((2..depth.max(2)).map(|_| (*rng.pick(WORDS)).to_owned()));
+            segs.push(format!("z9{:07}", self.numbered));
+            let refs: Vec<&str> = segs.iter().map(String::as_str).collect();
+            if let Some(key) = self.try_take(&refs) {
+                return key;
+            }
         }
     }
 

@@ -12,6 +12,7 @@ use super::contains_set::ContainsSet;
 use super::path_tree::PathTree;
 use super::prefix_tree::PrefixTree;
 use super::requirement::{Key, KeyKind};
+use super::small_key::SmallKey;
 
 /// A request value as a structure looks it up (lowercased already where the key is).
 #[derive(Debug, Clone, Copy)]
@@ -23,7 +24,7 @@ pub(crate) enum Probe<'a> {
 
 #[derive(Debug)]
 pub(crate) enum Keyed<T> {
-    Exact(FxHashMap<Box<[u8]>, T>),
+    Exact(FxHashMap<SmallKey, T>),
     Int(FxHashMap<i64, T>),
     Cidr(CidrMap<T>),
     Path(PathTree<T>),
@@ -68,7 +69,7 @@ impl<T> Keyed<T> {
         match (self, key) {
             (Keyed::Exact(m), Key::Bytes(b)) => {
                 if !m.contains_key(b) {
-                    m.insert(b.into(), make());
+                    m.insert(SmallKey::new(b), make());
                 }
                 m.get_mut(b).expect("just inserted")
             }

@@ -20,6 +20,7 @@ pub(crate) mod keyed;
 pub(crate) mod path_tree;
 mod prefix_tree;
 pub(crate) mod requirement;
+mod small_key;
 pub(crate) mod tree;
 
 use rustc_hash::FxHashMap;

@@ -20,6 +20,8 @@
 use regex_syntax::hir::{Class, Hir, HirKind, Look};
 use rustc_hash::FxHashMap;
 
+use super::small_key::SmallKey;
+
 /// One segment of a pattern.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) enum Seg {
@@ -331,7 +333,7 @@ pub(crate) struct PathTree<T> {
 struct PathNode<T> {
     /// Literal children by segment: a REST table's root has one per resource or tenant, a
     /// mixed table's thousands.
-    lits: FxHashMap<Box<[u8]>, Box<PathNode<T>>>,
+    lits: FxHashMap<SmallKey, PathNode<T>>,
     params: Vec<(ParamClass, PathNode<T>)>,
     exact: Option<T>,
     open: Option<T>,
@@ -387,7 +389,7 @@ impl<T> PathTree<T> {
         let mut node = &mut self.root;
         for s in p.segs.iter() {
             node = match s {
-                Seg::Lit(l) => node.lits.entry(l.clone()).or_default(),
+                Seg::Lit(l) => node.lits.entry(SmallKey::new(l)).or_default(),
                 Seg::Param(c) => {
                     let i = match node.params.iter().position(|(k, _)| k == c) {
                         Some(i) => i,
@@ -412,7 +414,7 @@ impl<T> PathTree<T> {
         let mut node = &mut self.root;
         for s in p.segs.iter() {
             node = match s {
-                Seg::Lit(l) => node.lits.get_mut(l)?,
+                Seg::Lit(l) => node.lits.get_mut(&**l)?,
                 Seg::Param(c) => {
                     let i = node.params.iter().position(|(k, _)| k == c)?;
                     &mut node.params[i].1
@@ -436,10 +438,10 @@ impl<T> PathTree<T> {
         };
         match s {
             Seg::Lit(l) => {
-                let child = node.lits.get_mut(l)?;
+                let child = node.lits.get_mut(&**l)?;
                 let out = Self::remove_in(child, rest, open)?;
                 if child.is_empty() {
-                    node.lits.remove(l);
+                    node.lits.remove(&**l);
                 }
                 Some(out)
             }
@@ -497,11 +499,7 @@ impl<T> PathTree<T> {
     pub(crate) fn map<U>(self, mut f: impl FnMut(T) -> U) -> PathTree<U> {
         fn go<T, U>(n: PathNode<T>, f: &mut impl FnMut(T) -> U) -> PathNode<U> {
             PathNode {
-                lits: n
-                    .lits
-                    .into_iter()
-                    .map(|(k, c)| (k, Box::new(go(*c, f))))
-                    .collect(),
+                lits: n.lits.into_iter().map(|(k, c)| (k, go(c, f))).collect(),
                 params: n.params.into_iter().map(|(k, c)| (k, go(c, f))).collect(),
                 exact: n.exact.map(&mut *f),
                 open: n.open.map(&mut *f),

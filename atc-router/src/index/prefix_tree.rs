@@ -7,6 +7,8 @@
 //! with no payload has at least two children (removal merges or prunes what it leaves behind),
 //! so a walk reads at most one node per distinct stored prefix of the value.
 
+use super::small_key::SmallKey;
+
 #[derive(Debug)]
 pub(crate) struct PrefixTree<T> {
     root: TreeNode<T>,
@@ -15,7 +17,7 @@ pub(crate) struct PrefixTree<T> {
 
 #[derive(Debug)]
 struct TreeNode<T> {
-    label: Box<[u8]>,
+    label: SmallKey,
     value: Option<T>,
     /// The first byte of each child's label, in the children's (ascending) order: searched
     /// without touching the children themselves.
@@ -26,14 +28,14 @@ struct TreeNode<T> {
 impl<T> Default for PrefixTree<T> {
     fn default() -> Self {
         PrefixTree {
-            root: TreeNode::new(Box::default(), None),
+            root: TreeNode::new(SmallKey::new(b""), None),
             len: 0,
         }
     }
 }
 
 impl<T> TreeNode<T> {
-    fn new(label: Box<[u8]>, value: Option<T>) -> Self {
+    fn new(label: SmallKey, value: Option<T>) -> Self {
         TreeNode {
             label,
             value,
@@ -83,7 +85,7 @@ impl<T> PrefixTree<T> {
             match node.child(rest[0]) {
                 Err(at) => {
                     self.len += 1;
-                    node.insert_child(at, TreeNode::new(rest.into(), Some(make())));
+                    node.insert_child(at, TreeNode::new(SmallKey::new(rest), Some(make())));
                     return node.children[at].value.as_mut().expect("just set");
                 }
                 Ok(i) => {
@@ -92,8 +94,8 @@ impl<T> PrefixTree<T> {
                         // Split the child's label: a new node for the shared part, holding
                         // the old child under the rest of its label.
                         let old = &mut node.children[i];
-                        let tail: Box<[u8]> = old.label[shared..].into();
-                        let head: Box<[u8]> = old.label[..shared].into();
+                        let tail = SmallKey::new(&old.label[shared..]);
+                        let head = SmallKey::new(&old.label[..shared]);
                         let mut moved = std::mem::replace(old, TreeNode::new(head, None));
                         moved.label = tail;
                         old.insert_child(0, moved);
@@ -151,7 +153,7 @@ impl<T> PrefixTree<T> {
                     let mut only = child.remove_child(0);
                     let mut label = child.label.to_vec();
                     label.extend_from_slice(&only.label);
-                    only.label = label.into();
+                    only.label = SmallKey::new(&label);
                     *child = only;
                 }
                 _ => {}

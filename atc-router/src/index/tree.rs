@@ -51,10 +51,81 @@ impl Default for Node {
 
 #[derive(Debug, Default)]
 pub(crate) struct Leaf {
-    /// Sorted by routing order.
-    entries: Vec<Entry>,
+    entries: Entries,
     /// An unsplittable leaf is tried again at this size.
     retry_at: u32,
+}
+
+/// A leaf's routes, sorted by routing order. Most leaves hold one: it is kept in place, so a
+/// lookup reads it from the leaf itself rather than following a pointer to a list.
+#[derive(Debug, Default)]
+enum Entries {
+    #[default]
+    Empty,
+    One(Entry),
+    Many(Vec<Entry>),
+}
+
+impl Entries {
+    fn from_sorted(v: Vec<Entry>) -> Entries {
+        match v[..] {
+            [] => Entries::Empty,
+            [one] => Entries::One(one),
+            _ => Entries::Many(v),
+        }
+    }
+
+    #[inline]
+    fn as_slice(&self) -> &[Entry] {
+        match self {
+            Entries::Empty => &[],
+            Entries::One(e) => std::slice::from_ref(e),
+            Entries::Many(v) => v,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.as_slice().len()
+    }
+
+    fn is_empty(&self) -> bool {
+        matches!(self, Entries::Empty)
+    }
+
+    fn insert(&mut self, e: Entry) {
+        let mut v = match std::mem::take(self) {
+            Entries::Empty => {
+                *self = Entries::One(e);
+                return;
+            }
+            Entries::One(x) => vec![x],
+            Entries::Many(v) => v,
+        };
+        if let Err(i) = v.binary_search(&e) {
+            v.insert(i, e);
+        }
+        *self = Entries::from_sorted(v);
+    }
+
+    /// Whether `e` was there.
+    fn remove(&mut self, e: Entry) -> bool {
+        match self {
+            Entries::One(x) if *x == e => {
+                *self = Entries::Empty;
+                true
+            }
+            Entries::Many(v) => match v.binary_search(&e) {
+                Ok(i) => {
+                    v.remove(i);
+                    let v = std::mem::take(v);
+                    *self = Entries::from_sorted(v);
+                    true
+                }
+                Err(_) => false,
+            },
+            _ => false,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -120,13 +191,15 @@ impl Node {
     ) {
         match self {
             Node::Leaf(l) => {
-                if let Err(i) = l.entries.binary_search(&e) {
-                    l.entries.insert(i, e);
-                }
+                l.entries.insert(e);
                 let n = l.entries.len();
                 if n > at.leaf_max() && n >= l.retry_at as usize {
-                    let table: Vec<(Entry, Vec<Requirement>)> =
-                        l.entries.iter().map(|e| (*e, all.of(e.1))).collect();
+                    let table: Vec<(Entry, Vec<Requirement>)> = l
+                        .entries
+                        .as_slice()
+                        .iter()
+                        .map(|e| (*e, all.of(e.1)))
+                        .collect();
                     match build(&table, (0..n as u32).collect(), at, st) {
                         node @ Node::Split(_) => *self = node,
                         Node::Leaf(built) => l.retry_at = built.retry_at,
@@ -152,16 +225,13 @@ impl Node {
     /// Takes route `e` out; returns whether it was there.
     pub(crate) fn remove(&mut self, e: Entry, reqs: &[Requirement], st: &mut Stats) -> bool {
         let found = match self {
-            Node::Leaf(l) => match l.entries.binary_search(&e) {
-                Ok(i) => {
-                    l.entries.remove(i);
-                    if l.entries.len() * 2 < l.retry_at as usize {
-                        l.retry_at = 0;
-                    }
-                    return true;
+            Node::Leaf(l) => {
+                let found = l.entries.remove(e);
+                if l.entries.len() * 2 < l.retry_at as usize {
+                    l.retry_at = 0;
                 }
-                Err(_) => return false,
-            },
+                return found;
+            }
             Node::Split(s) => {
                 let found = match requirement(reqs, &s.disc) {
                     Some(r) => {
@@ -199,7 +269,7 @@ impl Node {
                 entries.sort_unstable();
                 entries.dedup();
                 *self = Node::Leaf(Leaf {
-                    entries,
+                    entries: Entries::from_sorted(entries),
                     retry_at: 0,
                 });
             }
@@ -210,7 +280,7 @@ impl Node {
     /// Copies every entry below this node into `out` (with repeats).
     fn copy_entries(&self, out: &mut Vec<Entry>) {
         match self {
-            Node::Leaf(l) => out.extend_from_slice(&l.entries),
+            Node::Leaf(l) => out.extend_from_slice(l.entries.as_slice()),
             Node::Split(s) => {
                 s.keyed.for_each(|c| c.copy_entries(out));
                 s.rest.copy_entries(out);
@@ -232,7 +302,7 @@ impl Node {
     #[inline]
     pub(crate) fn collect(&self, ctx: &Context, bufs: &mut [LevelBufs], out: &mut Vec<Entry>) {
         match self {
-            Node::Leaf(l) => out.extend_from_slice(&l.entries),
+            Node::Leaf(l) => out.extend_from_slice(l.entries.as_slice()),
             Node::Split(s) => {
                 s.collect_keyed(ctx, bufs, out);
                 s.rest.collect(ctx, bufs, out);
@@ -354,7 +424,10 @@ pub(crate) fn build(
         let mut entries: Vec<Entry> = idx.iter().map(|&i| table[i as usize].0).collect();
         entries.sort_unstable();
         entries.dedup();
-        Node::Leaf(Leaf { entries, retry_at })
+        Node::Leaf(Leaf {
+            entries: Entries::from_sorted(entries),
+            retry_at,
+        })
     };
     if idx.len() <= at.leaf_max() {
         return leaf(&idx, 0);
