@@ -46,6 +46,15 @@ pub const IPS: &[&str] = &[
     "::1",
 ];
 pub const CONTAINS: &[&str] = &["/export/", ".json", "admin", "/v1/"];
+/// Regexes no other kind of key describes (no anchor, no literal every match starts with),
+/// with a text each matches.
+pub const FREE_REGEXES: &[(&str, &str)] = &[
+    (r"\d+\.json$", "/f/12.json"),
+    ("(foo|bar)baz", "/x/barbaz/y"),
+    ("[a-z]+-[0-9]+/edit", "/p/ab-12/edit"),
+    ("(?i)ADMIN", "/Admin/x"),
+    (r"\w+@\w+", "/u/me@host"),
+];
 
 /// The schema every table is written against.
 pub fn schema() -> Arc<Schema> {
@@ -106,6 +115,8 @@ pub enum Cond {
     SrcIn(usize),
     SrcIs(usize),
     Contains(usize),
+    /// `http.path ~ <one of FREE_REGEXES>`.
+    Regex(usize),
     Sni(usize),
     /// `!(…)` of another condition: never a key.
     Not(Box<Cond>),
@@ -204,6 +215,10 @@ impl Cond {
                     quoted(CONTAINS[*c % CONTAINS.len()])
                 )
             }
+            Cond::Regex(r) => format!(
+                "http.path ~ {}",
+                quoted(FREE_REGEXES[*r % FREE_REGEXES.len()].0)
+            ),
             Cond::Sni(h) => format!(
                 "tls.sni == {}",
                 quoted(&HOSTS[*h % HOSTS.len()].to_lowercase())
@@ -269,6 +284,10 @@ impl Cond {
                     CONTAINS[(c + 1 + pick as usize) % CONTAINS.len()],
                     CONTAINS[*c % CONTAINS.len()]
                 )),
+            )),
+            Cond::Regex(r) => out.push((
+                "http.path".into(),
+                s(FREE_REGEXES[*r % FREE_REGEXES.len()].1),
             )),
             Cond::Sni(h) => {
                 out.push(("tls.sni".into(), s(&HOSTS[*h % HOSTS.len()].to_lowercase())))
@@ -384,6 +403,7 @@ fn leaf_cond() -> impl Strategy<Value = Cond> {
         1 => (0..CIDRS.len()).prop_map(Cond::SrcIn),
         1 => (0..IPS.len()).prop_map(Cond::SrcIs),
         1 => (0..CONTAINS.len()).prop_map(Cond::Contains),
+        1 => (0..FREE_REGEXES.len()).prop_map(Cond::Regex),
         1 => (0..HOSTS.len()).prop_map(Cond::Sni),
     ]
 }

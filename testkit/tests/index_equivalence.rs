@@ -199,7 +199,9 @@ fn generated_tables_exercise_the_index() {
         summary.push_str(&router.index_summary());
     }
     assert!(hits > 8 * 200 / 2, "{hits} of 1600 requests matched");
-    for kind in ["Exact", "Path", "Prefix", "Suffix", "Cidr", "Contains"] {
+    for kind in [
+        "Exact", "Path", "Prefix", "Suffix", "Cidr", "Contains", "Regex",
+    ] {
         assert!(
             summary.contains(kind),
             "no split by {kind} keys:\n{summary}"

@@ -11,6 +11,7 @@ use super::cidr_map::CidrMap;
 use super::contains_set::ContainsSet;
 use super::path_tree::PathTree;
 use super::prefix_tree::PrefixTree;
+use super::regex_set::{Matched, RegexSet};
 use super::requirement::{Key, KeyKind};
 use super::small_key::SmallKey;
 
@@ -32,6 +33,14 @@ pub(crate) enum Keyed<T> {
     /// Keys reversed: a value's suffixes are the prefixes of its reversal.
     Suffix(PrefixTree<T>),
     Contains(ContainsSet<T>),
+    Regex(RegexSet<T>),
+}
+
+/// Scratch space of a walk, reused across requests.
+#[derive(Debug, Default)]
+pub(crate) struct WalkBufs {
+    reversed: Vec<u8>,
+    matched: Matched,
 }
 
 fn reversed(b: &[u8]) -> Vec<u8> {
@@ -48,6 +57,7 @@ impl<T> Keyed<T> {
             KeyKind::Prefix => Keyed::Prefix(PrefixTree::default()),
             KeyKind::Suffix => Keyed::Suffix(PrefixTree::default()),
             KeyKind::Contains => Keyed::Contains(ContainsSet::default()),
+            KeyKind::Regex => Keyed::Regex(RegexSet::default()),
         }
     }
 
@@ -60,6 +70,7 @@ impl<T> Keyed<T> {
             Keyed::Path(t) => t.len(),
             Keyed::Prefix(t) | Keyed::Suffix(t) => t.len(),
             Keyed::Contains(s) => s.len(),
+            Keyed::Regex(s) => s.len(),
         }
     }
 
@@ -79,6 +90,7 @@ impl<T> Keyed<T> {
             (Keyed::Prefix(t), Key::Bytes(b)) => t.get_or_insert_with(b, make),
             (Keyed::Suffix(t), Key::Bytes(b)) => t.get_or_insert_with(&reversed(b), make),
             (Keyed::Contains(s), Key::Bytes(b)) => s.get_or_insert_with(b, make),
+            (Keyed::Regex(s), Key::Bytes(b)) => s.get_or_insert_with(source(b), make),
             (s, k) => unreachable!("a {k:?} key for a {} structure", s.kind_name()),
         }
     }
@@ -92,6 +104,7 @@ impl<T> Keyed<T> {
             (Keyed::Prefix(t), Key::Bytes(b)) => t.get_mut(b),
             (Keyed::Suffix(t), Key::Bytes(b)) => t.get_mut(&reversed(b)),
             (Keyed::Contains(s), Key::Bytes(b)) => s.get_mut(b),
+            (Keyed::Regex(s), Key::Bytes(b)) => s.get_mut(source(b)),
             _ => None,
         }
     }
@@ -105,17 +118,18 @@ impl<T> Keyed<T> {
             (Keyed::Prefix(t), Key::Bytes(b)) => t.remove(b),
             (Keyed::Suffix(t), Key::Bytes(b)) => t.remove(&reversed(b)),
             (Keyed::Contains(s), Key::Bytes(b)) => s.remove(b),
+            (Keyed::Regex(s), Key::Bytes(b)) => s.remove(source(b)),
             _ => None,
         }
     }
 
     /// Visits the payload of every key that `probe` satisfies (some payloads of a contains
-    /// structure more than once). `reversed` is scratch space for suffix lookups.
+    /// structure more than once).
     #[inline]
     pub(crate) fn walk<'a>(
         &'a self,
         probe: Probe<'_>,
-        reversed: &mut Vec<u8>,
+        bufs: &mut WalkBufs,
         mut visit: impl FnMut(&'a T),
     ) {
         match (self, probe) {
@@ -133,11 +147,12 @@ impl<T> Keyed<T> {
             (Keyed::Path(t), Probe::Text(p)) => t.walk(p, visit),
             (Keyed::Prefix(t), Probe::Text(p)) => t.walk(p, visit),
             (Keyed::Suffix(t), Probe::Text(p)) => {
-                reversed.clear();
-                reversed.extend(p.iter().rev());
-                t.walk(reversed, visit);
+                bufs.reversed.clear();
+                bufs.reversed.extend(p.iter().rev());
+                t.walk(&bufs.reversed, visit);
             }
             (Keyed::Contains(s), Probe::Text(p)) => s.walk(p, visit),
+            (Keyed::Regex(s), Probe::Text(p)) => s.walk(p, &mut bufs.matched, visit),
             // A value of another type than the field's keys cannot satisfy any.
             _ => {}
         }
@@ -152,6 +167,7 @@ impl<T> Keyed<T> {
             Keyed::Path(t) => t.for_each(visit),
             Keyed::Prefix(t) | Keyed::Suffix(t) => t.for_each(|_, v| visit(v)),
             Keyed::Contains(s) => s.for_each(visit),
+            Keyed::Regex(s) => s.for_each(visit),
         }
     }
 
@@ -165,6 +181,7 @@ impl<T> Keyed<T> {
             Keyed::Prefix(t) => Keyed::Prefix(t.map(f)),
             Keyed::Suffix(t) => Keyed::Suffix(t.map(f)),
             Keyed::Contains(s) => Keyed::Contains(s.map(f)),
+            Keyed::Regex(s) => Keyed::Regex(s.map(f)),
         }
     }
 
@@ -177,8 +194,14 @@ impl<T> Keyed<T> {
             Keyed::Prefix(_) => "prefix",
             Keyed::Suffix(_) => "suffix",
             Keyed::Contains(_) => "contains",
+            Keyed::Regex(_) => "regex",
         }
     }
+}
+
+/// A regex key's source (requirements take it from a compiled regex: always UTF-8).
+fn source(b: &[u8]) -> &str {
+    std::str::from_utf8(b).unwrap_or_default()
 }
 
 /// A request value that satisfies `key` (the key's own text, a path its pattern accepts, the

@@ -19,6 +19,7 @@ mod contains_set;
 pub(crate) mod keyed;
 pub(crate) mod path_tree;
 mod prefix_tree;
+mod regex_set;
 pub(crate) mod requirement;
 mod small_key;
 pub(crate) mod tree;

@@ -50,6 +50,9 @@ pub(crate) enum KeyKind {
     Suffix,
     /// Some value contains a key.
     Contains,
+    /// Some value matches a key regex (the source is the key): for regexes no other kind
+    /// describes, searched together by one automaton.
+    Regex,
 }
 
 /// One requirement: one of `keys` holds of some value of `disc.field`.
@@ -247,6 +250,7 @@ fn predicate(code: &Code<'_>, p: &Pred) -> Vec<Requirement> {
             if let Some(path) = re.path_pattern() {
                 out.push(req(KeyKind::Path, Keys::Path(vec![path.clone()])));
             }
+            out.push(req(KeyKind::Regex, bytes(re.as_str().as_bytes())));
         }
         (Op::Equals, Lit::Int(i)) => out.push(req(KeyKind::Int, Keys::Int(vec![*i]))),
         (Op::Equals, Lit::IpAddr(a)) => {

@@ -25,7 +25,7 @@ use crate::context::Context;
 use crate::schema::FieldId;
 use crate::value::Value;
 
-use super::keyed::{sample, Keyed, Probe};
+use super::keyed::{sample, Keyed, Probe, WalkBufs};
 use super::requirement::{Disc, KeyKind, Requirement};
 use super::Entry;
 
@@ -164,7 +164,7 @@ impl Stats {
 #[derive(Debug, Default)]
 pub(crate) struct LevelBufs {
     lowered: String,
-    reversed: Vec<u8>,
+    walk: WalkBufs,
 }
 
 fn requirement<'r>(reqs: &'r [Requirement], disc: &Disc) -> Option<&'r Requirement> {
@@ -361,7 +361,7 @@ impl Split {
                 }
                 _ => continue,
             };
-            self.keyed.walk(probe, &mut here.reversed, |child| {
+            self.keyed.walk(probe, &mut here.walk, |child| {
                 child.collect(ctx, deeper, out)
             });
         }
@@ -518,8 +518,15 @@ fn worst_case(
             *counts.entry(k, || 0) += 1;
         }
     }
+    if disc.kind == KeyKind::Regex {
+        // No sample text matches a regex key as such: assume a request matches one pattern
+        // (the automaton is the last kind a split is made by, see `KeyKind`).
+        let mut worst = 0;
+        counts.for_each(|c| worst = worst.max(*c));
+        return worst;
+    }
     let mut worst = 0;
-    let mut reversed = Vec::new();
+    let mut bufs = WalkBufs::default();
     for &i in covered {
         for k in reqs(i).keys.iter() {
             let (probe, owned) = sample(k);
@@ -528,7 +535,7 @@ fn worst_case(
                 None => probe,
             };
             let mut found = 0;
-            counts.walk(probe, &mut reversed, |c| found += *c);
+            counts.walk(probe, &mut bufs, |c| found += *c);
             worst = worst.max(found);
             if worst >= bound {
                 return worst;
