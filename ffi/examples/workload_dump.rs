@@ -3,32 +3,36 @@
 //! binding's own cost can be read off as the difference.
 //!
 //! ```sh
-//! cargo run --release -p atc-router-ffi --example workload_dump -- OUT_DIR [ROUTES] [REQUESTS]
+//! cargo run --release -p atc-router-ffi --example workload_dump -- OUT_DIR [ROUTES] [REQUESTS] [FAMILY] [MIX]
 //! ```
 //!
-//! Files: `schema.tsv` (name, type), `routes.tsv` (priority, uuid, expression) and
-//! `requests.tsv` (method, host, path) from the "realistic" mix; only those three fields are
-//! sent, as in the benchmark.
+//! FAMILY defaults to `mixed`, MIX to `realistic`. Files: `schema.tsv` (name, type),
+//! `routes.tsv` (priority, uuid, expression) and `requests.tsv`, one request per line, each
+//! value a `name=T:value` cell (T is `s` for a String, `i` for an Int, `a` for an address).
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
 use atc_router::{Context, Router, Schema, Type, Uuid};
-use atc_workload::{requests, Mix, Table, Value};
+use atc_workload::{requests, Family, Mix, Table, Value};
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let out = PathBuf::from(
-        args.next()
-            .expect("usage: workload_dump OUT_DIR [ROUTES] [REQUESTS]"),
-    );
+    let usage = "usage: workload_dump OUT_DIR [ROUTES] [REQUESTS] [FAMILY] [MIX]";
+    let out = PathBuf::from(args.next().expect(usage));
     let n: usize = args.next().map_or(10_000, |a| a.parse().expect("ROUTES"));
     let count: usize = args.next().map_or(10_000, |a| a.parse().expect("REQUESTS"));
+    let family = args.next().map_or(Family::Mixed, |f| {
+        Family::from_name(&f).expect("a family name")
+    });
+    let mix = args
+        .next()
+        .map_or(Mix::Realistic, |m| Mix::from_name(&m).expect("a mix name"));
     let seed = 42;
     std::fs::create_dir_all(&out).unwrap();
 
-    let table = Table::generate(n, seed, false);
+    let table = Table::family(family, n, seed);
     let mut schema = Schema::new();
     let mut tsv = String::new();
     for (name, ty) in atc_workload::SCHEMA {
@@ -54,45 +58,53 @@ fn main() {
     }
     std::fs::write(out.join("routes.tsv"), tsv).unwrap();
 
-    let mut reqs = Vec::new();
-    for req in requests(&table, Mix::Realistic, count, seed) {
-        let get = |f: &str| {
-            req.fields.iter().find_map(|(k, v)| match v {
-                Value::Str(s) if k == f => Some(s.clone()),
-                _ => None,
+    let mut reqs: Vec<Vec<(String, atc_router::Value)>> = Vec::new();
+    let mut tsv = String::new();
+    for req in requests(&table, mix, count, seed) {
+        let cells: Vec<String> = req
+            .fields
+            .iter()
+            .map(|(f, v)| match v {
+                Value::Str(s) => format!("{f}=s:{s}"),
+                Value::Int(i) => format!("{f}=i:{i}"),
+                Value::Ip(a) => format!("{f}=a:{a}"),
             })
-        };
-        let (Some(m), Some(h), Some(p)) = (get("http.method"), get("http.host"), get("http.path"))
-        else {
-            continue;
-        };
-        if [&m, &h, &p].iter().any(|s| s.contains(['\t', '\n'])) {
+            .collect();
+        if cells.iter().any(|c| c.contains(['\t', '\n'])) {
             continue;
         }
-        reqs.push((m, h, p));
+        tsv.push_str(&cells.join("\t"));
+        tsv.push('\n');
+        reqs.push(
+            req.fields
+                .iter()
+                .map(|(f, v)| {
+                    let v = match v {
+                        Value::Str(s) => atc_router::Value::String(s.clone()),
+                        Value::Int(i) => atc_router::Value::Int(*i),
+                        Value::Ip(a) => atc_router::Value::IpAddr(*a),
+                    };
+                    (f.clone(), v)
+                })
+                .collect(),
+        );
     }
-    let tsv: String = reqs
-        .iter()
-        .map(|(m, h, p)| format!("{m}\t{h}\t{p}\n"))
-        .collect();
     std::fs::write(out.join("requests.tsv"), tsv).unwrap();
 
-    // The benchmark's loop, natively.
-    let id = |f: &str| schema.resolve(f).unwrap().0;
-    let (fm, fh, fp) = (id("http.method"), id("http.host"), id("http.path"));
+    // The benchmark's loop, natively: by name, as the Lua binding adds values.
     let mut ctx = Context::new(schema.clone());
     let mut hits = 0usize;
     let mut samples = Vec::new();
     for round in 0..11 {
         let t = Instant::now();
-        for (m, h, p) in &reqs {
+        for req in &reqs {
             ctx.reset();
-            ctx.add_str(fm, m).unwrap();
-            ctx.add_str(fh, h).unwrap();
-            ctx.add_str(fp, p).unwrap();
+            for (f, v) in req {
+                ctx.add_value(f, v.clone()).unwrap();
+            }
             if router.execute(&mut ctx) {
                 let r = ctx.result().unwrap();
-                std::hint::black_box((r.id(), r.matched_value_by_id(fp)));
+                std::hint::black_box((r.id(), r.matched_value("http.path")));
                 if round == 0 {
                     hits += 1;
                 }
@@ -102,7 +114,9 @@ fn main() {
     }
     samples.sort_by(f64::total_cmp);
     println!(
-        "wrote {} routes and {} requests to {}; native Rust loop: median {:.0} ns/request ({} of {} matched)",
+        "{} {}: wrote {} routes and {} requests to {}; native Rust loop: median {:.0} ns/request ({} of {} matched)",
+        family.name(),
+        mix.name(),
         table.routes.len(),
         reqs.len(),
         out.display(),

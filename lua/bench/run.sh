@@ -1,15 +1,24 @@
 #!/usr/bin/env bash
-# Builds the release library and the workload files, then runs lua/bench/bench.lua in luajit.
-#   lua/bench/run.sh [ROUTES] [REQUESTS] [ROUNDS]
+# Builds the release library and the workload files, then runs lua/bench/bench.lua in luajit,
+# once per family (default: every family of WORKLOAD.md and the mixed table).
+#   lua/bench/run.sh [ROUTES] [REQUESTS] [ROUNDS] [FAMILY...]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 routes=${1:-10000}
 requests=${2:-10000}
 rounds=${3:-21}
+shift 3 2>/dev/null || shift $#
+families=("$@")
+[ ${#families[@]} -gt 0 ] || families=(host-prefixes rest-api ingress tenant-header method-split
+    wildcard-hosts port-sni-source header-only other-operators path-only mixed)
 command -v luajit >/dev/null || { echo "needs luajit (apt-get install luajit2 or luajit)" >&2; exit 2; }
-cargo build --release -p atc-router-ffi --lib
+cargo build --release -q -p atc-router-ffi --lib
+cargo build --release -q -p atc-router-ffi --example workload_dump
 data=$(mktemp -d)
 trap 'rm -rf "$data"' EXIT
-cargo run --release -q -p atc-router-ffi --example workload_dump -- "$data" "$routes" "$requests"
 ln -s "$(realpath target/release/libatc_router_ffi.so)" "$data/libatc_router.so"
-LUA_PATH="lua/?.lua;;" LUA_CPATH="$data/?.so;;" luajit lua/bench/bench.lua "$data" "$rounds"
+for family in "${families[@]}"; do
+    echo "== $family"
+    target/release/examples/workload_dump "$data" "$routes" "$requests" "$family" realistic
+    LUA_PATH="lua/?.lua;;" LUA_CPATH="$data/?.so;;" luajit lua/bench/bench.lua "$data" "$rounds"
+done

@@ -2,23 +2,25 @@
 //! the literal every match of an unanchored regex starts with): one multi-literal automaton
 //! (Aho-Corasick) finds, in one pass over a request value, every stored literal it contains.
 //!
-//! The automaton is built from the literal list and rebuilt when the list changes (not when a
-//! payload does), so a change costs a build over this set's literals only. Invariant: the
-//! automaton's pattern `i` is `lits[i]`.
+//! The automaton is built from the literal list by the first walk after the list changed (not
+//! when a payload does), so a change costs a build over this set's literals only, once.
+//! Invariants: the automaton's pattern `i` is `lits[i]`; a change of the list drops it.
+
+use std::sync::OnceLock;
 
 use aho_corasick::{AhoCorasick, MatchKind};
 
 #[derive(Debug)]
 pub(crate) struct ContainsSet<T> {
     lits: Vec<(Box<[u8]>, T)>,
-    automaton: Option<AhoCorasick>,
+    automaton: OnceLock<Option<AhoCorasick>>,
 }
 
 impl<T> Default for ContainsSet<T> {
     fn default() -> Self {
         ContainsSet {
             lits: Vec::new(),
-            automaton: None,
+            automaton: OnceLock::new(),
         }
     }
 }
@@ -29,12 +31,19 @@ impl<T> ContainsSet<T> {
     }
 
     fn rebuild(&mut self) {
-        self.automaton = (!self.lits.is_empty()).then(|| {
-            AhoCorasick::builder()
-                .match_kind(MatchKind::Standard)
-                .build(self.lits.iter().map(|(l, _)| l))
-                .expect("literals of bounded expressions always build")
-        });
+        self.automaton = OnceLock::new();
+    }
+
+    fn automaton(&self) -> Option<&AhoCorasick> {
+        self.automaton
+            .get_or_init(|| {
+                // An automaton that cannot be built leaves every literal's payload visited.
+                AhoCorasick::builder()
+                    .match_kind(MatchKind::Standard)
+                    .build(self.lits.iter().map(|(l, _)| l))
+                    .ok()
+            })
+            .as_ref()
     }
 
     pub(crate) fn get_or_insert_with(&mut self, lit: &[u8], make: impl FnOnce() -> T) -> &mut T {
@@ -67,10 +76,13 @@ impl<T> ContainsSet<T> {
     /// places may be visited more than once).
     #[inline]
     pub(crate) fn walk<'a>(&'a self, text: &[u8], mut visit: impl FnMut(&'a T)) {
-        if let Some(ac) = &self.automaton {
-            for m in ac.find_overlapping_iter(text) {
-                visit(&self.lits[m.pattern().as_usize()].1);
+        match self.automaton() {
+            Some(ac) => {
+                for m in ac.find_overlapping_iter(text) {
+                    visit(&self.lits[m.pattern().as_usize()].1);
+                }
             }
+            None => self.lits.iter().for_each(|(_, v)| visit(v)),
         }
     }
 

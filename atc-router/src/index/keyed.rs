@@ -10,7 +10,7 @@ use rustc_hash::FxHashMap;
 use super::cidr_map::CidrMap;
 use super::contains_set::ContainsSet;
 use super::path_tree::PathTree;
-use super::prefix_tree::PrefixTree;
+use super::prefix_tree::{PrefixTree, SegmentedPrefixTree};
 use super::regex_set::{Matched, RegexSet};
 use super::requirement::{Key, KeyKind};
 use super::small_key::SmallKey;
@@ -29,7 +29,7 @@ pub(crate) enum Keyed<T> {
     Int(FxHashMap<i64, T>),
     Cidr(CidrMap<T>),
     Path(PathTree<T>),
-    Prefix(PrefixTree<T>),
+    Prefix(SegmentedPrefixTree<T>),
     /// Keys reversed: a value's suffixes are the prefixes of its reversal.
     Suffix(PrefixTree<T>),
     Contains(ContainsSet<T>),
@@ -54,7 +54,7 @@ impl<T> Keyed<T> {
             KeyKind::Int => Keyed::Int(FxHashMap::default()),
             KeyKind::Cidr => Keyed::Cidr(CidrMap::default()),
             KeyKind::Path => Keyed::Path(PathTree::default()),
-            KeyKind::Prefix => Keyed::Prefix(PrefixTree::default()),
+            KeyKind::Prefix => Keyed::Prefix(SegmentedPrefixTree::default()),
             KeyKind::Suffix => Keyed::Suffix(PrefixTree::default()),
             KeyKind::Contains => Keyed::Contains(ContainsSet::default()),
             KeyKind::Regex => Keyed::Regex(RegexSet::default()),
@@ -68,7 +68,8 @@ impl<T> Keyed<T> {
             Keyed::Int(m) => m.len(),
             Keyed::Cidr(m) => m.len(),
             Keyed::Path(t) => t.len(),
-            Keyed::Prefix(t) | Keyed::Suffix(t) => t.len(),
+            Keyed::Prefix(t) => t.len(),
+            Keyed::Suffix(t) => t.len(),
             Keyed::Contains(s) => s.len(),
             Keyed::Regex(s) => s.len(),
         }
@@ -165,7 +166,8 @@ impl<T> Keyed<T> {
             Keyed::Int(m) => m.values().for_each(visit),
             Keyed::Cidr(m) => m.for_each(visit),
             Keyed::Path(t) => t.for_each(visit),
-            Keyed::Prefix(t) | Keyed::Suffix(t) => t.for_each(|_, v| visit(v)),
+            Keyed::Prefix(t) => t.for_each(visit),
+            Keyed::Suffix(t) => t.for_each(|_, v| visit(v)),
             Keyed::Contains(s) => s.for_each(visit),
             Keyed::Regex(s) => s.for_each(visit),
         }

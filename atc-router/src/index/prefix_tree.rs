@@ -7,6 +7,8 @@
 //! with no payload has at least two children (removal merges or prunes what it leaves behind),
 //! so a walk reads at most one node per distinct stored prefix of the value.
 
+use rustc_hash::FxHashMap;
+
 use super::small_key::SmallKey;
 
 #[derive(Debug)]
@@ -214,9 +216,182 @@ impl<T> PrefixTree<T> {
     }
 }
 
+/// A prefix index of path-like keys: keys are cut after each `/` into complete segments
+/// (`/`, `catalog/`) and a tail without `/` (`items`); a walk follows the request's own
+/// segments by one hash probe each and, at every node it reaches, walks the small radix tree of
+/// the tails stored there. So a table of 100,000 prefixes costs a probe per segment of the
+/// request instead of a node per byte run of one large tree.
+///
+/// Invariants: a key whose complete segments are `s1 … sk` and tail `t` is stored in the tails
+/// of the node reached by `s1 … sk` from the root, under `t`. A key is a prefix of a value
+/// exactly when the value starts with the key's complete segments and continues with its tail
+/// (a tail has no `/`), so a walk visits exactly the stored prefixes of the value. No node but
+/// the root is empty (removal prunes).
+#[derive(Debug)]
+pub(crate) struct SegmentedPrefixTree<T> {
+    root: SegNode<T>,
+    len: usize,
+}
+
+#[derive(Debug)]
+struct SegNode<T> {
+    tails: PrefixTree<T>,
+    next: FxHashMap<SmallKey, SegNode<T>>,
+}
+
+impl<T> Default for SegNode<T> {
+    fn default() -> Self {
+        SegNode {
+            tails: PrefixTree::default(),
+            next: FxHashMap::default(),
+        }
+    }
+}
+
+impl<T> Default for SegmentedPrefixTree<T> {
+    fn default() -> Self {
+        SegmentedPrefixTree {
+            root: SegNode::default(),
+            len: 0,
+        }
+    }
+}
+
+/// The first complete segment of `b` (up to and including its first `/`) and the rest.
+#[inline]
+fn segment(b: &[u8]) -> Option<(&[u8], &[u8])> {
+    let end = b.iter().position(|&c| c == b'/')? + 1;
+    Some((&b[..end], &b[end..]))
+}
+
+impl<T> SegNode<T> {
+    fn is_empty(&self) -> bool {
+        self.tails.len() == 0 && self.next.is_empty()
+    }
+
+    fn remove(&mut self, key: &[u8]) -> Option<T> {
+        match segment(key) {
+            None => self.tails.remove(key),
+            Some((seg, rest)) => {
+                let child = self.next.get_mut(seg)?;
+                let out = child.remove(rest);
+                if child.is_empty() {
+                    self.next.remove(seg);
+                }
+                out
+            }
+        }
+    }
+
+    fn walk<'a>(&'a self, text: &[u8], visit: &mut impl FnMut(&'a T)) {
+        if self.tails.len() > 0 {
+            self.tails.walk(text, &mut *visit);
+        }
+        if let Some((seg, rest)) = segment(text) {
+            if let Some(child) = self.next.get(seg) {
+                child.walk(rest, visit);
+            }
+        }
+    }
+
+    fn for_each(&self, visit: &mut impl FnMut(&T)) {
+        self.tails.for_each(|_, v| visit(v));
+        for c in self.next.values() {
+            c.for_each(visit);
+        }
+    }
+
+    fn map<U>(self, f: &mut impl FnMut(T) -> U) -> SegNode<U> {
+        SegNode {
+            tails: self.tails.map(&mut *f),
+            next: self.next.into_iter().map(|(k, c)| (k, c.map(f))).collect(),
+        }
+    }
+}
+
+impl<T> SegmentedPrefixTree<T> {
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn get_or_insert_with(&mut self, key: &[u8], make: impl FnOnce() -> T) -> &mut T {
+        if self.get_mut(key).is_none() {
+            self.len += 1;
+        }
+        let mut node = &mut self.root;
+        let mut tail = key;
+        while let Some((seg, rest)) = segment(tail) {
+            node = node.next.entry(SmallKey::new(seg)).or_default();
+            tail = rest;
+        }
+        node.tails.get_or_insert_with(tail, make)
+    }
+
+    pub(crate) fn get_mut(&mut self, mut key: &[u8]) -> Option<&mut T> {
+        let mut node = &mut self.root;
+        while let Some((seg, rest)) = segment(key) {
+            node = node.next.get_mut(seg)?;
+            key = rest;
+        }
+        node.tails.get_mut(key)
+    }
+
+    pub(crate) fn remove(&mut self, key: &[u8]) -> Option<T> {
+        let out = self.root.remove(key);
+        if out.is_some() {
+            self.len -= 1;
+        }
+        out
+    }
+
+    /// Visits the payload of every stored key that is a prefix of `text`.
+    #[inline]
+    pub(crate) fn walk<'a>(&'a self, text: &[u8], mut visit: impl FnMut(&'a T)) {
+        self.root.walk(text, &mut visit);
+    }
+
+    pub(crate) fn for_each(&self, mut visit: impl FnMut(&T)) {
+        self.root.for_each(&mut visit);
+    }
+
+    pub(crate) fn map<U>(self, mut f: impl FnMut(T) -> U) -> SegmentedPrefixTree<U> {
+        SegmentedPrefixTree {
+            root: self.root.map(&mut f),
+            len: self.len,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_segmented_tree_walks_like_a_plain_one() {
+        let keys = [
+            "/a", "/a/", "/a/b", "/ab/c", "/", "x/y", "/a/b/c", "", "/ab/",
+        ];
+        let mut plain = PrefixTree::default();
+        let mut seg = SegmentedPrefixTree::default();
+        for (i, k) in keys.iter().enumerate() {
+            *plain.get_or_insert_with(k.as_bytes(), || 0) = i;
+            *seg.get_or_insert_with(k.as_bytes(), || 0) = i;
+        }
+        assert_eq!(seg.len(), keys.len());
+        for text in ["/a/b/c/d", "/ab/cd", "/abc", "x/y/z", "", "/", "/a", "/a/"] {
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            plain.walk(text.as_bytes(), |v| a.push(*v));
+            seg.walk(text.as_bytes(), |v| b.push(*v));
+            a.sort();
+            b.sort();
+            assert_eq!(a, b, "{text}");
+        }
+        for k in keys {
+            assert!(seg.remove(k.as_bytes()).is_some(), "{k}");
+        }
+        assert_eq!(seg.len(), 0);
+        assert!(seg.root.is_empty());
+    }
 
     fn walk(t: &PrefixTree<u32>, text: &str) -> Vec<u32> {
         let mut out = Vec::new();

@@ -4,10 +4,14 @@
 //! match; only their routes become candidates, where each route would otherwise run its own
 //! regex. Captures are left to the winning route's own evaluation.
 //!
-//! The automaton is rebuilt when the pattern list changes (not when a payload does). Invariants:
-//! pattern `i` of the automaton is `pats[i]`; when the automaton cannot be built (it always can
-//! for patterns that compiled one by one, unless together they pass the size limit), a walk
-//! visits every payload, which is sound, only slower.
+//! The automaton is built from the pattern list by the first walk after the list changed (not
+//! when a payload does), so building a set key by key, or counting with one, compiles nothing.
+//! Invariants: pattern `i` of the automaton is `pats[i]`; a change of the list drops the
+//! automaton; when it cannot be built (it always can for patterns that compiled one by one,
+//! unless together they pass the size limit), a walk visits every payload, which is sound, only
+//! slower.
+
+use std::sync::OnceLock;
 
 use regex_automata::meta;
 use regex_automata::{Input, MatchKind, PatternSet};
@@ -15,14 +19,14 @@ use regex_automata::{Input, MatchKind, PatternSet};
 #[derive(Debug)]
 pub(crate) struct RegexSet<T> {
     pats: Vec<(Box<str>, T)>,
-    automaton: Option<meta::Regex>,
+    automaton: OnceLock<Option<meta::Regex>>,
 }
 
 impl<T> Default for RegexSet<T> {
     fn default() -> Self {
         RegexSet {
             pats: Vec::new(),
-            automaton: None,
+            automaton: OnceLock::new(),
         }
     }
 }
@@ -37,14 +41,18 @@ impl<T> RegexSet<T> {
     }
 
     fn rebuild(&mut self) {
-        self.automaton = (!self.pats.is_empty())
-            .then(|| {
+        self.automaton = OnceLock::new();
+    }
+
+    fn automaton(&self) -> Option<&meta::Regex> {
+        self.automaton
+            .get_or_init(|| {
                 meta::Builder::new()
                     .configure(meta::Config::new().match_kind(MatchKind::All))
                     .build_many(&self.pats.iter().map(|(p, _)| &**p).collect::<Vec<_>>())
                     .ok()
             })
-            .flatten();
+            .as_ref()
     }
 
     pub(crate) fn get_or_insert_with(&mut self, pattern: &str, make: impl FnOnce() -> T) -> &mut T {
@@ -76,7 +84,7 @@ impl<T> RegexSet<T> {
     /// Visits the payload of every pattern that matches somewhere in `text`.
     #[inline]
     pub(crate) fn walk<'a>(&'a self, text: &[u8], m: &mut Matched, mut visit: impl FnMut(&'a T)) {
-        let Some(re) = &self.automaton else {
+        let Some(re) = self.automaton() else {
             self.pats.iter().for_each(|(_, v)| visit(v));
             return;
         };

@@ -42,7 +42,9 @@ pub(crate) enum KeyKind {
     Int,
     /// Some address lies in a key network.
     Cidr,
-    /// Some value is a path following a key pattern.
+    /// Some value is a path following a key pattern (before `Prefix`: a lookup by segment is a
+    /// hash probe per segment, where a radix tree of many keys is a node per byte run; where
+    /// the two describe routes as precisely, the cheaper one wins the tie).
     Path,
     /// Some value starts with a key.
     Prefix,

@@ -134,7 +134,16 @@ pub(crate) struct Split {
     keyed: Keyed<Node>,
     rest: Node,
     routes: u32,
+    /// `routes` when the split was chosen: it is chosen again (the subtree rebuilt) once the
+    /// subtree has doubled, up to [`REKEY_MAX`] routes.
+    built_at: u32,
 }
+
+/// Subtrees of up to this many routes are rebuilt each time they double, so that a split made
+/// when a leaf first overflowed (chosen from two routes) is chosen again from many; past it, a
+/// split keeps its key (its parts are still re-keyed as they grow), which bounds what one add
+/// can cost.
+pub(crate) const REKEY_MAX: u32 = 2048;
 
 /// What the tree reports to its owner: which fields splits look up (the key fields of
 /// two-phase matching), and how deep it is (the scratch buffers a lookup needs).
@@ -207,6 +216,19 @@ impl Node {
                 }
             }
             Node::Split(s) => {
+                if s.routes < REKEY_MAX && s.routes + 1 >= 2 * s.built_at {
+                    // Chosen from half as many routes: choose again from all of them.
+                    let mut entries = Vec::with_capacity(s.routes as usize + 1);
+                    self.copy_entries(&mut entries);
+                    entries.push(e);
+                    entries.sort_unstable();
+                    entries.dedup();
+                    self.forget_splits(st);
+                    let table: Vec<(Entry, Vec<Requirement>)> =
+                        entries.iter().map(|x| (*x, all.of(x.1))).collect();
+                    *self = build(&table, (0..table.len() as u32).collect(), at, st);
+                    return;
+                }
                 s.routes += 1;
                 match requirement(reqs, &s.disc) {
                     Some(r) => {
@@ -455,6 +477,7 @@ pub(crate) fn build(
         keyed,
         rest,
         routes: idx.len() as u32,
+        built_at: idx.len() as u32,
     }))
 }
 
@@ -485,32 +508,37 @@ fn choose(table: &[(Entry, Vec<Requirement>)], idx: &[u32], filtered: bool) -> O
     // A split must leave a request fewer routes than `n`; where no key has filtered the routes
     // yet, as many is enough (see `Level`).
     let limit = if filtered { n } else { n + 1 };
-    let mut best: Option<(usize, Disc)> = None;
+    // The best so far: its worst case, then (between equal worst cases) the mean over the
+    // routes' own requests, which prefers the key that leaves less to split further.
+    let mut best: Option<(usize, f64, Disc)> = None;
     for (disc, covered) in discs {
-        let bound = best.map_or(limit, |b| b.0);
         let rest = n - covered.len();
-        if rest >= bound {
+        // At most `bound` routes (equal to the best so far), or fewer than `limit`.
+        let bound = best.map_or(limit - 1, |b| b.0);
+        if rest > bound {
             // Sorted by coverage: every disc after this one leaves as many or more.
             break;
         }
-        let worst = worst_case(table, &covered, disc, bound - rest);
-        let score = rest + worst;
-        if score < bound {
-            best = Some((score, disc));
+        let Some((worst, mean)) = worst_case(table, &covered, disc, bound - rest) else {
+            continue;
+        };
+        let (score, avg) = (rest + worst, rest as f64 + mean);
+        if best.is_none_or(|(s, a, _)| score < s || (score == s && avg < a)) {
+            best = Some((score, avg, disc));
         }
     }
-    best.map(|(_, d)| d)
+    best.map(|(_, _, d)| d)
 }
 
 /// The most routes among `covered` that a request like one of them finds through a structure
-/// keyed by `disc`, counting a route once per key it is found under; stops counting past
-/// `bound` (the caller only needs to know it is not better).
+/// keyed by `disc` (counting a route once per key it is found under), and the mean; `None` as
+/// soon as the most passes `bound` (the caller only needs to know it is not as good).
 fn worst_case(
     table: &[(Entry, Vec<Requirement>)],
     covered: &[u32],
     disc: Disc,
     bound: usize,
-) -> usize {
+) -> Option<(usize, f64)> {
     let mut counts: Keyed<usize> = Keyed::new(disc.kind);
     let reqs = |i: u32| requirement(&table[i as usize].1, &disc).expect("covered");
     for &i in covered {
@@ -521,11 +549,15 @@ fn worst_case(
     if disc.kind == KeyKind::Regex {
         // No sample text matches a regex key as such: assume a request matches one pattern
         // (the automaton is the last kind a split is made by, see `KeyKind`).
-        let mut worst = 0;
-        counts.for_each(|c| worst = worst.max(*c));
-        return worst;
+        let (mut worst, mut total, mut groups) = (0, 0, 0);
+        counts.for_each(|c| {
+            worst = worst.max(*c);
+            total += c * c;
+            groups += c;
+        });
+        return (worst <= bound).then(|| (worst, total as f64 / groups.max(1) as f64));
     }
-    let mut worst = 0;
+    let (mut worst, mut total, mut probes) = (0, 0, 0);
     let mut bufs = WalkBufs::default();
     for &i in covered {
         for k in reqs(i).keys.iter() {
@@ -537,12 +569,14 @@ fn worst_case(
             let mut found = 0;
             counts.walk(probe, &mut bufs, |c| found += *c);
             worst = worst.max(found);
-            if worst >= bound {
-                return worst;
+            if worst > bound {
+                return None;
             }
+            total += found;
+            probes += 1;
         }
     }
-    worst
+    Some((worst, total as f64 / probes.max(1) as f64))
 }
 
 impl std::fmt::Display for Disc {
