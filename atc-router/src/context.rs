@@ -51,6 +51,20 @@ pub struct Context {
     touched: Vec<FieldId>,
     pub(crate) outcome: Option<(Uuid, u64)>,
     pub(crate) witnesses: Witnesses,
+    /// The candidates `Router::needed_fields` found, kept for the execute that follows it.
+    pub(crate) candidates: CachedCandidates,
+}
+
+/// Candidates found for this request by one version of one router (see
+/// `Router::needed_fields`). They depend only on the values of the router's key fields, so they
+/// stay right while no value is added to one of those: `added` collects the field bit of every
+/// value added since they were found, and a router uses them only when none is a key field's.
+#[derive(Debug, Default)]
+pub(crate) struct CachedCandidates {
+    /// `(router, version)` they were found by, if any.
+    pub(crate) by: Option<(u64, u64)>,
+    pub(crate) entries: Vec<crate::index::Entry>,
+    pub(crate) added: crate::needs::FieldMask,
 }
 
 /// A field's values. The first one lives in the slot itself: a matcher reading a single-valued
@@ -137,6 +151,7 @@ impl Context {
             touched: Vec::new(),
             outcome: None,
             witnesses: Witnesses::default(),
+            candidates: CachedCandidates::default(),
         }
     }
 
@@ -240,6 +255,7 @@ impl Context {
                 excerpt(&name)
             )));
         }
+        self.candidates.added |= crate::needs::field_bit(id);
         if slot.len == 0 {
             self.touched.push(id);
         }
@@ -265,6 +281,7 @@ impl Context {
         for id in self.touched.drain(..) {
             self.slots[id.index()].len = 0;
         }
+        self.candidates.by = None;
         self.clear_result();
     }
 

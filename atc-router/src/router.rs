@@ -200,6 +200,9 @@ pub struct Router {
     needs: Needs,
     /// Bumped by every change, so that a plan prepared before a change is not applied after it.
     version: u64,
+    /// Unique among the routers of the process: with `version`, names the table a context's
+    /// cached candidates were found in.
+    uid: u64,
     /// Set while the router's structures are being changed, cleared when the change is
     /// complete: still set afterwards only if a panic interrupted a change (see
     /// [`Router::is_broken`]).
@@ -418,6 +421,7 @@ impl Router {
             field_use: HashMap::default(),
             needs: Needs::default(),
             version: 0,
+            uid: NEXT_INSTANCE.fetch_add(1, AtomicOrdering::Relaxed),
             broken: false,
             pending_index: None,
         }
@@ -966,14 +970,27 @@ impl Router {
             return Err(Error::SchemaMismatch);
         }
         let mut w = std::mem::take(&mut ctx.witnesses);
+        // The candidates `needed_fields` found for this request, if no key field has changed.
+        let cached = ctx.candidates.by == Some((self.uid, self.version))
+            && ctx.candidates.added & self.index.key_fields() == 0;
+        let mut cache = if cached {
+            std::mem::take(&mut ctx.candidates.entries)
+        } else {
+            Vec::new()
+        };
         let found = with_scratch(|scratch| {
-            let candidates = &mut scratch.candidates;
-            candidates.clear();
-            self.index.candidates(ctx, &mut scratch.levels, candidates);
-            if candidates.len() > 1 {
-                candidates.sort_unstable();
-                candidates.dedup();
-            }
+            let candidates = if cached {
+                &mut cache
+            } else {
+                let candidates = &mut scratch.candidates;
+                candidates.clear();
+                self.index.candidates(ctx, &mut scratch.levels, candidates);
+                if candidates.len() > 1 {
+                    candidates.sort_unstable();
+                    candidates.dedup();
+                }
+                candidates
+            };
             for &(order, slot) in candidates.iter() {
                 let program = &self.programs[slot as usize];
                 if matcher::eval(program, ctx, &mut scratch.lowered, &mut w) {
@@ -983,6 +1000,9 @@ impl Router {
             }
             None
         });
+        if cached {
+            ctx.candidates.entries = cache;
+        }
         ctx.witnesses = w;
         ctx.outcome = found;
         Ok(found.is_some())
@@ -1004,16 +1024,21 @@ impl Router {
             return FieldMask::MAX;
         }
         let mut mask = self.index.key_fields();
-        with_scratch(|s| {
-            s.candidates.clear();
-            self.index.candidates(ctx, &mut s.levels, &mut s.candidates);
-            for (i, (_, slot)) in s.candidates.iter().enumerate() {
-                mask |= self.needs.of(*slot);
-                if i < WARM_MAX {
-                    self.warm(*slot);
-                }
+        let mut found = std::mem::take(&mut ctx.candidates.entries);
+        found.clear();
+        with_scratch(|s| self.index.candidates(ctx, &mut s.levels, &mut found));
+        found.sort_unstable();
+        found.dedup();
+        for (i, (_, slot)) in found.iter().enumerate() {
+            mask |= self.needs.of(*slot);
+            if i < WARM_MAX {
+                self.warm(*slot);
             }
-        });
+        }
+        // Kept for the execute that follows (see `Context`'s cached candidates).
+        ctx.candidates.entries = found;
+        ctx.candidates.by = Some((self.uid, self.version));
+        ctx.candidates.added = 0;
         mask
     }
 

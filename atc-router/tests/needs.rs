@@ -172,3 +172,40 @@ fn fields_past_the_63rd_share_the_last_bit() {
         (0, 0)
     );
 }
+
+#[test]
+fn candidates_found_by_needed_fields_are_not_reused_once_a_key_field_changes() {
+    let mut s = Schema::new();
+    s.add_field("http.host", Type::String).unwrap();
+    s.add_field("http.path", Type::String).unwrap();
+    let s = Arc::new(s);
+    let mut router = Router::new(s.clone());
+    router
+        .add(Uuid::from_u128(1), 1, r#"any(http.host) == "a.com""#)
+        .unwrap();
+    router
+        .add(Uuid::from_u128(2), 1, r#"any(http.host) == "b.com""#)
+        .unwrap();
+    assert_ne!(router.key_fields(), 0, "the hosts are a key");
+    let mut ctx = Context::new(s.clone());
+    ctx.add_value("http.host", "a.com").unwrap();
+    router.needed_fields(&mut ctx);
+    // Phase 2 adds a non-key field: the candidates found for a.com serve the execute.
+    ctx.add_value("http.path", "/x").unwrap();
+    assert!(router.execute(&mut ctx));
+    assert_eq!(ctx.result().unwrap().id(), Uuid::from_u128(1));
+    // A caller that adds a key field's value after asking must not get a.com's candidates
+    // (route 2 comes first in routing order: equal priorities, higher id).
+    ctx.reset();
+    ctx.add_value("http.host", "a.com").unwrap();
+    router.needed_fields(&mut ctx);
+    ctx.add_value("http.host", "b.com").unwrap();
+    assert!(router.execute(&mut ctx));
+    assert_eq!(ctx.result().unwrap().id(), Uuid::from_u128(2));
+    // Nor after the table changed.
+    ctx.reset();
+    ctx.add_value("http.host", "b.com").unwrap();
+    router.needed_fields(&mut ctx);
+    router.remove(Uuid::from_u128(2));
+    assert!(!router.execute(&mut ctx));
+}

@@ -28,7 +28,7 @@ use rustc_hash::FxHashMap;
 use uuid::Uuid;
 
 use crate::context::Context;
-use crate::needs::{field_bit, FieldMask};
+use crate::needs::FieldMask;
 
 pub(crate) use requirement::{requirements, Requirement};
 pub(crate) use tree::{LevelBufs, Requirements};
@@ -121,8 +121,9 @@ impl Index {
     }
 
     /// The fields some split looks values up in (the key fields of two-phase matching).
+    #[inline]
     pub(crate) fn key_fields(&self) -> FieldMask {
-        self.stats.fields.keys().fold(0, |m, f| m | field_bit(*f))
+        self.stats.key_mask
     }
 
     /// Routes without any requirement.

@@ -335,6 +335,13 @@ struct PathNode<T> {
     /// mixed table's thousands.
     lits: FxHashMap<SmallKey, PathNode<T>>,
     params: Vec<(ParamClass, PathNode<T>)>,
+    /// The payloads of the patterns that end here: boxed, since most nodes are on the way to
+    /// a pattern's end rather than at one (and a node is an entry of its parent's map).
+    ends: Option<Box<Ends<T>>>,
+}
+
+#[derive(Debug)]
+struct Ends<T> {
     exact: Option<T>,
     open: Option<T>,
 }
@@ -344,8 +351,7 @@ impl<T> Default for PathNode<T> {
         PathNode {
             lits: FxHashMap::default(),
             params: Vec::new(),
-            exact: None,
-            open: None,
+            ends: None,
         }
     }
 }
@@ -361,18 +367,44 @@ impl<T> Default for PathTree<T> {
 
 impl<T> PathNode<T> {
     fn is_empty(&self) -> bool {
-        self.lits.is_empty()
-            && self.params.is_empty()
-            && self.exact.is_none()
-            && self.open.is_none()
+        self.lits.is_empty() && self.params.is_empty() && self.ends.is_none()
     }
 
     fn slot(&mut self, open: bool) -> &mut Option<T> {
+        let ends = self.ends.get_or_insert_with(|| {
+            Box::new(Ends {
+                exact: None,
+                open: None,
+            })
+        });
         if open {
-            &mut self.open
+            &mut ends.open
         } else {
-            &mut self.exact
+            &mut ends.exact
         }
+    }
+
+    /// Takes the payload of a pattern ending here, dropping the ends when both are gone.
+    fn take(&mut self, open: bool) -> Option<T> {
+        let out = self.slot(open).take();
+        if self
+            .ends
+            .as_ref()
+            .is_some_and(|e| e.exact.is_none() && e.open.is_none())
+        {
+            self.ends = None;
+        }
+        out
+    }
+
+    #[inline]
+    fn open(&self) -> Option<&T> {
+        self.ends.as_ref()?.open.as_ref()
+    }
+
+    #[inline]
+    fn exact(&self) -> Option<&T> {
+        self.ends.as_ref()?.exact.as_ref()
     }
 }
 
@@ -421,7 +453,12 @@ impl<T> PathTree<T> {
                 }
             };
         }
-        node.slot(p.open).as_mut()
+        let ends = node.ends.as_mut()?;
+        if p.open {
+            ends.open.as_mut()
+        } else {
+            ends.exact.as_mut()
+        }
     }
 
     pub(crate) fn remove(&mut self, p: &PathPattern) -> Option<T> {
@@ -434,7 +471,7 @@ impl<T> PathTree<T> {
 
     fn remove_in(node: &mut PathNode<T>, segs: &[Seg], open: bool) -> Option<T> {
         let Some((s, rest)) = segs.split_first() else {
-            return node.slot(open).take();
+            return node.take(open);
         };
         match s {
             Seg::Lit(l) => {
@@ -465,7 +502,7 @@ impl<T> PathTree<T> {
     }
 
     fn walk_in<'a>(node: &'a PathNode<T>, rest: &[u8], visit: &mut impl FnMut(&'a T)) {
-        if let Some(v) = &node.open {
+        if let Some(v) = node.open() {
             visit(v);
         }
         // `rest` is what follows the `/` that ends the segments walked so far: the next segment
@@ -477,10 +514,10 @@ impl<T> PathTree<T> {
         let mut next = |child: &'a PathNode<T>| match after {
             Some(after) => Self::walk_in(child, after, visit),
             None => {
-                if let Some(v) = &child.open {
+                if let Some(v) = child.open() {
                     visit(v);
                 }
-                if let Some(v) = &child.exact {
+                if let Some(v) = child.exact() {
                     visit(v);
                 }
             }
@@ -501,8 +538,12 @@ impl<T> PathTree<T> {
             PathNode {
                 lits: n.lits.into_iter().map(|(k, c)| (k, go(c, f))).collect(),
                 params: n.params.into_iter().map(|(k, c)| (k, go(c, f))).collect(),
-                exact: n.exact.map(&mut *f),
-                open: n.open.map(&mut *f),
+                ends: n.ends.map(|e| {
+                    Box::new(Ends {
+                        exact: e.exact.map(&mut *f),
+                        open: e.open.map(&mut *f),
+                    })
+                }),
             }
         }
         PathTree {
@@ -514,7 +555,7 @@ impl<T> PathTree<T> {
     /// Every payload.
     pub(crate) fn for_each(&self, mut visit: impl FnMut(&T)) {
         fn go<T>(n: &PathNode<T>, visit: &mut impl FnMut(&T)) {
-            n.exact.iter().chain(n.open.iter()).for_each(&mut *visit);
+            n.exact().into_iter().chain(n.open()).for_each(&mut *visit);
             n.lits.values().for_each(|c| go(c, visit));
             n.params.iter().for_each(|(_, c)| go(c, visit));
         }

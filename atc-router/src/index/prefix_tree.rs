@@ -235,14 +235,15 @@ pub(crate) struct SegmentedPrefixTree<T> {
 
 #[derive(Debug)]
 struct SegNode<T> {
-    tails: PrefixTree<T>,
+    /// The tails stored here, if any: boxed, since most nodes only lead on.
+    tails: Option<Box<PrefixTree<T>>>,
     next: FxHashMap<SmallKey, SegNode<T>>,
 }
 
 impl<T> Default for SegNode<T> {
     fn default() -> Self {
         SegNode {
-            tails: PrefixTree::default(),
+            tails: None,
             next: FxHashMap::default(),
         }
     }
@@ -266,12 +267,19 @@ fn segment(b: &[u8]) -> Option<(&[u8], &[u8])> {
 
 impl<T> SegNode<T> {
     fn is_empty(&self) -> bool {
-        self.tails.len() == 0 && self.next.is_empty()
+        self.tails.is_none() && self.next.is_empty()
     }
 
     fn remove(&mut self, key: &[u8]) -> Option<T> {
         match segment(key) {
-            None => self.tails.remove(key),
+            None => {
+                let tails = self.tails.as_mut()?;
+                let out = tails.remove(key);
+                if tails.len() == 0 {
+                    self.tails = None;
+                }
+                out
+            }
             Some((seg, rest)) => {
                 let child = self.next.get_mut(seg)?;
                 let out = child.remove(rest);
@@ -284,8 +292,8 @@ impl<T> SegNode<T> {
     }
 
     fn walk<'a>(&'a self, text: &[u8], visit: &mut impl FnMut(&'a T)) {
-        if self.tails.len() > 0 {
-            self.tails.walk(text, &mut *visit);
+        if let Some(tails) = &self.tails {
+            tails.walk(text, &mut *visit);
         }
         if let Some((seg, rest)) = segment(text) {
             if let Some(child) = self.next.get(seg) {
@@ -295,7 +303,9 @@ impl<T> SegNode<T> {
     }
 
     fn for_each(&self, visit: &mut impl FnMut(&T)) {
-        self.tails.for_each(|_, v| visit(v));
+        if let Some(t) = &self.tails {
+            t.for_each(|_, v| visit(v));
+        }
         for c in self.next.values() {
             c.for_each(visit);
         }
@@ -303,7 +313,7 @@ impl<T> SegNode<T> {
 
     fn map<U>(self, f: &mut impl FnMut(T) -> U) -> SegNode<U> {
         SegNode {
-            tails: self.tails.map(&mut *f),
+            tails: self.tails.map(|t| Box::new(t.map(&mut *f))),
             next: self.next.into_iter().map(|(k, c)| (k, c.map(f))).collect(),
         }
     }
@@ -324,7 +334,9 @@ impl<T> SegmentedPrefixTree<T> {
             node = node.next.entry(SmallKey::new(seg)).or_default();
             tail = rest;
         }
-        node.tails.get_or_insert_with(tail, make)
+        node.tails
+            .get_or_insert_with(Default::default)
+            .get_or_insert_with(tail, make)
     }
 
     pub(crate) fn get_mut(&mut self, mut key: &[u8]) -> Option<&mut T> {
@@ -333,7 +345,7 @@ impl<T> SegmentedPrefixTree<T> {
             node = node.next.get_mut(seg)?;
             key = rest;
         }
-        node.tails.get_mut(key)
+        node.tails.as_mut()?.get_mut(key)
     }
 
     pub(crate) fn remove(&mut self, key: &[u8]) -> Option<T> {

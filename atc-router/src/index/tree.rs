@@ -150,12 +150,15 @@ pub(crate) const REKEY_MAX: u32 = 2048;
 #[derive(Debug, Default)]
 pub(crate) struct Stats {
     pub(crate) fields: FxHashMap<FieldId, u32>,
+    /// The bits of `fields` (see `crate::needs`), kept with them.
+    pub(crate) key_mask: crate::needs::FieldMask,
     pub(crate) max_depth: usize,
 }
 
 impl Stats {
     fn split_made(&mut self, disc: Disc, depth: usize) {
         *self.fields.entry(disc.field).or_insert(0) += 1;
+        self.key_mask |= crate::needs::field_bit(disc.field);
         self.max_depth = self.max_depth.max(depth + 1);
     }
 
@@ -164,6 +167,10 @@ impl Stats {
             *n -= 1;
             if *n == 0 {
                 self.fields.remove(&disc.field);
+                self.key_mask = self
+                    .fields
+                    .keys()
+                    .fold(0, |m, f| m | crate::needs::field_bit(*f));
             }
         }
     }
