@@ -35,34 +35,27 @@
 // pest's generated parser names `alloc` when pest is built without `std` (see Cargo.toml).
 extern crate alloc;
 
-pub mod ast;
-pub mod context;
+mod compile;
 pub mod error;
 mod failpoint;
 mod index;
-pub mod limits;
-mod matcher;
-pub mod needs;
-pub mod parser;
-mod path_regex;
-mod program;
+mod language;
+mod limits;
 mod reference;
-mod regex_cache;
-mod resolved;
-pub mod router;
-pub mod schema;
-pub mod shared;
-pub mod validate;
-pub mod value;
+mod router;
+mod schema;
 
-pub use ast::{Expr, Lhs, Op, Predicate, Transform};
-pub use context::{CaptureKey, Context, MatchResult, MatchedValue};
 pub use error::{Error, ExprError, ExprErrorKind};
+pub use language::{
+    parse, parse_with_limits, Expr, Lhs, Op, Parsed, Predicate, PredicateSpans, Transform,
+};
 pub use limits::Limits;
-pub use parser::{parse, parse_with_limits, Parsed};
+pub use router::needs::FieldMask;
+pub use router::shared::{ReadGuard, SharedRouter};
 pub use router::{Route, RouteSpec, Router, SyncError, SyncMode, SyncPlan, SyncReport};
-pub use schema::{FieldId, IdState, Schema};
-pub use shared::{ReadGuard, SharedRouter};
+pub use schema::{
+    CaptureKey, Context, FieldId, IdState, IpCidr, MatchResult, MatchedValue, Schema, Type, Value,
+};
 pub use uuid::Uuid;
 
 /// Test support: makes the `n`-th step of router changes on this thread panic (see
@@ -70,4 +63,3 @@ pub use uuid::Uuid;
 #[cfg(feature = "failpoints")]
 #[doc(hidden)]
 pub use failpoint::panic_at as panic_at_failpoint;
-pub use value::{IpCidr, Type, Value};

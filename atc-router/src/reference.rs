@@ -13,10 +13,10 @@
 use std::borrow::Cow;
 use std::net::IpAddr;
 
-use crate::ast::Op;
-use crate::context::{Context, Witnesses};
-use crate::resolved::{Lit, Node, Pred};
-use crate::value::Value;
+use crate::compile::resolve::{Lit, Node, Pred};
+use crate::language::Op;
+use crate::schema::context::{Context, Witnesses};
+use crate::schema::value::Value;
 
 /// Evaluates one route's expression against the context's values.
 pub(crate) fn eval(node: &Node, ctx: &Context, w: &mut Witnesses) -> bool {

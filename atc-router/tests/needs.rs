@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use atc_router::needs::{field_bit, FieldMask};
+use atc_router::FieldMask;
 use atc_router::{Context, RouteSpec, Router, Schema, SyncMode, Type, Uuid};
 use atc_workload::{requests, Mix, Request, Table};
 
@@ -40,7 +40,7 @@ fn outcome(router: &Router, ctx: &mut Context) -> Outcome {
 }
 
 fn bit(schema: &Schema, field: &str) -> FieldMask {
-    field_bit(schema.resolve(field).unwrap().0)
+    schema.resolve(field).unwrap().0.bit()
 }
 
 /// Compares every-field and two-phase contexts on every request; returns how many field values

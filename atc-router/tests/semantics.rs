@@ -200,7 +200,7 @@ mod operators_and_types {
                     lit
                 };
                 let expr = format!("{field} {} {lit}", op.symbol());
-                let allowed = atc_router::validate::operator_allowed(op, ty);
+                let allowed = op.applies_to(ty);
                 let result = Router::validate(&schema(), &expr);
                 assert_eq!(result.is_ok(), allowed, "{expr}: {result:?}");
             }

@@ -4,7 +4,7 @@
 //!
 //!   cargo run --release -p atc-benches --example twophase_cold
 use atc_benches::{build, schema, value};
-use atc_router::needs::field_bit;
+
 use atc_router::Context;
 use atc_workload::{requests, Mix, Table};
 use std::time::Instant;
@@ -25,7 +25,7 @@ fn main() {
                 .iter()
                 .map(|(f, v)| {
                     let id = schema.resolve(f).unwrap().0;
-                    (id, value(v), field_bit(id))
+                    (id, value(v), id.bit())
                 })
                 .collect()
         })

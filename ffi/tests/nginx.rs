@@ -21,7 +21,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use atc_router::needs::field_bit;
 use atc_router::{Context, RouteSpec, Router, Schema, SyncMode, Type, Uuid, Value};
 use atc_workload::{requests, Mix, Route, Table};
 use common::nginx::{self, free_port, send, Nginx, Response, Running};
@@ -325,7 +324,7 @@ fn add_fields(
         let (id, ty) = schema
             .resolve(&field)
             .expect("router fields are in the schema");
-        let bit = field_bit(id);
+        let bit = id.bit();
         if (keys & bit != 0) != key || wanted & bit == 0 {
             continue;
         }
@@ -563,7 +562,7 @@ fn nginx_routes_like_the_reference() {
     };
     // A request whose candidate routes use the header: a malformed value of it is read, and
     // rejected. (In `base` it may not be read at all: see `expected`.)
-    let header_bit = field_bit(schema.resolve(&header_field).unwrap().0);
+    let header_bit = schema.resolve(&header_field).unwrap().0.bit();
     let needs_header = requests(&table, Mix::Realistic, 5000, SEED + 1)
         .into_iter()
         .map(|r| HttpReq::from_workload(&r.fields, port))

@@ -9,7 +9,7 @@ use std::net::IpAddr;
 
 use rustc_hash::FxHashMap;
 
-use crate::value::IpCidr;
+use crate::schema::value::IpCidr;
 
 #[derive(Debug)]
 pub(crate) struct CidrMap<T> {

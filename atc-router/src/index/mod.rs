@@ -27,8 +27,8 @@ pub(crate) mod tree;
 use rustc_hash::FxHashMap;
 use uuid::Uuid;
 
-use crate::context::Context;
-use crate::needs::FieldMask;
+use crate::router::needs::FieldMask;
+use crate::schema::context::Context;
 
 pub(crate) use requirement::{requirements, Requirement};
 pub(crate) use tree::{LevelBufs, Requirements};

@@ -17,10 +17,10 @@
 
 use std::net::IpAddr;
 
-use crate::ast::Op;
-use crate::program::{Code, Instr, Lit, Pred};
+use crate::compile::program::{Code, Instr, Lit, Pred};
+use crate::language::Op;
+use crate::schema::value::IpCidr;
 use crate::schema::FieldId;
-use crate::value::IpCidr;
 
 use super::path_tree::PathPattern;
 

@@ -21,9 +21,9 @@
 
 use rustc_hash::FxHashMap;
 
-use crate::context::Context;
+use crate::schema::context::Context;
+use crate::schema::value::Value;
 use crate::schema::FieldId;
-use crate::value::Value;
 
 use super::keyed::{sample, Keyed, Probe, WalkBufs};
 use super::requirement::{Disc, KeyKind, Requirement};
@@ -151,14 +151,14 @@ pub(crate) const REKEY_MAX: u32 = 2048;
 pub(crate) struct Stats {
     pub(crate) fields: FxHashMap<FieldId, u32>,
     /// The bits of `fields` (see `crate::needs`), kept with them.
-    pub(crate) key_mask: crate::needs::FieldMask,
+    pub(crate) key_mask: crate::router::needs::FieldMask,
     pub(crate) max_depth: usize,
 }
 
 impl Stats {
     fn split_made(&mut self, disc: Disc, depth: usize) {
         *self.fields.entry(disc.field).or_insert(0) += 1;
-        self.key_mask |= crate::needs::field_bit(disc.field);
+        self.key_mask |= crate::router::needs::field_bit(disc.field);
         self.max_depth = self.max_depth.max(depth + 1);
     }
 
@@ -170,7 +170,7 @@ impl Stats {
                 self.key_mask = self
                     .fields
                     .keys()
-                    .fold(0, |m, f| m | crate::needs::field_bit(*f));
+                    .fold(0, |m, f| m | crate::router::needs::field_bit(*f));
             }
         }
     }
@@ -385,7 +385,8 @@ impl Split {
                 (KeyKind::Int, Value::Int(i)) => Probe::Int(*i),
                 (KeyKind::Cidr, Value::IpAddr(a)) => Probe::Addr(*a),
                 (_, Value::String(s)) => {
-                    let s = crate::matcher::lowercase_if(self.disc.lower, s, &mut here.lowered);
+                    let s =
+                        crate::compile::eval::lowercase_if(self.disc.lower, s, &mut here.lowered);
                     Probe::Text(s.as_bytes())
                 }
                 _ => continue,

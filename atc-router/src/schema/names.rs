@@ -30,7 +30,7 @@ use rustc_hash::FxHashMap;
 
 use crate::error::{excerpt, Error};
 use crate::limits::Limits;
-use crate::value::Type;
+use crate::schema::value::Type;
 
 /// A field resolved against a schema. Only meaningful with the schema that produced it.
 ///
@@ -48,10 +48,16 @@ const GENERATIONS: u32 = 1 << (32 - INDEX_BITS);
 
 impl FieldId {
     /// The place of the field's values in a context (and its bit in a
-    /// [`FieldMask`](crate::needs::FieldMask)): below 2^20, and dense — indices are reused
+    /// [`FieldMask`](crate::router::needs::FieldMask)): below 2^20, and dense — indices are reused
     /// lowest first.
     pub fn index(self) -> usize {
         (self.0 & INDEX_MASK) as usize
+    }
+
+    /// The field's bit in a [`FieldMask`](crate::FieldMask) (the masks of two-phase matching,
+    /// `Router::key_fields` and `Router::needed_fields`): its index, or 63 past the 63rd.
+    pub fn bit(self) -> crate::FieldMask {
+        crate::router::needs::field_bit(self)
     }
 
     /// The id as one integer (the C ABI's `uint32_t` field ids).

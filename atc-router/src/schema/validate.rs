@@ -4,11 +4,11 @@
 //! `lower()` on a non-String field; operator not defined for the type; and, last, a `lower()`
 //! comparison with a literal that has uppercase letters (it could never match).
 
-use crate::ast::{Op, Predicate};
 use crate::error::{excerpt, ExprError, ExprErrorKind};
-use crate::parser::{Parsed, PredicateSpans};
+use crate::language::{Op, Predicate};
+use crate::language::{Parsed, PredicateSpans};
+use crate::schema::value::{Type, Value};
 use crate::schema::Schema;
-use crate::value::{Type, Value};
 
 /// Checks every predicate; returns the fields the expression uses, in order of first use.
 pub fn validate(source: &str, parsed: &Parsed, schema: &Schema) -> Result<Vec<String>, ExprError> {
@@ -104,7 +104,7 @@ pub(crate) fn rhs_type(field: Type, op: Op) -> Type {
 }
 
 /// Spec §4: which operators each type has.
-pub fn operator_allowed(op: Op, ty: Type) -> bool {
+pub(crate) fn operator_allowed(op: Op, ty: Type) -> bool {
     match op {
         Op::Equals | Op::NotEquals => true,
         Op::Regex | Op::Prefix | Op::Postfix | Op::Contains => ty == Type::String,

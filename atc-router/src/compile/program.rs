@@ -37,11 +37,11 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use crate::ast::Op;
-use crate::regex_cache::CompiledRegex;
-use crate::resolved::{self, Node};
+use crate::compile::regex::CompiledRegex;
+use crate::compile::resolve::{self as resolved, Node};
+use crate::language::Op;
+use crate::schema::value::IpCidr;
 use crate::schema::FieldId;
-use crate::value::IpCidr;
 
 /// Longest literal kept inside its instruction; chosen so that an instruction stays 32 bytes.
 pub(crate) const INLINE: usize = 22;
@@ -360,20 +360,20 @@ mod tests {
     }
 
     fn program(expression: &str) -> Program {
+        use crate::compile::regex::{Overlay, RegexCache};
         use crate::limits::Limits;
-        use crate::regex_cache::{Overlay, RegexCache};
         use crate::schema::Schema;
         use crate::Type;
         let mut schema = Schema::new();
         schema.add_field("http.host", Type::String).unwrap();
         schema.add_field("http.path", Type::String).unwrap();
         let limits = Limits::default();
-        let parsed = crate::parser::parse_with_limits(expression, &limits).unwrap();
+        let parsed = crate::language::parse_with_limits(expression, &limits).unwrap();
         let cache = RegexCache::default();
-        let node = crate::resolved::resolve(
+        let node = crate::compile::resolve::resolve(
             expression,
             &parsed,
-            crate::resolved::Fields::Peek(&schema),
+            crate::compile::resolve::Fields::Peek(&schema),
             &limits,
             &mut Overlay::new(&cache),
         )

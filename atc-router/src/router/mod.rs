@@ -14,6 +14,9 @@
 //!   that uses them.
 //! - An execute leaves either the first matching route's result in the context or no result.
 
+pub(crate) mod needs;
+pub(crate) mod shared;
+
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::OnceLock;
@@ -25,19 +28,20 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
-use crate::ast::Expr;
-use crate::context::Context;
+use crate::compile::eval as matcher;
+use crate::compile::program::Program;
+use crate::compile::regex::{Overlay, RegexCache};
+use crate::compile::resolve::{resolve, Fields, Node};
 use crate::error::Error;
 use crate::index::{requirements, Index, LevelBufs, Order, Requirement, Requirements};
+use crate::language::parse_with_limits;
+use crate::language::Expr;
 use crate::limits::Limits;
-use crate::needs::{FieldMask, Needs};
-use crate::parser::parse_with_limits;
-use crate::program::Program;
-use crate::regex_cache::{Overlay, RegexCache};
-use crate::resolved::{resolve, Fields, Node};
-use crate::schema::{FieldId, Holds, Schema};
-use crate::validate::validate;
-use crate::{matcher, reference};
+use crate::reference;
+use crate::router::needs::{FieldMask, Needs};
+use crate::schema::context::Context;
+use crate::schema::names::{FieldId, Holds, Schema};
+use crate::schema::validate::validate;
 
 /// At most this many candidates, and as many routes of the fallback list, are warmed by
 /// [`Router::needed_fields`]: an execute stops at the first route that matches, and on a table
@@ -390,7 +394,7 @@ pub struct SyncPlan {
     insert: Vec<Prepared>,
     /// Set instead of `remove` and `insert` when most routes change: the whole new router.
     rebuilt: Option<Box<Router>>,
-    regexes: HashMap<String, Arc<crate::regex_cache::CompiledRegex>>,
+    regexes: HashMap<String, Arc<crate::compile::regex::CompiledRegex>>,
     report: SyncReport,
 }
 

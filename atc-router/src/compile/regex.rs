@@ -48,8 +48,8 @@ use regex_syntax::hir::{Hir, HirKind, Look};
 // Keys are regex sources from the route configuration, never from requests.
 use rustc_hash::FxHashMap as HashMap;
 
+use crate::compile::path_regex::PathRegex;
 use crate::index::path_tree::PathPattern;
-use crate::path_regex::PathRegex;
 
 /// A regex and what matching and capture recording need of it.
 #[derive(Debug)]

@@ -15,15 +15,13 @@ use std::ops::Range;
 use pest::iterators::Pair;
 use pest::Parser as _;
 
-use crate::ast::{Expr, Lhs, Op, Predicate, Transform};
 use crate::error::{excerpt, ExprError, ExprErrorKind, QUOTED_CHARS};
+use crate::language::{Expr, Lhs, Op, Predicate, Transform};
 use crate::limits::Limits;
-use crate::value::{IpCidr, Value};
-
-mod fast;
+use crate::schema::value::{IpCidr, Value};
 
 #[derive(pest_derive::Parser)]
-#[grammar = "grammar.pest"]
+#[grammar = "language/grammar.pest"]
 struct Grammar;
 
 /// Where each predicate's parts are in the source, for error messages.
@@ -71,7 +69,7 @@ pub fn parse_with_limits(source: &str, limits: &Limits) -> Result<Parsed, ExprEr
         ));
     }
     check_nesting(source, limits.depth())?;
-    let (expr, spans) = match fast::parse(source) {
+    let (expr, spans) = match super::fast_reader::parse(source) {
         Some(read) => read,
         None => parse_with_pest(source)?,
     };
@@ -93,7 +91,7 @@ pub fn parse_with_limits(source: &str, limits: &Limits) -> Result<Parsed, ExprEr
 
 /// The grammar and [`Builder`]: the reference reading of a text, and the only one that words
 /// syntax errors. The caller has checked length and nesting.
-fn parse_with_pest(source: &str) -> Result<(Expr, Vec<PredicateSpans>), ExprError> {
+pub(crate) fn parse_with_pest(source: &str) -> Result<(Expr, Vec<PredicateSpans>), ExprError> {
     let mut pairs = Grammar::parse(Rule::matcher, source).map_err(|e| syntax_error(source, e))?;
     let matcher = pairs
         .next()
@@ -111,7 +109,7 @@ fn parse_with_pest(source: &str) -> Result<(Expr, Vec<PredicateSpans>), ExprErro
 }
 
 /// What `\c` stands for in a string, for the escapes spec §2 allows.
-fn escape(c: u8) -> Option<char> {
+pub(super) fn escape(c: u8) -> Option<char> {
     Some(match c {
         b'"' => '"',
         b'\\' => '\\',
@@ -123,7 +121,7 @@ fn escape(c: u8) -> Option<char> {
 }
 
 /// An address as the grammar's loose shape let it through; `None` if it is not one.
-fn ip_text(text: &str) -> Option<IpAddr> {
+pub(super) fn ip_text(text: &str) -> Option<IpAddr> {
     if text.contains(':') {
         text.parse::<Ipv6Addr>().map(IpAddr::V6).ok()
     } else {
@@ -133,7 +131,7 @@ fn ip_text(text: &str) -> Option<IpAddr> {
 
 /// How many digits a prefix length may have: two after an IPv4 address, three after IPv6 (so
 /// `/08` is 8, but `/008` is refused, as Kong's parser does).
-fn prefix_digits(addr: &IpAddr) -> usize {
+pub(super) fn prefix_digits(addr: &IpAddr) -> usize {
     if addr.is_ipv4() {
         2
     } else {
@@ -142,7 +140,7 @@ fn prefix_digits(addr: &IpAddr) -> usize {
 }
 
 /// An integer from its sign and digits; `None` when the magnitude does not fit in an `i64`.
-fn int_value(negative: bool, digits: &str, radix: u32) -> Option<i64> {
+pub(super) fn int_value(negative: bool, digits: &str, radix: u32) -> Option<i64> {
     let m = i64::from_str_radix(digits, radix).ok()?;
     Some(if negative { -m } else { m })
 }

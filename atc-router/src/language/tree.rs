@@ -3,11 +3,11 @@
 //! Invariant: for every tree the parser can produce, `parse(tree.to_string()) == tree`. `&&` and
 //! `||` are n-ary with at least two children; a parenthesised group is *not* flattened into its
 //! parent, which is why the printer parenthesises every compound child. Positions are kept
-//! outside the tree (see [`crate::parser::Parsed`]) so that trees compare by meaning.
+//! outside the tree (see [`crate::language::Parsed`]) so that trees compare by meaning.
 
 use std::fmt;
 
-use crate::value::Value;
+use crate::schema::value::Value;
 
 /// A boolean combination of predicates.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,6 +111,11 @@ impl Op {
             Op::NotIn => "not in",
             Op::Contains => "contains",
         }
+    }
+
+    /// Whether the operator is defined for fields of type `ty` (`docs/language.md` §3).
+    pub fn applies_to(self, ty: crate::Type) -> bool {
+        crate::schema::validate::operator_allowed(self, ty)
     }
 }
 

@@ -18,9 +18,9 @@
 
 use std::ops::Range;
 
-use super::{escape, int_value, ip_text, prefix_digits, PredicateSpans};
-use crate::ast::{Expr, Lhs, Op, Predicate, Transform};
-use crate::value::{IpCidr, Value};
+use super::parser::{escape, int_value, ip_text, prefix_digits, PredicateSpans};
+use crate::language::{Expr, Lhs, Op, Predicate, Transform};
+use crate::schema::value::{IpCidr, Value};
 
 /// The tree and predicate spans of `source`, or `None` if pest should decide.
 pub(super) fn parse(source: &str) -> Option<(Expr, Vec<PredicateSpans>)> {
@@ -368,7 +368,7 @@ mod tests {
     use proptest::strategy::ValueTree;
 
     use super::*;
-    use crate::parser::parse_with_pest;
+    use crate::language::parser::parse_with_pest;
 
     /// Whenever the fast reader accepts, pest accepts with the same tree and spans. The
     /// converse is not needed for correctness, but it holds too (the reader covers the whole

@@ -13,13 +13,13 @@
 //! Invariant: this file and `reference.rs` must keep the same semantics. The property tests in
 //! `tests/equivalence.rs` compare them on random tables and requests.
 
-use crate::ast::Op;
-use crate::context::{Context, Witnesses};
-use crate::program::{Code, Instr, Lit, Pred, Program};
+use crate::compile::program::{Code, Instr, Lit, Pred, Program};
+use crate::compile::regex::CompiledRegex;
+use crate::compile::resolve as resolved;
+use crate::language::Op;
 use crate::reference::cidr_contains;
-use crate::regex_cache::CompiledRegex;
-use crate::resolved;
-use crate::value::Value;
+use crate::schema::context::{Context, Witnesses};
+use crate::schema::value::Value;
 
 /// `s`, lowercased into `buf` when `lower` is set.
 #[inline(always)]

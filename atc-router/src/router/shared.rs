@@ -53,9 +53,9 @@ use std::ops::Deref;
 
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 
-use crate::context::Context;
 use crate::error::Error;
 use crate::router::{RouteSpec, Router, SyncError, SyncMode, SyncReport};
+use crate::schema::context::Context;
 
 /// A [`Router`] behind a reader-writer lock, updated by diff (see the module docs).
 #[derive(Debug)]
@@ -187,8 +187,8 @@ mod tests {
 
     use super::*;
     use crate::failpoint;
+    use crate::schema::value::Type;
     use crate::schema::Schema;
-    use crate::value::Type;
     use uuid::Uuid;
 
     fn setup(n: u128) -> (Arc<Schema>, SharedRouter, Vec<String>) {

@@ -7,14 +7,14 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use crate::ast::{Expr, Op};
+use crate::compile::regex::{CompiledRegex, RegexSource};
 use crate::error::Error;
 use crate::error::{ExprError, ExprErrorKind};
+use crate::language::Parsed;
+use crate::language::{Expr, Op};
 use crate::limits::Limits;
-use crate::parser::Parsed;
-use crate::regex_cache::{CompiledRegex, RegexSource};
-use crate::schema::{FieldId, Holds, Schema};
-use crate::value::{IpCidr, Type, Value};
+use crate::schema::names::{FieldId, Holds, Schema};
+use crate::schema::value::{IpCidr, Type, Value};
 
 #[derive(Debug)]
 pub(crate) enum Node {
@@ -172,10 +172,10 @@ impl Resolver<'_> {
 }
 
 fn regex_error(
-    e: crate::regex_cache::RegexError,
+    e: crate::compile::regex::RegexError,
     err: &impl Fn(ExprErrorKind, String) -> ExprError,
 ) -> ExprError {
-    use crate::regex_cache::RegexError;
+    use crate::compile::regex::RegexError;
     match e {
         RegexError::TooBig(limit) => err(
             ExprErrorKind::Limit,
@@ -208,7 +208,7 @@ impl Node {
         }
     }
 
-    /// Number of nodes in the tree (one instruction each in a [`crate::program::Program`]).
+    /// Number of nodes in the tree (one instruction each in a [`crate::compile::program::Program`]).
     pub(crate) fn size(&self) -> usize {
         match self {
             Node::And(c) | Node::Or(c) => 1 + c.iter().map(Node::size).sum::<usize>(),

@@ -14,10 +14,10 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
+use crate::compile::resolve::Lit;
 use crate::error::{excerpt, Error};
-use crate::resolved::Lit;
-use crate::schema::{FieldId, IdState, Schema};
-use crate::value::{IpCidr, Type, Value};
+use crate::schema::names::{FieldId, IdState, Schema};
+use crate::schema::value::{IpCidr, Type, Value};
 
 /// Values of one request, and after [`crate::Router::execute`], its result.
 ///
@@ -64,7 +64,7 @@ pub(crate) struct CachedCandidates {
     /// `(router, version)` they were found by, if any.
     pub(crate) by: Option<(u64, u64)>,
     pub(crate) entries: Vec<crate::index::Entry>,
-    pub(crate) added: crate::needs::FieldMask,
+    pub(crate) added: crate::router::needs::FieldMask,
 }
 
 /// A field's values. The first one lives in the slot itself: a matcher reading a single-valued
@@ -255,7 +255,7 @@ impl Context {
                 excerpt(&name)
             )));
         }
-        self.candidates.added |= crate::needs::field_bit(id);
+        self.candidates.added |= crate::router::needs::field_bit(id);
         if slot.len == 0 {
             self.touched.push(id);
         }
