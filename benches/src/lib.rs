@@ -1,11 +1,14 @@
-//! Shared set-up of the criterion benchmarks (`benches/`) and of the diagnosis programs:
-//! WORKLOAD.md tables loaded into routers, requests loaded into contexts, the request the
-//! benchmarks time, and an allocator that counts live bytes (for memory per route).
+//! Shared set-up of the criterion benchmarks (`benches/`) and of the `atc-bench` diagnosis tool
+//! (`src/bin/atc-bench.rs`): WORKLOAD.md tables loaded into routers, requests loaded into
+//! contexts, the request the benchmarks time, and an allocator that counts live bytes (for
+//! memory per route).
 //!
-//! Invariant: the benchmarks and the diagnosis programs get their tables, requests and timed
-//! calls from here, so that a figure of one (candidates per request, time per request of a
-//! family and mix) is a figure of the other. The seeds are [`TABLE_SEED`] and
-//! [`REQUEST_SEED`]: change them here or nowhere.
+//! Invariant: the benchmarks and `atc-bench` get their tables, requests and timed calls from
+//! here, so that a figure of one (candidates per request, time per request of a family and mix)
+//! is a figure of the other. The seeds are [`TABLE_SEED`] and [`REQUEST_SEED`]: change them
+//! here or nowhere.
+
+pub mod args;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::net::IpAddr;
