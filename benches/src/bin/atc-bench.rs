@@ -29,7 +29,7 @@ use atc_benches::{
     build, candidate_stats, contexts, execute_reading_captures, live_bytes, schema, specs,
     split_by_captures, split_by_regex, CountingAlloc, TABLE_SEED,
 };
-use atc_router::{parse, Router, Schema, SyncMode};
+use atc_router::{parse, Context, Router, Schema, SyncMode};
 use atc_workload::{Family, Mix, Table};
 
 #[global_allocator]
@@ -289,7 +289,7 @@ fn hot(a: &Parsed) -> Result<(), String> {
     if plain && captures {
         return Err("`--plain` and `--captures` exclude each other".into());
     }
-    let iters = a.count("--iters", Some(5_000_000))?;
+    let iters = a.count("--iters", Some(5_000_000))?.max(1);
     let count = a.count("--requests", Some(256))?.max(1);
     let candidates_only = a.switch("--candidates-only");
 
@@ -323,39 +323,46 @@ fn hot(a: &Parsed) -> Result<(), String> {
         mix.name(),
         ctxs.len()
     );
-    let step = |ctx: &mut atc_router::Context| {
-        if candidates_only {
-            router.candidate_count(ctx)
-        } else {
-            usize::from(execute_reading_captures(&router, ctx))
-        }
-    };
-    // One pass untimed: contexts and caches warm, as after criterion's warm-up.
+    // One pass untimed (and outside `hot_loop`): contexts and caches warm, as after
+    // criterion's warm-up.
     for ctx in ctxs.iter_mut() {
-        black_box(step(ctx));
+        black_box(execute_reading_captures(&router, ctx));
     }
-    let mut total = 0usize;
-    let mut k = 0;
     let start = Instant::now();
-    for _ in 0..iters {
-        total += step(&mut ctxs[k]);
-        k += 1;
-        if k == ctxs.len() {
-            k = 0;
-        }
-    }
+    let total = hot_loop(&router, &mut ctxs, iters, candidates_only);
     let elapsed = start.elapsed();
-    black_box(total);
-    let per = elapsed.as_nanos() as f64 / iters.max(1) as f64;
+    let per = elapsed.as_nanos() as f64 / iters as f64;
     if candidates_only {
         println!(
             "{per:.1} ns per request, {:.2} candidates per request",
-            total as f64 / iters.max(1) as f64
+            total as f64 / iters as f64
         );
     } else {
         println!("{per:.1} ns per request, {total} of {iters} routed");
     }
     Ok(())
+}
+
+/// The timed loop of `hot`: `iters` requests in rotation. Called once and not inlined, so that
+/// `valgrind --toggle-collect=atc_bench::hot_loop` counts exactly the timed requests (building
+/// the table, splitting the requests and the warm-up execute too). Returns the requests routed,
+/// or the candidates counted.
+#[inline(never)]
+fn hot_loop(router: &Router, ctxs: &mut [Context], iters: usize, candidates_only: bool) -> usize {
+    let (mut total, mut k) = (0, 0);
+    for _ in 0..iters {
+        let ctx = &mut ctxs[k];
+        total += if candidates_only {
+            router.candidate_count(ctx)
+        } else {
+            usize::from(execute_reading_captures(router, ctx))
+        };
+        k += 1;
+        if k == ctxs.len() {
+            k = 0;
+        }
+    }
+    black_box(total)
 }
 
 // ---- build ----
