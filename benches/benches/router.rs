@@ -28,7 +28,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use atc_benches::{
-    build, candidate_stats, fill, live_bytes, records_groups, schema, CountingAlloc,
+    build, candidate_stats, execute_reading_captures, fill, live_bytes, records_groups, schema,
+    specs, CountingAlloc, REQUEST_SEED, TABLE_SEED,
 };
 use atc_router::{Context, RouteSpec, Router, Schema, SyncMode, Uuid};
 use atc_workload::{requests, Cond, Family, FieldType, Mix, PathMatch, Request, Table, SCHEMA};
@@ -184,17 +185,6 @@ fn rotate<T>(
     });
 }
 
-/// Our execute, with the winner's captures read when it has any (as a gateway does).
-fn execute_reading_captures(router: &Router, ctx: &mut Context) -> bool {
-    let hit = router.execute(ctx);
-    if let Some(m) = ctx.result() {
-        for c in m.captures() {
-            black_box(c);
-        }
-    }
-    hit
-}
-
 fn matching(c: &mut Criterion) {
     let schema = schema();
     let kschema = kong_schema();
@@ -211,7 +201,7 @@ fn matching(c: &mut Criterion) {
             if !wanted(&match_ids(&group, impls)) {
                 continue;
             }
-            let table = Table::family(family, n, 1);
+            let table = Table::family(family, n, TABLE_SEED);
             let before = live_bytes();
             let router = build(&table, &schema);
             let bytes = live_bytes() - before;
@@ -228,7 +218,7 @@ fn matching(c: &mut Criterion) {
             g.warm_up_time(Duration::from_millis(300));
             g.measurement_time(Duration::from_secs(1));
             for mix in Mix::all() {
-                let reqs = requests(&table, mix, 2 * PER_MIX, 42);
+                let reqs = requests(&table, mix, 2 * PER_MIX, REQUEST_SEED);
                 let mut ctxs: Vec<Context> = reqs
                     .iter()
                     .map(|req| {
@@ -351,7 +341,7 @@ fn paths(c: &mut Criterion) {
         if !wanted(&match_ids(&group, &["ours", "matchit"])) {
             continue;
         }
-        let family = Table::family(Family::RestApi, n, 1);
+        let family = Table::family(Family::RestApi, n, TABLE_SEED);
         let (table, templates) = rest_paths(&family);
         let router = build(&table, &schema);
         let mut mrouter = matchit::Router::new();
@@ -367,7 +357,7 @@ fn paths(c: &mut Criterion) {
         g.sample_size(50);
         for mix in Mix::all() {
             // The rest-api family's requests, by path alone.
-            let ps: Vec<String> = requests(&family, mix, PER_MIX, 42)
+            let ps: Vec<String> = requests(&family, mix, PER_MIX, REQUEST_SEED)
                 .iter()
                 .map(path_of)
                 .collect();
@@ -426,7 +416,7 @@ fn updates(c: &mut Criterion) {
         if !wanted(&ids) {
             continue;
         }
-        let table = Table::generate(n, 1, false);
+        let table = Table::generate(n, TABLE_SEED, false);
         let mut g = c.benchmark_group(format!("update/{n}"));
         g.warm_up_time(Duration::from_millis(500));
         g.measurement_time(Duration::from_secs(2));
@@ -518,22 +508,15 @@ fn syncs(c: &mut Criterion) {
         if !wanted(&ids) {
             continue;
         }
-        let table = Table::generate(n, 1, false);
+        let table = Table::generate(n, TABLE_SEED, false);
         let mut router = build(&table, &schema);
-        let specs = |t: &Table| -> Vec<(Uuid, u64, String)> {
-            t.routes
-                .iter()
-                .map(|r| (Uuid::from_bytes(r.id), r.priority, r.expression.clone()))
-                .collect()
-        };
         let mut g = c.benchmark_group(format!("sync/{n}"));
         g.warm_up_time(Duration::from_millis(500));
         g.measurement_time(Duration::from_secs(3));
         g.sample_size(10);
         for (name, changed) in [("none", 0), ("one", 1), ("1%", n / 100), ("all", n)] {
-            let a = specs(&table);
-            let b = specs(&table.with_changes(changed, 9));
-            let (a, b) = (as_specs(&a), as_specs(&b));
+            let changed_table = table.with_changes(changed, 9);
+            let (a, b) = (specs(&table), specs(&changed_table));
             // Start every case from the base table (an earlier case may have left the router on
             // its changed copy). `flip` lives outside the closure: criterion calls it again for
             // measurement after warm-up, and each call must sync to the other table.
@@ -585,16 +568,6 @@ fn build_specs(schema: &Arc<Schema>, specs: &[RouteSpec<'_>]) -> Router {
         fresh.add(r.id, r.priority, r.expression).unwrap();
     }
     fresh
-}
-
-fn as_specs(v: &[(Uuid, u64, String)]) -> Vec<RouteSpec<'_>> {
-    v.iter()
-        .map(|(id, priority, e)| RouteSpec {
-            id: *id,
-            priority: *priority,
-            expression: e,
-        })
-        .collect()
 }
 
 criterion_group!(benches, matching, paths, updates, syncs);

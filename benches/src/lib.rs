@@ -1,12 +1,21 @@
-//! Shared set-up of the benchmarks: WORKLOAD.md tables loaded into routers, requests loaded into
-//! contexts, and an allocator that counts live bytes (for memory per route).
+//! Shared set-up of the criterion benchmarks (`benches/`) and of the `atc-bench` diagnosis tool
+//! (`src/bin/atc-bench.rs`): WORKLOAD.md tables loaded into routers, requests loaded into
+//! contexts, the request the benchmarks time, and an allocator that counts live bytes (for
+//! memory per route).
+//!
+//! Invariant: the benchmarks and `atc-bench` get their tables, requests and timed calls from
+//! here, so that a figure of one (candidates per request, time per request of a family and mix)
+//! is a figure of the other. The seeds are [`TABLE_SEED`] and [`REQUEST_SEED`]: change them
+//! here or nowhere.
+
+pub mod args;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use atc_router::{CaptureKey, Context, Router, Schema, Type, Uuid, Value};
+use atc_router::{CaptureKey, Context, RouteSpec, Router, Schema, Type, Uuid, Value};
 use atc_workload::{FieldType, Mix, Request, Table, SCHEMA};
 
 /// The schema every WORKLOAD table is written against.
@@ -24,6 +33,13 @@ pub fn schema() -> Arc<Schema> {
     Arc::new(s)
 }
 
+/// The seed of every benchmark table (`Table::family(family, n, TABLE_SEED)`).
+pub const TABLE_SEED: u64 = 1;
+
+/// The seed of every benchmark request list (`requests(table, mix, count, REQUEST_SEED)`).
+pub const REQUEST_SEED: u64 = 42;
+
+/// A router holding `table`, built one `add` at a time.
 pub fn build(table: &Table, schema: &Arc<Schema>) -> Router {
     let mut r = Router::new(schema.clone());
     for route in &table.routes {
@@ -72,9 +88,22 @@ pub fn split_by_regex(table: &Table) -> [(&'static str, Table); 3] {
     ]
 }
 
-/// One filled context per request of a mix.
+/// `table` as the desired list [`Router::sync`] takes, borrowing its expressions.
+pub fn specs(table: &Table) -> Vec<RouteSpec<'_>> {
+    table
+        .routes
+        .iter()
+        .map(|r| RouteSpec {
+            id: Uuid::from_bytes(r.id),
+            priority: r.priority,
+            expression: &r.expression,
+        })
+        .collect()
+}
+
+/// One filled context per request of the first `n` requests of a mix.
 pub fn contexts(table: &Table, schema: &Arc<Schema>, mix: Mix, n: usize) -> Vec<Context> {
-    atc_workload::requests(table, mix, n, 42)
+    atc_workload::requests(table, mix, n, REQUEST_SEED)
         .iter()
         .map(|req| {
             let mut ctx = Context::new(schema.clone());
@@ -129,6 +158,19 @@ pub fn live_bytes() -> usize {
 /// Number of allocations so far (only with [`CountingAlloc`] installed).
 pub fn allocations() -> usize {
     ALLOCATIONS.load(Ordering::Relaxed)
+}
+
+/// What the `match/…/ours/…` benchmarks time per request: our execute, with the winner's
+/// captures read when it has any (as a gateway does).
+#[inline]
+pub fn execute_reading_captures(router: &Router, ctx: &mut Context) -> bool {
+    let hit = router.execute(ctx);
+    if let Some(m) = ctx.result() {
+        for c in m.captures() {
+            std::hint::black_box(c);
+        }
+    }
+    hit
 }
 
 /// Whether the route that wins `ctx` records regex groups (executes it).

@@ -1,0 +1,528 @@
+//! `atc-bench`: the diagnosis commands next to the criterion benchmarks, on the same WORKLOAD.md
+//! tables and requests (see `docs/performance.md`).
+//!
+//! ```sh
+//! cargo run --release -p atc-benches --bin atc-bench -- help
+//! cargo run --release -p atc-benches --bin atc-bench -- candidates --routes 10000
+//! cargo run --release -p atc-benches --bin atc-bench -- hot --routes 10000 --family mixed --mix realistic --plain
+//! ```
+//!
+//! Invariants a change must keep:
+//!
+//! * Tables, requests and the timed call come from the `atc_benches` library, exactly as the
+//!   benchmarks get them: `candidates` prints what the bench's `candidates` lines print, and
+//!   `hot` loops over the requests the `match/<family>/<n>/ours/<mix>[+captures]` benchmark
+//!   rotates through, timing the same call.
+//! * The counting allocator is installed for the whole binary, as in the `router` bench, so
+//!   that `memory` can count and `build` / `sync` pay what the `update/` and `sync/` benchmarks
+//!   pay. No request allocates, so `hot` is unaffected.
+//! * Results go to stdout, one table or line per command; a bad command line prints the usage
+//!   to stderr and exits with status 2. `benches/tests/atc_bench.rs` runs every subcommand.
+
+use std::hint::black_box;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use atc_benches::args::{self, Opt, Parsed};
+use atc_benches::{
+    build, candidate_stats, contexts, execute_reading_captures, live_bytes, schema, specs,
+    split_by_captures, split_by_regex, CountingAlloc, TABLE_SEED,
+};
+use atc_router::{parse, Context, Router, Schema, SyncMode};
+use atc_workload::{Family, Mix, Table};
+
+#[global_allocator]
+static ALLOC: CountingAlloc = CountingAlloc;
+
+struct Command {
+    name: &'static str,
+    synopsis: &'static str,
+    about: &'static str,
+    opts: &'static [Opt],
+    run: fn(&Parsed) -> Result<(), String>,
+}
+
+const ROUTES_10K: Opt = Opt {
+    name: "--routes",
+    value: Some("N"),
+    help: "routes in the table (default 10000)",
+};
+
+const ROUNDS: Opt = Opt {
+    name: "--rounds",
+    value: Some("R"),
+    help: "rounds; medians are printed (default 5)",
+};
+
+const COMMANDS: &[Command] = &[
+    Command {
+        name: "candidates",
+        synopsis: "[--routes N] [--family F]",
+        about: "candidates per request (mean / max) of every family and mix; \
+                with one family, also the index summary",
+        opts: &[
+            ROUTES_10K,
+            Opt {
+                name: "--family",
+                value: Some("F"),
+                help: "only this family (WORKLOAD.md name, or `mixed`); prints the index summary",
+            },
+        ],
+        run: candidates,
+    },
+    Command {
+        name: "memory",
+        synopsis: "[--routes N]",
+        about: "live heap bytes per route of the mixed table: all, non-regex and regex routes",
+        opts: &[Opt {
+            name: "--routes",
+            value: Some("N"),
+            help: "routes in the mixed table (default 100000)",
+        }],
+        run: memory,
+    },
+    Command {
+        name: "hot",
+        synopsis: "--routes N --family F --mix M [--plain|--captures] [--iters K] \
+                   [--requests R] [--candidates-only]",
+        about: "a tight request loop for perf and callgrind; prints ns per request",
+        opts: &[
+            Opt {
+                name: "--routes",
+                value: Some("N"),
+                help: "routes in the table",
+            },
+            Opt {
+                name: "--family",
+                value: Some("F"),
+                help: "the table's family (`mixed` for the mixed table)",
+            },
+            Opt {
+                name: "--mix",
+                value: Some("M"),
+                help: "hit-first, hit-middle, hit-last, miss-keys, miss or realistic",
+            },
+            Opt {
+                name: "--plain",
+                value: None,
+                help: "only requests whose winner records no regex group (the bench's `<mix>`)",
+            },
+            Opt {
+                name: "--captures",
+                value: None,
+                help: "only requests whose winner records groups (the bench's `<mix>+captures`)",
+            },
+            Opt {
+                name: "--iters",
+                value: Some("K"),
+                help: "requests executed in all (default 5000000)",
+            },
+            Opt {
+                name: "--requests",
+                value: Some("R"),
+                help: "distinct requests in rotation (default 256, as the bench)",
+            },
+            Opt {
+                name: "--candidates-only",
+                value: None,
+                help: "only collect candidates (the index's part of a request), no evaluation",
+            },
+        ],
+        run: hot,
+    },
+    Command {
+        name: "build",
+        synopsis: "[--routes N] [--rounds R]",
+        about: "build of the mixed table (all, non-regex and regex routes) route by route and \
+                by one sync, its drop, and parse / validate alone",
+        opts: &[ROUTES_10K, ROUNDS],
+        run: build_times,
+    },
+    Command {
+        name: "sync",
+        synopsis: "[--routes N] [--rounds R]",
+        about: "sync of the mixed table with none, one, 1% and all routes changed: \
+                prepare (no lock needed) and apply",
+        opts: &[ROUTES_10K, ROUNDS],
+        run: sync_times,
+    },
+];
+
+fn usage() -> String {
+    let mut s = String::from(
+        "usage: atc-bench <command> [options]   (atc-bench <command> --help for its options)\n\n",
+    );
+    for c in COMMANDS {
+        s.push_str(&format!("  {} {}\n      {}\n", c.name, c.synopsis, c.about));
+    }
+    s.push_str(
+        "\nTables and requests are those of the criterion benchmarks; see docs/performance.md.\n",
+    );
+    s
+}
+
+fn command_help(c: &Command) -> String {
+    format!(
+        "usage: atc-bench {} {}\n{}\n\n{}",
+        c.name,
+        c.synopsis,
+        c.about,
+        args::options_help(c.opts)
+    )
+}
+
+fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let Some(name) = argv.first() else {
+        eprint!("{}", usage());
+        return ExitCode::from(2);
+    };
+    if matches!(name.as_str(), "help" | "--help" | "-h") {
+        print!("{}", usage());
+        return ExitCode::SUCCESS;
+    }
+    let Some(command) = COMMANDS.iter().find(|c| c.name == name) else {
+        eprint!("atc-bench: unknown command `{name}`\n\n{}", usage());
+        return ExitCode::from(2);
+    };
+    let rest = &argv[1..];
+    if rest.iter().any(|a| a == "--help" || a == "-h") {
+        print!("{}", command_help(command));
+        return ExitCode::SUCCESS;
+    }
+    let result = args::parse(rest, command.opts).and_then(|parsed| (command.run)(&parsed));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprint!("atc-bench {name}: {e}\n\n{}", command_help(command));
+            ExitCode::from(2)
+        }
+    }
+}
+
+// ---- candidates ----
+
+/// Requests per mix: those of the bench's `candidates` lines.
+const CANDIDATE_REQUESTS: usize = 512;
+
+fn candidates(a: &Parsed) -> Result<(), String> {
+    let n = a.count("--routes", Some(10_000))?;
+    let only = a
+        .value("--family")
+        .map(|_| a.family("--family", None))
+        .transpose()?;
+    let schema = schema();
+    println!(
+        "candidates per request, mean / max, {n}-route tables, {CANDIDATE_REQUESTS} requests per mix"
+    );
+    let mut header = format!("{:<16}", "family");
+    for mix in Mix::all() {
+        header.push_str(&format!(" {:>11}", mix.name()));
+    }
+    println!("{header}");
+    let mut summary = None;
+    for family in Family::all() {
+        if only.is_some_and(|f| f != family) {
+            continue;
+        }
+        let table = Table::family(family, n, TABLE_SEED);
+        let router = build(&table, &schema);
+        let mut line = format!("{:<16}", family.name());
+        for mix in Mix::all() {
+            let mut ctxs = contexts(&table, &schema, mix, CANDIDATE_REQUESTS);
+            let (mean, max) = candidate_stats(&router, &mut ctxs);
+            line.push_str(&format!(" {:>11}", format!("{mean:.1} / {max}")));
+        }
+        println!("{line}");
+        if only.is_some() {
+            summary = Some(router.index_summary());
+        }
+    }
+    if let Some(s) = summary {
+        println!("\nindex summary:\n{}", s.trim_end());
+    }
+    Ok(())
+}
+
+// ---- memory ----
+
+fn memory(a: &Parsed) -> Result<(), String> {
+    let n = a.count("--routes", Some(100_000))?;
+    let schema = schema();
+    // A thread keeps some of what its first builds allocate (the regex compiler's caches, the
+    // matcher's scratch buffers) for life: a small table built and dropped first pays for them,
+    // so that the first part counted is not charged for them.
+    drop(build(&Table::generate(200, TABLE_SEED, false), &schema));
+    let table = Table::generate(n, TABLE_SEED, false);
+    println!("live heap bytes per route, mixed table of {n} routes, each part built alone");
+    println!(
+        "{:<10} {:>8} {:>8} {:>12} {:>12}",
+        "routes", "count", "regexes", "bytes/route", "total"
+    );
+    for (name, part) in split_by_regex(&table) {
+        let before = live_bytes();
+        let router = build(&part, &schema);
+        let bytes = live_bytes().saturating_sub(before);
+        println!(
+            "{name:<10} {:>8} {:>8} {:>12.0} {:>12}",
+            router.len(),
+            router.regex_count(),
+            bytes as f64 / router.len().max(1) as f64,
+            mib(bytes)
+        );
+    }
+    Ok(())
+}
+
+fn mib(bytes: usize) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1 << 20) as f64)
+}
+
+// ---- hot ----
+
+fn hot(a: &Parsed) -> Result<(), String> {
+    let n = a.count("--routes", None)?;
+    let family = a.family("--family", None)?;
+    let mix = a.mix("--mix")?;
+    let (plain, captures) = (a.switch("--plain"), a.switch("--captures"));
+    if plain && captures {
+        return Err("`--plain` and `--captures` exclude each other".into());
+    }
+    let iters = a.count("--iters", Some(5_000_000))?.max(1);
+    let count = a.count("--requests", Some(256))?.max(1);
+    let candidates_only = a.switch("--candidates-only");
+
+    let schema = schema();
+    let table = Table::family(family, n, TABLE_SEED);
+    let router = build(&table, &schema);
+    // As the bench: twice the requests, split by the winner, the first `count` of the side asked.
+    let (mut ctxs, kind) = if plain || captures {
+        let (p, c) = split_by_captures(&router, contexts(&table, &schema, mix, 2 * count));
+        let mut side = if plain { p } else { c };
+        side.truncate(count);
+        (side, if plain { " (plain)" } else { "+captures" })
+    } else {
+        (contexts(&table, &schema, mix, count), " (all requests)")
+    };
+    if ctxs.is_empty() {
+        let winner = if plain { "without" } else { "with" };
+        return Err(format!(
+            "no request of `{}` on this table wins a route {winner} regex groups",
+            mix.name()
+        ));
+    }
+    let what = if candidates_only {
+        "candidate_count"
+    } else {
+        "execute, captures read"
+    };
+    println!(
+        "hot: {} {n} routes, {}{kind}: {} requests in rotation, {iters} iterations of {what}",
+        family.name(),
+        mix.name(),
+        ctxs.len()
+    );
+    // One pass untimed (and outside `hot_loop`): contexts and caches warm, as after
+    // criterion's warm-up.
+    for ctx in ctxs.iter_mut() {
+        black_box(execute_reading_captures(&router, ctx));
+    }
+    let start = Instant::now();
+    let total = hot_loop(&router, &mut ctxs, iters, candidates_only);
+    let elapsed = start.elapsed();
+    let per = elapsed.as_nanos() as f64 / iters as f64;
+    if candidates_only {
+        println!(
+            "{per:.1} ns per request, {:.2} candidates per request",
+            total as f64 / iters as f64
+        );
+    } else {
+        println!("{per:.1} ns per request, {total} of {iters} routed");
+    }
+    Ok(())
+}
+
+/// The timed loop of `hot`: `iters` requests in rotation. Called once and not inlined, so that
+/// `valgrind --toggle-collect=atc_bench::hot_loop` counts exactly the timed requests (building
+/// the table, splitting the requests and the warm-up execute too). Returns the requests routed,
+/// or the candidates counted.
+#[inline(never)]
+fn hot_loop(router: &Router, ctxs: &mut [Context], iters: usize, candidates_only: bool) -> usize {
+    let (mut total, mut k) = (0, 0);
+    for _ in 0..iters {
+        let ctx = &mut ctxs[k];
+        total += if candidates_only {
+            router.candidate_count(ctx)
+        } else {
+            usize::from(execute_reading_captures(router, ctx))
+        };
+        k += 1;
+        if k == ctxs.len() {
+            k = 0;
+        }
+    }
+    black_box(total)
+}
+
+// ---- build ----
+
+fn build_times(a: &Parsed) -> Result<(), String> {
+    let n = a.count("--routes", Some(10_000))?;
+    let rounds = a.count("--rounds", Some(5))?.max(1);
+    let schema = schema();
+    let table = Table::generate(n, TABLE_SEED, false);
+    println!("build of the mixed table of {n} routes, each part alone; medians of {rounds} rounds");
+    println!(
+        "{:<10} {:>7} {:>8} {:>11} {:>10} {:>11} {:>10} {:>10} {:>10}",
+        "routes",
+        "count",
+        "regexes",
+        "one by one",
+        "per route",
+        "one sync",
+        "drop",
+        "parse",
+        "validate"
+    );
+    for (name, part) in split_by_regex(&table) {
+        let desired = specs(&part);
+        let [mut added, mut synced, mut dropped, mut parsed, mut validated] =
+            [(); 5].map(|_| Vec::with_capacity(rounds));
+        let mut regexes = 0;
+        for _ in 0..rounds {
+            let t = Instant::now();
+            let router = black_box(build(&part, &schema));
+            added.push(t.elapsed());
+            regexes = router.regex_count();
+            let t = Instant::now();
+            drop(router);
+            dropped.push(t.elapsed());
+
+            let t = Instant::now();
+            let mut router = Router::new(schema.clone());
+            router
+                .sync(&desired, SyncMode::AllOrNothing)
+                .map_err(|e| format!("sync refused: {:?}", e.errors.first()))?;
+            synced.push(t.elapsed());
+            drop(black_box(router));
+
+            parsed.push(time_each(&part, |e| {
+                black_box(parse(e).expect("workload routes parse"));
+            }));
+            validated.push(time_each(&part, |e| {
+                black_box(Router::validate(&schema, e).expect("workload routes are valid"));
+            }));
+        }
+        let add = median(&mut added);
+        println!(
+            "{name:<10} {:>7} {regexes:>8} {:>11} {:>10} {:>11} {:>10} {:>10} {:>10}",
+            part.routes.len(),
+            fmt(add),
+            fmt(add / part.routes.len().max(1) as u32),
+            fmt(median(&mut synced)),
+            fmt(median(&mut dropped)),
+            fmt(median(&mut parsed)),
+            fmt(median(&mut validated)),
+        );
+    }
+    println!(
+        "(one by one: Router::add per route; one sync: Router::sync of the whole list into an \
+         empty router; validate: parse, check, compile and drop, per route)"
+    );
+    Ok(())
+}
+
+/// Time of `f` on every expression of `table`.
+fn time_each(table: &Table, mut f: impl FnMut(&str)) -> Duration {
+    let t = Instant::now();
+    for r in &table.routes {
+        f(&r.expression);
+    }
+    t.elapsed()
+}
+
+// ---- sync ----
+
+fn sync_times(a: &Parsed) -> Result<(), String> {
+    let n = a.count("--routes", Some(10_000))?;
+    let rounds = a.count("--rounds", Some(5))?.max(1);
+    let schema: Arc<Schema> = schema();
+    let table = Table::generate(n, TABLE_SEED, false);
+    let mut router = build(&table, &schema);
+    println!(
+        "sync of the mixed table of {n} routes to a copy with routes changed and back; \
+         medians of {rounds} syncs"
+    );
+    println!(
+        "{:<6} {:>8} {:>11} {:>11} {:>11}",
+        "case", "changed", "prepare", "apply", "total"
+    );
+    let base = specs(&table);
+    for (name, changed) in [("none", 0), ("one", 1.min(n)), ("1%", n / 100), ("all", n)] {
+        let other_table = table.with_changes(changed, 9);
+        let other = specs(&other_table);
+        router
+            .sync(&base, SyncMode::AllOrNothing)
+            .map_err(|e| format!("sync refused: {:?}", e.errors.first()))?;
+        let [mut prepared, mut applied, mut total] = [(); 3].map(|_| Vec::with_capacity(rounds));
+        for round in 0..rounds {
+            let target = if round % 2 == 0 { &other } else { &base };
+            let t = Instant::now();
+            let plan = router
+                .prepare_sync(target, SyncMode::AllOrNothing)
+                .map_err(|e| format!("sync refused: {:?}", e.errors.first()))?;
+            let p = t.elapsed();
+            let report = router.apply(plan);
+            let all = t.elapsed();
+            if report.changed != changed || report.stale {
+                return Err(format!(
+                    "sync `{name}` changed {} routes, not {changed}",
+                    report.changed
+                ));
+            }
+            prepared.push(p);
+            applied.push(all - p);
+            total.push(all);
+        }
+        println!(
+            "{name:<6} {changed:>8} {:>11} {:>11} {:>11}",
+            fmt(median(&mut prepared)),
+            fmt(median(&mut applied)),
+            fmt(median(&mut total)),
+        );
+    }
+    println!(
+        "(prepare: diff, parse, compile, under a read lock in SharedRouter; apply: index \
+         updates, including freeing what was replaced)"
+    );
+    Ok(())
+}
+
+// ---- numbers ----
+
+fn median(v: &mut [Duration]) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// Three significant figures in the unit that suits.
+fn fmt(d: Duration) -> String {
+    let ns = d.as_nanos() as f64;
+    let (v, unit) = if ns >= 1e9 {
+        (ns / 1e9, "s")
+    } else if ns >= 1e6 {
+        (ns / 1e6, "ms")
+    } else if ns >= 1e3 {
+        (ns / 1e3, "µs")
+    } else {
+        (ns, "ns")
+    };
+    if v >= 100.0 {
+        format!("{v:.0} {unit}")
+    } else if v >= 10.0 {
+        format!("{v:.1} {unit}")
+    } else {
+        format!("{v:.2} {unit}")
+    }
+}
