@@ -20,6 +20,7 @@ pub enum ExprErrorKind {
 /// An error in an expression, with its position.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExprError {
+    /// What is wrong.
     pub kind: ExprErrorKind,
     /// The plain-words message, without position.
     pub message: String,
@@ -179,8 +180,11 @@ pub enum Error {
     DuplicateField(String),
     /// A context value whose type differs from the field's.
     TypeMismatch {
+        /// The field compared.
         field: String,
+        /// The type its operator needs on that side.
         expected: Type,
+        /// The type the expression gives.
         found: Type,
     },
     /// `Router::add` with an id that is already there.

@@ -1,19 +1,9 @@
 //! # atc-router
 //!
-//! A route-matching engine for API gateways. Routes are written in the route expression
-//! language (`http.host == "a.com" && http.path ^= "/api"`), validated against a typed
-//! [`Schema`], and matched against per-request [`Context`]s by a [`Router`] that picks the
-//! highest-priority route whose expression holds.
-//!
-//! The pieces, each in a module of its own:
-//! - [`parser`]: text → [`Expr`] (pest grammar, spec §2–§3), errors with positions;
-//! - [`ast`]: the tree and its printer (print, re-parse: same tree);
-//! - [`schema`], [`validate`]: field types and the semantic checks (spec §6);
-//! - [`context`]: request values and results;
-//! - [`router`]: routes in priority order, add / remove / sync / execute, over indexes that
-//!   leave each request only the few routes that can match;
-//! - [`shared`]: one router, many matching threads, updates that are never seen half-done;
-//! - the reference evaluator (a plain tree walk) that every faster matcher is tested against.
+//! A route-matching engine for API gateways. Routes are expressions in the route language
+//! (`http.host == "a.com" && http.path ^= "/api"`, see `docs/language.md`) with a priority; a
+//! [`Router`] finds, for a request's field values in a [`Context`], the highest-priority route
+//! whose expression holds, without evaluating the routes an index rules out.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -31,6 +21,60 @@
 //! assert!(router.execute(&mut ctx));
 //! assert_eq!(ctx.result().unwrap().id(), Uuid::from_u128(7));
 //! ```
+//!
+//! ## From text to a match
+//!
+//! A route goes through four stages, one folder of the crate each:
+//!
+//! 1. **language**: [`parse`] turns text into an [`Expr`] tree, with the span of every
+//!    predicate ([`Parsed`]); printing a tree and parsing it again gives the same tree.
+//! 2. **schema**: the [`Schema`] types every field; validation checks each predicate's
+//!    operator and literal against its field's type. The same folder holds the [`Context`] a
+//!    request's values go in, and its [`MatchResult`].
+//! 3. **compile**: the checked tree becomes a program: a flat array of instructions with
+//!    regexes compiled once per router and shared by every route that uses them.
+//! 4. **index**: the requirements every request a route matches must meet (an exact host, a
+//!    path prefix, a method, a network) place it in a decision tree, which leaves each request
+//!    only the few routes its own values select.
+//!
+//! The [`Router`] holds the routes in routing order (priority descending, then id descending)
+//! and updates every structure incrementally: [`Router::add`], [`Router::remove`] and
+//! [`Router::sync`] cost what changed. A [`SharedRouter`] serves matching threads while a sync
+//! is prepared beside it, and swaps the change in at once.
+//!
+//! ## Guarantees
+//!
+//! - Same answers as the reference evaluator ([`Router::execute_reference`], a plain walk over
+//!   every route in routing order) on every table and request; tested by property tests and
+//!   fuzzing, and against Kong's own library outside the documented differences
+//!   (`docs/kong-differences.md`).
+//! - Bad input changes nothing: a route that fails to parse or validate, or exceeds the
+//!   router's [`Limits`], is refused with an [`Error`] that quotes where; a sync with a bad
+//!   route changes nothing ([`SyncMode::AllOrNothing`]) or leaves just that route out
+//!   ([`SyncMode::ApplyValid`]).
+//! - Requests never change a schema: a [`Context`] holds only values, and fields the schema
+//!   does not declare are refused.
+//! - A panic in the middle of a change marks the router broken ([`Router::is_broken`]) rather
+//!   than letting it answer wrongly; a full [`Router::sync`] rebuilds it.
+//! - No heap allocation per request in steady state on [`Router::execute`].
+//!
+//! ## Two-phase matching
+//!
+//! Reading a request field costs a gateway more than matching does, and a large table uses
+//! many fields while one request can only match the few routes its index keys select. So a
+//! caller can read fields in two phases:
+//!
+//! 1. add every value of the *key fields* ([`Router::key_fields`]: the fields the index looks
+//!    values up in);
+//! 2. ask [`Router::needed_fields`] for the fields of the routes the request can still match,
+//!    add those, and execute.
+//!
+//! The result is the one the request gets with every field present. Fields are bits of a
+//! [`FieldMask`] ([`FieldId::bit`]); fields past the 63rd share the last bit, so a caller may
+//! read more than needed, never less.
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
 // pest's generated parser names `alloc` when pest is built without `std` (see Cargo.toml).
 extern crate alloc;

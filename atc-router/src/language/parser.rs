@@ -27,17 +27,24 @@ struct Grammar;
 /// Where each predicate's parts are in the source, for error messages.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PredicateSpans {
+    /// The whole predicate.
     pub predicate: Range<usize>,
+    /// The left side: field and transformations.
     pub lhs: Range<usize>,
+    /// The field name.
     pub field: Range<usize>,
+    /// The operator.
     pub op: Range<usize>,
+    /// The right side: the literal.
     pub rhs: Range<usize>,
 }
 
 /// A parsed expression and the positions of its predicates (in textual order).
 #[derive(Debug, Clone)]
 pub struct Parsed {
+    /// The syntax tree.
     pub expr: Expr,
+    /// Where each predicate is in the text, in the order the printer visits them.
     pub spans: Vec<PredicateSpans>,
 }
 

@@ -18,14 +18,18 @@ pub enum Expr {
     Or(Vec<Expr>),
     /// `!( … )`.
     Not(Box<Expr>),
+    /// One comparison: the leaf of an expression.
     Predicate(Predicate),
 }
 
 /// `lhs op rhs`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Predicate {
+    /// The field, with any transformations.
     pub lhs: Lhs,
+    /// The comparison.
     pub op: Op,
+    /// The literal it compares with.
     pub rhs: Value,
 }
 
@@ -33,7 +37,9 @@ pub struct Predicate {
 /// `transforms == [Lower, Any]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lhs {
+    /// The field's name, as written.
     pub field: String,
+    /// Transformations, outermost first (`lower(any(f))` is `[Lower, Any]`).
     pub transforms: Vec<Transform>,
 }
 
@@ -49,13 +55,18 @@ impl Lhs {
     }
 }
 
+/// A transformation of a field's values before comparing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Transform {
+    /// `lower(f)`: compare the value lowercased.
     Lower,
+    /// `any(f)`: the predicate holds if it holds for one of the values (without it, for
+    /// every value).
     Any,
 }
 
 impl Transform {
+    /// The name as written in expressions.
     pub fn name(self) -> &'static str {
         match self {
             Transform::Lower => "lower",
@@ -64,23 +75,37 @@ impl Transform {
     }
 }
 
+/// A comparison operator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Op {
+    /// `==`
     Equals,
+    /// `!=`
     NotEquals,
+    /// `~`: the regex matches somewhere in the value.
     Regex,
+    /// `^=`: starts with.
     Prefix,
+    /// `=^`: ends with.
     Postfix,
+    /// `>`
     Greater,
+    /// `>=`
     GreaterOrEqual,
+    /// `<`
     Less,
+    /// `<=`
     LessOrEqual,
+    /// `in`: the address is in the network.
     In,
+    /// `not in`: the address is not in the network.
     NotIn,
+    /// `contains`: the value has the literal as a substring.
     Contains,
 }
 
 impl Op {
+    /// Every operator, in the order of [`Op::symbol`]'s table.
     pub const ALL: [Op; 12] = [
         Op::Equals,
         Op::NotEquals,
@@ -96,6 +121,7 @@ impl Op {
         Op::Contains,
     ];
 
+    /// The operator as written in expressions.
     pub fn symbol(self) -> &'static str {
         match self {
             Op::Equals => "==",

@@ -27,7 +27,7 @@
 
 use crate::schema::FieldId;
 
-/// A set of fields: bit `min(index, 63)` for the field of that index (see [`field_bit`]).
+/// A set of fields: bit `min(index, 63)` for the field of that index ([`FieldId::bit`]).
 pub type FieldMask = u64;
 
 /// The bit of a field in a [`FieldMask`].

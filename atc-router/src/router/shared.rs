@@ -97,6 +97,7 @@ impl Drop for ReadGuard<'_> {
 }
 
 impl SharedRouter {
+    /// Shares `router` for matching from many threads.
     pub fn new(router: Router) -> SharedRouter {
         SharedRouter {
             router: RwLock::new(router),

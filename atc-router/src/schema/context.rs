@@ -143,6 +143,7 @@ impl Slot {
 }
 
 impl Context {
+    /// An empty context for requests to routers of `schema`.
     pub fn new(schema: Arc<Schema>) -> Context {
         Context {
             schema,
@@ -155,6 +156,7 @@ impl Context {
         }
     }
 
+    /// The schema the context was made for.
     pub fn schema(&self) -> &Arc<Schema> {
         &self.schema
     }
@@ -269,6 +271,7 @@ impl Context {
             .map_or(&[], |id| self.values_by_id(id))
     }
 
+    /// The values of a field, in the order they were added (empty when it has none).
     pub fn values_by_id(&self, id: FieldId) -> &[Value] {
         match self.slots.get(id.index()) {
             Some(s) if s.id == id.to_raw() => s.values(),
@@ -310,10 +313,12 @@ pub struct MatchResult<'a> {
 }
 
 impl<'a> MatchResult<'a> {
+    /// The matched route's id.
     pub fn id(&self) -> Uuid {
         self.id
     }
 
+    /// The matched route's priority.
     pub fn priority(&self) -> u64 {
         self.priority
     }
@@ -327,6 +332,7 @@ impl<'a> MatchResult<'a> {
             .and_then(|id| self.matched_value_by_id(id))
     }
 
+    /// [`MatchResult::matched_value`] by field id.
     pub fn matched_value_by_id(&self, field: FieldId) -> Option<MatchedValue<'a>> {
         let w = &self.ctx.witnesses;
         w.matched
@@ -391,9 +397,13 @@ impl<'a> MatchResult<'a> {
 /// A matched value, borrowed from the context or the route.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MatchedValue<'a> {
+    /// A string field's value.
     String(&'a str),
+    /// An integer field's value.
     Int(i64),
+    /// An address field's value.
     IpAddr(IpAddr),
+    /// A network field's value.
     IpCidr(IpCidr),
 }
 
@@ -411,7 +421,9 @@ impl fmt::Display for MatchedValue<'_> {
 /// The key of a capture: group number or group name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CaptureKey<'a> {
+    /// A numbered group (`0` is the whole match).
     Index(usize),
+    /// A named group.
     Name(&'a str),
 }
 

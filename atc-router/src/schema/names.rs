@@ -171,6 +171,7 @@ struct NameSlot {
 }
 
 impl Schema {
+    /// An empty schema with the default [`Limits`].
     pub fn new() -> Schema {
         Schema::default()
     }
@@ -183,6 +184,7 @@ impl Schema {
         }
     }
 
+    /// The limits its names are checked against.
     pub fn limits(&self) -> &Limits {
         &self.limits
     }

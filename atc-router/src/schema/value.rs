@@ -8,9 +8,13 @@ pub use cidr::IpCidr;
 /// The type of a schema field (spec §4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Type {
+    /// Text.
     String,
+    /// A signed 64-bit integer.
     Int,
+    /// An IPv4 or IPv6 address.
     IpAddr,
+    /// An IPv4 or IPv6 network (address and prefix length).
     IpCidr,
 }
 
@@ -47,13 +51,18 @@ impl fmt::Display for Type {
 /// IPv6 without embedded IPv4), so printing and re-parsing gives the same value.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Value {
+    /// Text.
     String(String),
+    /// A signed 64-bit integer.
     Int(i64),
+    /// An IPv4 or IPv6 address.
     IpAddr(IpAddr),
+    /// An IPv4 or IPv6 network.
     IpCidr(IpCidr),
 }
 
 impl Value {
+    /// The value's type.
     pub fn ty(&self) -> Type {
         match self {
             Value::String(_) => Type::String,

@@ -1,0 +1,199 @@
+//! Matching a request: index candidates, then their programs in routing order.
+
+use std::sync::Arc;
+
+use super::{broken_router, Router};
+use crate::compile::eval as matcher;
+use crate::error::Error;
+use crate::index::LevelBufs;
+use crate::reference;
+use crate::router::needs::FieldMask;
+use crate::schema::context::Context;
+
+/// At most this many candidates, and as many routes of the fallback list, are warmed by
+/// [`Router::needed_fields`]: an execute stops at the first route that matches, and on a table
+/// with long lists, loading programs it never reaches would cost more than it saves.
+const WARM_MAX: usize = 16;
+
+/// Buffers of the indexed matcher, reused across requests.
+#[derive(Debug, Default)]
+struct Scratch {
+    candidates: Vec<crate::index::Entry>,
+    lowered: String,
+    /// The index lookup's buffers, one per level of its tree.
+    levels: Vec<LevelBufs>,
+}
+
+thread_local! {
+    /// The matcher's buffers, one set per thread rather than one per context: with many
+    /// contexts in use (a benchmark rotating 256 requests, a server interleaving connections)
+    /// a context's own buffers were a cache line per request that was rarely in cache, and
+    /// each context carried them; the thread's stay in cache. Taken out while in use.
+    static SCRATCH: std::cell::Cell<Option<Scratch>> = const { std::cell::Cell::new(None) };
+}
+
+/// Runs `f` with the thread's buffers; with fresh ones when they are in use (an execute nested
+/// in another: they then allocate as they grow) or the thread is shutting down.
+#[inline]
+fn with_scratch<T>(f: impl FnOnce(&mut Scratch) -> T) -> T {
+    let mut scratch = SCRATCH
+        .try_with(|s| s.take())
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    let out = f(&mut scratch);
+    // Ignoring the error: a thread shutting down has no use for the buffers.
+    let _ = SCRATCH.try_with(|s| s.set(Some(scratch)));
+    out
+}
+
+impl Router {
+    /// Finds the first route in routing order whose expression holds, and leaves its result in
+    /// the context; returns whether one matched. Only the routes the indexes cannot rule out
+    /// are evaluated. A context made from another schema never matches.
+    ///
+    /// # Panics
+    ///
+    /// On a [broken](Router::is_broken) router: its structures may not hold every route, so any
+    /// answer could be wrong. [`Router::try_execute`] returns an error instead.
+    pub fn execute(&self, ctx: &mut Context) -> bool {
+        match self.try_execute(ctx) {
+            Ok(found) => found,
+            Err(Error::Broken) => broken_router(),
+            Err(_) => false,
+        }
+    }
+
+    /// [`Router::execute`], with the cases where it gives no answer as errors:
+    /// [`Error::Broken`] for a [broken](Router::is_broken) router, [`Error::SchemaMismatch`]
+    /// for a context of another schema. The context's previous result is cleared either way.
+    pub fn try_execute(&self, ctx: &mut Context) -> Result<bool, Error> {
+        ctx.clear_result();
+        if self.broken {
+            return Err(Error::Broken);
+        }
+        if !Arc::ptr_eq(&self.schema, ctx.schema()) {
+            return Err(Error::SchemaMismatch);
+        }
+        let mut w = std::mem::take(&mut ctx.witnesses);
+        // The candidates `needed_fields` found for this request, if no key field has changed.
+        let cached = ctx.candidates.by == Some((self.uid, self.version))
+            && ctx.candidates.added & self.index.key_fields() == 0;
+        let mut cache = if cached {
+            std::mem::take(&mut ctx.candidates.entries)
+        } else {
+            Vec::new()
+        };
+        let found = with_scratch(|scratch| {
+            let candidates = if cached {
+                &mut cache
+            } else {
+                let candidates = &mut scratch.candidates;
+                candidates.clear();
+                self.index.candidates(ctx, &mut scratch.levels, candidates);
+                if candidates.len() > 1 {
+                    candidates.sort_unstable();
+                    candidates.dedup();
+                }
+                candidates
+            };
+            for &(order, slot) in candidates.iter() {
+                let program = &self.programs[slot as usize];
+                if matcher::eval(program, ctx, &mut scratch.lowered, &mut w) {
+                    return Some((order.id(), order.priority()));
+                }
+                w.clear();
+            }
+            None
+        });
+        if cached {
+            ctx.candidates.entries = cache;
+        }
+        ctx.witnesses = w;
+        ctx.outcome = found;
+        Ok(found.is_some())
+    }
+
+    /// The fields the indexes look values up in: phase 1 of a
+    /// [two-phase match](crate#two-phase-matching) adds every value of these before asking [`Router::needed_fields`].
+    pub fn key_fields(&self) -> FieldMask {
+        self.index.key_fields()
+    }
+
+    /// Phase 2 of a [two-phase match](crate#two-phase-matching): with every value of the
+    /// [key fields](Router::key_fields) in `ctx`, the fields that the routes the request can
+    /// still match use. Adding those fields' values and executing gives the result that adding
+    /// every field gives. All fields for a context of another schema or a broken router.
+    pub fn needed_fields(&self, ctx: &mut Context) -> FieldMask {
+        // A broken router's indexes cannot be trusted (and its execute will refuse anyway).
+        if self.broken || !Arc::ptr_eq(&self.schema, ctx.schema()) {
+            return FieldMask::MAX;
+        }
+        let mut mask = self.index.key_fields();
+        let mut found = std::mem::take(&mut ctx.candidates.entries);
+        found.clear();
+        with_scratch(|s| self.index.candidates(ctx, &mut s.levels, &mut found));
+        found.sort_unstable();
+        found.dedup();
+        for (i, (_, slot)) in found.iter().enumerate() {
+            mask |= self.needs.of(*slot);
+            if i < WARM_MAX {
+                self.warm(*slot);
+            }
+        }
+        // Kept for the execute that follows (see `Context`'s cached candidates).
+        ctx.candidates.entries = found;
+        ctx.candidates.by = Some((self.uid, self.version));
+        ctx.candidates.added = 0;
+        mask
+    }
+
+    /// Loads the lines of a route's program that evaluation reads first, so that the execute
+    /// following [`Router::needed_fields`] finds them in cache. Between the two calls the
+    /// caller reads request fields (a gateway: hundreds of nanoseconds), and here the loads of
+    /// all candidates are independent and overlap, where the execute's evaluation, branching
+    /// on what it loaded, would wait for one cache miss after another.
+    #[inline]
+    fn warm(&self, slot: u32) {
+        std::hint::black_box(self.programs[slot as usize].touch());
+    }
+
+    #[doc(hidden)]
+    pub fn index_summary(&self) -> String {
+        self.index.summary()
+    }
+
+    /// How many routes a request has to consider at most (the index's candidates): the cost
+    /// model of [`Router::execute`], for diagnostics and tests.
+    pub fn candidate_count(&self, ctx: &mut Context) -> usize {
+        with_scratch(|s| {
+            s.candidates.clear();
+            self.index.candidates(ctx, &mut s.levels, &mut s.candidates);
+            s.candidates.sort_unstable();
+            s.candidates.dedup();
+            s.candidates.len()
+        })
+    }
+
+    /// The reference evaluator: every route in routing order, plain tree walk. The oracle that
+    /// [`Router::execute`] is tested against; same results, linear cost.
+    pub fn execute_reference(&self, ctx: &mut Context) -> bool {
+        ctx.clear_result();
+        if !Arc::ptr_eq(&self.schema, ctx.schema()) {
+            return false;
+        }
+        let mut w = std::mem::take(&mut ctx.witnesses);
+        let mut found = None;
+        for &slot in self.order.values() {
+            if reference::eval(self.tree(slot), ctx, &mut w) {
+                let row = self.catalog.row(slot as usize).expect("live slot");
+                found = Some((row.id, row.priority));
+                break;
+            }
+            w.clear();
+        }
+        ctx.witnesses = w;
+        ctx.outcome = found;
+        found.is_some()
+    }
+}

@@ -1,0 +1,349 @@
+//! Making a router hold exactly a desired route list, touching only what differs.
+
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+use super::{Prepared, Router};
+use crate::compile::regex::Overlay;
+use crate::compile::resolve::Node;
+use crate::error::Error;
+use crate::index::Index;
+
+/// One route of a desired route list (see [`Router::sync`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RouteSpec<'a> {
+    /// The route's id: unique in the list.
+    pub id: Uuid,
+    /// Its priority.
+    pub priority: u64,
+    /// Its expression text.
+    pub expression: &'a str,
+}
+
+/// What [`Router::sync`] does with invalid routes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SyncMode {
+    /// Any invalid route: change nothing, report them all.
+    #[default]
+    AllOrNothing,
+    /// Apply the valid routes, report the invalid ones.
+    ApplyValid,
+}
+
+/// What a sync did.
+#[derive(Debug, Default)]
+pub struct SyncReport {
+    /// Routes new to the router.
+    pub added: usize,
+    /// Routes taken out.
+    pub removed: usize,
+    /// Routes whose priority or expression changed.
+    pub changed: usize,
+    /// Routes left as they were.
+    pub unchanged: usize,
+    /// Routes left out ([`SyncMode::ApplyValid`]), with why.
+    pub errors: Vec<(Uuid, Error)>,
+    /// The plan was prepared before another change and was not applied.
+    pub stale: bool,
+}
+
+/// Every invalid route of a refused sync.
+#[derive(Debug)]
+pub struct SyncError {
+    /// Every invalid route, with why.
+    pub errors: Vec<(Uuid, Error)>,
+}
+
+impl std::fmt::Display for SyncError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} invalid route(s), nothing changed", self.errors.len())?;
+        for (id, e) in &self.errors {
+            write!(f, "\nroute {id}: {e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for SyncError {}
+
+/// What a desired route is to the router (first pass of [`Router::prepare_sync`]).
+#[derive(Debug, Clone, Copy)]
+enum Status {
+    Duplicate,
+    Unchanged(u32),
+    Changed(u32),
+    Added,
+}
+
+/// A change prepared by [`Router::prepare_sync`], applied by [`Router::apply`].
+#[derive(Debug, Default)]
+pub struct SyncPlan {
+    version: u64,
+    /// Routes to take out (removed routes and the old versions of changed ones), with their
+    /// trees resolved while preparing, so that applying parses nothing.
+    remove: Vec<(Uuid, Box<Node>)>,
+    insert: Vec<Prepared>,
+    /// Set instead of `remove` and `insert` when most routes change: the whole new router.
+    rebuilt: Option<Box<Router>>,
+    regexes: HashMap<String, Arc<crate::compile::regex::CompiledRegex>>,
+    report: SyncReport,
+}
+
+impl SyncPlan {
+    /// What applying the plan will do.
+    pub fn report(&self) -> &SyncReport {
+        &self.report
+    }
+}
+
+impl Router {
+    /// Sizes the per-route structures of an empty router for `routes`, as a fresh router
+    /// built for a sync knows its size: they then never grow (and copy themselves) on the way.
+    fn reserve(&mut self, routes: &[RouteSpec<'_>]) {
+        let n = routes.len();
+        self.trees.reserve(n);
+        self.programs.reserve(n);
+        self.ids.reserve(n);
+        self.catalog.rows.reserve(n);
+        let text: usize = routes.iter().map(|r| r.expression.len()).sum();
+        self.catalog.texts.reserve(text);
+    }
+
+    /// Makes the router hold exactly `desired`, touching only what differs: see
+    /// [`Router::prepare_sync`] (what is compared, the modes) and [`Router::apply`].
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use atc_router::{Router, RouteSpec, Schema, SyncMode, Type, Uuid};
+    ///
+    /// let mut schema = Schema::new();
+    /// schema.add_field("http.path", Type::String).unwrap();
+    /// let mut router = Router::new(Arc::new(schema));
+    /// let (a, b) = (Uuid::from_u128(1), Uuid::from_u128(2));
+    /// router.add(a, 1, r#"http.path ^= "/a""#).unwrap();
+    ///
+    /// let desired = [
+    ///     RouteSpec { id: a, priority: 1, expression: r#"http.path ^= "/a""# },
+    ///     RouteSpec { id: b, priority: 2, expression: r#"http.path ^= "/b""# },
+    /// ];
+    /// let report = router.sync(&desired, SyncMode::AllOrNothing).unwrap();
+    /// assert_eq!((report.added, report.unchanged), (1, 1));
+    ///
+    /// // One bad route: nothing changes, and every bad route is reported.
+    /// let bad = [RouteSpec { id: a, priority: 1, expression: "http.path ==" }];
+    /// let err = router.sync(&bad, SyncMode::AllOrNothing).unwrap_err();
+    /// assert_eq!(err.errors.len(), 1);
+    /// assert_eq!(router.len(), 2);
+    /// ```
+    pub fn sync(
+        &mut self,
+        desired: &[RouteSpec<'_>],
+        mode: SyncMode,
+    ) -> Result<SyncReport, SyncError> {
+        let plan = self.prepare_sync(desired, mode)?;
+        Ok(self.apply(plan))
+    }
+
+    /// Computes what it takes to make the router hold exactly `desired`, and prepares it
+    /// (parses, validates, compiles) without changing the router, so that matching can go on
+    /// meanwhile (see [`crate::SharedRouter`]).
+    ///
+    /// A route whose id, priority and expression text are all the same as now is unchanged and
+    /// is not parsed again. A known id with another priority or text is changed; an unknown id
+    /// is added; an id missing from `desired` is removed.
+    ///
+    /// A [broken](Router::is_broken) router is rebuilt from `desired` as a whole: every route of
+    /// the list counts as added, every route of the broken table as removed.
+    ///
+    /// Invalid routes (and ids repeated in `desired`): with [`SyncMode::AllOrNothing`] the plan
+    /// is refused and the error lists every one of them; with [`SyncMode::ApplyValid`] they are
+    /// left out and listed in [`SyncReport::errors`], and a known route whose new version is
+    /// invalid keeps its current version (serving the old route beats dropping it).
+    pub fn prepare_sync(
+        &self,
+        desired: &[RouteSpec<'_>],
+        mode: SyncMode,
+    ) -> Result<SyncPlan, SyncError> {
+        // First pass, no parsing: what each desired route is to the router.
+        let mut seen = vec![false; self.catalog.rows.len()];
+        let mut new_ids: HashSet<Uuid> = HashSet::default();
+        let mut status = Vec::with_capacity(desired.len());
+        let mut plan = SyncPlan::default();
+        for (i, spec) in desired.iter().enumerate() {
+            // A list sent again in the same order meets its routes in slot order: try slot `i`
+            // before the id map, turning random memory accesses into a sequential scan.
+            let current = match self.catalog.id(i) {
+                // A broken router's structures cannot be trusted: every route is built anew.
+                _ if self.broken => None,
+                Some(id) if id == spec.id => Some(i as u32),
+                _ => self.ids.get(&spec.id).copied(),
+            };
+            let duplicate = match current {
+                Some(slot) => std::mem::replace(&mut seen[slot as usize], true),
+                None => !new_ids.insert(spec.id),
+            };
+            status.push(match current {
+                _ if duplicate => Status::Duplicate,
+                Some(slot) if self.catalog.same(slot, spec.priority, spec.expression) => {
+                    plan.report.unchanged += 1;
+                    Status::Unchanged(slot)
+                }
+                Some(slot) => Status::Changed(slot),
+                None => Status::Added,
+            });
+        }
+        let changed = status
+            .iter()
+            .filter(|s| matches!(s, Status::Changed(_)))
+            .count();
+        let removed = seen
+            .iter()
+            .zip(&self.catalog.rows)
+            .filter(|(seen, r)| r.is_some() && !**seen)
+            .count();
+        // When most routes go or change, building the whole desired list into a fresh router
+        // costs what a build does, while taking routes out one index entry at a time and
+        // putting their new versions in would cost more (and touch every structure twice).
+        let rebuild = self.broken || (changed + removed) * 2 > self.len();
+        let mut errors = Vec::new();
+        let mut overlay = match rebuild {
+            true => Overlay::takeover(&self.regexes),
+            false => Overlay::new(&self.regexes),
+        };
+        let mut fresh = rebuild.then(|| {
+            let mut f = Router::with_limits(self.schema.clone(), self.limits);
+            f.reserve(desired);
+            f.pending_index = Some(Vec::with_capacity(desired.len()));
+            f
+        });
+        // The fresh router's order map, built once all its routes are placed.
+        let mut orders = Vec::with_capacity(if rebuild { desired.len() } else { 0 });
+        // A route kept as it is, into a fresh router: parsed again, as the fresh router holds
+        // its own copy of every route, but the same version (`Route::instance`).
+        let copy = |slot: u32, overlay: &mut Overlay<'_>| -> Option<Prepared> {
+            let row = self.catalog.row(slot as usize)?;
+            let text = self.catalog.text(slot as usize);
+            let mut p = self.prepare(row.id, row.priority, text, overlay).ok()?;
+            p.instance = row.instance;
+            Some(p)
+        };
+        for (spec, st) in desired.iter().zip(&status) {
+            let expression = match (*st, &mut fresh) {
+                (Status::Duplicate, _) => {
+                    errors.push((spec.id, Error::DuplicateRoute(spec.id)));
+                    continue;
+                }
+                (Status::Unchanged(slot), Some(f)) => {
+                    orders.push(
+                        f.place(copy(slot, &mut overlay).expect("a live route prepares again")),
+                    );
+                    continue;
+                }
+                (Status::Unchanged(_), None) => continue,
+                (Status::Changed(_) | Status::Added, _) => spec.expression,
+            };
+            match self.prepare(spec.id, spec.priority, expression, &mut overlay) {
+                Ok(route) => {
+                    match *st {
+                        Status::Changed(slot) => {
+                            plan.report.changed += 1;
+                            if fresh.is_none() {
+                                plan.remove.push((spec.id, self.resolve_again(slot)));
+                            }
+                        }
+                        Status::Added => plan.report.added += 1,
+                        _ => {}
+                    }
+                    match &mut fresh {
+                        Some(f) => orders.push(f.place(route)),
+                        None => plan.insert.push(route),
+                    }
+                }
+                Err(e) => {
+                    errors.push((spec.id, e));
+                    // Apply-valid keeps a known route's current version when its new one is
+                    // invalid; a fresh router has to be given that version too.
+                    if let (Status::Changed(slot), Some(f)) = (*st, &mut fresh) {
+                        if let Some(old) = copy(slot, &mut overlay) {
+                            orders.push(f.place(old));
+                        }
+                    }
+                }
+            }
+        }
+        if !errors.is_empty() && mode == SyncMode::AllOrNothing {
+            return Err(SyncError { errors });
+        }
+        for (slot, row) in self.catalog.rows.iter().enumerate() {
+            if let (Some(row), false) = (row, seen[slot]) {
+                plan.report.removed += 1;
+                if fresh.is_none() {
+                    plan.remove.push((row.id, self.resolve_again(slot as u32)));
+                }
+            }
+        }
+        plan.report.errors = errors;
+        match fresh {
+            Some(mut f) => {
+                f.order = orders.into_iter().collect();
+                f.index = Index::build(f.pending_index.take().unwrap_or_default());
+                // Every regex the fresh routes hold, compiled now or taken over from this router.
+                f.regexes.absorb(overlay.into_new());
+                plan.rebuilt = Some(Box::new(f));
+            }
+            None => plan.regexes = overlay.into_new(),
+        }
+        plan.version = self.version;
+        Ok(plan)
+    }
+
+    /// Applies a prepared plan: only index updates, no parsing. Returns what was done.
+    ///
+    /// A plan prepared before another change of this router is refused (nothing is applied, and
+    /// the report says `stale`): it was computed against routes that are no longer there.
+    pub fn apply(&mut self, plan: SyncPlan) -> SyncReport {
+        let (report, replaced) = self.apply_keeping_old(plan);
+        drop(replaced);
+        report
+    }
+
+    /// [`Router::apply`], handing back the router a rebuild replaced, so that a caller holding
+    /// a lock can drop it after releasing the lock.
+    pub(crate) fn apply_keeping_old(&mut self, plan: SyncPlan) -> (SyncReport, Option<Router>) {
+        let SyncPlan {
+            version,
+            remove,
+            insert,
+            regexes,
+            rebuilt,
+            mut report,
+        } = plan;
+        if version != self.version {
+            report.stale = true;
+            return (report, None);
+        }
+        if let Some(fresh) = rebuilt {
+            let version = self.version + 1;
+            let old = std::mem::replace(self, *fresh);
+            self.version = version;
+            return (report, Some(old));
+        }
+        self.version += 1;
+        self.changing(|r| {
+            r.regexes.absorb(regexes);
+            let mut taken = Vec::with_capacity(remove.len());
+            for (id, tree) in remove {
+                taken.extend(r.take(id, Some(tree)));
+            }
+            for route in insert {
+                r.insert(route);
+            }
+            for route in taken {
+                r.release(route);
+            }
+        });
+        (report, None)
+    }
+}
