@@ -9,22 +9,29 @@
 //! share the rendering, so a fuzz finding and a proptest failure describe their input alike.
 //!
 //! What the rendering covers (spec §2–§5): every operator of every type, `lower` and `any` nested
-//! in either order, `!`, groups, `&&` and `||` chained without parentheses wherever precedence
-//! (`||` over `&&`) allows, quoted and raw strings with escapes, Unicode and raw line breaks,
-//! decimal, hex, octal and leading-zero decimal integers, IPv4 and IPv6 addresses and CIDRs in
-//! several spellings, any whitespace between tokens, and a wildcard field. About one predicate in
-//! ten is wrong on purpose (unknown field, type mismatch, operator or transformation the type
-//! does not have, a malformed literal or regex, a syntax error), so that acceptance is tested too.
-//! Requests are mostly built to satisfy one route (one side of each `||`), plus extra values
-//! that make fields multi-valued, plus values of the wrong type or for unknown fields.
+//! in either order and repeated, `!`, groups, `&&` and `||` chained without parentheses wherever
+//! precedence (`||` over `&&`) allows, quoted and raw strings with escapes, Unicode and raw line
+//! breaks, decimal, hex, octal and leading-zero decimal integers, IPv4 and IPv6 addresses and
+//! CIDRs in several spellings, whitespace between any two tokens, and wildcard fields. Literals
+//! come from pools chosen for the matchers (prefixes, paths, case-mapping traps, regexes with a
+//! text each matches) or, one in eight, are synthesized over the whole range of their type
+//! ([`wide_value`]). About one predicate in ten is wrong on purpose (unknown field, the
+//! language's words used as field names, type mismatch, operator or transformation the type
+//! does not have, a malformed literal or regex, a syntax error), so that acceptance and errors
+//! are tested too. Requests are mostly built to satisfy one route (one side of each `||`), plus
+//! extra values that make fields multi-valued, plus values of the wrong type or for unknown
+//! fields.
 //!
 //! Invariants a change must keep:
 //! - Rendering is a pure function of the description: the same description gives the same text
 //!   and values, so a failure reproduces from its printed description (or fuzz artifact).
+//! - Spelling never changes meaning: [`PredDesc::spelling`], [`RouteDesc::layout`] and
+//!   [`ExprDesc::Group`] choose only whitespace, literal spellings and redundant parentheses, so
+//!   a route and its [`RouteDesc::respelled`] forms parse to the same tree (or all fail).
 //! - [`RenderedRoute::kong_text`] is `Some` only for text Kong's library 1.7.1 parses without
 //!   aborting, and then it means what [`RenderedRoute::text`] means (they differ only in the
 //!   whitespace between `not` and `in`, which Kong's parser cannot take but the spec allows;
-//!   routes given as text ([`Case::texts`]) go to Kong only when [`kong_can_take`] them).
+//!   every route goes to Kong only when [`kong_can_take`] it).
 //!   Requests' `values` are all of the field's type; values Kong's library would abort on (a
 //!   wrong type, an unknown field) are only ever in `bad_values`.
 //! - Nesting is bounded by [`MAX_DEPTH`], far below every parser's limit.
@@ -44,8 +51,11 @@ pub const EXACT_FIELDS: [&str; 4] = ["f0", "f1", "f2", "f3"];
 pub const WILDCARD: &str = "h.*";
 /// Names that resolve through [`WILDCARD`] (`h.` has an empty last segment).
 pub const WILDCARD_NAMES: [&str; 4] = ["h.x", "h.y", "h.Q_1", "h."];
-/// Field names no schema has.
-pub const UNKNOWN_FIELDS: [&str; 3] = ["nope", "f9", "h.x.y"];
+/// Field names no schema has: ordinary ones, a name two segments under the wildcard, the words
+/// of the language (which are ordinary names to the grammar) and names of unusual shape.
+pub const UNKNOWN_FIELDS: [&str; 11] = [
+    "nope", "f9", "h.x.y", "in", "not", "contains", "lower", "any", "r", "Z9_.", "x..y",
+];
 /// The fields Kong's own tests use (`t/*.t` and its Rust tests), in every schema, so that
 /// their expressions are valid routes of a case (see [`Case::texts`]).
 pub const KONG_TEST_FIELDS: [(&str, Type); 11] = [
@@ -261,6 +271,104 @@ const BAD_LITERALS: &[&str] = &[
     "--1",
 ];
 
+/// `PredDesc::lit` and request value choices from here up synthesize a value over the whole
+/// range of its type instead of reading a pool (one choice in eight): strings of the characters
+/// the readers, the printer and the evaluators treat apart, integers of every magnitude, IPv6
+/// addresses with zero runs anywhere, networks of every prefix length (see [`wide_value`]).
+pub const WIDE_FROM: u16 = 0xE000;
+
+/// The characters of synthesized strings: letters and path punctuation, what string literals
+/// escape (quote, backslash, line breaks, tab), what a raw string or the nesting pre-scan could
+/// trip on (`#`, `r`, parentheses, `!`, `&`, `|`), NUL and DEL, two- three- and four-byte UTF-8,
+/// letters whose case mapping changes their length or depends on context (`ß`, `İ`, `Σ`), a
+/// combining mark, a byte-order mark and a line separator (neither is whitespace to the
+/// language).
+const WIDE_CHARS: [char; 32] = [
+    'a', 'b', 'A', 'Z', '0', '/', '.', '-', '_', ' ', '"', '\\', '\n', '\r', '\t', '#', 'r', '(',
+    ')', '!', '&', '|', '\0', '\u{7f}', 'é', 'ß', 'Σ', '🦀', '\u{feff}', '\u{2028}', '\u{301}',
+    'İ',
+];
+
+/// splitmix64's finalizer: spreads a small choice over 64 bits, deterministically.
+fn mix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// A value of `ty` synthesized from `choice` (see [`WIDE_FROM`]). Never `i64::MIN`, which the
+/// language cannot write.
+pub fn wide_value(ty: Type, choice: u16) -> Value {
+    let h = mix(u64::from(choice));
+    match ty {
+        Type::String => Value::String(
+            (0..h % 7)
+                .map(|i| WIDE_CHARS[(h >> (3 + 5 * i)) as usize % WIDE_CHARS.len()])
+                .collect(),
+        ),
+        Type::Int => {
+            // An arithmetic shift by 0–63 bits: every magnitude, both signs.
+            let i = (mix(h) as i64) >> (h % 64);
+            Value::Int(i.max(-i64::MAX))
+        }
+        Type::IpAddr => Value::IpAddr(wide_ip(h)),
+        Type::IpCidr => {
+            let ip = wide_ip(h);
+            let max = if ip.is_ipv4() { 32 } else { 128 };
+            let len = (mix(h ^ 0x5555) % (max + 1)) as u8;
+            Value::IpCidr(network(ip, len))
+        }
+    }
+}
+
+fn wide_ip(h: u64) -> IpAddr {
+    if h & 1 == 0 {
+        IpAddr::V4(std::net::Ipv4Addr::from((h >> 1) as u32))
+    } else {
+        // Zero groups are common, so `::` comes up at every position and length, as do
+        // IPv4-mapped (`::ffff:…`) and IPv4-compatible addresses.
+        let mut groups = [0u16; 8];
+        for (i, g) in groups.iter_mut().enumerate() {
+            *g = match (h >> (1 + 3 * i)) & 7 {
+                0..=2 => 0,
+                3 => 0xffff,
+                _ => mix(h.wrapping_add(i as u64)) as u16,
+            };
+        }
+        IpAddr::V6(std::net::Ipv6Addr::from(groups))
+    }
+}
+
+/// The network of `len` bits around `ip` (its host bits cleared).
+fn network(ip: IpAddr, len: u8) -> IpCidr {
+    let first = match ip {
+        IpAddr::V4(a) => {
+            let mask = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
+            IpAddr::V4((u32::from(a) & mask).into())
+        }
+        IpAddr::V6(a) => {
+            let mask = u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0);
+            IpAddr::V6((u128::from(a) & mask).into())
+        }
+    };
+    IpCidr::new(first, len).expect("host bits cleared")
+}
+
+/// A value of `ty` from its pool, or synthesized for a choice from [`WIDE_FROM`] up.
+fn literal_value(ty: Type, choice: u16) -> Value {
+    if choice >= WIDE_FROM {
+        return wide_value(ty, choice);
+    }
+    let c = choice as usize;
+    match ty {
+        Type::String => Value::String(pick(STRINGS, c).to_owned()),
+        Type::Int => Value::Int(pick(INTS, c)),
+        Type::IpAddr => Value::IpAddr(pick(IPS, c).parse().expect("pool address")),
+        Type::IpCidr => Value::IpCidr(pick(CIDRS, c).parse().expect("pool CIDR")),
+    }
+}
+
 /// A whole test case: field types, routes (in the order they are added) and requests.
 #[derive(Debug, Clone)]
 pub struct Case {
@@ -277,6 +385,9 @@ pub struct RouteDesc {
     /// Few distinct priorities, so that ties (broken by id) are common.
     pub priority: u8,
     pub expr: ExprDesc,
+    /// Whitespace where none is needed: around the route, inside parentheses, after `!`, and
+    /// (instead of a choice fixed by the tree's shape) around `&&` and `||`. 0: none of it.
+    pub layout: u16,
 }
 
 #[derive(Debug, Clone)]
@@ -374,6 +485,55 @@ pub const FLAW_KINDS: u8 = FLAWS.len() as u8;
 /// `PredDesc::flaw` is drawn from `0..FLAW_SPACE`.
 pub const FLAW_SPACE: u8 = 10 * FLAW_KINDS;
 
+impl RouteDesc {
+    /// The same route spelled another way, by choices read from `tape` (cyclically): another
+    /// layout, other spellings of every literal and of the whitespace around every operator,
+    /// redundant parentheses added or taken away. Its text parses to the same tree as this
+    /// route's, or both fail to parse.
+    pub fn respelled(&self, tape: &[u8]) -> RouteDesc {
+        let mut t = Tape { bytes: tape, at: 0 };
+        RouteDesc {
+            priority: self.priority,
+            expr: respell(&self.expr, &mut t),
+            layout: u16::from_le_bytes([t.next(), t.next()]),
+        }
+    }
+}
+
+/// Choices read from bytes, cyclically (zeros from an empty tape).
+struct Tape<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl Tape<'_> {
+    fn next(&mut self) -> u8 {
+        let b = self.bytes.get(self.at % self.bytes.len().max(1));
+        self.at += 1;
+        b.copied().unwrap_or(0)
+    }
+}
+
+fn respell(e: &ExprDesc, t: &mut Tape<'_>) -> ExprDesc {
+    let e = match e {
+        ExprDesc::Pred(p) => ExprDesc::Pred(PredDesc {
+            spelling: u16::from_le_bytes([t.next(), t.next()]),
+            ..*p
+        }),
+        ExprDesc::And(c) => ExprDesc::And(c.iter().map(|c| respell(c, t)).collect()),
+        ExprDesc::Or(c) => ExprDesc::Or(c.iter().map(|c| respell(c, t)).collect()),
+        ExprDesc::Not(inner) => ExprDesc::Not(Box::new(respell(inner, t))),
+        // Parentheses precedence does not need: the renderer adds those it does need.
+        ExprDesc::Group(inner) if t.next() < 128 => return respell(inner, t),
+        ExprDesc::Group(inner) => ExprDesc::Group(Box::new(respell(inner, t))),
+    };
+    if t.next() < 40 {
+        ExprDesc::Group(Box::new(e))
+    } else {
+        e
+    }
+}
+
 /// The id of the route at `index`: spread over the u128 range so that id order (which breaks
 /// ties of priority) is unrelated to insertion order.
 pub fn route_id(index: usize) -> Uuid {
@@ -387,7 +547,9 @@ fn pick<T: Copy>(pool: &[T], n: usize) -> T {
 /// Whitespace between two tokens (mostly one space; also none, several, tabs, line breaks).
 fn ws(choice: u16) -> &'static str {
     pick(
-        &[" ", " ", " ", " ", "", "  ", "\t", "\n", "\r\n", " \n\t "],
+        &[
+            " ", " ", " ", " ", "", "  ", "\t", "\n", "\r\n", " \n\t ", "\r",
+        ],
         choice as usize,
     )
 }
@@ -414,6 +576,72 @@ struct Renderer<'a> {
     types: &'a [Type; 4],
     /// Whether Kong's parser can take everything rendered so far.
     kong_ok: bool,
+    /// The state of the route's layout (`RouteDesc::layout`); 0 writes no optional whitespace.
+    layout: u64,
+}
+
+impl Renderer<'_> {
+    fn new(types: &[Type; 4], layout: u16) -> Renderer<'_> {
+        Renderer {
+            types,
+            kong_ok: true,
+            layout: u64::from(layout),
+        }
+    }
+
+    /// Optional whitespace at a place where the language allows it (mostly none).
+    fn gap(&mut self) -> &'static str {
+        if self.layout == 0 {
+            return "";
+        }
+        self.layout = mix(self.layout) | 1;
+        pick(
+            &["", "", "", "", " ", "\t", "\n", "\r\n", "\r", "  "],
+            self.layout as usize,
+        )
+    }
+
+    /// Whitespace around `&&` and `||`: fixed by the tree's shape without a layout.
+    fn around_logic(&mut self, shape: u16) -> &'static str {
+        if self.layout == 0 {
+            return ws(shape);
+        }
+        self.layout = mix(self.layout) | 1;
+        ws(self.layout as u16)
+    }
+
+    /// Renders a whole route into `ours` and `kong`.
+    fn route(&mut self, e: &ExprDesc, ours: &mut String, kong: &mut String) -> Sat {
+        let lead = self.gap();
+        ours.push_str(lead);
+        kong.push_str(lead);
+        let sat = self.expr(e, ours, kong);
+        let trail = self.gap();
+        ours.push_str(trail);
+        kong.push_str(trail);
+        sat
+    }
+
+    /// `(` and optional whitespace (`!` before it, and maybe whitespace between, for a `!`).
+    fn open(&mut self, not: bool, ours: &mut String, kong: &mut String) {
+        let (between, inside) = (if not { self.gap() } else { "" }, self.gap());
+        for out in [&mut *ours, &mut *kong] {
+            if not {
+                out.push('!');
+            }
+            out.push_str(between);
+            out.push('(');
+            out.push_str(inside);
+        }
+    }
+
+    fn close(&mut self, ours: &mut String, kong: &mut String) {
+        let inside = self.gap();
+        for out in [&mut *ours, &mut *kong] {
+            out.push_str(inside);
+            out.push(')');
+        }
+    }
 }
 
 impl Renderer<'_> {
@@ -435,7 +663,7 @@ impl Renderer<'_> {
                 let mut sats = Vec::new();
                 for (i, child) in c.iter().enumerate() {
                     if i > 0 {
-                        let w = ws(i as u16 * 3 + c.len() as u16);
+                        let w = self.around_logic(i as u16 * 3 + c.len() as u16);
                         let op = if and { "&&" } else { "||" };
                         for out in [&mut *ours, &mut *kong] {
                             out.push_str(w);
@@ -452,13 +680,11 @@ impl Renderer<'_> {
                         _ => false,
                     };
                     if parens {
-                        ours.push('(');
-                        kong.push('(');
+                        self.open(false, ours, kong);
                     }
                     sats.push(self.expr(child, ours, kong));
                     if parens {
-                        ours.push(')');
-                        kong.push(')');
+                        self.close(ours, kong);
                     }
                 }
                 if and {
@@ -469,12 +695,9 @@ impl Renderer<'_> {
             }
             ExprDesc::Not(inner) | ExprDesc::Group(inner) => {
                 let not = matches!(e, ExprDesc::Not(_));
-                let open = if not { "!(" } else { "(" };
-                ours.push_str(open);
-                kong.push_str(open);
+                self.open(not, ours, kong);
                 let s = self.expr(inner, ours, kong);
-                ours.push(')');
-                kong.push(')');
+                self.close(ours, kong);
                 if not {
                     Sat::Not(Box::new(s))
                 } else {
@@ -527,9 +750,13 @@ impl Renderer<'_> {
             } else {
                 "("
             });
+            lhs.push_str(self.gap());
         }
         lhs.push_str(field);
-        lhs.push_str(&")".repeat(transforms.len()));
+        for _ in &transforms {
+            lhs.push_str(self.gap());
+            lhs.push(')');
+        }
 
         let ops: &[&str] = match ty {
             Type::String => &["==", "==", "~", "~", "^=", "^=", "=^", "!=", "contains"],
@@ -632,16 +859,22 @@ impl Renderer<'_> {
         match ty {
             Type::String => {
                 let (text, sample) = if regex && flaw == Some(Flaw::RandomRegex) {
+                    // From the literal choice only: the spelling never changes what a text
+                    // means (see `RouteDesc::respelled`).
+                    let h = mix(u64::from(choice));
                     let mut r = String::new();
                     for k in 0..1 + c % 4 {
-                        r.push_str(pick(REGEX_PIECES, c / 4 + k * 7 + spelling as usize));
+                        r.push_str(pick(REGEX_PIECES, (h >> (6 * k)) as usize));
                     }
                     (r, None)
                 } else if regex {
                     let (r, sample) = pick(REGEXES, c);
                     (r.to_owned(), Some(sample))
                 } else {
-                    let s = pick(STRINGS, c);
+                    let Value::String(s) = literal_value(Type::String, choice) else {
+                        unreachable!("a String choice")
+                    };
+                    let s = s.as_str();
                     // A lowered field compares with lowercase literals, unless the flaw is
                     // an uppercase one.
                     let s = if flaw == Some(Flaw::LowerWithUppercase) {
@@ -661,21 +894,15 @@ impl Renderer<'_> {
                 let value = Some(Value::String(text.clone()));
                 (string_literal(&text, spelling), value, sample)
             }
-            Type::Int => {
-                let i = pick(INTS, c);
-                (int_literal(i, spelling), Some(Value::Int(i)), None)
-            }
-            Type::IpAddr => {
-                let ip: IpAddr = pick(IPS, c).parse().expect("pool address");
-                (ip_literal(ip, spelling), Some(Value::IpAddr(ip)), None)
-            }
-            Type::IpCidr => {
-                let cidr: IpCidr = pick(CIDRS, c).parse().expect("pool CIDR");
-                (
-                    cidr_literal(cidr, spelling),
-                    Some(Value::IpCidr(cidr)),
-                    None,
-                )
+            ty => {
+                let v = literal_value(ty, choice);
+                let text = match &v {
+                    Value::Int(i) => int_literal(*i, spelling),
+                    Value::IpAddr(ip) => ip_literal(*ip, spelling),
+                    Value::IpCidr(cidr) => cidr_literal(*cidr, spelling),
+                    Value::String(_) => unreachable!("handled above"),
+                };
+                (text, Some(v), None)
             }
         }
     }
@@ -716,17 +943,29 @@ fn int_literal(i: i64, spelling: u16) -> String {
     }
 }
 
-/// IPv4 as a dotted quad; IPv6 compressed, in full with leading zeros, or in uppercase.
+/// IPv4 as a dotted quad; IPv6 compressed (as the library prints it: never with a dotted IPv4
+/// tail, which the language refuses), in full with or without leading zeros, in either case.
 fn ip_literal(ip: IpAddr, spelling: u16) -> String {
-    match (ip, spelling % 3) {
-        (IpAddr::V6(a), 1) => a
-            .segments()
+    let full = |a: std::net::Ipv6Addr, padded: bool| {
+        a.segments()
             .iter()
-            .map(|s| format!("{s:04x}"))
+            .map(|s| {
+                if padded {
+                    format!("{s:04x}")
+                } else {
+                    format!("{s:x}")
+                }
+            })
             .collect::<Vec<_>>()
-            .join(":"),
-        (IpAddr::V6(a), 2) => a.to_string().to_uppercase(),
-        (a, _) => a.to_string(),
+            .join(":")
+    };
+    let compressed = Value::IpAddr(ip).to_string();
+    match (ip, spelling % 5) {
+        (IpAddr::V6(a), 1) => full(a, true),
+        (IpAddr::V6(_), 2) => compressed.to_uppercase(),
+        (IpAddr::V6(a), 3) => full(a, false),
+        (IpAddr::V6(a), 4) => full(a, true).to_uppercase(),
+        _ => compressed,
     }
 }
 
@@ -842,17 +1081,17 @@ impl Case {
         let mut routes = Vec::new();
         let mut sats = Vec::new();
         for (i, r) in self.routes.iter().enumerate() {
-            let mut r_ = Renderer {
-                types: &self.types,
-                kong_ok: true,
-            };
+            let mut r_ = Renderer::new(&self.types, r.layout);
             let (mut text, mut kong) = (String::new(), String::new());
-            sats.push(r_.expr(&r.expr, &mut text, &mut kong));
+            sats.push(r_.route(&r.expr, &mut text, &mut kong));
+            // A field named `not` before `in` with other whitespace than one space reads as
+            // the `not in` Kong's parser aborts on: `kong_can_take` sees it.
+            let kong_ok = r_.kong_ok && kong_can_take(&kong);
             routes.push(RenderedRoute {
                 id: route_id(i),
                 priority: u64::from(r.priority),
                 text,
-                kong_text: r_.kong_ok.then_some(kong),
+                kong_text: kong_ok.then_some(kong),
             });
         }
         for text in &self.texts {
@@ -863,10 +1102,7 @@ impl Case {
                 kong_text: kong_can_take(text).then(|| text.clone()),
             });
         }
-        let r_ = Renderer {
-            types: &self.types,
-            kong_ok: true,
-        };
+        let r_ = Renderer::new(&self.types, 0);
         let requests = self
             .requests
             .iter()
@@ -937,6 +1173,9 @@ pub fn kong_can_take(text: &str) -> bool {
 
 /// A value of `ty` from the pools (strings also derived: uppercased, with a suffix).
 pub fn pool_value(ty: Type, choice: u16) -> Value {
+    if choice >= WIDE_FROM {
+        return wide_value(ty, choice);
+    }
     let c = choice as usize;
     match ty {
         Type::String => {
@@ -1013,6 +1252,20 @@ pub fn expr_strategy() -> impl Strategy<Value = ExprDesc> {
     prop_oneof![2 => conjunction, 1 => tree]
 }
 
+/// A route: a priority among few, an expression, and half the time a layout.
+pub fn route_strategy() -> impl Strategy<Value = RouteDesc> {
+    (
+        0u8..4,
+        expr_strategy(),
+        prop_oneof![Just(0u16), any::<u16>()],
+    )
+        .prop_map(|(priority, expr, layout)| RouteDesc {
+            priority,
+            expr,
+            layout,
+        })
+}
+
 pub fn request_strategy() -> impl Strategy<Value = RequestDesc> {
     (
         prop::option::weighted(0.75, (any::<u16>(), any::<u16>())),
@@ -1035,10 +1288,7 @@ pub fn case_strategy(
 ) -> impl Strategy<Value = Case> {
     (
         prop::array::uniform4(prop::sample::select(&TYPES[..])),
-        prop::collection::vec(
-            (0u8..4, expr_strategy()).prop_map(|(priority, expr)| RouteDesc { priority, expr }),
-            routes,
-        ),
+        prop::collection::vec(route_strategy(), routes),
         prop::collection::vec(request_strategy(), requests),
     )
         .prop_map(|(types, routes, requests)| Case {
@@ -1091,6 +1341,7 @@ impl<'a> Arbitrary<'a> for Case {
             routes.push(RouteDesc {
                 priority: u.int_in_range(0u8..=3)?,
                 expr: arbitrary_expr(u, 0)?,
+                layout: if u.arbitrary()? { u.arbitrary()? } else { 0 },
             });
         }
         let mut requests = Vec::new();
