@@ -19,8 +19,15 @@
 //! language's words used as field names, type mismatch, operator or transformation the type
 //! does not have, a malformed literal or regex, a syntax error), so that acceptance and errors
 //! are tested too. Requests are mostly built to satisfy one route (one side of each `||`), plus
-//! extra values that make fields multi-valued, plus values of the wrong type or for unknown
-//! fields.
+//! extra values that make fields multi-valued, values derived from the literals the routes use
+//! (as they are, with a prefix or suffix, uppercased, off by one, past the length where regexes
+//! change engine), and values of the wrong type or for unknown fields.
+//!
+//! A case may also change the table once its routes are in ([`StepDesc`]): adds of its routes
+//! at free or held ids, removes, syncs in both modes to edited lists (routes kept, dropped,
+//! re-prioritised, moved to other ids, given other texts; ids listed twice; empty texts), stale
+//! sync plans, and contexts of another schema; and it may put its routes under
+//! [`tight_limits`]. [`crate::check::run`] runs all of it against a model.
 //!
 //! Invariants a change must keep:
 //! - Rendering is a pure function of the description: the same description gives the same text
@@ -40,7 +47,7 @@ use std::fmt::Write as _;
 use std::net::IpAddr;
 
 use arbitrary::{Arbitrary, Unstructured};
-use atc_router::{IpCidr, Type, Uuid, Value};
+use atc_router::{IpCidr, Limits, SyncMode, Type, Uuid, Value};
 use proptest::prelude::*;
 
 /// Deepest nesting of groups and `!` the generator writes.
@@ -378,6 +385,54 @@ pub struct Case {
     /// More routes, as text written as is (after `routes`, at priority 1): expressions from
     /// Kong's tests, or what a fuzzer makes of them. Empty from both producers here.
     pub texts: Vec<String>,
+    /// Changes to the router once the routes are in (see [`StepDesc`]). Empty from
+    /// [`case_strategy`]; [`churn_strategy`] and the fuzz decoder make them.
+    pub steps: Vec<StepDesc>,
+    /// Routes go to a router with [`tight_limits`], which many generated routes exceed.
+    pub tight_limits: bool,
+}
+
+/// One change to a router, in terms of *slots*: slot `s` is the id [`route_id`]`(s)`, and the
+/// case's routes are first added at their own index. There are twice as many slots as routes,
+/// and eight more (see [`Rendered::slots`]), so adds hit free slots and held ones alike. Every
+/// number is read modulo what it chooses from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StepDesc {
+    /// Adds the text of the case's route `route` at `slot`, at `priority` (a duplicate id when
+    /// the slot is held).
+    Add {
+        slot: u16,
+        route: u16,
+        priority: u8,
+    },
+    Remove {
+        slot: u16,
+    },
+    /// Syncs to the routes held, each edited by `edits` (see [`Edit`]), plus `extra` entries.
+    Sync {
+        all_or_nothing: bool,
+        edits: Vec<u8>,
+        extra: Vec<DesiredDesc>,
+    },
+    /// Prepares the same kind of sync (apply-valid), removes `remove`'s route, then applies the
+    /// plan, which must be refused as stale.
+    StaleSync {
+        edits: Vec<u8>,
+        extra: Vec<DesiredDesc>,
+        remove: u16,
+    },
+    /// Executes every request with a context made from another schema.
+    ForeignContext,
+}
+
+/// An entry of a desired list beyond the routes held: new ids, ids listed twice, invalid text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DesiredDesc {
+    pub slot: u16,
+    pub priority: u8,
+    /// The case's route whose text to give; `None`: the slot's current text, or an empty (so
+    /// invalid) one when the slot is free.
+    pub route: Option<u16>,
 }
 
 #[derive(Debug, Clone)]
@@ -416,11 +471,16 @@ pub struct PredDesc {
 }
 
 /// A request: the route it is built to satisfy (route index and `||` branch choices), extra
-/// values of the right type, and values of the wrong type or for unknown fields.
+/// values of the right type, values derived from the literals the routes use, and values of the
+/// wrong type or for unknown fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestDesc {
     pub target: Option<(u16, u16)>,
+    /// `(field, value)` choices: a pool value of the field's type.
     pub extra: Vec<(u8, u16)>,
+    /// `(field, literal, variant)` choices: a value made from a literal of the field's type
+    /// that some route of the case uses (see [`derived_value`]), or a pool value when none does.
+    pub derived: Vec<(u8, u16, u8)>,
     pub bad: Vec<(u8, u16)>,
 }
 
@@ -430,6 +490,60 @@ pub struct Rendered {
     pub schema: Vec<(String, Type)>,
     pub routes: Vec<RenderedRoute>,
     pub requests: Vec<RenderedRequest>,
+    /// The changes to apply once the routes are in, with their numbers resolved.
+    pub steps: Vec<Step>,
+    /// The id of each slot steps refer to; the first ones are the routes' own ids.
+    pub slots: Vec<Uuid>,
+    /// The limits of the router the routes go to.
+    pub limits: Limits,
+}
+
+/// A rendered [`StepDesc`]: slots index [`Rendered::slots`], routes [`Rendered::routes`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    Add {
+        slot: usize,
+        route: usize,
+        priority: u64,
+    },
+    Remove {
+        slot: usize,
+    },
+    Sync {
+        mode: SyncMode,
+        edits: Vec<Edit>,
+        extra: Vec<Desired>,
+    },
+    StaleSync {
+        edits: Vec<Edit>,
+        extra: Vec<Desired>,
+        remove: usize,
+    },
+    ForeignContext,
+}
+
+/// What a sync does to a route held: the `i`-th route held (in slot order) gets edit
+/// `i % edits.len()`; with no edits, every route is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Edit {
+    /// Listed unchanged.
+    Keep,
+    /// Left out: removed.
+    Drop,
+    /// Listed at the next priority: changed.
+    Reprioritise,
+    /// Listed under the slot this many after the next (a new id, or one listed twice).
+    Move(usize),
+    /// Listed with the text of this route instead.
+    Replace(usize),
+}
+
+/// A rendered [`DesiredDesc`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Desired {
+    pub slot: usize,
+    pub priority: u64,
+    pub route: Option<usize>,
 }
 
 #[derive(Debug, Clone)]
@@ -578,6 +692,8 @@ struct Renderer<'a> {
     kong_ok: bool,
     /// The state of the route's layout (`RouteDesc::layout`); 0 writes no optional whitespace.
     layout: u64,
+    /// Every well-formed literal rendered so far, and the text each regex is known to match.
+    literals: Vec<Value>,
 }
 
 impl Renderer<'_> {
@@ -586,6 +702,7 @@ impl Renderer<'_> {
             types,
             kong_ok: true,
             layout: u64::from(layout),
+            literals: Vec::new(),
         }
     }
 
@@ -790,6 +907,9 @@ impl Renderer<'_> {
         }
         let (lit_text, lit_value, regex_sample) =
             self.literal(lit_ty, op == "~", lower, flaw, p.lit, p.spelling);
+        self.literals.extend(lit_value.iter().cloned());
+        self.literals
+            .extend(regex_sample.map(|s| Value::String(s.to_owned())));
 
         // Whitespace: around the operator (a word operator needs some after a name), and
         // between `not` and `in`.
@@ -1080,10 +1200,12 @@ impl Case {
         schema.extend(KONG_TEST_FIELDS.iter().map(|(n, t)| ((*n).to_owned(), *t)));
         let mut routes = Vec::new();
         let mut sats = Vec::new();
+        let mut literals = Vec::new();
         for (i, r) in self.routes.iter().enumerate() {
             let mut r_ = Renderer::new(&self.types, r.layout);
             let (mut text, mut kong) = (String::new(), String::new());
             sats.push(r_.route(&r.expr, &mut text, &mut kong));
+            literals.append(&mut r_.literals);
             // A field named `not` before `in` with other whitespace than one space reads as
             // the `not in` Kong's parser aborts on: `kong_can_take` sees it.
             let kong_ok = r_.kong_ok && kong_can_take(&kong);
@@ -1119,6 +1241,12 @@ impl Case {
                     let at = if k % 2 == 0 { values.len() } else { 0 };
                     values.insert(at, (name.to_owned(), value));
                 }
+                for (k, (f, l, variant)) in q.derived.iter().enumerate() {
+                    let (name, ty) = r_.field(*f);
+                    let value = derived_value(&literals, ty, *l, *variant);
+                    let at = if k % 2 == 1 { values.len() } else { 0 };
+                    values.insert(at, (name.to_owned(), value));
+                }
                 let bad_values = q
                     .bad
                     .iter()
@@ -1140,12 +1268,129 @@ impl Case {
                 RenderedRequest { values, bad_values }
             })
             .collect();
+        let slots: Vec<Uuid> = (0..2 * routes.len() + 8).map(route_id).collect();
+        let steps = self
+            .steps
+            .iter()
+            .filter_map(|s| render_step(s, slots.len(), routes.len()))
+            .collect();
         Rendered {
             schema,
             routes,
             requests,
+            steps,
+            slots,
+            limits: if self.tight_limits {
+                tight_limits()
+            } else {
+                Limits::default()
+            },
         }
     }
+}
+
+/// Limits that many generated routes exceed: three levels of nesting (a transformation counts),
+/// six predicates, two regexes.
+pub fn tight_limits() -> Limits {
+    Limits {
+        max_depth: 3,
+        max_predicates: 6,
+        max_regexes: 2,
+        ..Limits::default()
+    }
+}
+
+/// A request value for a field of type `ty` made from one of `literals` of that type (an
+/// address also from a network's first address), as it is, or changed by `variant` so that
+/// it satisfies or just misses other operators: with a suffix (`^=`), a prefix (`=^`), both
+/// (`contains`), uppercased (`lower`), past the 256 bytes where regexes run on another engine,
+/// off by one. Without a literal of that type, a pool value.
+pub fn derived_value(literals: &[Value], ty: Type, choice: u16, variant: u8) -> Value {
+    let fits: Vec<&Value> = literals
+        .iter()
+        .filter(|v| v.ty() == ty || (ty == Type::IpAddr && v.ty() == Type::IpCidr))
+        .collect();
+    if fits.is_empty() {
+        return pool_value(ty, choice);
+    }
+    match pick(&fits, choice as usize) {
+        Value::String(t) => Value::String(match variant % 8 {
+            0 | 1 => t.clone(),
+            2 => format!("{t}/12"),
+            3 => format!("w.{t}"),
+            4 => t.to_uppercase(),
+            5 => format!("x{t}y"),
+            6 => format!("{}{t}", "/a".repeat(150)),
+            _ => t.repeat(300 / t.len().max(1) + 1),
+        }),
+        Value::Int(i) => Value::Int(match variant % 4 {
+            0 | 1 => *i,
+            2 => i.wrapping_add(1),
+            _ => i.wrapping_sub(1),
+        }),
+        Value::IpCidr(c) if ty == Type::IpAddr => Value::IpAddr(c.first_address()),
+        v => v.clone(),
+    }
+}
+
+fn render_step(s: &StepDesc, slots: usize, routes: usize) -> Option<Step> {
+    let slot = |n: u16| n as usize % slots;
+    let route = |n: u16| (routes > 0).then(|| n as usize % routes);
+    let edits = |e: &[u8]| {
+        e.iter()
+            .map(|e| match e % 8 {
+                0..=3 => Edit::Keep,
+                4 => Edit::Drop,
+                5 => Edit::Reprioritise,
+                6 => Edit::Move(usize::from(e / 8)),
+                _ => route(u16::from(e / 8)).map_or(Edit::Keep, Edit::Replace),
+            })
+            .collect()
+    };
+    let extra = |x: &[DesiredDesc]| {
+        x.iter()
+            .map(|d| Desired {
+                slot: slot(d.slot),
+                priority: u64::from(d.priority),
+                route: d.route.and_then(route),
+            })
+            .collect()
+    };
+    Some(match s {
+        StepDesc::Add {
+            slot: s,
+            route: r,
+            priority,
+        } => Step::Add {
+            slot: slot(*s),
+            route: route(*r)?,
+            priority: u64::from(*priority),
+        },
+        StepDesc::Remove { slot: s } => Step::Remove { slot: slot(*s) },
+        StepDesc::Sync {
+            all_or_nothing,
+            edits: e,
+            extra: x,
+        } => Step::Sync {
+            mode: if *all_or_nothing {
+                SyncMode::AllOrNothing
+            } else {
+                SyncMode::ApplyValid
+            },
+            edits: edits(e),
+            extra: extra(x),
+        },
+        StepDesc::StaleSync {
+            edits: e,
+            extra: x,
+            remove,
+        } => Step::StaleSync {
+            edits: edits(e),
+            extra: extra(x),
+            remove: slot(*remove),
+        },
+        StepDesc::ForeignContext => Step::ForeignContext,
+    })
 }
 
 /// Whether Kong's library 1.7.1 can be given `text` without aborting the process: its parser
@@ -1270,14 +1515,71 @@ pub fn request_strategy() -> impl Strategy<Value = RequestDesc> {
     (
         prop::option::weighted(0.75, (any::<u16>(), any::<u16>())),
         prop::collection::vec((any::<u8>(), any::<u16>()), 0..4),
+        prop::collection::vec((any::<u8>(), any::<u16>(), any::<u8>()), 0..4),
         prop::collection::vec((any::<u8>(), any::<u16>()), 0..2),
     )
-        .prop_map(|(target, extra, mut bad)| {
+        .prop_map(|(target, extra, derived, mut bad)| {
             // Most requests carry no bad value.
             if bad.first().is_some_and(|(f, _)| f % 4 != 0) {
                 bad.clear();
             }
-            RequestDesc { target, extra, bad }
+            RequestDesc {
+                target,
+                extra,
+                derived,
+                bad,
+            }
+        })
+}
+
+fn desired_list_strategy() -> impl Strategy<Value = (Vec<u8>, Vec<DesiredDesc>)> {
+    let desired = (
+        any::<u16>(),
+        0u8..4,
+        prop::option::weighted(0.7, any::<u16>()),
+    )
+        .prop_map(|(slot, priority, route)| DesiredDesc {
+            slot,
+            priority,
+            route,
+        });
+    (
+        prop::collection::vec(any::<u8>(), 0..8),
+        prop::collection::vec(desired, 0..4),
+    )
+}
+
+/// Changes to a router: adds (of the case's routes, at any slot), removes, syncs in both
+/// modes, stale syncs, foreign contexts.
+pub fn step_strategy() -> impl Strategy<Value = StepDesc> {
+    prop_oneof![
+        4 => (any::<u16>(), any::<u16>(), 0u8..4)
+            .prop_map(|(slot, route, priority)| StepDesc::Add { slot, route, priority }),
+        3 => any::<u16>().prop_map(|slot| StepDesc::Remove { slot }),
+        2 => (any::<bool>(), desired_list_strategy()).prop_map(|(all_or_nothing, (edits, extra))| {
+            StepDesc::Sync { all_or_nothing, edits, extra }
+        }),
+        1 => (desired_list_strategy(), any::<u16>())
+            .prop_map(|((edits, extra), remove)| StepDesc::StaleSync { edits, extra, remove }),
+        1 => Just(StepDesc::ForeignContext),
+    ]
+}
+
+/// Cases whose routes then go through `steps` changes; one in eight under [`tight_limits`].
+pub fn churn_strategy(
+    routes: std::ops::Range<usize>,
+    requests: std::ops::Range<usize>,
+    steps: std::ops::Range<usize>,
+) -> impl Strategy<Value = Case> {
+    (
+        case_strategy(routes, requests),
+        prop::collection::vec(step_strategy(), steps),
+        prop::bool::weighted(0.125),
+    )
+        .prop_map(|(case, steps, tight_limits)| Case {
+            steps,
+            tight_limits,
+            ..case
         })
 }
 
@@ -1296,6 +1598,8 @@ pub fn case_strategy(
             routes,
             requests,
             texts: Vec::new(),
+            steps: Vec::new(),
+            tight_limits: false,
         })
 }
 
@@ -1354,20 +1658,90 @@ impl<'a> Arbitrary<'a> for Case {
             let extra = (0..u.int_in_range(0u8..=4)?)
                 .map(|_| Ok((u.arbitrary()?, u.arbitrary()?)))
                 .collect::<arbitrary::Result<_>>()?;
+            let derived = (0..u.int_in_range(0u8..=4)?)
+                .map(|_| Ok((u.arbitrary()?, u.arbitrary()?, u.arbitrary()?)))
+                .collect::<arbitrary::Result<_>>()?;
             let bad = if u.ratio(1u8, 8)? {
                 vec![(u.arbitrary()?, u.arbitrary()?)]
             } else {
                 Vec::new()
             };
-            requests.push(RequestDesc { target, extra, bad });
+            requests.push(RequestDesc {
+                target,
+                extra,
+                derived,
+                bad,
+            });
+        }
+        // Last: a target that reads only the table (kong_diff) ignores them. (`int_in_range`
+        // gives its start when the bytes run out: default limits, no steps.)
+        let tight_limits = u.int_in_range(0u8..=7)? == 7;
+        let mut steps = Vec::new();
+        for _ in 0..u.int_in_range(0u8..=48)? {
+            steps.push(arbitrary_step(u)?);
         }
         Ok(Case {
             types,
             routes,
             requests,
             texts: Vec::new(),
+            steps,
+            tight_limits,
         })
     }
+}
+
+fn arbitrary_desired_list(
+    u: &mut Unstructured<'_>,
+) -> arbitrary::Result<(Vec<u8>, Vec<DesiredDesc>)> {
+    let edits = (0..u.int_in_range(0u8..=8)?)
+        .map(|_| u.arbitrary())
+        .collect::<arbitrary::Result<_>>()?;
+    let extra = (0..u.int_in_range(0u8..=4)?)
+        .map(|_| {
+            Ok(DesiredDesc {
+                slot: u.arbitrary()?,
+                priority: u.int_in_range(0u8..=3)?,
+                route: if u.ratio(7u8, 10)? {
+                    Some(u.arbitrary()?)
+                } else {
+                    None
+                },
+            })
+        })
+        .collect::<arbitrary::Result<_>>()?;
+    Ok((edits, extra))
+}
+
+fn arbitrary_step(u: &mut Unstructured<'_>) -> arbitrary::Result<StepDesc> {
+    Ok(match u.int_in_range(0u8..=10)? {
+        0..=3 => StepDesc::Add {
+            slot: u.arbitrary()?,
+            route: u.arbitrary()?,
+            priority: u.int_in_range(0u8..=3)?,
+        },
+        4..=6 => StepDesc::Remove {
+            slot: u.arbitrary()?,
+        },
+        7 | 8 => {
+            let all_or_nothing = u.arbitrary()?;
+            let (edits, extra) = arbitrary_desired_list(u)?;
+            StepDesc::Sync {
+                all_or_nothing,
+                edits,
+                extra,
+            }
+        }
+        9 => {
+            let (edits, extra) = arbitrary_desired_list(u)?;
+            StepDesc::StaleSync {
+                edits,
+                extra,
+                remove: u.arbitrary()?,
+            }
+        }
+        _ => StepDesc::ForeignContext,
+    })
 }
 
 #[cfg(test)]
