@@ -1467,44 +1467,70 @@ fn pred_strategy() -> impl Strategy<Value = PredDesc> + Clone {
         })
 }
 
-/// Expressions: mostly gateway-shaped conjunctions (sometimes with an `||` group), and
-/// arbitrary trees of `&&`, `||`, `!` and groups.
-pub fn expr_strategy() -> impl Strategy<Value = ExprDesc> {
+/// A predicate an index can key a route on, whatever the field's type: an operator read as
+/// `==` for every type, or as `=^`, `~`, `^=` for Strings (`^=` reads as `in` for addresses
+/// and as `<` for integers), and no flaw.
+fn keyed_pred_strategy() -> impl Strategy<Value = PredDesc> + Clone {
+    (
+        pred_strategy(),
+        prop::sample::select(&[0u8, 6, 12, 22][..]),
+        FLAW_KINDS..FLAW_SPACE,
+    )
+        .prop_map(|(p, op, flaw)| PredDesc { op, flaw, ..p })
+}
+
+/// Gateway-shaped routes: a conjunction that starts with a predicate an index can key it on,
+/// then up to two more predicates, sometimes an `||` group.
+pub fn conjunction_strategy() -> impl Strategy<Value = ExprDesc> {
     let leaf = pred_strategy().prop_map(ExprDesc::Pred);
-    let tree = leaf.clone().prop_recursive(MAX_DEPTH, 16, 3, |inner| {
+    (
+        keyed_pred_strategy().prop_map(ExprDesc::Pred),
+        prop::collection::vec(leaf.clone(), 0..3),
+        prop::option::weighted(0.3, prop::collection::vec(leaf, 2..4)),
+    )
+        .prop_map(|(first, rest, group)| {
+            let mut parts = vec![first];
+            parts.extend(rest);
+            parts.extend(group.map(ExprDesc::Or));
+            if parts.len() == 1 {
+                parts.pop().expect("one part")
+            } else {
+                ExprDesc::And(parts)
+            }
+        })
+}
+
+/// Arbitrary trees of `&&`, `||`, `!` and groups.
+pub fn tree_strategy() -> impl Strategy<Value = ExprDesc> {
+    let leaf = pred_strategy().prop_map(ExprDesc::Pred);
+    leaf.prop_recursive(MAX_DEPTH, 16, 3, |inner| {
         prop_oneof![
             3 => prop::collection::vec(inner.clone(), 2..4).prop_map(ExprDesc::And),
             3 => prop::collection::vec(inner.clone(), 2..4).prop_map(ExprDesc::Or),
             1 => inner.clone().prop_map(|e| ExprDesc::Not(Box::new(e))),
             1 => inner.prop_map(|e| ExprDesc::Group(Box::new(e))),
         ]
-    });
-    let conjunction = (
-        prop::collection::vec(leaf.clone(), 1..4),
-        prop::option::weighted(0.3, prop::collection::vec(leaf, 2..4)),
-    )
-        .prop_map(|(mut parts, group)| {
-            let parts_ = parts.len();
-            if let Some(g) = group {
-                parts.push(ExprDesc::Or(g));
-            }
-            if parts_ == 1 && parts.len() == 1 {
-                parts.pop().expect("one part")
-            } else {
-                ExprDesc::And(parts)
-            }
-        });
-    prop_oneof![2 => conjunction, 1 => tree]
+    })
 }
 
-/// A route: a priority among few, an expression, and half the time a layout.
+/// Expressions: mostly gateway-shaped conjunctions, and arbitrary trees.
+pub fn expr_strategy() -> impl Strategy<Value = ExprDesc> {
+    prop_oneof![2 => conjunction_strategy(), 1 => tree_strategy()]
+}
+
+/// A route: a priority among few (so that ties are common), an expression, and half the time
+/// a layout. Arbitrary trees, often true for most requests (a `!` around a field the request
+/// lacks), sit at the lowest priority, tied with a quarter of the gateway-shaped routes, which
+/// then decide most requests.
 pub fn route_strategy() -> impl Strategy<Value = RouteDesc> {
     (
-        0u8..4,
-        expr_strategy(),
+        prop_oneof![
+            2 => (0u8..4, conjunction_strategy()),
+            1 => (Just(0u8), tree_strategy()),
+        ],
         prop_oneof![Just(0u16), any::<u16>()],
     )
-        .prop_map(|(priority, expr, layout)| RouteDesc {
+        .prop_map(|((priority, expr), layout)| RouteDesc {
             priority,
             expr,
             layout,
@@ -1549,6 +1575,17 @@ fn desired_list_strategy() -> impl Strategy<Value = (Vec<u8>, Vec<DesiredDesc>)>
     )
 }
 
+/// A sync in either mode to the routes held, edited, plus a few other entries.
+pub fn sync_strategy() -> impl Strategy<Value = StepDesc> {
+    (any::<bool>(), desired_list_strategy()).prop_map(|(all_or_nothing, (edits, extra))| {
+        StepDesc::Sync {
+            all_or_nothing,
+            edits,
+            extra,
+        }
+    })
+}
+
 /// Changes to a router: adds (of the case's routes, at any slot), removes, syncs in both
 /// modes, stale syncs, foreign contexts.
 pub fn step_strategy() -> impl Strategy<Value = StepDesc> {
@@ -1556,9 +1593,7 @@ pub fn step_strategy() -> impl Strategy<Value = StepDesc> {
         4 => (any::<u16>(), any::<u16>(), 0u8..4)
             .prop_map(|(slot, route, priority)| StepDesc::Add { slot, route, priority }),
         3 => any::<u16>().prop_map(|slot| StepDesc::Remove { slot }),
-        2 => (any::<bool>(), desired_list_strategy()).prop_map(|(all_or_nothing, (edits, extra))| {
-            StepDesc::Sync { all_or_nothing, edits, extra }
-        }),
+        2 => sync_strategy(),
         1 => (desired_list_strategy(), any::<u16>())
             .prop_map(|((edits, extra), remove)| StepDesc::StaleSync { edits, extra, remove }),
         1 => Just(StepDesc::ForeignContext),
