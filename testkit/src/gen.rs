@@ -34,7 +34,9 @@
 //!   and values, so a failure reproduces from its printed description (or fuzz artifact).
 //! - Spelling never changes meaning: [`PredDesc::spelling`], [`RouteDesc::layout`] and
 //!   [`ExprDesc::Group`] choose only whitespace, literal spellings and redundant parentheses, so
-//!   a route and its [`RouteDesc::respelled`] forms parse to the same tree (or all fail).
+//!   a route and its [`RouteDesc::respelled`] forms parse to the same tree (or all fail). The
+//!   one exception is a deliberately unterminated string, which takes in the text after it:
+//!   such a route has no other spelling.
 //! - [`RenderedRoute::kong_text`] is `Some` only for text Kong's library 1.7.1 parses without
 //!   aborting, and then it means what [`RenderedRoute::text`] means (they differ only in the
 //!   whitespace between `not` and `in`, which Kong's parser cannot take but the spec allows;
@@ -246,6 +248,8 @@ pub const CIDRS: &[&str] = &[
     "fe80::/10",
     "10.1.0.0/16",
 ];
+/// The entries of [`BAD_LITERALS`] that open a string and never close it.
+const UNTERMINATED: [&str; 2] = ["\"abc", "r#\"abc\""];
 /// Literals of every kind that are malformed (or, for the spelling, that one reading of the
 /// language rejects): a route using one must be refused by both libraries, or differ
 /// documentedly.
@@ -276,6 +280,76 @@ const BAD_LITERALS: &[&str] = &[
     "10.0.0.0/",
     "0x",
     "--1",
+];
+
+/// Tokens of the language, good ones and near misses (wrong case, half operators, malformed
+/// literals, odd whitespace), for token soups and damaged texts.
+pub const TOKENS: &[&str] = &[
+    "a",
+    "http.path",
+    "lower",
+    "any",
+    "Lower",
+    "in",
+    "not",
+    "contains",
+    "r",
+    "(",
+    ")",
+    "!",
+    "!(",
+    "&&",
+    "||",
+    "&",
+    "|",
+    "==",
+    "!=",
+    "~",
+    "^=",
+    "=^",
+    ">",
+    ">=",
+    "<",
+    "<=",
+    "not in",
+    "=",
+    "\"x\"",
+    "\"a\\\"b\"",
+    "\"\\d\"",
+    "\"",
+    "\\",
+    "r#\"q\"#",
+    "r#\"",
+    "\"#",
+    "r##\"x\"##",
+    "1",
+    "-1",
+    "010",
+    "019",
+    "0x1F",
+    "0X1F",
+    "-",
+    "9223372036854775808",
+    "1.5",
+    "10.0.0.0/8",
+    "10.0.0.1/8",
+    "::1",
+    "::/0",
+    "::ffff:1.2.3.4",
+    "fe80::1%eth0",
+    "1.2.3.4",
+    "256.0.0.1",
+    "/33",
+    ":",
+    ".",
+    " ",
+    " ",
+    "\t",
+    "\n",
+    "\r\n",
+    "#",
+    "é",
+    "\u{0}",
 ];
 
 /// `PredDesc::lit` and request value choices from here up synthesize a value over the whole
@@ -604,13 +678,31 @@ impl RouteDesc {
     /// layout, other spellings of every literal and of the whitespace around every operator,
     /// redundant parentheses added or taken away. Its text parses to the same tree as this
     /// route's, or both fail to parse.
+    ///
+    /// A route with an unterminated string (a malformed literal on purpose) is returned as it
+    /// is: the string takes in the text after it, so every byte of that text is meaning.
     pub fn respelled(&self, tape: &[u8]) -> RouteDesc {
+        if unterminated(&self.expr) {
+            return self.clone();
+        }
         let mut t = Tape { bytes: tape, at: 0 };
         RouteDesc {
             priority: self.priority,
             expr: respell(&self.expr, &mut t),
             layout: u16::from_le_bytes([t.next(), t.next()]),
         }
+    }
+}
+
+/// Whether `e` renders a string literal without its end (see [`BAD_LITERALS`]).
+fn unterminated(e: &ExprDesc) -> bool {
+    match e {
+        ExprDesc::Pred(p) => {
+            FLAWS.get(p.flaw as usize) == Some(&Flaw::BadLiteral)
+                && UNTERMINATED.contains(&pick(BAD_LITERALS, p.lit as usize))
+        }
+        ExprDesc::And(c) | ExprDesc::Or(c) => c.iter().any(unterminated),
+        ExprDesc::Not(inner) | ExprDesc::Group(inner) => unterminated(inner),
     }
 }
 
