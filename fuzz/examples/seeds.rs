@@ -9,8 +9,10 @@
 //!   and the error cases of the language spec.
 //! - `matcher`, `c_abi`: structured inputs are bytes decoded by `arbitrary`; the seeds are
 //!   pseudo-random byte strings (fixed PRNG, so the output is deterministic) chosen because
-//!   they decode to useful runs: routes added and requests matched (`matcher`), or the standard
-//!   setup followed by calls (`c_abi`).
+//!   they decode to useful runs: a case of the testkit's generator whose routes are added,
+//!   whose requests match and which changes the table several times, a sync among the changes
+//!   for half of them (`matcher`, run through `atc_testkit::check::run`), or the standard setup
+//!   followed by calls (`c_abi`).
 //! - `kong_diff`: the expressions of Kong's own tests (its `t/*.t` and the tests in its Rust
 //!   sources, read from the crate the fuzz workspace depends on), as the text routes of the
 //!   input, each followed by pseudo-random bytes that decode to a case with requests. Every
@@ -23,12 +25,11 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use arbitrary::{Arbitrary, Unstructured};
-use atc_router_fuzz::structured::Scenario;
-use atc_testkit::Case;
+use atc_testkit::{check, Case};
 use atc_workload::Table;
 
-/// Expressions taken from atc-router's tests (syntax.rs, semantics.rs, equivalence.rs, the
-/// doc examples) and from ffi/tests: valid and invalid ones.
+/// Expressions taken from atc-router's tests (syntax.rs, semantics.rs, the former
+/// equivalence.rs, the doc examples) and from ffi/tests: valid and invalid ones.
 const FROM_TESTS: &[&str] = &[
     r##"http.path ^= "/api""##,
     r##"http.host == "a.com" && http.path ~ "^/users/(?<id>\\d+)$""##,
@@ -298,7 +299,8 @@ fn main() {
     }
     n[0] = FROM_TESTS.len() + workload.len() + from_fuzzing().len();
 
-    // matcher: byte strings that decode to scenarios with several routes and matches.
+    // matcher: byte strings that decode to cases with several routes, matches and changes
+    // (the first twelve with a sync that applied).
     let dir = fresh(&root, "matcher");
     let mut rng = Rng(0x5eed);
     let mut tries = 0;
@@ -306,19 +308,23 @@ fn main() {
         tries += 1;
         let len = 256 + (rng.next() % 1024) as usize;
         let data = rng.bytes(len);
-        let Ok(scenario) = Scenario::arbitrary(&mut Unstructured::new(&data)) else {
+        let Ok(case) = Case::arbitrary(&mut Unstructured::new(&data)) else {
             continue;
         };
-        let stats = scenario.run();
-        if stats.added >= 3 && stats.matched >= 2 {
+        let rendered = case.render();
+        let stats = check::run(&rendered);
+        let synced = stats.synced > 0 || n[2] >= 12;
+        if stats.added >= 3 && stats.matched >= 2 && rendered.steps.len() >= 4 && synced {
             write(&dir, &data);
             n[2] += 1;
         }
     }
 
     // c_abi: a first byte that selects the standard setup (odd: `bool` takes the low bit),
-    // then random calls; and a few without the setup.
+    // then random calls; and a few without the setup. Its own PRNG, so that changing another
+    // target's seeds leaves these alone.
     let dir = fresh(&root, "c_abi");
+    let mut rng = Rng(0xc0ab1);
     for i in 0..16 {
         let len = 128 + (rng.next() % 896) as usize;
         let mut data = rng.bytes(len);

@@ -9,22 +9,38 @@
 //! share the rendering, so a fuzz finding and a proptest failure describe their input alike.
 //!
 //! What the rendering covers (spec §2–§5): every operator of every type, `lower` and `any` nested
-//! in either order, `!`, groups, `&&` and `||` chained without parentheses wherever precedence
-//! (`||` over `&&`) allows, quoted and raw strings with escapes, Unicode and raw line breaks,
-//! decimal, hex, octal and leading-zero decimal integers, IPv4 and IPv6 addresses and CIDRs in
-//! several spellings, any whitespace between tokens, and a wildcard field. About one predicate in
-//! ten is wrong on purpose (unknown field, type mismatch, operator or transformation the type
-//! does not have, a malformed literal or regex, a syntax error), so that acceptance is tested too.
-//! Requests are mostly built to satisfy one route (one side of each `||`), plus extra values
-//! that make fields multi-valued, plus values of the wrong type or for unknown fields.
+//! in either order and repeated, `!`, groups, `&&` and `||` chained without parentheses wherever
+//! precedence (`||` over `&&`) allows, quoted and raw strings with escapes, Unicode and raw line
+//! breaks, decimal, hex, octal and leading-zero decimal integers, IPv4 and IPv6 addresses and
+//! CIDRs in several spellings, whitespace between any two tokens, and wildcard fields. Literals
+//! come from pools chosen for the matchers (prefixes, paths, case-mapping traps, regexes with a
+//! text each matches) or, one in eight, are synthesized over the whole range of their type
+//! ([`wide_value`]). About one predicate in ten is wrong on purpose (unknown field, the
+//! language's words used as field names, type mismatch, operator or transformation the type
+//! does not have, a malformed literal or regex, a syntax error), so that acceptance and errors
+//! are tested too. Requests are mostly built to satisfy one route (one side of each `||`), plus
+//! extra values that make fields multi-valued, values derived from the literals the routes use
+//! (as they are, with a prefix or suffix, uppercased, off by one, past the length where regexes
+//! change engine), and values of the wrong type or for unknown fields.
+//!
+//! A case may also change the table once its routes are in ([`StepDesc`]): adds of its routes
+//! at free or held ids, removes, syncs in both modes to edited lists (routes kept, dropped,
+//! re-prioritised, moved to other ids, given other texts; ids listed twice; empty texts), stale
+//! sync plans, and contexts of another schema; and it may put its routes under
+//! [`tight_limits`]. [`crate::check::run`] runs all of it against a model.
 //!
 //! Invariants a change must keep:
 //! - Rendering is a pure function of the description: the same description gives the same text
 //!   and values, so a failure reproduces from its printed description (or fuzz artifact).
+//! - Spelling never changes meaning: [`PredDesc::spelling`], [`RouteDesc::layout`] and
+//!   [`ExprDesc::Group`] choose only whitespace, literal spellings and redundant parentheses, so
+//!   a route and its [`RouteDesc::respelled`] forms parse to the same tree (or all fail). The
+//!   one exception is a deliberately unterminated string, which takes in the text after it:
+//!   such a route has no other spelling.
 //! - [`RenderedRoute::kong_text`] is `Some` only for text Kong's library 1.7.1 parses without
 //!   aborting, and then it means what [`RenderedRoute::text`] means (they differ only in the
 //!   whitespace between `not` and `in`, which Kong's parser cannot take but the spec allows;
-//!   routes given as text ([`Case::texts`]) go to Kong only when [`kong_can_take`] them).
+//!   every route goes to Kong only when [`kong_can_take`] it).
 //!   Requests' `values` are all of the field's type; values Kong's library would abort on (a
 //!   wrong type, an unknown field) are only ever in `bad_values`.
 //! - Nesting is bounded by [`MAX_DEPTH`], far below every parser's limit.
@@ -33,7 +49,7 @@ use std::fmt::Write as _;
 use std::net::IpAddr;
 
 use arbitrary::{Arbitrary, Unstructured};
-use atc_router::{IpCidr, Type, Uuid, Value};
+use atc_router::{IpCidr, Limits, SyncMode, Type, Uuid, Value};
 use proptest::prelude::*;
 
 /// Deepest nesting of groups and `!` the generator writes.
@@ -44,8 +60,11 @@ pub const EXACT_FIELDS: [&str; 4] = ["f0", "f1", "f2", "f3"];
 pub const WILDCARD: &str = "h.*";
 /// Names that resolve through [`WILDCARD`] (`h.` has an empty last segment).
 pub const WILDCARD_NAMES: [&str; 4] = ["h.x", "h.y", "h.Q_1", "h."];
-/// Field names no schema has.
-pub const UNKNOWN_FIELDS: [&str; 3] = ["nope", "f9", "h.x.y"];
+/// Field names no schema has: ordinary ones, a name two segments under the wildcard, the words
+/// of the language (which are ordinary names to the grammar) and names of unusual shape.
+pub const UNKNOWN_FIELDS: [&str; 11] = [
+    "nope", "f9", "h.x.y", "in", "not", "contains", "lower", "any", "r", "Z9_.", "x..y",
+];
 /// The fields Kong's own tests use (`t/*.t` and its Rust tests), in every schema, so that
 /// their expressions are valid routes of a case (see [`Case::texts`]).
 pub const KONG_TEST_FIELDS: [(&str, Type); 11] = [
@@ -229,6 +248,8 @@ pub const CIDRS: &[&str] = &[
     "fe80::/10",
     "10.1.0.0/16",
 ];
+/// The entries of [`BAD_LITERALS`] that open a string and never close it.
+const UNTERMINATED: [&str; 2] = ["\"abc", "r#\"abc\""];
 /// Literals of every kind that are malformed (or, for the spelling, that one reading of the
 /// language rejects): a route using one must be refused by both libraries, or differ
 /// documentedly.
@@ -261,6 +282,174 @@ const BAD_LITERALS: &[&str] = &[
     "--1",
 ];
 
+/// Tokens of the language, good ones and near misses (wrong case, half operators, malformed
+/// literals, odd whitespace), for token soups and damaged texts.
+pub const TOKENS: &[&str] = &[
+    "a",
+    "http.path",
+    "lower",
+    "any",
+    "Lower",
+    "in",
+    "not",
+    "contains",
+    "r",
+    "(",
+    ")",
+    "!",
+    "!(",
+    "&&",
+    "||",
+    "&",
+    "|",
+    "==",
+    "!=",
+    "~",
+    "^=",
+    "=^",
+    ">",
+    ">=",
+    "<",
+    "<=",
+    "not in",
+    "=",
+    "\"x\"",
+    "\"a\\\"b\"",
+    "\"\\d\"",
+    "\"",
+    "\\",
+    "r#\"q\"#",
+    "r#\"",
+    "\"#",
+    "r##\"x\"##",
+    "1",
+    "-1",
+    "010",
+    "019",
+    "0x1F",
+    "0X1F",
+    "-",
+    "9223372036854775808",
+    "1.5",
+    "10.0.0.0/8",
+    "10.0.0.1/8",
+    "::1",
+    "::/0",
+    "::ffff:1.2.3.4",
+    "fe80::1%eth0",
+    "1.2.3.4",
+    "256.0.0.1",
+    "/33",
+    ":",
+    ".",
+    " ",
+    " ",
+    "\t",
+    "\n",
+    "\r\n",
+    "#",
+    "é",
+    "\u{0}",
+];
+
+/// `PredDesc::lit` and request value choices from here up synthesize a value over the whole
+/// range of its type instead of reading a pool (one choice in eight): strings of the characters
+/// the readers, the printer and the evaluators treat apart, integers of every magnitude, IPv6
+/// addresses with zero runs anywhere, networks of every prefix length (see [`wide_value`]).
+pub const WIDE_FROM: u16 = 0xE000;
+
+/// The characters of synthesized strings: letters and path punctuation, what string literals
+/// escape (quote, backslash, line breaks, tab), what a raw string or the nesting pre-scan could
+/// trip on (`#`, `r`, parentheses, `!`, `&`, `|`), NUL and DEL, two- three- and four-byte UTF-8,
+/// letters whose case mapping changes their length or depends on context (`ß`, `İ`, `Σ`), a
+/// combining mark, a byte-order mark and a line separator (neither is whitespace to the
+/// language).
+const WIDE_CHARS: [char; 32] = [
+    'a', 'b', 'A', 'Z', '0', '/', '.', '-', '_', ' ', '"', '\\', '\n', '\r', '\t', '#', 'r', '(',
+    ')', '!', '&', '|', '\0', '\u{7f}', 'é', 'ß', 'Σ', '🦀', '\u{feff}', '\u{2028}', '\u{301}',
+    'İ',
+];
+
+/// splitmix64's finalizer: spreads a small choice over 64 bits, deterministically.
+fn mix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// A value of `ty` synthesized from `choice` (see [`WIDE_FROM`]). Never `i64::MIN`, which the
+/// language cannot write.
+pub fn wide_value(ty: Type, choice: u16) -> Value {
+    let h = mix(u64::from(choice));
+    match ty {
+        Type::String => Value::String(
+            (0..h % 7)
+                .map(|i| WIDE_CHARS[(h >> (3 + 5 * i)) as usize % WIDE_CHARS.len()])
+                .collect(),
+        ),
+        Type::Int => {
+            // An arithmetic shift by 0–63 bits: every magnitude, both signs.
+            let i = (mix(h) as i64) >> (h % 64);
+            Value::Int(i.max(-i64::MAX))
+        }
+        Type::IpAddr => Value::IpAddr(wide_ip(h)),
+        Type::IpCidr => {
+            let ip = wide_ip(h);
+            let max = if ip.is_ipv4() { 32 } else { 128 };
+            let len = (mix(h ^ 0x5555) % (max + 1)) as u8;
+            Value::IpCidr(network(ip, len))
+        }
+    }
+}
+
+fn wide_ip(h: u64) -> IpAddr {
+    if h & 1 == 0 {
+        IpAddr::V4(std::net::Ipv4Addr::from((h >> 1) as u32))
+    } else {
+        // Zero groups are common, so `::` comes up at every position and length, as do
+        // IPv4-mapped (`::ffff:…`) and IPv4-compatible addresses.
+        let mut groups = [0u16; 8];
+        for (i, g) in groups.iter_mut().enumerate() {
+            *g = match (h >> (1 + 3 * i)) & 7 {
+                0..=2 => 0,
+                3 => 0xffff,
+                _ => mix(h.wrapping_add(i as u64)) as u16,
+            };
+        }
+        IpAddr::V6(std::net::Ipv6Addr::from(groups))
+    }
+}
+
+/// The network of `len` bits around `ip` (its host bits cleared).
+fn network(ip: IpAddr, len: u8) -> IpCidr {
+    let first = match ip {
+        IpAddr::V4(a) => {
+            let mask = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
+            IpAddr::V4((u32::from(a) & mask).into())
+        }
+        IpAddr::V6(a) => {
+            let mask = u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0);
+            IpAddr::V6((u128::from(a) & mask).into())
+        }
+    };
+    IpCidr::new(first, len).expect("host bits cleared")
+}
+
+/// A value of `ty` from its pool, or synthesized for a choice from [`WIDE_FROM`] up.
+fn literal_value(ty: Type, choice: u16) -> Value {
+    if choice >= WIDE_FROM {
+        return wide_value(ty, choice);
+    }
+    let c = choice as usize;
+    match ty {
+        Type::String => Value::String(pick(STRINGS, c).to_owned()),
+        Type::Int => Value::Int(pick(INTS, c)),
+        Type::IpAddr => Value::IpAddr(pick(IPS, c).parse().expect("pool address")),
+        Type::IpCidr => Value::IpCidr(pick(CIDRS, c).parse().expect("pool CIDR")),
+    }
+}
+
 /// A whole test case: field types, routes (in the order they are added) and requests.
 #[derive(Debug, Clone)]
 pub struct Case {
@@ -270,6 +459,54 @@ pub struct Case {
     /// More routes, as text written as is (after `routes`, at priority 1): expressions from
     /// Kong's tests, or what a fuzzer makes of them. Empty from both producers here.
     pub texts: Vec<String>,
+    /// Changes to the router once the routes are in (see [`StepDesc`]). Empty from
+    /// [`case_strategy`]; [`churn_strategy`] and the fuzz decoder make them.
+    pub steps: Vec<StepDesc>,
+    /// Routes go to a router with [`tight_limits`], which many generated routes exceed.
+    pub tight_limits: bool,
+}
+
+/// One change to a router, in terms of *slots*: slot `s` is the id [`route_id`]`(s)`, and the
+/// case's routes are first added at their own index. There are twice as many slots as routes,
+/// and eight more (see [`Rendered::slots`]), so adds hit free slots and held ones alike. Every
+/// number is read modulo what it chooses from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StepDesc {
+    /// Adds the text of the case's route `route` at `slot`, at `priority` (a duplicate id when
+    /// the slot is held).
+    Add {
+        slot: u16,
+        route: u16,
+        priority: u8,
+    },
+    Remove {
+        slot: u16,
+    },
+    /// Syncs to the routes held, each edited by `edits` (see [`Edit`]), plus `extra` entries.
+    Sync {
+        all_or_nothing: bool,
+        edits: Vec<u8>,
+        extra: Vec<DesiredDesc>,
+    },
+    /// Prepares the same kind of sync (apply-valid), removes `remove`'s route, then applies the
+    /// plan, which must be refused as stale.
+    StaleSync {
+        edits: Vec<u8>,
+        extra: Vec<DesiredDesc>,
+        remove: u16,
+    },
+    /// Executes every request with a context made from another schema.
+    ForeignContext,
+}
+
+/// An entry of a desired list beyond the routes held: new ids, ids listed twice, invalid text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DesiredDesc {
+    pub slot: u16,
+    pub priority: u8,
+    /// The case's route whose text to give; `None`: the slot's current text, or an empty (so
+    /// invalid) one when the slot is free.
+    pub route: Option<u16>,
 }
 
 #[derive(Debug, Clone)]
@@ -277,6 +514,9 @@ pub struct RouteDesc {
     /// Few distinct priorities, so that ties (broken by id) are common.
     pub priority: u8,
     pub expr: ExprDesc,
+    /// Whitespace where none is needed: around the route, inside parentheses, after `!`, and
+    /// (instead of a choice fixed by the tree's shape) around `&&` and `||`. 0: none of it.
+    pub layout: u16,
 }
 
 #[derive(Debug, Clone)]
@@ -305,11 +545,16 @@ pub struct PredDesc {
 }
 
 /// A request: the route it is built to satisfy (route index and `||` branch choices), extra
-/// values of the right type, and values of the wrong type or for unknown fields.
+/// values of the right type, values derived from the literals the routes use, and values of the
+/// wrong type or for unknown fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestDesc {
     pub target: Option<(u16, u16)>,
+    /// `(field, value)` choices: a pool value of the field's type.
     pub extra: Vec<(u8, u16)>,
+    /// `(field, literal, variant)` choices: a value made from a literal of the field's type
+    /// that some route of the case uses (see [`derived_value`]), or a pool value when none does.
+    pub derived: Vec<(u8, u16, u8)>,
     pub bad: Vec<(u8, u16)>,
 }
 
@@ -319,6 +564,60 @@ pub struct Rendered {
     pub schema: Vec<(String, Type)>,
     pub routes: Vec<RenderedRoute>,
     pub requests: Vec<RenderedRequest>,
+    /// The changes to apply once the routes are in, with their numbers resolved.
+    pub steps: Vec<Step>,
+    /// The id of each slot steps refer to; the first ones are the routes' own ids.
+    pub slots: Vec<Uuid>,
+    /// The limits of the router the routes go to.
+    pub limits: Limits,
+}
+
+/// A rendered [`StepDesc`]: slots index [`Rendered::slots`], routes [`Rendered::routes`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    Add {
+        slot: usize,
+        route: usize,
+        priority: u64,
+    },
+    Remove {
+        slot: usize,
+    },
+    Sync {
+        mode: SyncMode,
+        edits: Vec<Edit>,
+        extra: Vec<Desired>,
+    },
+    StaleSync {
+        edits: Vec<Edit>,
+        extra: Vec<Desired>,
+        remove: usize,
+    },
+    ForeignContext,
+}
+
+/// What a sync does to a route held: the `i`-th route held (in slot order) gets edit
+/// `i % edits.len()`; with no edits, every route is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Edit {
+    /// Listed unchanged.
+    Keep,
+    /// Left out: removed.
+    Drop,
+    /// Listed at the next priority: changed.
+    Reprioritise,
+    /// Listed under the slot this many after the next (a new id, or one listed twice).
+    Move(usize),
+    /// Listed with the text of this route instead.
+    Replace(usize),
+}
+
+/// A rendered [`DesiredDesc`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Desired {
+    pub slot: usize,
+    pub priority: u64,
+    pub route: Option<usize>,
 }
 
 #[derive(Debug, Clone)]
@@ -374,6 +673,73 @@ pub const FLAW_KINDS: u8 = FLAWS.len() as u8;
 /// `PredDesc::flaw` is drawn from `0..FLAW_SPACE`.
 pub const FLAW_SPACE: u8 = 10 * FLAW_KINDS;
 
+impl RouteDesc {
+    /// The same route spelled another way, by choices read from `tape` (cyclically): another
+    /// layout, other spellings of every literal and of the whitespace around every operator,
+    /// redundant parentheses added or taken away. Its text parses to the same tree as this
+    /// route's, or both fail to parse.
+    ///
+    /// A route with an unterminated string (a malformed literal on purpose) is returned as it
+    /// is: the string takes in the text after it, so every byte of that text is meaning.
+    pub fn respelled(&self, tape: &[u8]) -> RouteDesc {
+        if unterminated(&self.expr) {
+            return self.clone();
+        }
+        let mut t = Tape { bytes: tape, at: 0 };
+        RouteDesc {
+            priority: self.priority,
+            expr: respell(&self.expr, &mut t),
+            layout: u16::from_le_bytes([t.next(), t.next()]),
+        }
+    }
+}
+
+/// Whether `e` renders a string literal without its end (see [`BAD_LITERALS`]).
+fn unterminated(e: &ExprDesc) -> bool {
+    match e {
+        ExprDesc::Pred(p) => {
+            FLAWS.get(p.flaw as usize) == Some(&Flaw::BadLiteral)
+                && UNTERMINATED.contains(&pick(BAD_LITERALS, p.lit as usize))
+        }
+        ExprDesc::And(c) | ExprDesc::Or(c) => c.iter().any(unterminated),
+        ExprDesc::Not(inner) | ExprDesc::Group(inner) => unterminated(inner),
+    }
+}
+
+/// Choices read from bytes, cyclically (zeros from an empty tape).
+struct Tape<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl Tape<'_> {
+    fn next(&mut self) -> u8 {
+        let b = self.bytes.get(self.at % self.bytes.len().max(1));
+        self.at += 1;
+        b.copied().unwrap_or(0)
+    }
+}
+
+fn respell(e: &ExprDesc, t: &mut Tape<'_>) -> ExprDesc {
+    let e = match e {
+        ExprDesc::Pred(p) => ExprDesc::Pred(PredDesc {
+            spelling: u16::from_le_bytes([t.next(), t.next()]),
+            ..*p
+        }),
+        ExprDesc::And(c) => ExprDesc::And(c.iter().map(|c| respell(c, t)).collect()),
+        ExprDesc::Or(c) => ExprDesc::Or(c.iter().map(|c| respell(c, t)).collect()),
+        ExprDesc::Not(inner) => ExprDesc::Not(Box::new(respell(inner, t))),
+        // Parentheses precedence does not need: the renderer adds those it does need.
+        ExprDesc::Group(inner) if t.next() < 128 => return respell(inner, t),
+        ExprDesc::Group(inner) => ExprDesc::Group(Box::new(respell(inner, t))),
+    };
+    if t.next() < 40 {
+        ExprDesc::Group(Box::new(e))
+    } else {
+        e
+    }
+}
+
 /// The id of the route at `index`: spread over the u128 range so that id order (which breaks
 /// ties of priority) is unrelated to insertion order.
 pub fn route_id(index: usize) -> Uuid {
@@ -387,7 +753,9 @@ fn pick<T: Copy>(pool: &[T], n: usize) -> T {
 /// Whitespace between two tokens (mostly one space; also none, several, tabs, line breaks).
 fn ws(choice: u16) -> &'static str {
     pick(
-        &[" ", " ", " ", " ", "", "  ", "\t", "\n", "\r\n", " \n\t "],
+        &[
+            " ", " ", " ", " ", "", "  ", "\t", "\n", "\r\n", " \n\t ", "\r",
+        ],
         choice as usize,
     )
 }
@@ -414,6 +782,75 @@ struct Renderer<'a> {
     types: &'a [Type; 4],
     /// Whether Kong's parser can take everything rendered so far.
     kong_ok: bool,
+    /// The state of the route's layout (`RouteDesc::layout`); 0 writes no optional whitespace.
+    layout: u64,
+    /// Every well-formed literal rendered so far, and the text each regex is known to match.
+    literals: Vec<Value>,
+}
+
+impl Renderer<'_> {
+    fn new(types: &[Type; 4], layout: u16) -> Renderer<'_> {
+        Renderer {
+            types,
+            kong_ok: true,
+            layout: u64::from(layout),
+            literals: Vec::new(),
+        }
+    }
+
+    /// Optional whitespace at a place where the language allows it (mostly none).
+    fn gap(&mut self) -> &'static str {
+        if self.layout == 0 {
+            return "";
+        }
+        self.layout = mix(self.layout) | 1;
+        pick(
+            &["", "", "", "", " ", "\t", "\n", "\r\n", "\r", "  "],
+            self.layout as usize,
+        )
+    }
+
+    /// Whitespace around `&&` and `||`: fixed by the tree's shape without a layout.
+    fn around_logic(&mut self, shape: u16) -> &'static str {
+        if self.layout == 0 {
+            return ws(shape);
+        }
+        self.layout = mix(self.layout) | 1;
+        ws(self.layout as u16)
+    }
+
+    /// Renders a whole route into `ours` and `kong`.
+    fn route(&mut self, e: &ExprDesc, ours: &mut String, kong: &mut String) -> Sat {
+        let lead = self.gap();
+        ours.push_str(lead);
+        kong.push_str(lead);
+        let sat = self.expr(e, ours, kong);
+        let trail = self.gap();
+        ours.push_str(trail);
+        kong.push_str(trail);
+        sat
+    }
+
+    /// `(` and optional whitespace (`!` before it, and maybe whitespace between, for a `!`).
+    fn open(&mut self, not: bool, ours: &mut String, kong: &mut String) {
+        let (between, inside) = (if not { self.gap() } else { "" }, self.gap());
+        for out in [&mut *ours, &mut *kong] {
+            if not {
+                out.push('!');
+            }
+            out.push_str(between);
+            out.push('(');
+            out.push_str(inside);
+        }
+    }
+
+    fn close(&mut self, ours: &mut String, kong: &mut String) {
+        let inside = self.gap();
+        for out in [&mut *ours, &mut *kong] {
+            out.push_str(inside);
+            out.push(')');
+        }
+    }
 }
 
 impl Renderer<'_> {
@@ -435,7 +872,7 @@ impl Renderer<'_> {
                 let mut sats = Vec::new();
                 for (i, child) in c.iter().enumerate() {
                     if i > 0 {
-                        let w = ws(i as u16 * 3 + c.len() as u16);
+                        let w = self.around_logic(i as u16 * 3 + c.len() as u16);
                         let op = if and { "&&" } else { "||" };
                         for out in [&mut *ours, &mut *kong] {
                             out.push_str(w);
@@ -452,13 +889,11 @@ impl Renderer<'_> {
                         _ => false,
                     };
                     if parens {
-                        ours.push('(');
-                        kong.push('(');
+                        self.open(false, ours, kong);
                     }
                     sats.push(self.expr(child, ours, kong));
                     if parens {
-                        ours.push(')');
-                        kong.push(')');
+                        self.close(ours, kong);
                     }
                 }
                 if and {
@@ -469,12 +904,9 @@ impl Renderer<'_> {
             }
             ExprDesc::Not(inner) | ExprDesc::Group(inner) => {
                 let not = matches!(e, ExprDesc::Not(_));
-                let open = if not { "!(" } else { "(" };
-                ours.push_str(open);
-                kong.push_str(open);
+                self.open(not, ours, kong);
                 let s = self.expr(inner, ours, kong);
-                ours.push(')');
-                kong.push(')');
+                self.close(ours, kong);
                 if not {
                     Sat::Not(Box::new(s))
                 } else {
@@ -527,9 +959,13 @@ impl Renderer<'_> {
             } else {
                 "("
             });
+            lhs.push_str(self.gap());
         }
         lhs.push_str(field);
-        lhs.push_str(&")".repeat(transforms.len()));
+        for _ in &transforms {
+            lhs.push_str(self.gap());
+            lhs.push(')');
+        }
 
         let ops: &[&str] = match ty {
             Type::String => &["==", "==", "~", "~", "^=", "^=", "=^", "!=", "contains"],
@@ -563,6 +999,9 @@ impl Renderer<'_> {
         }
         let (lit_text, lit_value, regex_sample) =
             self.literal(lit_ty, op == "~", lower, flaw, p.lit, p.spelling);
+        self.literals.extend(lit_value.iter().cloned());
+        self.literals
+            .extend(regex_sample.map(|s| Value::String(s.to_owned())));
 
         // Whitespace: around the operator (a word operator needs some after a name), and
         // between `not` and `in`.
@@ -632,16 +1071,22 @@ impl Renderer<'_> {
         match ty {
             Type::String => {
                 let (text, sample) = if regex && flaw == Some(Flaw::RandomRegex) {
+                    // From the literal choice only: the spelling never changes what a text
+                    // means (see `RouteDesc::respelled`).
+                    let h = mix(u64::from(choice));
                     let mut r = String::new();
                     for k in 0..1 + c % 4 {
-                        r.push_str(pick(REGEX_PIECES, c / 4 + k * 7 + spelling as usize));
+                        r.push_str(pick(REGEX_PIECES, (h >> (6 * k)) as usize));
                     }
                     (r, None)
                 } else if regex {
                     let (r, sample) = pick(REGEXES, c);
                     (r.to_owned(), Some(sample))
                 } else {
-                    let s = pick(STRINGS, c);
+                    let Value::String(s) = literal_value(Type::String, choice) else {
+                        unreachable!("a String choice")
+                    };
+                    let s = s.as_str();
                     // A lowered field compares with lowercase literals, unless the flaw is
                     // an uppercase one.
                     let s = if flaw == Some(Flaw::LowerWithUppercase) {
@@ -661,21 +1106,15 @@ impl Renderer<'_> {
                 let value = Some(Value::String(text.clone()));
                 (string_literal(&text, spelling), value, sample)
             }
-            Type::Int => {
-                let i = pick(INTS, c);
-                (int_literal(i, spelling), Some(Value::Int(i)), None)
-            }
-            Type::IpAddr => {
-                let ip: IpAddr = pick(IPS, c).parse().expect("pool address");
-                (ip_literal(ip, spelling), Some(Value::IpAddr(ip)), None)
-            }
-            Type::IpCidr => {
-                let cidr: IpCidr = pick(CIDRS, c).parse().expect("pool CIDR");
-                (
-                    cidr_literal(cidr, spelling),
-                    Some(Value::IpCidr(cidr)),
-                    None,
-                )
+            ty => {
+                let v = literal_value(ty, choice);
+                let text = match &v {
+                    Value::Int(i) => int_literal(*i, spelling),
+                    Value::IpAddr(ip) => ip_literal(*ip, spelling),
+                    Value::IpCidr(cidr) => cidr_literal(*cidr, spelling),
+                    Value::String(_) => unreachable!("handled above"),
+                };
+                (text, Some(v), None)
             }
         }
     }
@@ -716,17 +1155,29 @@ fn int_literal(i: i64, spelling: u16) -> String {
     }
 }
 
-/// IPv4 as a dotted quad; IPv6 compressed, in full with leading zeros, or in uppercase.
+/// IPv4 as a dotted quad; IPv6 compressed (as the library prints it: never with a dotted IPv4
+/// tail, which the language refuses), in full with or without leading zeros, in either case.
 fn ip_literal(ip: IpAddr, spelling: u16) -> String {
-    match (ip, spelling % 3) {
-        (IpAddr::V6(a), 1) => a
-            .segments()
+    let full = |a: std::net::Ipv6Addr, padded: bool| {
+        a.segments()
             .iter()
-            .map(|s| format!("{s:04x}"))
+            .map(|s| {
+                if padded {
+                    format!("{s:04x}")
+                } else {
+                    format!("{s:x}")
+                }
+            })
             .collect::<Vec<_>>()
-            .join(":"),
-        (IpAddr::V6(a), 2) => a.to_string().to_uppercase(),
-        (a, _) => a.to_string(),
+            .join(":")
+    };
+    let compressed = Value::IpAddr(ip).to_string();
+    match (ip, spelling % 5) {
+        (IpAddr::V6(a), 1) => full(a, true),
+        (IpAddr::V6(_), 2) => compressed.to_uppercase(),
+        (IpAddr::V6(a), 3) => full(a, false),
+        (IpAddr::V6(a), 4) => full(a, true).to_uppercase(),
+        _ => compressed,
     }
 }
 
@@ -841,18 +1292,20 @@ impl Case {
         schema.extend(KONG_TEST_FIELDS.iter().map(|(n, t)| ((*n).to_owned(), *t)));
         let mut routes = Vec::new();
         let mut sats = Vec::new();
+        let mut literals = Vec::new();
         for (i, r) in self.routes.iter().enumerate() {
-            let mut r_ = Renderer {
-                types: &self.types,
-                kong_ok: true,
-            };
+            let mut r_ = Renderer::new(&self.types, r.layout);
             let (mut text, mut kong) = (String::new(), String::new());
-            sats.push(r_.expr(&r.expr, &mut text, &mut kong));
+            sats.push(r_.route(&r.expr, &mut text, &mut kong));
+            literals.append(&mut r_.literals);
+            // A field named `not` before `in` with other whitespace than one space reads as
+            // the `not in` Kong's parser aborts on: `kong_can_take` sees it.
+            let kong_ok = r_.kong_ok && kong_can_take(&kong);
             routes.push(RenderedRoute {
                 id: route_id(i),
                 priority: u64::from(r.priority),
                 text,
-                kong_text: r_.kong_ok.then_some(kong),
+                kong_text: kong_ok.then_some(kong),
             });
         }
         for text in &self.texts {
@@ -863,10 +1316,7 @@ impl Case {
                 kong_text: kong_can_take(text).then(|| text.clone()),
             });
         }
-        let r_ = Renderer {
-            types: &self.types,
-            kong_ok: true,
-        };
+        let r_ = Renderer::new(&self.types, 0);
         let requests = self
             .requests
             .iter()
@@ -881,6 +1331,12 @@ impl Case {
                     // Extra values go in front or behind, so multi-valued fields see both
                     // orders.
                     let at = if k % 2 == 0 { values.len() } else { 0 };
+                    values.insert(at, (name.to_owned(), value));
+                }
+                for (k, (f, l, variant)) in q.derived.iter().enumerate() {
+                    let (name, ty) = r_.field(*f);
+                    let value = derived_value(&literals, ty, *l, *variant);
+                    let at = if k % 2 == 1 { values.len() } else { 0 };
                     values.insert(at, (name.to_owned(), value));
                 }
                 let bad_values = q
@@ -904,12 +1360,129 @@ impl Case {
                 RenderedRequest { values, bad_values }
             })
             .collect();
+        let slots: Vec<Uuid> = (0..2 * routes.len() + 8).map(route_id).collect();
+        let steps = self
+            .steps
+            .iter()
+            .filter_map(|s| render_step(s, slots.len(), routes.len()))
+            .collect();
         Rendered {
             schema,
             routes,
             requests,
+            steps,
+            slots,
+            limits: if self.tight_limits {
+                tight_limits()
+            } else {
+                Limits::default()
+            },
         }
     }
+}
+
+/// Limits that many generated routes exceed: three levels of nesting (a transformation counts),
+/// six predicates, two regexes.
+pub fn tight_limits() -> Limits {
+    Limits {
+        max_depth: 3,
+        max_predicates: 6,
+        max_regexes: 2,
+        ..Limits::default()
+    }
+}
+
+/// A request value for a field of type `ty` made from one of `literals` of that type (an
+/// address also from a network's first address), as it is, or changed by `variant` so that
+/// it satisfies or just misses other operators: with a suffix (`^=`), a prefix (`=^`), both
+/// (`contains`), uppercased (`lower`), past the 256 bytes where regexes run on another engine,
+/// off by one. Without a literal of that type, a pool value.
+pub fn derived_value(literals: &[Value], ty: Type, choice: u16, variant: u8) -> Value {
+    let fits: Vec<&Value> = literals
+        .iter()
+        .filter(|v| v.ty() == ty || (ty == Type::IpAddr && v.ty() == Type::IpCidr))
+        .collect();
+    if fits.is_empty() {
+        return pool_value(ty, choice);
+    }
+    match pick(&fits, choice as usize) {
+        Value::String(t) => Value::String(match variant % 8 {
+            0 | 1 => t.clone(),
+            2 => format!("{t}/12"),
+            3 => format!("w.{t}"),
+            4 => t.to_uppercase(),
+            5 => format!("x{t}y"),
+            6 => format!("{}{t}", "/a".repeat(150)),
+            _ => t.repeat(300 / t.len().max(1) + 1),
+        }),
+        Value::Int(i) => Value::Int(match variant % 4 {
+            0 | 1 => *i,
+            2 => i.wrapping_add(1),
+            _ => i.wrapping_sub(1),
+        }),
+        Value::IpCidr(c) if ty == Type::IpAddr => Value::IpAddr(c.first_address()),
+        v => v.clone(),
+    }
+}
+
+fn render_step(s: &StepDesc, slots: usize, routes: usize) -> Option<Step> {
+    let slot = |n: u16| n as usize % slots;
+    let route = |n: u16| (routes > 0).then(|| n as usize % routes);
+    let edits = |e: &[u8]| {
+        e.iter()
+            .map(|e| match e % 8 {
+                0..=3 => Edit::Keep,
+                4 => Edit::Drop,
+                5 => Edit::Reprioritise,
+                6 => Edit::Move(usize::from(e / 8)),
+                _ => route(u16::from(e / 8)).map_or(Edit::Keep, Edit::Replace),
+            })
+            .collect()
+    };
+    let extra = |x: &[DesiredDesc]| {
+        x.iter()
+            .map(|d| Desired {
+                slot: slot(d.slot),
+                priority: u64::from(d.priority),
+                route: d.route.and_then(route),
+            })
+            .collect()
+    };
+    Some(match s {
+        StepDesc::Add {
+            slot: s,
+            route: r,
+            priority,
+        } => Step::Add {
+            slot: slot(*s),
+            route: route(*r)?,
+            priority: u64::from(*priority),
+        },
+        StepDesc::Remove { slot: s } => Step::Remove { slot: slot(*s) },
+        StepDesc::Sync {
+            all_or_nothing,
+            edits: e,
+            extra: x,
+        } => Step::Sync {
+            mode: if *all_or_nothing {
+                SyncMode::AllOrNothing
+            } else {
+                SyncMode::ApplyValid
+            },
+            edits: edits(e),
+            extra: extra(x),
+        },
+        StepDesc::StaleSync {
+            edits: e,
+            extra: x,
+            remove,
+        } => Step::StaleSync {
+            edits: edits(e),
+            extra: extra(x),
+            remove: slot(*remove),
+        },
+        StepDesc::ForeignContext => Step::ForeignContext,
+    })
 }
 
 /// Whether Kong's library 1.7.1 can be given `text` without aborting the process: its parser
@@ -937,6 +1510,9 @@ pub fn kong_can_take(text: &str) -> bool {
 
 /// A value of `ty` from the pools (strings also derived: uppercased, with a suffix).
 pub fn pool_value(ty: Type, choice: u16) -> Value {
+    if choice >= WIDE_FROM {
+        return wide_value(ty, choice);
+    }
     let c = choice as usize;
     match ty {
         Type::String => {
@@ -983,48 +1559,154 @@ fn pred_strategy() -> impl Strategy<Value = PredDesc> + Clone {
         })
 }
 
-/// Expressions: mostly gateway-shaped conjunctions (sometimes with an `||` group), and
-/// arbitrary trees of `&&`, `||`, `!` and groups.
-pub fn expr_strategy() -> impl Strategy<Value = ExprDesc> {
+/// A predicate an index can key a route on, whatever the field's type: an operator read as
+/// `==` for every type, or as `=^`, `~`, `^=` for Strings (`^=` reads as `in` for addresses
+/// and as `<` for integers), and no flaw.
+fn keyed_pred_strategy() -> impl Strategy<Value = PredDesc> + Clone {
+    (
+        pred_strategy(),
+        prop::sample::select(&[0u8, 6, 12, 22][..]),
+        FLAW_KINDS..FLAW_SPACE,
+    )
+        .prop_map(|(p, op, flaw)| PredDesc { op, flaw, ..p })
+}
+
+/// Gateway-shaped routes: a conjunction that starts with a predicate an index can key it on,
+/// then up to two more predicates, sometimes an `||` group.
+pub fn conjunction_strategy() -> impl Strategy<Value = ExprDesc> {
     let leaf = pred_strategy().prop_map(ExprDesc::Pred);
-    let tree = leaf.clone().prop_recursive(MAX_DEPTH, 16, 3, |inner| {
+    (
+        keyed_pred_strategy().prop_map(ExprDesc::Pred),
+        prop::collection::vec(leaf.clone(), 0..3),
+        prop::option::weighted(0.3, prop::collection::vec(leaf, 2..4)),
+    )
+        .prop_map(|(first, rest, group)| {
+            let mut parts = vec![first];
+            parts.extend(rest);
+            parts.extend(group.map(ExprDesc::Or));
+            if parts.len() == 1 {
+                parts.pop().expect("one part")
+            } else {
+                ExprDesc::And(parts)
+            }
+        })
+}
+
+/// Arbitrary trees of `&&`, `||`, `!` and groups.
+pub fn tree_strategy() -> impl Strategy<Value = ExprDesc> {
+    let leaf = pred_strategy().prop_map(ExprDesc::Pred);
+    leaf.prop_recursive(MAX_DEPTH, 16, 3, |inner| {
         prop_oneof![
             3 => prop::collection::vec(inner.clone(), 2..4).prop_map(ExprDesc::And),
             3 => prop::collection::vec(inner.clone(), 2..4).prop_map(ExprDesc::Or),
             1 => inner.clone().prop_map(|e| ExprDesc::Not(Box::new(e))),
             1 => inner.prop_map(|e| ExprDesc::Group(Box::new(e))),
         ]
-    });
-    let conjunction = (
-        prop::collection::vec(leaf.clone(), 1..4),
-        prop::option::weighted(0.3, prop::collection::vec(leaf, 2..4)),
+    })
+}
+
+/// Expressions: mostly gateway-shaped conjunctions, and arbitrary trees.
+pub fn expr_strategy() -> impl Strategy<Value = ExprDesc> {
+    prop_oneof![2 => conjunction_strategy(), 1 => tree_strategy()]
+}
+
+/// A route: a priority among few (so that ties are common), an expression, and half the time
+/// a layout. Arbitrary trees, often true for most requests (a `!` around a field the request
+/// lacks), sit at the lowest priority, tied with a quarter of the gateway-shaped routes, which
+/// then decide most requests.
+pub fn route_strategy() -> impl Strategy<Value = RouteDesc> {
+    (
+        prop_oneof![
+            2 => (0u8..4, conjunction_strategy()),
+            1 => (Just(0u8), tree_strategy()),
+        ],
+        prop_oneof![Just(0u16), any::<u16>()],
     )
-        .prop_map(|(mut parts, group)| {
-            let parts_ = parts.len();
-            if let Some(g) = group {
-                parts.push(ExprDesc::Or(g));
-            }
-            if parts_ == 1 && parts.len() == 1 {
-                parts.pop().expect("one part")
-            } else {
-                ExprDesc::And(parts)
-            }
-        });
-    prop_oneof![2 => conjunction, 1 => tree]
+        .prop_map(|((priority, expr), layout)| RouteDesc {
+            priority,
+            expr,
+            layout,
+        })
 }
 
 pub fn request_strategy() -> impl Strategy<Value = RequestDesc> {
     (
         prop::option::weighted(0.75, (any::<u16>(), any::<u16>())),
         prop::collection::vec((any::<u8>(), any::<u16>()), 0..4),
+        prop::collection::vec((any::<u8>(), any::<u16>(), any::<u8>()), 0..4),
         prop::collection::vec((any::<u8>(), any::<u16>()), 0..2),
     )
-        .prop_map(|(target, extra, mut bad)| {
+        .prop_map(|(target, extra, derived, mut bad)| {
             // Most requests carry no bad value.
             if bad.first().is_some_and(|(f, _)| f % 4 != 0) {
                 bad.clear();
             }
-            RequestDesc { target, extra, bad }
+            RequestDesc {
+                target,
+                extra,
+                derived,
+                bad,
+            }
+        })
+}
+
+fn desired_list_strategy() -> impl Strategy<Value = (Vec<u8>, Vec<DesiredDesc>)> {
+    let desired = (
+        any::<u16>(),
+        0u8..4,
+        prop::option::weighted(0.7, any::<u16>()),
+    )
+        .prop_map(|(slot, priority, route)| DesiredDesc {
+            slot,
+            priority,
+            route,
+        });
+    (
+        prop::collection::vec(any::<u8>(), 0..8),
+        prop::collection::vec(desired, 0..4),
+    )
+}
+
+/// A sync in either mode to the routes held, edited, plus a few other entries.
+pub fn sync_strategy() -> impl Strategy<Value = StepDesc> {
+    (any::<bool>(), desired_list_strategy()).prop_map(|(all_or_nothing, (edits, extra))| {
+        StepDesc::Sync {
+            all_or_nothing,
+            edits,
+            extra,
+        }
+    })
+}
+
+/// Changes to a router: adds (of the case's routes, at any slot), removes, syncs in both
+/// modes, stale syncs, foreign contexts.
+pub fn step_strategy() -> impl Strategy<Value = StepDesc> {
+    prop_oneof![
+        4 => (any::<u16>(), any::<u16>(), 0u8..4)
+            .prop_map(|(slot, route, priority)| StepDesc::Add { slot, route, priority }),
+        3 => any::<u16>().prop_map(|slot| StepDesc::Remove { slot }),
+        2 => sync_strategy(),
+        1 => (desired_list_strategy(), any::<u16>())
+            .prop_map(|((edits, extra), remove)| StepDesc::StaleSync { edits, extra, remove }),
+        1 => Just(StepDesc::ForeignContext),
+    ]
+}
+
+/// Cases whose routes then go through `steps` changes; one in eight under [`tight_limits`].
+pub fn churn_strategy(
+    routes: std::ops::Range<usize>,
+    requests: std::ops::Range<usize>,
+    steps: std::ops::Range<usize>,
+) -> impl Strategy<Value = Case> {
+    (
+        case_strategy(routes, requests),
+        prop::collection::vec(step_strategy(), steps),
+        prop::bool::weighted(0.125),
+    )
+        .prop_map(|(case, steps, tight_limits)| Case {
+            steps,
+            tight_limits,
+            ..case
         })
 }
 
@@ -1035,10 +1717,7 @@ pub fn case_strategy(
 ) -> impl Strategy<Value = Case> {
     (
         prop::array::uniform4(prop::sample::select(&TYPES[..])),
-        prop::collection::vec(
-            (0u8..4, expr_strategy()).prop_map(|(priority, expr)| RouteDesc { priority, expr }),
-            routes,
-        ),
+        prop::collection::vec(route_strategy(), routes),
         prop::collection::vec(request_strategy(), requests),
     )
         .prop_map(|(types, routes, requests)| Case {
@@ -1046,6 +1725,8 @@ pub fn case_strategy(
             routes,
             requests,
             texts: Vec::new(),
+            steps: Vec::new(),
+            tight_limits: false,
         })
 }
 
@@ -1091,6 +1772,7 @@ impl<'a> Arbitrary<'a> for Case {
             routes.push(RouteDesc {
                 priority: u.int_in_range(0u8..=3)?,
                 expr: arbitrary_expr(u, 0)?,
+                layout: if u.arbitrary()? { u.arbitrary()? } else { 0 },
             });
         }
         let mut requests = Vec::new();
@@ -1103,20 +1785,90 @@ impl<'a> Arbitrary<'a> for Case {
             let extra = (0..u.int_in_range(0u8..=4)?)
                 .map(|_| Ok((u.arbitrary()?, u.arbitrary()?)))
                 .collect::<arbitrary::Result<_>>()?;
+            let derived = (0..u.int_in_range(0u8..=4)?)
+                .map(|_| Ok((u.arbitrary()?, u.arbitrary()?, u.arbitrary()?)))
+                .collect::<arbitrary::Result<_>>()?;
             let bad = if u.ratio(1u8, 8)? {
                 vec![(u.arbitrary()?, u.arbitrary()?)]
             } else {
                 Vec::new()
             };
-            requests.push(RequestDesc { target, extra, bad });
+            requests.push(RequestDesc {
+                target,
+                extra,
+                derived,
+                bad,
+            });
+        }
+        // Last: a target that reads only the table (kong_diff) ignores them. (`int_in_range`
+        // gives its start when the bytes run out: default limits, no steps.)
+        let tight_limits = u.int_in_range(0u8..=7)? == 7;
+        let mut steps = Vec::new();
+        for _ in 0..u.int_in_range(0u8..=48)? {
+            steps.push(arbitrary_step(u)?);
         }
         Ok(Case {
             types,
             routes,
             requests,
             texts: Vec::new(),
+            steps,
+            tight_limits,
         })
     }
+}
+
+fn arbitrary_desired_list(
+    u: &mut Unstructured<'_>,
+) -> arbitrary::Result<(Vec<u8>, Vec<DesiredDesc>)> {
+    let edits = (0..u.int_in_range(0u8..=8)?)
+        .map(|_| u.arbitrary())
+        .collect::<arbitrary::Result<_>>()?;
+    let extra = (0..u.int_in_range(0u8..=4)?)
+        .map(|_| {
+            Ok(DesiredDesc {
+                slot: u.arbitrary()?,
+                priority: u.int_in_range(0u8..=3)?,
+                route: if u.ratio(7u8, 10)? {
+                    Some(u.arbitrary()?)
+                } else {
+                    None
+                },
+            })
+        })
+        .collect::<arbitrary::Result<_>>()?;
+    Ok((edits, extra))
+}
+
+fn arbitrary_step(u: &mut Unstructured<'_>) -> arbitrary::Result<StepDesc> {
+    Ok(match u.int_in_range(0u8..=10)? {
+        0..=3 => StepDesc::Add {
+            slot: u.arbitrary()?,
+            route: u.arbitrary()?,
+            priority: u.int_in_range(0u8..=3)?,
+        },
+        4..=6 => StepDesc::Remove {
+            slot: u.arbitrary()?,
+        },
+        7 | 8 => {
+            let all_or_nothing = u.arbitrary()?;
+            let (edits, extra) = arbitrary_desired_list(u)?;
+            StepDesc::Sync {
+                all_or_nothing,
+                edits,
+                extra,
+            }
+        }
+        9 => {
+            let (edits, extra) = arbitrary_desired_list(u)?;
+            StepDesc::StaleSync {
+                edits,
+                extra,
+                remove: u.arbitrary()?,
+            }
+        }
+        _ => StepDesc::ForeignContext,
+    })
 }
 
 #[cfg(test)]

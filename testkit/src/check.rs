@@ -1,0 +1,572 @@
+//! Runs a rendered case ([`Rendered`]) through a [`Router`] and checks every answer against a
+//! model of what the router should hold and against the reference evaluator. It is the harness
+//! of the `matcher` fuzz target and of the equivalence property tests (`tests/equivalence.rs`).
+//!
+//! The case's routes are added one by one (route `i` at slot `i`), then its steps are applied.
+//! After the routes are in, and again after every step:
+//! - the router holds exactly the routes the model says, in routing order (priority descending,
+//!   then id bytes descending), each with its text; the fields in use are those its routes use,
+//!   and the names registered under wildcards are exactly the ones its routes use (requests
+//!   never register one, and the last route using a name releases it);
+//! - the indexed matcher ([`Router::execute`]) and the reference evaluator
+//!   ([`Router::execute_reference`]) give every request the same answer: matched or not, route,
+//!   priority, matched values and captures, in recording order ([`Outcome`]).
+//!
+//! At the end every route is removed, and the router must be empty: no field, no regex, no
+//! wildcard name.
+//!
+//! Each change has its own checks: an added route's tree prints and re-parses to itself; a
+//! failed add changes nothing, and validation refuses that text too; a sync reports exactly what
+//! the model predicts (added, removed, changed, unchanged, invalid), or is refused as a whole in
+//! all-or-nothing mode, and leaves a router that answers like one built from scratch from the
+//! model; a stale sync plan is refused; a context of another schema matches nothing.
+//!
+//! Invariants a change must keep:
+//! - Every check panics with what differs (a fuzz target finds panics; proptest catches and
+//!   shrinks them), and nothing but the case decides what runs, so a failure reproduces from the
+//!   case alone.
+//! - The model follows the documented rules of [`Router::add`], [`Router::remove`] and
+//!   [`Router::prepare_sync`], never the router's own state: it is the specification the router
+//!   is held to.
+
+use std::sync::Arc;
+
+use atc_router::{
+    parse_with_limits, CaptureKey, Context, Error, ExprError, Limits, MatchedValue, RouteSpec,
+    Router, Schema, SyncMode, Uuid,
+};
+
+use crate::gen::{Desired, Edit, Rendered, RenderedRequest, Step};
+
+/// What a run did, for tests that check the generator keeps the comparison meaningful and for
+/// choosing fuzz seeds.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Stats {
+    /// Routes added (at first and by steps).
+    pub added: usize,
+    /// Adds refused for their text (not as duplicates).
+    pub refused: usize,
+    /// Routes held once the case's routes are in, and how many of them an index holds.
+    pub loaded: usize,
+    pub indexed: usize,
+    /// Requests run (after the load and after every step), matched, and won by an indexed route.
+    pub requests: usize,
+    pub matched: usize,
+    pub indexed_wins: usize,
+    /// Syncs applied (not refused).
+    pub synced: usize,
+}
+
+/// Everything a result says: id, priority, the matched value of every field that recorded one
+/// (field name and value, in recording order), and the captures in recording order.
+pub type Outcome = (Uuid, u64, Vec<(String, String)>, Vec<(String, String)>);
+
+/// What a route slot holds in the model: its priority and the case's route whose text it has.
+type Held = Option<(u64, usize)>;
+
+/// Runs `case` and checks it (see the module's docs); panics on any difference.
+pub fn run(case: &Rendered) -> Stats {
+    let mut run = Run::new(case);
+    for i in 0..case.routes.len() {
+        run.add(i, i, case.routes[i].priority);
+    }
+    run.stats.loaded = run.router.len();
+    run.stats.indexed = run.router.routes().filter(|r| r.is_indexed()).count();
+    run.check("once the routes are in");
+    for (n, step) in case.steps.iter().enumerate() {
+        run.step(step);
+        run.check(&format!("after step {n}: {step:?}"));
+    }
+    run.remove_all();
+    run.stats
+}
+
+/// The schema a rendered case describes.
+pub fn schema(case: &Rendered) -> Arc<Schema> {
+    let mut s = Schema::new();
+    for (name, ty) in &case.schema {
+        s.add_field(name, *ty).expect("generated schemas are valid");
+    }
+    Arc::new(s)
+}
+
+struct Run<'c> {
+    case: &'c Rendered,
+    router: Router,
+    /// Per slot of [`Rendered::slots`].
+    model: Vec<Held>,
+    ctx: Context,
+    stats: Stats,
+    /// Whether a stale plan was refused. Known bug: a plan prepared before a route was removed
+    /// keeps that route's regexes in the router's cache for good (`RegexCache::release` runs
+    /// while the plan still holds them), so regex counts are exact only until then.
+    stale_plan: bool,
+}
+
+impl<'c> Run<'c> {
+    fn new(case: &'c Rendered) -> Run<'c> {
+        let schema = schema(case);
+        Run {
+            case,
+            router: Router::with_limits(schema.clone(), case.limits),
+            model: vec![None; case.slots.len()],
+            ctx: Context::new(schema),
+            stats: Stats::default(),
+            stale_plan: false,
+        }
+    }
+
+    fn text(&self, route: usize) -> &'c str {
+        &self.case.routes[route].text
+    }
+
+    fn step(&mut self, step: &Step) {
+        match step {
+            Step::Add {
+                slot,
+                route,
+                priority,
+            } => self.add(*slot, *route, *priority),
+            Step::Remove { slot } => {
+                let removed = self.router.remove(self.case.slots[*slot]);
+                assert_eq!(removed, self.model[*slot].take().is_some(), "remove");
+            }
+            Step::Sync { mode, edits, extra } => self.sync(*mode, edits, extra),
+            Step::StaleSync {
+                edits,
+                extra,
+                remove,
+            } => {
+                let desired = self.desired(edits, extra);
+                let specs = self.specs(&desired);
+                let plan = self
+                    .router
+                    .prepare_sync(&specs, SyncMode::ApplyValid)
+                    .expect("apply-valid plans are never refused");
+                let removed = self.router.remove(self.case.slots[*remove]);
+                assert_eq!(removed, self.model[*remove].take().is_some(), "remove");
+                let report = self.router.apply(plan);
+                assert!(report.stale, "a plan older than a change was applied");
+                self.stale_plan = true;
+            }
+            Step::ForeignContext => {
+                let mut foreign = Context::new(schema(self.case));
+                for (field, value) in self.case.requests.iter().flat_map(|r| &r.values) {
+                    let _ = foreign.add_value(field, value.clone());
+                }
+                assert!(
+                    !self.router.execute(&mut foreign),
+                    "a foreign context matched"
+                );
+                assert!(foreign.result().is_none());
+                assert!(!self.router.execute_reference(&mut foreign));
+                assert!(foreign.result().is_none());
+            }
+        }
+    }
+
+    fn add(&mut self, slot: usize, route: usize, priority: u64) {
+        let id = self.case.slots[slot];
+        let text = self.text(route);
+        match self.router.add(id, priority, text) {
+            Ok(()) => {
+                assert!(self.model[slot].is_none(), "a duplicate id was accepted");
+                self.model[slot] = Some((priority, route));
+                self.stats.added += 1;
+                let held = self.router.get(id).expect("an added route is held");
+                assert_eq!(held.source(), text);
+                // A route's tree is its text parsed again: its print parses to the same tree.
+                let tree = held.expr();
+                let printed = tree.to_string();
+                let again = parse_with_limits(&printed, &reparse_limits()).unwrap_or_else(|e| {
+                    panic!("the print of {text:?} does not parse: {printed:?}\n{e}")
+                });
+                assert_eq!(
+                    again.expr, tree,
+                    "print and re-parse of {text:?} as {printed:?}"
+                );
+            }
+            Err(Error::DuplicateRoute(d)) => {
+                assert_eq!(d, id);
+                assert!(self.model[slot].is_some(), "a duplicate of nothing");
+            }
+            Err(e) => {
+                self.stats.refused += 1;
+                if let Error::Expr(ee) = &e {
+                    check_expr_error(text, ee);
+                }
+                let _ = e.to_string();
+                let valid =
+                    Router::validate_with_limits(self.router.schema(), text, &self.case.limits);
+                assert!(
+                    valid.is_err(),
+                    "add refused what validation accepts: {text:?}\n{e}"
+                );
+            }
+        }
+    }
+
+    /// The desired list of a sync: the routes held, edited, then the extra entries, as (slot,
+    /// priority, route); `None` is an empty text.
+    fn desired(&self, edits: &[Edit], extra: &[Desired]) -> Vec<(usize, u64, Option<usize>)> {
+        let slots = self.model.len();
+        let mut out = Vec::new();
+        let held = self
+            .model
+            .iter()
+            .enumerate()
+            .filter_map(|(s, h)| Some((s, (*h)?)));
+        for (i, (slot, (priority, route))) in held.enumerate() {
+            let edit = if edits.is_empty() {
+                Edit::Keep
+            } else {
+                edits[i % edits.len()]
+            };
+            out.extend(match edit {
+                Edit::Keep => Some((slot, priority, Some(route))),
+                Edit::Drop => None,
+                Edit::Reprioritise => Some((slot, priority + 1, Some(route))),
+                Edit::Move(by) => Some(((slot + 1 + by) % slots, priority, Some(route))),
+                Edit::Replace(other) => Some((slot, priority, Some(other))),
+            });
+        }
+        for d in extra {
+            let current = self.model[d.slot].map(|(_, r)| r);
+            out.push((d.slot, d.priority, d.route.or(current)));
+        }
+        out
+    }
+
+    fn specs(&self, desired: &[(usize, u64, Option<usize>)]) -> Vec<RouteSpec<'c>> {
+        desired
+            .iter()
+            .map(|(slot, priority, route)| RouteSpec {
+                id: self.case.slots[*slot],
+                priority: *priority,
+                expression: route.map_or("", |r| self.text(r)),
+            })
+            .collect()
+    }
+
+    /// Syncs the router and the model (by the rules of `Router::prepare_sync`), checks the
+    /// report against the model's, and the router against one built from the model.
+    fn sync(&mut self, mode: SyncMode, edits: &[Edit], extra: &[Desired]) {
+        let desired = self.desired(edits, extra);
+        let specs = self.specs(&desired);
+        let mut next: Vec<Held> = vec![None; self.model.len()];
+        let mut listed = vec![false; self.model.len()];
+        let (mut added, mut changed, mut unchanged, mut errors) = (0, 0, 0, 0);
+        for (spec, (slot, priority, route)) in specs.iter().zip(&desired) {
+            if std::mem::replace(&mut listed[*slot], true) {
+                errors += 1; // an id listed again: the first entry counts
+                continue;
+            }
+            let current = self.model[*slot];
+            if current.is_some_and(|(p, r)| p == *priority && self.text(r) == spec.expression) {
+                unchanged += 1;
+                next[*slot] = current;
+                continue;
+            }
+            let valid = Router::validate_with_limits(
+                self.router.schema(),
+                spec.expression,
+                &self.case.limits,
+            )
+            .is_ok();
+            match (valid, route) {
+                (true, Some(route)) => {
+                    if current.is_some() {
+                        changed += 1;
+                    } else {
+                        added += 1;
+                    }
+                    next[*slot] = Some((*priority, *route));
+                }
+                _ => {
+                    errors += 1;
+                    // A known route whose new version is invalid keeps its current version.
+                    next[*slot] = current;
+                }
+            }
+        }
+        let removed = (0..self.model.len())
+            .filter(|s| self.model[*s].is_some() && !listed[*s])
+            .count();
+        match self.router.sync(&specs, mode) {
+            Ok(report) => {
+                assert!(
+                    errors == 0 || mode == SyncMode::ApplyValid,
+                    "{errors} invalid routes accepted"
+                );
+                assert!(!report.stale);
+                assert_eq!(
+                    (
+                        report.added,
+                        report.removed,
+                        report.changed,
+                        report.unchanged,
+                        report.errors.len()
+                    ),
+                    (added, removed, changed, unchanged, errors),
+                    "sync report (added, removed, changed, unchanged, errors) of {desired:?}"
+                );
+                for (_, e) in &report.errors {
+                    let _ = e.to_string();
+                }
+                self.model = next;
+                self.stats.added += added + changed;
+                self.stats.synced += 1;
+                self.check_model();
+                self.compare_with_fresh();
+            }
+            Err(e) => {
+                assert_eq!(mode, SyncMode::AllOrNothing, "{e}");
+                assert_eq!(e.errors.len(), errors, "{e}");
+                assert!(errors > 0, "a valid list refused: {e}");
+                let _ = e.to_string();
+            }
+        }
+    }
+
+    /// The router answers like one built from scratch from the model: same routes, fields and
+    /// regexes, and the same outcome for every request.
+    fn compare_with_fresh(&mut self) {
+        let fresh_schema = schema(self.case);
+        let mut fresh = Router::with_limits(fresh_schema.clone(), self.case.limits);
+        for (slot, held) in self.model.iter().enumerate() {
+            if let Some((priority, route)) = held {
+                fresh
+                    .add(self.case.slots[slot], *priority, self.text(*route))
+                    .expect("the model holds valid routes only");
+            }
+        }
+        let listing = |r: &Router| -> Vec<(Uuid, u64, String)> {
+            r.routes()
+                .map(|r| (r.id(), r.priority(), r.source().to_owned()))
+                .collect()
+        };
+        assert_eq!(
+            listing(&self.router),
+            listing(&fresh),
+            "routes after a sync"
+        );
+        assert_eq!(self.router.fields(), fresh.fields(), "fields after a sync");
+        self.check_regex_count(fresh.regex_count(), "after a sync");
+        let mut fresh_ctx = Context::new(fresh_schema);
+        for (n, request) in self.case.requests.iter().enumerate() {
+            fill(&mut self.ctx, request);
+            fill(&mut fresh_ctx, request);
+            self.router.execute(&mut self.ctx);
+            fresh.execute(&mut fresh_ctx);
+            assert_eq!(
+                outcome(&self.ctx),
+                outcome(&fresh_ctx),
+                "request {n} after a sync, against a router built from scratch"
+            );
+        }
+    }
+
+    /// The router holds `want` compiled regexes (at least, after a stale plan: see
+    /// `stale_plan`).
+    fn check_regex_count(&self, want: usize, when: &str) {
+        let got = self.router.regex_count();
+        if self.stale_plan {
+            assert!(got >= want, "regexes {when}: {got}, fewer than {want}");
+        } else {
+            assert_eq!(got, want, "regexes {when}");
+        }
+    }
+
+    fn check(&mut self, when: &str) {
+        self.check_model();
+        self.check_requests(when);
+    }
+
+    fn check_model(&self) {
+        let mut want: Vec<(u64, Uuid)> = self
+            .model
+            .iter()
+            .enumerate()
+            .filter_map(|(slot, h)| h.map(|(p, _)| (p, self.case.slots[slot])))
+            .collect();
+        // Routing order: priority descending, then id bytes descending.
+        want.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.as_bytes().cmp(a.1.as_bytes())));
+        let got: Vec<(u64, Uuid)> = self
+            .router
+            .routes()
+            .map(|r| (r.priority(), r.id()))
+            .collect();
+        assert_eq!(got, want, "routes or their order differ from the model");
+        assert_eq!(self.router.len(), want.len());
+        for (slot, held) in self.model.iter().enumerate() {
+            if let Some((_, route)) = held {
+                let r = self
+                    .router
+                    .get(self.case.slots[slot])
+                    .expect("a modelled route");
+                assert_eq!(r.source(), self.text(*route), "text of slot {slot}");
+            }
+        }
+        let schema = self.router.schema();
+        let mut fields: Vec<String> = self
+            .router
+            .routes()
+            .flat_map(|r| r.field_ids())
+            .map(|f| schema.field(f).expect("a route's field resolves").0)
+            .collect();
+        fields.sort();
+        fields.dedup();
+        assert_eq!(self.router.fields(), fields, "fields in use");
+        // Wildcard names are registered by the routes that use them, and by nothing else.
+        let under_wildcards = fields
+            .iter()
+            .filter(|f| !self.case.schema.iter().any(|(n, _)| n == *f))
+            .count();
+        assert_eq!(
+            schema.names_in_use(),
+            under_wildcards,
+            "wildcard names registered"
+        );
+    }
+
+    fn check_requests(&mut self, when: &str) {
+        for (n, request) in self.case.requests.iter().enumerate() {
+            fill(&mut self.ctx, request);
+            let fast = self.router.execute(&mut self.ctx);
+            let fast_out = outcome(&self.ctx);
+            assert_eq!(fast, fast_out.is_some());
+            let slow = self.router.execute_reference(&mut self.ctx);
+            let slow_out = outcome(&self.ctx);
+            assert_eq!(
+                fast_out,
+                slow_out,
+                "the indexed matcher and the reference disagree {when}, on request {n}\n\
+                 request: {request:?}\nroutes: {:#?}",
+                self.router
+                    .routes()
+                    .map(|r| (r.priority(), r.id(), r.source().to_owned()))
+                    .collect::<Vec<_>>()
+            );
+            assert_eq!(fast, slow);
+            self.stats.requests += 1;
+            if let Some((id, ..)) = fast_out {
+                self.stats.matched += 1;
+                let winner = self.router.get(id).expect("the winner is held");
+                self.stats.indexed_wins += usize::from(winner.is_indexed());
+            }
+        }
+    }
+
+    fn remove_all(&mut self) {
+        for slot in 0..self.model.len() {
+            if self.model[slot].take().is_some() {
+                assert!(
+                    self.router.remove(self.case.slots[slot]),
+                    "slot {slot} lost"
+                );
+            }
+        }
+        assert!(self.router.is_empty());
+        self.check_regex_count(0, "once every route is removed");
+        assert!(self.router.fields().is_empty(), "fields left behind");
+        assert_eq!(
+            self.router.schema().names_in_use(),
+            0,
+            "wildcard names left"
+        );
+        self.check_requests("once every route is removed");
+    }
+}
+
+/// Resets the context and adds the request's values, the values it must refuse in the middle
+/// (each refused without changing anything).
+pub fn fill(ctx: &mut Context, request: &RenderedRequest) {
+    ctx.reset();
+    let bad_at = request.values.len() / 2;
+    for (i, (field, value)) in request.values.iter().enumerate() {
+        if i == bad_at {
+            add_bad_values(ctx, request);
+        }
+        ctx.add_value(field, value.clone())
+            .unwrap_or_else(|e| panic!("generated value {value:?} for {field} refused: {e}"));
+    }
+    if request.values.is_empty() {
+        add_bad_values(ctx, request);
+    }
+}
+
+fn add_bad_values(ctx: &mut Context, request: &RenderedRequest) {
+    for (field, value) in &request.bad_values {
+        let before = ctx.values(field).to_vec();
+        assert!(
+            ctx.add_value(field, value.clone()).is_err(),
+            "{value:?} for field {field} was accepted"
+        );
+        assert_eq!(
+            ctx.values(field),
+            &before[..],
+            "a refused value changed {field}"
+        );
+    }
+}
+
+/// What the context's last execute says (see [`Outcome`]).
+pub fn outcome(ctx: &Context) -> Option<Outcome> {
+    let m = ctx.result()?;
+    let matched = m
+        .matched_fields()
+        .into_iter()
+        .map(|f| {
+            let name = ctx.schema().field(f).expect("a matched field resolves").0;
+            let v = m
+                .matched_value_by_id(f)
+                .expect("a matched field has a value");
+            let shown = match v {
+                MatchedValue::String(s) => format!("s:{s}"),
+                MatchedValue::Int(i) => format!("i:{i}"),
+                MatchedValue::IpAddr(a) => format!("a:{a}"),
+                MatchedValue::IpCidr(c) => format!("c:{c}"),
+            };
+            (name, shown)
+        })
+        .collect();
+    let captures = m
+        .captures()
+        .map(|(k, v)| {
+            let key = match k {
+                CaptureKey::Index(i) => format!("#{i}"),
+                CaptureKey::Name(n) => n.to_owned(),
+            };
+            // Every recorded capture can be read back by its key (the last one wins).
+            assert!(m.capture(k).is_some());
+            (key, v.to_owned())
+        })
+        .collect();
+    Some((m.id(), m.priority(), matched, captures))
+}
+
+/// Limits loose enough that re-parsing a printed tree is never refused: printing adds
+/// parentheses (`a && b || c` prints as `a && (b || c)`) and spaces, so a tree that parsed
+/// within the default limits may print longer and deeper. The depth stays under the hard cap.
+pub fn reparse_limits() -> Limits {
+    Limits {
+        max_expression_len: usize::MAX,
+        max_predicates: usize::MAX,
+        max_depth: Limits::HARD_MAX_DEPTH,
+        ..Limits::default()
+    }
+}
+
+/// Checks what every expression error promises (spec §6): a position inside the source on a
+/// character boundary, a 1-based line and column, a non-empty message, and a rendering that
+/// does not panic. (Wording is the syntax test suite's business: messages quote user text, so
+/// a fuzzer cannot tell a leaked grammar rule name from a field that happens to be named so.)
+pub fn check_expr_error(source: &str, e: &ExprError) {
+    assert!(e.span.start <= e.span.end, "span {:?}", e.span);
+    assert!(e.span.end <= source.len(), "span {:?} past the end", e.span);
+    assert!(source.is_char_boundary(e.span.start) && source.is_char_boundary(e.span.end));
+    assert!(e.line >= 1 && e.column >= 1);
+    assert!(!e.message.is_empty());
+    let shown = e.to_string();
+    assert!(shown.contains(&e.message));
+}
