@@ -11,7 +11,7 @@
 //!   both find the same leftmost-first match.
 //!
 //! Invariant: this file and `reference.rs` must keep the same semantics. The property tests in
-//! `tests/equivalence.rs` compare them on random tables and requests.
+//! `testkit/tests/equivalence.rs` compare them on random tables and requests.
 
 use crate::compile::program::{Code, Instr, Lit, Pred, Program};
 use crate::compile::regex::CompiledRegex;

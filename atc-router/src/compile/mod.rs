@@ -11,4 +11,5 @@ pub(crate) mod eval;
 pub(crate) mod path_regex;
 pub(crate) mod program;
 pub(crate) mod regex;
+pub(crate) mod regex_cache;
 pub(crate) mod resolve;

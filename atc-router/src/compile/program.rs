@@ -360,7 +360,7 @@ mod tests {
     }
 
     fn program(expression: &str) -> Program {
-        use crate::compile::regex::{Overlay, RegexCache};
+        use crate::compile::regex_cache::{Overlay, RegexCache};
         use crate::limits::Limits;
         use crate::schema::Schema;
         use crate::Type;

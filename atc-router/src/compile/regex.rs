@@ -1,9 +1,8 @@
 //! Compiled regexes, shared by source text.
 //!
 //! Invariants:
-//! - One router compiles a given regex source once; every route using it holds an `Arc` to the
-//!   same [`CompiledRegex`]. Entries no route holds any more are dropped by
-//!   [`RegexCache::release`], so removing routes frees their regexes.
+//! - Sharing by source is `regex_cache.rs`'s job: every route using a source holds an `Arc` to
+//!   the same [`CompiledRegex`].
 //! - Matching uses [`Engine`], chosen for memory and build time: a pattern that is only a literal
 //!   with anchors (`^/shop$`, `^/v1`, `\.com$`) is matched with string operations, and any other
 //!   pattern with regex-automata's NFA simulations: the bounded backtracker for texts short
@@ -46,7 +45,6 @@ use regex_automata::{Input, PatternID};
 use regex_syntax::hir::literal::{ExtractKind, Extractor};
 use regex_syntax::hir::{Hir, HirKind, Look};
 // Keys are regex sources from the route configuration, never from requests.
-use rustc_hash::FxHashMap as HashMap;
 
 use crate::compile::path_regex::PathRegex;
 use crate::index::path_tree::PathPattern;
@@ -615,90 +613,6 @@ fn literal_prefixes(hir: &Hir) -> Option<Box<[Box<[u8]>]>> {
         return None;
     }
     Some(literals.iter().map(|l| Box::from(l.as_bytes())).collect())
-}
-
-/// Where resolving an expression gets its compiled regexes from.
-pub(crate) trait RegexSource {
-    fn regex(&mut self, source: &str, size_limit: usize) -> Result<Arc<CompiledRegex>, RegexError>;
-}
-
-/// A read-only view of a router's cache plus the regexes compiled since: lets a change be
-/// prepared without touching the router, and dropped without leaving anything behind.
-///
-/// A takeover overlay (for a router built to replace its base) also records the base's
-/// regexes it hands out, so that `into_new` is every regex the new routes use.
-#[derive(Debug)]
-pub(crate) struct Overlay<'a> {
-    base: &'a RegexCache,
-    new: HashMap<String, Arc<CompiledRegex>>,
-    takeover: bool,
-}
-
-impl<'a> Overlay<'a> {
-    pub(crate) fn new(base: &'a RegexCache) -> Overlay<'a> {
-        Overlay {
-            base,
-            new: HashMap::default(),
-            takeover: false,
-        }
-    }
-
-    pub(crate) fn takeover(base: &'a RegexCache) -> Overlay<'a> {
-        Overlay {
-            takeover: true,
-            ..Overlay::new(base)
-        }
-    }
-
-    pub(crate) fn into_new(self) -> HashMap<String, Arc<CompiledRegex>> {
-        self.new
-    }
-}
-
-impl RegexSource for Overlay<'_> {
-    fn regex(&mut self, source: &str, size_limit: usize) -> Result<Arc<CompiledRegex>, RegexError> {
-        if let Some(r) = self.new.get(source) {
-            return Ok(r.clone());
-        }
-        let r = match self.base.by_source.get(source) {
-            Some(r) if !self.takeover => return Ok(r.clone()),
-            Some(r) => r.clone(),
-            None => Arc::new(CompiledRegex::new(source, size_limit)?),
-        };
-        self.new.insert(source.to_owned(), r.clone());
-        Ok(r)
-    }
-}
-
-#[derive(Debug, Default)]
-pub(crate) struct RegexCache {
-    by_source: HashMap<String, Arc<CompiledRegex>>,
-}
-
-impl RegexCache {
-    /// Takes in the regexes an [`Overlay`] handed out, while the routes using them are alive:
-    /// a regex no route holds (its route was invalid for another reason) is dropped here, as
-    /// `release` would never be called for it.
-    pub(crate) fn absorb(&mut self, new: HashMap<String, Arc<CompiledRegex>>) {
-        self.by_source
-            .extend(new.into_iter().filter(|(_, r)| Arc::strong_count(r) > 1));
-    }
-
-    /// Called after a route holding the regex `source` was dropped: forgets the regex if no
-    /// route holds it any more.
-    pub(crate) fn release(&mut self, source: &str) {
-        if self
-            .by_source
-            .get(source)
-            .is_some_and(|r| Arc::strong_count(r) == 1)
-        {
-            self.by_source.remove(source);
-        }
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.by_source.len()
-    }
 }
 
 #[cfg(test)]

@@ -7,7 +7,8 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use crate::compile::regex::{CompiledRegex, RegexSource};
+use crate::compile::regex::CompiledRegex;
+use crate::compile::regex_cache::RegexSource;
 use crate::error::Error;
 use crate::error::{ExprError, ExprErrorKind};
 use crate::language::Parsed;

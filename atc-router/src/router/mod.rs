@@ -38,7 +38,7 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use crate::compile::program::Program;
-use crate::compile::regex::{Overlay, RegexCache};
+use crate::compile::regex_cache::{Overlay, RegexCache};
 use crate::compile::resolve::{resolve, Fields, Node};
 use crate::error::Error;
 use crate::index::{requirements, Index, Order, Requirement, Requirements};

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use super::{Prepared, Router};
-use crate::compile::regex::Overlay;
+use crate::compile::regex_cache::Overlay;
 use crate::compile::resolve::Node;
 use crate::error::Error;
 use crate::index::Index;
