@@ -9,9 +9,10 @@ use crate::schema::value::Type;
 /// What went wrong with an expression.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExprErrorKind {
-    /// The text is not in the language (spec §2–§3).
+    /// The text is not in the language (docs/language.md, "Text" and "Grammar and precedence").
     Syntax,
-    /// The text parses but does not fit the schema (spec §6), or a regex does not compile.
+    /// The text parses but does not fit the schema (docs/language.md "Schemas and field names",
+    /// "Errors"), or a regex does not compile.
     Semantic,
     /// A documented limit was exceeded (see [`crate::Limits`]).
     Limit,

@@ -85,6 +85,7 @@ mod failpoint;
 mod index;
 mod language;
 mod limits;
+#[cfg(feature = "diagnostics")]
 mod reference;
 mod router;
 mod schema;

@@ -2,24 +2,23 @@
 //! priority order. It is the oracle that every faster matcher is checked against, so it stays
 //! simple rather than fast: do not optimise it.
 //!
-//! Semantics (spec §5): a field with no value makes every predicate on it false; in the default
-//! mode every value must satisfy the predicate, under `any()` one is enough; `&&` and `||` are
-//! short-circuit, left to right; only the predicates that decided the result leave matched values
-//! and captures (a false sub-expression rolls back what it recorded, `!( … )` keeps nothing).
-//! Within one predicate over several values, every value that satisfies it records, in order
-//! (under `any()` that is only the first; in the default mode it is all of them), so the last
-//! one's matched value wins and captures merge, as a map insert would (Kong's behaviour).
+//! Semantics (docs/language.md "Evaluation"): a field with no value makes every predicate on it
+//! false; in the default mode every value must satisfy the predicate, under `any()` one is enough;
+//! `&&` and `||` are short-circuit, left to right; only the predicates that decided the result
+//! leave matched values and captures (a false sub-expression rolls back what it recorded, `!( … )`
+//! keeps nothing). Within one predicate over several values, every value that satisfies it records,
+//! in order (under `any()` that is only the first; in the default mode it is all of them), so the
+//! last one's matched value wins and captures merge, as a map insert would (Kong's behaviour).
 
 use std::borrow::Cow;
-use std::net::IpAddr;
 
 use crate::compile::resolve::{Lit, Node, Pred};
 use crate::language::Op;
-use crate::schema::context::{Context, Witnesses};
-use crate::schema::value::Value;
+use crate::schema::context::{Context, MatchRecord};
+use crate::schema::value::{cidr_contains, Value};
 
 /// Evaluates one route's expression against the context's values.
-pub(crate) fn eval(node: &Node, ctx: &Context, w: &mut Witnesses) -> bool {
+pub(crate) fn eval(node: &Node, ctx: &Context, w: &mut MatchRecord) -> bool {
     match node {
         Node::And(children) => {
             let mark = w.mark();
@@ -51,7 +50,7 @@ pub(crate) fn eval(node: &Node, ctx: &Context, w: &mut Witnesses) -> bool {
     }
 }
 
-fn eval_predicate(p: &Pred, ctx: &Context, w: &mut Witnesses) -> bool {
+fn eval_predicate(p: &Pred, ctx: &Context, w: &mut MatchRecord) -> bool {
     let values = ctx.values_by_id(p.field);
     if values.is_empty() {
         return false;
@@ -75,7 +74,7 @@ fn eval_predicate(p: &Pred, ctx: &Context, w: &mut Witnesses) -> bool {
 }
 
 /// Whether one value satisfies the predicate; records what it matched into `w` when given.
-fn test(p: &Pred, v: &Value, w: Option<&mut Witnesses>) -> bool {
+fn test(p: &Pred, v: &Value, w: Option<&mut MatchRecord>) -> bool {
     let (ok, record_literal) = match (p.op, v, &p.lit) {
         (Op::Equals, v, lit) => (equal(v, lit), true),
         (Op::NotEquals, v, lit) => (!equal(v, lit), false),
@@ -123,15 +122,6 @@ fn equal(v: &Value, lit: &Lit) -> bool {
         (Value::Int(a), Lit::Int(b)) => a == b,
         (Value::IpAddr(a), Lit::IpAddr(b)) => a == b,
         (Value::IpCidr(a), Lit::IpCidr(b)) => a == b,
-        _ => false,
-    }
-}
-
-/// Addresses of the other family are never inside.
-pub(crate) fn cidr_contains(c: &cidr::IpCidr, a: &IpAddr) -> bool {
-    match (c, a) {
-        (cidr::IpCidr::V4(c), IpAddr::V4(a)) => c.contains(a),
-        (cidr::IpCidr::V6(c), IpAddr::V6(a)) => c.contains(a),
         _ => false,
     }
 }

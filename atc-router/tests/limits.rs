@@ -1,8 +1,8 @@
-//! Resource limits under attack (spec §8, issue 6): every documented limit, exercised through the
-//! public API a gateway calls (`Router::add`, `Router::validate`, `Context::add_value`,
-//! `Schema::resolve`), each giving a clear error that names the limit, never a crash, a stack
+//! Resource limits under attack (SECURITY.md, "Limits hold under attack"): every documented limit,
+//! exercised through the public API a gateway calls (`Router::add`, `Router::validate`,
+//! `Context::add_value`, `Schema::resolve`), each giving a clear error that names the limit, never a crash, a stack
 //! overflow or unbounded memory. Parser-level tests of length, depth and predicate count are in
-//! tests/syntax.rs (§8); these check the same limits at the router and the ones syntax.rs does not
+//! tests/syntax.rs; these check the same limits at the router and the ones syntax.rs does not
 //! cover: compiled regex size, regexes per expression, values per field, wildcard field names.
 
 use std::sync::Arc;
@@ -44,7 +44,8 @@ fn add_limit_error(src: &str, limits: Limits, words: &[&str]) -> ExprError {
     );
     let v = Router::validate_with_limits(&schema, src, &limits).unwrap_err();
     assert_eq!(v, Error::Expr(e.clone()), "validate and add disagree");
-    // The rendering names the position (spec §6) and stays short even for huge inputs.
+    // The rendering names the position (docs/language.md "Errors") and stays short even for huge
+    // inputs.
     let shown = e.to_string();
     assert!(shown.starts_with(&format!("line {}, column {}: ", e.line, e.column)));
     assert!(shown.len() < 1024, "{} bytes of error", shown.len());

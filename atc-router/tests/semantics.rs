@@ -1,4 +1,5 @@
-//! Spec §4–§7: operators and types, evaluation, validation, schema wildcards, router order.
+//! The language's meaning as docs/language.md states it: operators and types, evaluation,
+//! validation, schema wildcards, router order.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -185,7 +186,8 @@ mod operators_and_types {
 
     #[test]
     fn every_operator_type_pair_outside_the_table_is_rejected() {
-        // (field, literal) per type; each operator is either allowed by §4 or rejected.
+        // (field, literal) per type; each operator is either allowed by the table of
+        // docs/language.md or rejected.
         let fields = [
             ("http.host", r#""x""#, Type::String),
             ("net.dst.port", "1", Type::Int),

@@ -1,5 +1,5 @@
-//! Spec §7 "rebuild on change": sync applies only the difference, refuses or skips invalid
-//! routes as asked, and readers never observe a half-applied update.
+//! docs/language.md "Routers" "rebuild on change": sync applies only the difference, refuses or
+//! skips invalid routes as asked, and readers never observe a half-applied update.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;

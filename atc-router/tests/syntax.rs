@@ -1,6 +1,6 @@
 //! The syntax layer against the language reference (`shared/spec/LANGUAGE.md`), section by
-//! section: §2 lexical rules, §3 grammar and precedence, §6 error positions and wording, §8 limits.
-//! Test names are meant to read as the rule they check.
+//! section of docs/language.md: text, grammar and precedence, errors (positions and wording), and
+//! the parser's limits (SECURITY.md). Test names are meant to read as the rule they check.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -150,7 +150,7 @@ fn check_error_shape(src: &str, e: &ExprError) {
 
 // ---------------------------------------------------------------------------------------------
 
-/// §2 Lexical rules.
+/// Text: the lexical rules.
 mod s2_lexical_rules {
     use super::*;
 
@@ -788,7 +788,7 @@ mod s2_lexical_rules {
 
 // ---------------------------------------------------------------------------------------------
 
-/// §3 Grammar and precedence.
+/// Grammar and precedence.
 mod s3_grammar_and_precedence {
     use super::*;
 
@@ -1079,7 +1079,7 @@ mod s3_grammar_and_precedence {
 
 // ---------------------------------------------------------------------------------------------
 
-/// §6 (last rule): every error names its position — line, column, the source line and a caret
+/// Errors: every error names its position — line, column, the source line and a caret
 /// under the offending span — and says in plain words what was expected.
 mod s6_error_positions_and_wording {
     use super::*;
@@ -1341,9 +1341,9 @@ mod s6_error_positions_and_wording {
 
 // ---------------------------------------------------------------------------------------------
 
-/// §8 Bad input and limits: parsing never overflows the stack, however deep the nesting; length,
-/// depth and predicate count have limits with clear errors. These run on the default test thread
-/// (2 MiB of stack), as a host's worker thread would.
+/// Bad input and limits (SECURITY.md): parsing never overflows the stack, however deep the nesting;
+/// length, depth and predicate count have limits with clear errors. These run on the default test
+/// thread (2 MiB of stack), as a host's worker thread would.
 mod s8_limits {
     use super::*;
 

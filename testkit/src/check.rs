@@ -545,9 +545,9 @@ pub fn reparse_limits() -> Limits {
     }
 }
 
-/// Checks what every expression error promises (spec §6): a position inside the source on a
-/// character boundary, a 1-based line and column, a non-empty message, and a rendering that
-/// does not panic. (Wording is the syntax test suite's business: messages quote user text, so
+/// Checks what every expression error promises (docs/language.md "Errors"): a position inside the
+/// source on a character boundary, a 1-based line and column, a non-empty message, and a rendering
+/// that does not panic. (Wording is the syntax test suite's business: messages quote user text, so
 /// a fuzzer cannot tell a leaked grammar rule name from a field that happens to be named so.)
 pub fn check_expr_error(source: &str, e: &ExprError) {
     assert!(e.span.start <= e.span.end, "span {:?}", e.span);

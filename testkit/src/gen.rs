@@ -8,20 +8,20 @@
 //! fuzz target decoding bytes ([`Case`]'s [`Arbitrary`] impl). Both produce the same types and
 //! share the rendering, so a fuzz finding and a proptest failure describe their input alike.
 //!
-//! What the rendering covers (spec §2–§5): every operator of every type, `lower` and `any` nested
-//! in either order and repeated, `!`, groups, `&&` and `||` chained without parentheses wherever
-//! precedence (`||` over `&&`) allows, quoted and raw strings with escapes, Unicode and raw line
-//! breaks, decimal, hex, octal and leading-zero decimal integers, IPv4 and IPv6 addresses and
-//! CIDRs in several spellings, whitespace between any two tokens, and wildcard fields. Literals
-//! come from pools chosen for the matchers (prefixes, paths, case-mapping traps, regexes with a
-//! text each matches) or, one in eight, are synthesized over the whole range of their type
-//! ([`wide_value`]). About one predicate in ten is wrong on purpose (unknown field, the
-//! language's words used as field names, type mismatch, operator or transformation the type
-//! does not have, a malformed literal or regex, a syntax error), so that acceptance and errors
-//! are tested too. Requests are mostly built to satisfy one route (one side of each `||`), plus
-//! extra values that make fields multi-valued, values derived from the literals the routes use
-//! (as they are, with a prefix or suffix, uppercased, off by one, past the length where regexes
-//! change engine), and values of the wrong type or for unknown fields.
+//! What the rendering covers (docs/language.md, "Text" to "Evaluation"): every operator of every
+//! type, `lower` and `any` nested in either order and repeated, `!`, groups, `&&` and `||` chained
+//! without parentheses wherever precedence (`||` over `&&`) allows, quoted and raw strings with
+//! escapes, Unicode and raw line breaks, decimal, hex, octal and leading-zero decimal integers,
+//! IPv4 and IPv6 addresses and CIDRs in several spellings, whitespace between any two tokens, and
+//! wildcard fields. Literals come from pools chosen for the matchers (prefixes, paths, case-mapping
+//! traps, regexes with a text each matches) or, one in eight, are synthesized over the whole range
+//! of their type ([`wide_value`]). About one predicate in ten is wrong on purpose (unknown field,
+//! the language's words used as field names, type mismatch, operator or transformation the type
+//! does not have, a malformed literal or regex, a syntax error), so that acceptance and errors are
+//! tested too. Requests are mostly built to satisfy one route (one side of each `||`), plus extra
+//! values that make fields multi-valued, values derived from the literals the routes use (as they
+//! are, with a prefix or suffix, uppercased, off by one, past the length where regexes change
+//! engine), and values of the wrong type or for unknown fields.
 //!
 //! A case may also change the table once its routes are in ([`StepDesc`]): adds of its routes
 //! at free or held ids, removes, syncs in both modes to edited lists (routes kept, dropped,

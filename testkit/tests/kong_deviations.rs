@@ -100,9 +100,9 @@ fn map(pairs: &[(&str, &str)]) -> std::collections::BTreeMap<String, String> {
 /// Kong's library records matched values and captures in every predicate it evaluates, true
 /// or not, and keeps them when the branch fails: an `&&` that fails part-way, the side of an
 /// `||` that did not hold, the inside of a `!`. A gateway that strips the matched prefix can
-/// then strip the wrong one. Spec §5: values come only from the predicates that decided the
-/// result. (The differential tests compare our results with Kong's own predicate results
-/// composed that way.)
+/// then strip the wrong one. docs/language.md "Evaluation": values come only from the predicates
+/// that decided the result. (The differential tests compare our results with Kong's own predicate
+/// results composed that way.)
 #[test]
 fn kong_keeps_values_from_branches_that_did_not_decide() {
     // A failed `&&` on the `||`'s first side: its `^=` on the host leaks.
@@ -155,8 +155,8 @@ fn kong_keeps_values_from_branches_that_did_not_decide() {
 
 /// An execute that matches nothing leaves Kong's context with the previous request's result
 /// (`Router::execute` sets `result` only on a match), so `get_result()` after a miss returns
-/// the earlier route. Ours clears the result on every execute (spec §5: a failed execute
-/// leaves no result behind).
+/// the earlier route. Ours clears the result on every execute (docs/language.md "Evaluation": a
+/// failed execute leaves no result behind).
 #[test]
 fn kong_keeps_a_stale_result_after_a_miss() {
     let expr = r#"http.path ^= "/a""#;
@@ -186,7 +186,8 @@ fn kong_keeps_a_stale_result_after_a_miss() {
 /// `lower(f)` compared with a literal holding uppercase letters (`==`, `^=`, `=^`,
 /// `contains`) can never be true: the field is lowercased, the literal is not. Kong's library
 /// accepts such a route, which then never matches; ours refuses it with an error that gives
-/// the lowercase literal (spec §3: report it as a validation warning or error).
+/// the lowercase literal (docs/language.md "Types and operators": refused, with the lowercase
+/// literal suggested).
 #[test]
 fn lower_compared_with_uppercase_is_refused_here_and_never_matches_in_kong() {
     for expr in [
@@ -221,8 +222,8 @@ fn lower_compared_with_uppercase_is_refused_here_and_never_matches_in_kong() {
 
 /// Kong's router keys routes by (priority, id): the same id can be added again at another
 /// priority, and both stay (its Lua module then remembers only the last priority, so the
-/// first can no longer be removed). Spec §7: an id is unique within a router; ours refuses
-/// the second add whatever its priority.
+/// first can no longer be removed). docs/language.md "Routers": an id is unique within a router;
+/// ours refuses the second add whatever its priority.
 #[test]
 fn an_id_is_unique_here_whatever_the_priority() {
     let ks = theirs();
@@ -272,8 +273,9 @@ fn limits_refuse_here_what_kong_accepts() {
 
 /// Kong's parser aborts the process (`unreachable!()` in `parse_binary_operator`) when `not`
 /// and `in` are separated by anything but exactly one space, although its grammar accepts it;
-/// ours reads `not  in`, `not\tin` and `not\n in` as `not in` (spec §2: any whitespace), and
-/// refuses `notin` with an error. The differential tests give Kong the one-space spelling.
+/// ours reads `not  in`, `not\tin` and `not\n in` as `not in` (docs/language.md "Text": any
+/// whitespace), and refuses `notin` with an error. The differential tests give Kong the one-space
+/// spelling.
 #[test]
 fn not_in_with_other_whitespace_aborts_kong() {
     for op in ["not  in", "not\tin", "not\n in", "notin"] {
@@ -289,8 +291,9 @@ fn not_in_with_other_whitespace_aborts_kong() {
 /// Kong's `Context::add_value` panics on a value of the wrong type (`value provided does not
 /// match schema`) and on a field the schema does not know (`unwrap()` on `None`); through its
 /// C functions the panic aborts the worker. Ours refuses both with an error and adds nothing
-/// (spec §8). (Invalid UTF-8 and invalid ids, which abort Kong's C functions too, cannot be
-/// written through its Rust API; `kong_diff.rs` checks our C ABI refuses them.)
+/// (SECURITY.md "Limits hold under attack"). (Invalid UTF-8 and invalid ids, which abort Kong's C
+/// functions too, cannot be written through its Rust API; `kong_diff.rs` checks our C ABI refuses
+/// them.)
 #[test]
 fn wrong_value_types_and_unknown_fields_abort_kong() {
     let ks = theirs();

@@ -1,6 +1,6 @@
 //! Property tests of the syntax layer on the routes of the one generator (`atc_testkit::gen`):
-//! spec §2 "printing an expression and parsing the print gives the same tree", §8 "nothing a
-//! caller passes may crash", and limits only ever refuse:
+//! docs/language.md "printing an expression and parsing the print gives the same tree", SECURITY.md
+//! "nothing a caller passes may crash", and limits only ever refuse:
 //! - every generated route that parses prints to text that parses to the same tree, and
 //!   printing that tree again gives the same text;
 //! - every other spelling of a route (whitespace, number bases, escapes, raw strings, IPv6
@@ -81,8 +81,9 @@ fn check_print(tree: &Expr) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-/// Spec §6: a position on character boundaries, the line and column it names, plain words
-/// (never a grammar rule's name), and a four-line rendering with the source line and a caret.
+/// docs/language.md "Errors": a position on character boundaries, the line and column it names,
+/// plain words (never a grammar rule's name), and a four-line rendering with the source line and a
+/// caret.
 fn check_error(src: &str, e: &ExprError) -> Result<(), TestCaseError> {
     check::check_expr_error(src, e);
     let before = &src[..e.span.start];

@@ -17,8 +17,8 @@ use crate::compile::program::{Code, Instr, Lit, Pred, Program};
 use crate::compile::regex::CompiledRegex;
 use crate::compile::resolve as resolved;
 use crate::language::Op;
-use crate::reference::cidr_contains;
-use crate::schema::context::{Context, Witnesses};
+use crate::schema::context::{Context, MatchRecord};
+use crate::schema::value::cidr_contains;
 use crate::schema::value::Value;
 
 /// `s`, lowercased into `buf` when `lower` is set.
@@ -45,7 +45,7 @@ fn lowercase_into<'a>(s: &str, buf: &'a mut String) -> &'a str {
 }
 
 /// Evaluates a route's program (see [`crate::program`]) against the request.
-pub(crate) fn eval(p: &Program, ctx: &Context, lowered: &mut String, w: &mut Witnesses) -> bool {
+pub(crate) fn eval(p: &Program, ctx: &Context, lowered: &mut String, w: &mut MatchRecord) -> bool {
     // Every program is a conjunction of its top-level runs (see `crate::program`).
     let code = p.view();
     let mark = w.mark();
@@ -65,7 +65,7 @@ fn all(
     end: usize,
     ctx: &Context,
     lowered: &mut String,
-    w: &mut Witnesses,
+    w: &mut MatchRecord,
 ) -> bool {
     let mark = w.mark();
     let mut c = start;
@@ -79,7 +79,7 @@ fn all(
     true
 }
 
-fn instr(p: &Code<'_>, i: usize, ctx: &Context, lowered: &mut String, w: &mut Witnesses) -> bool {
+fn instr(p: &Code<'_>, i: usize, ctx: &Context, lowered: &mut String, w: &mut MatchRecord) -> bool {
     match &p.code()[i] {
         &Instr::And { end, .. } => all(p, i + 1, end as usize, ctx, lowered, w),
         &Instr::Or { end, .. } => {
@@ -102,7 +102,7 @@ fn instr(p: &Code<'_>, i: usize, ctx: &Context, lowered: &mut String, w: &mut Wi
         }
         Instr::Pred(pred) => predicate(p, pred, ctx, lowered, w),
         // Slot markers, never part of the code a view hands out (see `crate::program`).
-        Instr::End | Instr::Spilled(_) => true,
+        Instr::End | Instr::OnHeap(_) => true,
     }
 }
 
@@ -111,7 +111,7 @@ fn predicate(
     pred: &Pred,
     ctx: &Context,
     lowered: &mut String,
-    w: &mut Witnesses,
+    w: &mut MatchRecord,
 ) -> bool {
     match ctx.values_by_id(pred.field) {
         [] => false,
@@ -128,7 +128,7 @@ fn multi_valued(
     pred: &Pred,
     values: &[Value],
     lowered: &mut String,
-    w: &mut Witnesses,
+    w: &mut MatchRecord,
 ) -> bool {
     let mark = w.mark();
     // Every satisfying value records (see `crate::reference`): in the default mode the last
@@ -152,7 +152,7 @@ fn test_value(
     pred: &Pred,
     v: &Value,
     lowered: &mut String,
-    w: Option<&mut Witnesses>,
+    w: Option<&mut MatchRecord>,
 ) -> bool {
     match v {
         Value::String(s) => {
@@ -164,7 +164,7 @@ fn test_value(
 }
 
 #[inline]
-fn test_str(p: &Code<'_>, pred: &Pred, s: &str, w: Option<&mut Witnesses>) -> bool {
+fn test_str(p: &Code<'_>, pred: &Pred, s: &str, w: Option<&mut MatchRecord>) -> bool {
     if let Lit::Regex(re) = &pred.lit {
         return regex(re, pred, s, w);
     }
@@ -201,7 +201,7 @@ fn contains(s: &str, lit: &[u8]) -> bool {
 }
 
 #[inline(never)]
-fn regex(re: &CompiledRegex, pred: &Pred, s: &str, w: Option<&mut Witnesses>) -> bool {
+fn regex(re: &CompiledRegex, pred: &Pred, s: &str, w: Option<&mut MatchRecord>) -> bool {
     let Some(w) = w else {
         return re.is_match(s);
     };
@@ -217,7 +217,7 @@ fn regex(re: &CompiledRegex, pred: &Pred, s: &str, w: Option<&mut Witnesses>) ->
 }
 
 #[inline(never)]
-fn test_other(pred: &Pred, v: &Value, w: Option<&mut Witnesses>) -> bool {
+fn test_other(pred: &Pred, v: &Value, w: Option<&mut MatchRecord>) -> bool {
     let ok = match (pred.op, v, &pred.lit) {
         (Op::Equals | Op::NotEquals, v, lit) => {
             let eq = match (v, lit) {

@@ -23,8 +23,8 @@
 //! - `Lit::Str { start, len }` is `text[start..start + len]`; `Lit::Inline` holds the whole
 //!   literal (at most [`INLINE`] bytes, a UTF-8 string); `Lit::Regex` holds its regex itself.
 //! - A program is either in its slot (the code is `head`, the text is in `head_text`) or
-//!   spilled (`head[0]` is `Instr::Spilled`, holding both), never split between the two:
-//!   evaluation reads one contiguous instruction array. `Instr::Spilled` never appears in the
+//!   spilled (`head[0]` is `Instr::OnHeap`, holding both), never split between the two:
+//!   evaluation reads one contiguous instruction array. `Instr::OnHeap` never appears in the
 //!   code a [`Code`] view hands out.
 //! - The head instruction of a program's last top-level run is flagged `last_run`, and
 //!   evaluation stops after that run. There is no length field: a length would have to be
@@ -64,7 +64,7 @@ pub(crate) struct Program {
 }
 
 #[derive(Debug, Clone)]
-pub(crate) struct Spill {
+pub(crate) struct HeapCode {
     code: Box<[Instr]>,
     text: Box<str>,
 }
@@ -81,7 +81,7 @@ pub(crate) enum Instr {
     /// Fills a slot's places after its program; the whole of an empty program (true).
     End,
     /// Stands first in the slot of a program kept on the heap (likewise).
-    Spilled(Box<Spill>),
+    OnHeap(Box<HeapCode>),
     And {
         end: u32,
         last_run: bool,
@@ -106,7 +106,7 @@ impl Instr {
             | Instr::Or { last_run, .. }
             | Instr::Not { last_run, .. } => *last_run,
             Instr::Pred(p) => p.last_run,
-            Instr::End | Instr::Spilled(_) => true,
+            Instr::End | Instr::OnHeap(_) => true,
         }
     }
 
@@ -116,7 +116,7 @@ impl Instr {
             | Instr::Or { last_run, .. }
             | Instr::Not { last_run, .. } => *last_run = true,
             Instr::Pred(p) => p.last_run = true,
-            Instr::End | Instr::Spilled(_) => {}
+            Instr::End | Instr::OnHeap(_) => {}
         }
     }
 }
@@ -178,7 +178,7 @@ impl Program {
                 *slot = instr;
             }
         } else {
-            p.head[0] = Instr::Spilled(Box::new(Spill {
+            p.head[0] = Instr::OnHeap(Box::new(HeapCode {
                 code: b.code.into(),
                 text: b.text.into(),
             }));
@@ -188,7 +188,7 @@ impl Program {
 
     #[inline]
     pub(crate) fn view(&self) -> Code<'_> {
-        if let Instr::Spilled(s) = &self.head[0] {
+        if let Instr::OnHeap(s) = &self.head[0] {
             return Code {
                 code: &s.code,
                 text: s.text.as_bytes(),
@@ -215,7 +215,7 @@ impl Program {
     /// Whether the program lives in its slot, without a heap allocation.
     #[cfg(test)]
     fn in_slot(&self) -> bool {
-        !matches!(self.head[0], Instr::Spilled(_))
+        !matches!(self.head[0], Instr::OnHeap(_))
     }
 }
 
@@ -268,7 +268,7 @@ impl<'a> Code<'a> {
     pub(crate) fn end(&self, i: usize) -> usize {
         match self.code[i] {
             Instr::And { end, .. } | Instr::Or { end, .. } | Instr::Not { end, .. } => end as usize,
-            Instr::Pred(_) | Instr::End | Instr::Spilled(_) => i + 1,
+            Instr::Pred(_) | Instr::End | Instr::OnHeap(_) => i + 1,
         }
     }
 }
@@ -360,7 +360,7 @@ mod tests {
     }
 
     fn program(expression: &str) -> Program {
-        use crate::compile::regex_cache::{Overlay, RegexCache};
+        use crate::compile::regex_cache::{PreparedRegexes, RegexCache};
         use crate::limits::Limits;
         use crate::schema::Schema;
         use crate::Type;
@@ -375,7 +375,7 @@ mod tests {
             &parsed,
             crate::compile::resolve::Fields::Peek(&schema),
             &limits,
-            &mut Overlay::new(&cache),
+            &mut PreparedRegexes::new(&cache),
         )
         .unwrap();
         Program::compile(&node)

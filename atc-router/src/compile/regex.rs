@@ -71,6 +71,7 @@ pub struct CompiledRegex {
     compiled_size: usize,
     /// The engine for long texts, built on first use (`None`: over budget, see the module docs).
     long_text: OnceLock<Option<LongText>>,
+    #[cfg(feature = "diagnostics")]
     reference: OnceLock<Option<regex::Regex>>,
 }
 
@@ -297,6 +298,7 @@ impl CompiledRegex {
             size_limit,
             compiled_size,
             long_text: OnceLock::new(),
+            #[cfg(feature = "diagnostics")]
             reference: OnceLock::new(),
         })
     }
@@ -416,6 +418,7 @@ impl CompiledRegex {
     }
 
     /// The plain `regex` crate's view of this pattern, for the reference evaluator.
+    #[cfg(feature = "diagnostics")]
     pub(crate) fn reference(&self) -> Option<&regex::Regex> {
         self.reference
             .get_or_init(|| {

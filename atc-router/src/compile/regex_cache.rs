@@ -4,7 +4,7 @@
 //! - The routes of a router that use a source all hold an `Arc` to the same [`CompiledRegex`];
 //!   the cache holds only a `Weak` to it, so a regex lives exactly as long as something that
 //!   uses it (a route, a prepared plan) and is freed with the last of them.
-//! - Changes are prepared against an [`Overlay`], which reads the cache and keeps what it
+//! - Changes are prepared against an [`PreparedRegexes`], which reads the cache and keeps what it
 //!   compiles to itself: preparing a change never touches the router, and dropping a prepared
 //!   change leaves nothing behind.
 //! - An entry whose regex is gone is dead: lookups treat it as missing, and it is taken out when
@@ -25,43 +25,44 @@ pub(crate) trait RegexSource {
 /// A read-only view of a router's cache plus the regexes compiled since: lets a change be
 /// prepared without touching the router, and dropped without leaving anything behind.
 ///
-/// A takeover overlay (for a router built to replace its base) also records the base's
-/// regexes it hands out, so that `into_new` is every regex the new routes use.
+/// For a router built to replace its base ([`PreparedRegexes::for_new_router`]), the base's
+/// regexes it hands out are recorded too, so that `into_compiled` is every regex the new
+/// routes use.
 #[derive(Debug)]
-pub(crate) struct Overlay<'a> {
+pub(crate) struct PreparedRegexes<'a> {
     base: &'a RegexCache,
     new: HashMap<String, Arc<CompiledRegex>>,
-    takeover: bool,
+    records_all: bool,
 }
 
-impl<'a> Overlay<'a> {
-    pub(crate) fn new(base: &'a RegexCache) -> Overlay<'a> {
-        Overlay {
+impl<'a> PreparedRegexes<'a> {
+    pub(crate) fn new(base: &'a RegexCache) -> PreparedRegexes<'a> {
+        PreparedRegexes {
             base,
             new: HashMap::default(),
-            takeover: false,
+            records_all: false,
         }
     }
 
-    pub(crate) fn takeover(base: &'a RegexCache) -> Overlay<'a> {
-        Overlay {
-            takeover: true,
-            ..Overlay::new(base)
+    pub(crate) fn for_new_router(base: &'a RegexCache) -> PreparedRegexes<'a> {
+        PreparedRegexes {
+            records_all: true,
+            ..PreparedRegexes::new(base)
         }
     }
 
-    pub(crate) fn into_new(self) -> HashMap<String, Arc<CompiledRegex>> {
+    pub(crate) fn into_compiled(self) -> HashMap<String, Arc<CompiledRegex>> {
         self.new
     }
 }
 
-impl RegexSource for Overlay<'_> {
+impl RegexSource for PreparedRegexes<'_> {
     fn regex(&mut self, source: &str, size_limit: usize) -> Result<Arc<CompiledRegex>, RegexError> {
         if let Some(r) = self.new.get(source) {
             return Ok(r.clone());
         }
         let r = match self.base.get(source) {
-            Some(r) if !self.takeover => return Ok(r),
+            Some(r) if !self.records_all => return Ok(r),
             Some(r) => r,
             None => Arc::new(CompiledRegex::new(source, size_limit)?),
         };
@@ -83,10 +84,10 @@ impl RegexCache {
         self.by_source.get(source).and_then(Weak::upgrade)
     }
 
-    /// Takes in the regexes an [`Overlay`] handed out, while the routes using them are alive:
-    /// a regex no route holds (its route was invalid for another reason) is left out, as
+    /// Takes in the regexes a [`PreparedRegexes`] handed out, while the routes using them are
+    /// alive: a regex no route holds (its route was invalid for another reason) is left out, as
     /// `release` would never be called for it.
-    pub(crate) fn absorb(&mut self, new: HashMap<String, Arc<CompiledRegex>>) {
+    pub(crate) fn register_in_use(&mut self, new: HashMap<String, Arc<CompiledRegex>>) {
         for (source, r) in new {
             if Arc::strong_count(&r) > 1 {
                 self.by_source.insert(source, Arc::downgrade(&r));
@@ -117,6 +118,7 @@ impl RegexCache {
     }
 
     /// Number of regexes alive: held by a route, or by a change prepared against this router.
+    #[cfg(feature = "diagnostics")]
     pub(crate) fn len(&self) -> usize {
         self.by_source
             .values()

@@ -24,7 +24,6 @@ pub(crate) mod requirement;
 mod small_key;
 pub(crate) mod tree;
 
-use rustc_hash::FxHashMap;
 use uuid::Uuid;
 
 use crate::router::needs::FieldMask;
@@ -32,7 +31,7 @@ use crate::schema::context::Context;
 
 pub(crate) use requirement::{requirements, Requirement};
 pub(crate) use tree::{LevelBufs, Requirements};
-use tree::{Node, NodeInfo, Stats};
+use tree::{Node, Stats};
 
 /// Routing order as one sortable key: ascending `Order` is priority descending, then id bytes
 /// descending.
@@ -127,13 +126,18 @@ impl Index {
     }
 
     /// Routes without any requirement.
+    #[cfg(feature = "diagnostics")]
     pub(crate) fn unindexed(&self) -> usize {
         self.unindexed
     }
 
     /// The tree's shape, for diagnostics: per depth, leaves and the routes in them, and the
     /// splits by key.
+    #[cfg(feature = "diagnostics")]
     pub(crate) fn summary(&self) -> String {
+        use rustc_hash::FxHashMap;
+        use tree::NodeInfo;
+
         let mut leaves: Vec<(usize, usize, usize)> = Vec::new();
         let mut splits: FxHashMap<String, (usize, usize)> = FxHashMap::default();
         self.root.visit(0, &mut |n, depth| match n.describe() {

@@ -225,7 +225,7 @@ fn of(code: &Code<'_>, i: usize) -> Vec<Requirement> {
             }
             acc.unwrap_or_default()
         }
-        Instr::Not { .. } | Instr::End | Instr::Spilled(_) => Vec::new(),
+        Instr::Not { .. } | Instr::End | Instr::OnHeap(_) => Vec::new(),
         Instr::Pred(p) => predicate(code, p),
     }
 }

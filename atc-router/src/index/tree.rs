@@ -340,6 +340,7 @@ impl Node {
     }
 
     /// Visits every node, with its depth (for diagnostics).
+    #[cfg(feature = "diagnostics")]
     pub(crate) fn visit(&self, depth: usize, f: &mut dyn FnMut(&Node, usize)) {
         f(self, depth);
         if let Node::Split(s) = self {
@@ -349,6 +350,7 @@ impl Node {
     }
 
     /// What this node is, for diagnostics: a leaf's size, or a split's key and width.
+    #[cfg(feature = "diagnostics")]
     pub(crate) fn describe(&self) -> NodeInfo {
         match self {
             Node::Leaf(l) => NodeInfo::Leaf(l.entries.len()),
@@ -361,6 +363,7 @@ impl Node {
 }
 
 /// See [`Node::describe`].
+#[cfg(feature = "diagnostics")]
 #[derive(Debug)]
 pub(crate) enum NodeInfo {
     Leaf(usize),

@@ -1,4 +1,5 @@
-//! Text → [`Expr`], with the lexical rules of spec §2 and the precedence of spec §3.
+//! Text → [`Expr`], with the lexical rules of docs/language.md "Text" and the precedence of
+//! docs/language.md "Grammar and precedence".
 //!
 //! Invariants a change must keep:
 //! - Nothing recurses deeper than the nesting limit: `check_nesting` rejects deep inputs before
@@ -115,7 +116,7 @@ pub(crate) fn parse_with_pest(source: &str) -> Result<(Expr, Vec<PredicateSpans>
     Ok((expr, builder.spans))
 }
 
-/// What `\c` stands for in a string, for the escapes spec §2 allows.
+/// What `\c` stands for in a string, for the escapes docs/language.md "Text" allows.
 pub(super) fn escape(c: u8) -> Option<char> {
     Some(match c {
         b'"' => '"',
@@ -261,9 +262,10 @@ fn printable(s: &str) -> String {
     out
 }
 
-/// A sharper message than "expected …, found …" for the mistakes spec §2 calls out: unterminated
-/// strings, raw strings with the wrong number of `#`, numbers and addresses the language does not
-/// have (`019`, `0X1F`, `1.5`, `::ffff:1.2.3.4`, `fe80::1%eth0`), and `!` without a group.
+/// A sharper message than "expected …, found …" for the mistakes docs/language.md "Text" calls out:
+/// unterminated strings, raw strings with the wrong number of `#`, numbers and addresses the
+/// language does not have (`019`, `0X1F`, `1.5`, `::ffff:1.2.3.4`, `fe80::1%eth0`), and `!` without
+/// a group.
 fn lexical_hint(source: &str, pos: usize, expected: &[&str]) -> Option<(Range<usize>, String)> {
     let rest = &source[pos..];
     if expected.contains(&UNCLOSED_STRING) && (rest.is_empty() || rest == "\\") {

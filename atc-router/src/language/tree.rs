@@ -139,7 +139,8 @@ impl Op {
         }
     }
 
-    /// Whether the operator is defined for fields of type `ty` (`docs/language.md` §3).
+    /// Whether the operator is defined for fields of type `ty` (`docs/language.md`, "Types and
+    /// operators").
     pub fn applies_to(self, ty: crate::Type) -> bool {
         crate::schema::validate::operator_allowed(self, ty)
     }

@@ -6,14 +6,15 @@ use super::{broken_router, Router};
 use crate::compile::eval as matcher;
 use crate::error::Error;
 use crate::index::LevelBufs;
+#[cfg(feature = "diagnostics")]
 use crate::reference;
 use crate::router::needs::FieldMask;
 use crate::schema::context::Context;
 
-/// At most this many candidates, and as many routes of the fallback list, are warmed by
+/// At most this many candidates, and as many routes of the fallback list, are prefetched by
 /// [`Router::needed_fields`]: an execute stops at the first route that matches, and on a table
 /// with long lists, loading programs it never reaches would cost more than it saves.
-const WARM_MAX: usize = 16;
+const PREFETCH_MAX: usize = 16;
 
 /// Buffers of the indexed matcher, reused across requests.
 #[derive(Debug, Default)]
@@ -75,7 +76,7 @@ impl Router {
         if !Arc::ptr_eq(&self.schema, ctx.schema()) {
             return Err(Error::SchemaMismatch);
         }
-        let mut w = std::mem::take(&mut ctx.witnesses);
+        let mut w = std::mem::take(&mut ctx.record);
         // The candidates `needed_fields` found for this request, if no key field has changed.
         let cached = ctx.candidates.by == Some((self.uid, self.version))
             && ctx.candidates.added & self.index.key_fields() == 0;
@@ -109,7 +110,7 @@ impl Router {
         if cached {
             ctx.candidates.entries = cache;
         }
-        ctx.witnesses = w;
+        ctx.record = w;
         ctx.outcome = found;
         Ok(found.is_some())
     }
@@ -137,8 +138,8 @@ impl Router {
         found.dedup();
         for (i, (_, slot)) in found.iter().enumerate() {
             mask |= self.needs.of(*slot);
-            if i < WARM_MAX {
-                self.warm(*slot);
+            if i < PREFETCH_MAX {
+                self.prefetch(*slot);
             }
         }
         // Kept for the execute that follows (see `Context`'s cached candidates).
@@ -154,17 +155,19 @@ impl Router {
     /// all candidates are independent and overlap, where the execute's evaluation, branching
     /// on what it loaded, would wait for one cache miss after another.
     #[inline]
-    fn warm(&self, slot: u32) {
+    fn prefetch(&self, slot: u32) {
         std::hint::black_box(self.programs[slot as usize].touch());
     }
 
     #[doc(hidden)]
+    #[cfg(feature = "diagnostics")]
     pub fn index_summary(&self) -> String {
         self.index.summary()
     }
 
     /// How many routes a request has to consider at most (the index's candidates): the cost
     /// model of [`Router::execute`], for diagnostics and tests.
+    #[cfg(feature = "diagnostics")]
     pub fn candidate_count(&self, ctx: &mut Context) -> usize {
         with_scratch(|s| {
             s.candidates.clear();
@@ -177,12 +180,13 @@ impl Router {
 
     /// The reference evaluator: every route in routing order, plain tree walk. The oracle that
     /// [`Router::execute`] is tested against; same results, linear cost.
+    #[cfg(feature = "diagnostics")]
     pub fn execute_reference(&self, ctx: &mut Context) -> bool {
         ctx.clear_result();
         if !Arc::ptr_eq(&self.schema, ctx.schema()) {
             return false;
         }
-        let mut w = std::mem::take(&mut ctx.witnesses);
+        let mut w = std::mem::take(&mut ctx.record);
         let mut found = None;
         for &slot in self.order.values() {
             if reference::eval(self.tree(slot), ctx, &mut w) {
@@ -192,7 +196,7 @@ impl Router {
             }
             w.clear();
         }
-        ctx.witnesses = w;
+        ctx.record = w;
         ctx.outcome = found;
         found.is_some()
     }

@@ -1,4 +1,4 @@
-//! Routes in priority order, and matching a request against them (spec §7).
+//! Routes in priority order, and matching a request against them (docs/language.md "Routers").
 //!
 //! Invariants:
 //! - Routing order is priority descending, then id bytes descending (`index::Order`); ids are
@@ -38,7 +38,7 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use crate::compile::program::Program;
-use crate::compile::regex_cache::{Overlay, RegexCache};
+use crate::compile::regex_cache::{PreparedRegexes, RegexCache};
 use crate::compile::resolve::{resolve, Fields, Node};
 use crate::error::Error;
 use crate::index::{requirements, Index, Order, Requirement, Requirements};
@@ -217,11 +217,11 @@ impl Router {
         if self.ids.contains_key(&id) {
             return Err(Error::DuplicateRoute(id));
         }
-        let mut overlay = Overlay::new(&self.regexes);
-        let route = self.prepare(id, priority, expression, &mut overlay)?;
-        let compiled = overlay.into_new();
+        let mut regexes = PreparedRegexes::new(&self.regexes);
+        let route = self.prepare(id, priority, expression, &mut regexes)?;
+        let compiled = regexes.into_compiled();
         self.changing(|r| {
-            r.regexes.absorb(compiled);
+            r.regexes.register_in_use(compiled);
             r.insert(route);
         });
         Ok(())
@@ -245,13 +245,13 @@ impl Router {
     }
 
     /// Parses, validates and resolves a route without changing the router; new regexes go to
-    /// the overlay.
+    /// the regexes.
     fn prepare(
         &self,
         id: Uuid,
         priority: u64,
         expression: &str,
-        overlay: &mut Overlay<'_>,
+        regexes: &mut PreparedRegexes<'_>,
     ) -> Result<Prepared, Error> {
         let parsed = parse_with_limits(expression, &self.limits)?;
         validate(expression, &parsed, &self.schema)?;
@@ -261,7 +261,7 @@ impl Router {
             &parsed,
             Fields::Acquire(&mut holds),
             &self.limits,
-            overlay,
+            regexes,
         )?;
         Ok(Prepared {
             id,
@@ -290,7 +290,7 @@ impl Router {
             &parsed,
             Fields::Peek(&self.schema),
             &self.limits,
-            &mut Overlay::new(&self.regexes),
+            &mut PreparedRegexes::new(&self.regexes),
         )
         .expect("a route's text resolved against this schema when it was added");
         Box::new(node)
@@ -429,12 +429,14 @@ impl Router {
     }
 
     /// Number of distinct compiled regexes held.
+    #[cfg(feature = "diagnostics")]
     pub fn regex_count(&self) -> usize {
         self.regexes.len()
     }
 
     /// Number of routes without any requirement the index can use (every request considers
     /// them).
+    #[cfg(feature = "diagnostics")]
     pub fn unindexed_count(&self) -> usize {
         self.index.unindexed()
     }
@@ -459,7 +461,7 @@ impl Router {
             &parsed,
             Fields::Peek(schema),
             limits,
-            &mut Overlay::new(&cache),
+            &mut PreparedRegexes::new(&cache),
         )?;
         Ok(fields)
     }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use super::{Prepared, Router};
-use crate::compile::regex_cache::Overlay;
+use crate::compile::regex_cache::PreparedRegexes;
 use crate::compile::resolve::Node;
 use crate::error::Error;
 use crate::index::Index;
@@ -208,9 +208,9 @@ impl Router {
         // putting their new versions in would cost more (and touch every structure twice).
         let rebuild = self.broken || (changed + removed) * 2 > self.len();
         let mut errors = Vec::new();
-        let mut overlay = match rebuild {
-            true => Overlay::takeover(&self.regexes),
-            false => Overlay::new(&self.regexes),
+        let mut regexes = match rebuild {
+            true => PreparedRegexes::for_new_router(&self.regexes),
+            false => PreparedRegexes::new(&self.regexes),
         };
         let mut fresh = rebuild.then(|| {
             let mut f = Router::with_limits(self.schema.clone(), self.limits);
@@ -222,10 +222,10 @@ impl Router {
         let mut orders = Vec::with_capacity(if rebuild { desired.len() } else { 0 });
         // A route kept as it is, into a fresh router: parsed again, as the fresh router holds
         // its own copy of every route, but the same version (`Route::instance`).
-        let copy = |slot: u32, overlay: &mut Overlay<'_>| -> Option<Prepared> {
+        let copy = |slot: u32, regexes: &mut PreparedRegexes<'_>| -> Option<Prepared> {
             let row = self.catalog.row(slot as usize)?;
             let text = self.catalog.text(slot as usize);
-            let mut p = self.prepare(row.id, row.priority, text, overlay).ok()?;
+            let mut p = self.prepare(row.id, row.priority, text, regexes).ok()?;
             p.instance = row.instance;
             Some(p)
         };
@@ -237,14 +237,14 @@ impl Router {
                 }
                 (Status::Unchanged(slot), Some(f)) => {
                     orders.push(
-                        f.place(copy(slot, &mut overlay).expect("a live route prepares again")),
+                        f.place(copy(slot, &mut regexes).expect("a live route prepares again")),
                     );
                     continue;
                 }
                 (Status::Unchanged(_), None) => continue,
                 (Status::Changed(_) | Status::Added, _) => spec.expression,
             };
-            match self.prepare(spec.id, spec.priority, expression, &mut overlay) {
+            match self.prepare(spec.id, spec.priority, expression, &mut regexes) {
                 Ok(route) => {
                     match *st {
                         Status::Changed(slot) => {
@@ -266,7 +266,7 @@ impl Router {
                     // Apply-valid keeps a known route's current version when its new one is
                     // invalid; a fresh router has to be given that version too.
                     if let (Status::Changed(slot), Some(f)) = (*st, &mut fresh) {
-                        if let Some(old) = copy(slot, &mut overlay) {
+                        if let Some(old) = copy(slot, &mut regexes) {
                             orders.push(f.place(old));
                         }
                     }
@@ -290,10 +290,10 @@ impl Router {
                 f.order = orders.into_iter().collect();
                 f.index = Index::build(f.pending_index.take().unwrap_or_default());
                 // Every regex the fresh routes hold, compiled now or taken over from this router.
-                f.regexes.absorb(overlay.into_new());
+                f.regexes.register_in_use(regexes.into_compiled());
                 plan.rebuilt = Some(Box::new(f));
             }
-            None => plan.regexes = overlay.into_new(),
+            None => plan.regexes = regexes.into_compiled(),
         }
         plan.version = self.version;
         Ok(plan)
@@ -332,7 +332,7 @@ impl Router {
         }
         self.version += 1;
         self.changing(|r| {
-            r.regexes.absorb(regexes);
+            r.regexes.register_in_use(regexes);
             let mut taken = Vec::with_capacity(remove.len());
             for (id, tree) in remove {
                 taken.extend(r.take(id, Some(tree)));

@@ -50,7 +50,7 @@ pub struct Context {
     types: Vec<Type>,
     touched: Vec<FieldId>,
     pub(crate) outcome: Option<(Uuid, u64)>,
-    pub(crate) witnesses: Witnesses,
+    pub(crate) record: MatchRecord,
     /// The candidates `Router::needed_fields` found, kept for the execute that follows it.
     pub(crate) candidates: CachedCandidates,
 }
@@ -151,7 +151,7 @@ impl Context {
             types: Vec::new(),
             touched: Vec::new(),
             outcome: None,
-            witnesses: Witnesses::default(),
+            record: MatchRecord::default(),
             candidates: CachedCandidates::default(),
         }
     }
@@ -290,7 +290,7 @@ impl Context {
 
     pub(crate) fn clear_result(&mut self) {
         self.outcome = None;
-        self.witnesses.clear();
+        self.record.clear();
     }
 
     /// The result of the last execute, if it matched.
@@ -304,7 +304,7 @@ impl Context {
 }
 
 /// The route that matched, with the values and captures of the predicates that decided it
-/// (spec §5).
+/// (docs/language.md "Evaluation").
 #[derive(Debug, Clone, Copy)]
 pub struct MatchResult<'a> {
     ctx: &'a Context,
@@ -334,7 +334,7 @@ impl<'a> MatchResult<'a> {
 
     /// [`MatchResult::matched_value`] by field id.
     pub fn matched_value_by_id(&self, field: FieldId) -> Option<MatchedValue<'a>> {
-        let w = &self.ctx.witnesses;
+        let w = &self.ctx.record;
         w.matched
             .iter()
             .rev()
@@ -350,7 +350,7 @@ impl<'a> MatchResult<'a> {
     /// Fields with a recorded value, each once, in the order they were first recorded.
     pub fn matched_fields(&self) -> Vec<FieldId> {
         let mut out: Vec<FieldId> = Vec::new();
-        for (f, _) in &self.ctx.witnesses.matched {
+        for (f, _) in &self.ctx.record.matched {
             if !out.contains(f) {
                 out.push(*f);
             }
@@ -362,7 +362,7 @@ impl<'a> MatchResult<'a> {
     /// the whole match) and each named group also by name. A later one wins over an earlier
     /// one with the same key.
     pub fn captures(&self) -> impl Iterator<Item = (CaptureKey<'a>, &'a str)> + 'a {
-        let w = &self.ctx.witnesses;
+        let w = &self.ctx.record;
         w.captures.iter().map(move |(k, r)| {
             let key = match k {
                 Key::Index(i) => CaptureKey::Index(*i),
@@ -374,7 +374,7 @@ impl<'a> MatchResult<'a> {
 
     /// One capture by key (the last recorded with that key).
     pub fn capture(&self, key: CaptureKey<'_>) -> Option<&'a str> {
-        let w = &self.ctx.witnesses;
+        let w = &self.ctx.record;
         w.captures
             .iter()
             .rev()
@@ -444,7 +444,7 @@ impl fmt::Display for CaptureKey<'_> {
 /// Invariant: a sub-expression that turns out false rolls back to the [`Mark`] taken before it,
 /// so only deciding predicates leave anything here.
 #[derive(Debug, Default)]
-pub(crate) struct Witnesses {
+pub(crate) struct MatchRecord {
     matched: Vec<(FieldId, Matched)>,
     captures: Vec<(Key, Range<usize>)>,
     text: String,
@@ -467,7 +467,7 @@ enum Key {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Mark(usize, usize, usize);
 
-impl Witnesses {
+impl MatchRecord {
     pub(crate) fn mark(&self) -> Mark {
         Mark(self.matched.len(), self.captures.len(), self.text.len())
     }

@@ -1,5 +1,5 @@
-//! Schemas: field names and their types (spec §6), and the small integers ([`FieldId`]) that
-//! routers and contexts use instead of names on the request path.
+//! Schemas: field names and their types (docs/language.md "Schemas and field names"), and the small
+//! integers ([`FieldId`]) that routers and contexts use instead of names on the request path.
 //!
 //! Two kinds of names have ids:
 //! - **declared fields** ([`Schema::add_field`]) get one for the life of the schema;
@@ -481,7 +481,7 @@ impl Drop for Holds {
     }
 }
 
-/// ASCII letter, then ASCII letters, digits, `_` or `.` (spec §2).
+/// ASCII letter, then ASCII letters, digits, `_` or `.` (docs/language.md "Text").
 pub(crate) fn is_identifier(s: &str) -> bool {
     let mut b = s.bytes();
     matches!(b.next(), Some(c) if c.is_ascii_alphabetic())

@@ -1,4 +1,5 @@
-//! Semantic checks of a parsed expression against a schema (spec §6).
+//! Semantic checks of a parsed expression against a schema (docs/language.md "Schemas and field
+//! names").
 //!
 //! Per predicate, in this order, the first failure wins: unknown field; LHS/RHS type mismatch;
 //! `lower()` on a non-String field; operator not defined for the type; and, last, a `lower()`
@@ -103,7 +104,7 @@ pub(crate) fn rhs_type(field: Type, op: Op) -> Type {
     }
 }
 
-/// Spec §4: which operators each type has.
+/// docs/language.md "Types and operators": which operators each type has.
 pub(crate) fn operator_allowed(op: Op, ty: Type) -> bool {
     match op {
         Op::Equals | Op::NotEquals => true,

@@ -5,7 +5,7 @@ use std::net::{IpAddr, Ipv6Addr};
 
 pub use cidr::IpCidr;
 
-/// The type of a schema field (spec §4).
+/// The type of a schema field (docs/language.md "Types and operators").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Type {
     /// Text.
@@ -165,6 +165,15 @@ fn write_ipv6(f: &mut fmt::Formatter<'_>, addr: &Ipv6Addr) -> fmt::Result {
         .map(|s| format!("{s:x}"))
         .collect();
     write!(f, "{}::{}", head.join(":"), tail.join(":"))
+}
+
+/// Addresses of the other family are never inside.
+pub(crate) fn cidr_contains(c: &cidr::IpCidr, a: &IpAddr) -> bool {
+    match (c, a) {
+        (cidr::IpCidr::V4(c), IpAddr::V4(a)) => c.contains(a),
+        (cidr::IpCidr::V6(c), IpAddr::V6(a)) => c.contains(a),
+        _ => false,
+    }
 }
 
 #[cfg(test)]

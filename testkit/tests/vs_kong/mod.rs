@@ -9,9 +9,9 @@
 //! - the routes both accept, added to both routers, give the same field list, and for every
 //!   request the same winning route (or none); then again after half of them are removed;
 //! - the winner's matched values and captures equal what Kong's own predicate evaluation
-//!   gives when composed by spec §5 (only the predicates that decided the result count):
-//!   Kong's raw result additionally holds values from failed branches, which is a documented
-//!   difference, counted in [`Stats::leaks`];
+//!   gives when composed by docs/language.md "Evaluation" (only the predicates that decided the
+//!   result count): Kong's raw result additionally holds values from failed branches, which is
+//!   a documented difference, counted in [`Stats::leaks`];
 //! - values Kong's library would abort on (a wrong type, an unknown field) go to our context
 //!   only, and must be refused without changing it; routes Kong would abort on
 //!   (`kong_text == None`) go to our router only, and must be a clean result either way.
@@ -130,10 +130,11 @@ impl Values {
     }
 }
 
-/// Kong's result for one route evaluated by spec §5: each predicate is evaluated by Kong's own
-/// interpreter into a fresh record, and records are kept only for predicates that decided the
-/// result (both sides of a true `&&`, the first true side of `||`, nothing under `!`), merged
-/// in evaluation order (a later record of the same key wins, as a map insert does).
+/// Kong's result for one route evaluated by docs/language.md "Evaluation": each predicate is
+/// evaluated by Kong's own interpreter into a fresh record, and records are kept only for
+/// predicates that decided the result (both sides of a true `&&`, the first true side of `||`,
+/// nothing under `!`), merged in evaluation order (a later record of the same key wins, as a map
+/// insert does).
 pub fn decided(
     e: &Expression,
     ctx: &mut kong::context::Context,
