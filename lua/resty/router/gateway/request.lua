@@ -20,8 +20,9 @@
 --                          the port, lowercase (nginx does both)
 --   http.path              $uri: decoded, normalised, without the query string
 --   http.path.segments.N   piece N (0-based) of $uri after its leading slashes
---   http.headers.NAME      every value of header NAME (lowercase, `_` for `-`); the header list
---                          is read only when $http_NAME says a header in use is present
+--   http.headers.NAME      every value of header NAME (lowercase, `_` for `-`); from the plain
+--                          ngx API the header list is read only when $http_NAME says a header
+--                          in use is present
 --   http.queries.NAME      every value of query argument NAME (a valueless `?debug` has none);
 --                          the argument list is read only when there is a query string
 --   net.src.ip, net.src.port, net.dst.ip, net.dst.port, net.protocol, tls.sni
@@ -185,6 +186,8 @@ end
 
 ---------------------------------------------------------------------------------------------
 -- The sources. Each has:
+--   presence_first     whether to ask $http_NAME before reading the header list (the list is
+--                      dear to make, and the headers in use are absent from most requests)
 --   request()          a handle of the current request, or nil
 --   var(r, name)       ptr, len of the variable's bytes, or nil when it has no value
 --   method(r)          the method, a Lua string
@@ -194,7 +197,7 @@ end
 
 -- The plain ngx API. Its strings are held in `held` until the next request() (see the
 -- invariants).
-local plain = {}
+local plain = { presence_first = true }
 do
     pcall(ffi.cdef, [[
         typedef struct { int len; const unsigned char *data; } atc_gateway_str;
@@ -301,7 +304,9 @@ do
             ffi.typeof("ngx_http_lua_ffi_table_elt_t")
     end)
     if ok then
-        native = {}
+        -- The list is two calls and pointers, cheaper than one $http_NAME lookup per header
+        -- in use (each scans the list).
+        native = { presence_first = false }
         local get_request = base.get_request
         local var_get = C.ngx_http_lua_ffi_var_get
         local get_headers_count = C.ngx_http_lua_ffi_req_get_headers_count
@@ -483,15 +488,21 @@ function _M.read(b, src, steps, lo, hi, max_headers, max_args)
                     return nil, err
                 end
             elseif kind == K_HEADER then
-                -- $http_NAME is nil exactly when the header is absent, which it is on most
-                -- requests; only a present header needs the list, which has every value.
-                if src.var(r, step.present) then
-                    if not nh then
-                        nh, hdrs = src.headers(r, max_headers)
-                        if not nh then
-                            return nil, "more than " .. max_headers .. " request headers"
-                        end
+                -- The header list has every value of a header; $http_NAME only says whether it
+                -- is there. Too many headers rejects the request only when one in use is there.
+                if nh == nil and not src.presence_first then
+                    nh, hdrs = src.headers(r, max_headers)
+                    nh = nh or false
+                end
+                if nh == nil and src.var(r, step.present) then
+                    nh, hdrs = src.headers(r, max_headers)
+                    nh = nh or false
+                end
+                if nh == false then
+                    if src.var(r, step.present) then
+                        return nil, "more than " .. max_headers .. " request headers"
                     end
+                elseif nh then
                     local name = step.arg
                     for j = 0, nh - 1 do
                         local h = hdrs[j]
