@@ -207,7 +207,8 @@ do
     local pairs_type = ffi.typeof("atc_gateway_pair[?]")
     local held = {}
     local nheld = 0
-    local list_cap, list = 0, nil
+    -- One list for the headers, one for the arguments: a read may use both.
+    local lists = { { cap = 0 }, { cap = 0 } }
 
     local function hold(s)
         nheld = nheld + 1
@@ -235,17 +236,19 @@ do
         return ngx.req.get_method()
     end
 
-    -- The entries of a get_headers() / get_uri_args() table as a list; `true` (an argument
-    -- without a value) becomes length -1.
-    local function flatten(t)
+    -- The entries of a get_headers() / get_uri_args() table as list `which`; `true` (an
+    -- argument without a value) becomes length -1.
+    local function flatten(t, which)
         local n = 0
         for _, v in pairs(t) do
             n = n + (type(v) == "table" and #v or 1)
         end
-        if n > list_cap then
-            list_cap = n
-            list = pairs_type(n)
+        local l = lists[which]
+        if n > l.cap then
+            l.cap = n
+            l.list = pairs_type(n)
         end
+        local list = l.list
         local j = 0
         for key, v in pairs(t) do
             local kp, kl = hold(key)
@@ -270,7 +273,7 @@ do
         if err == "truncated" then
             return nil
         end
-        return flatten(t)
+        return flatten(t, 1)
     end
 
     function plain.args(_, max)
@@ -278,7 +281,7 @@ do
         if err == "truncated" then
             return nil
         end
-        return flatten(t)
+        return flatten(t, 2)
     end
 end
 _M.plain = plain
