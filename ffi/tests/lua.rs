@@ -116,5 +116,4 @@ lua_tests!(
     update_is_atomic_for_requests,
     large_update_changes_only_what_differs,
     two_phase_routing_reads_only_what_candidates_use,
-    cheap_fields_are_read_in_one_pass,
 );

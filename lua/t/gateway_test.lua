@@ -473,34 +473,4 @@ function T.two_phase_routing_reads_only_what_candidates_use()
     has(err, "not valid UTF-8")
 end
 
-
--- When every field left to the second phase is as cheap to read as asking about it (one nginx
--- variable, or the method), route() reads everything in one pass; a costly one (a header)
--- brings the two phases back.
-function T.cheap_fields_are_read_in_one_pass()
-    local gw = assert(gateway.new())
-    assert(gw:update(1, list(
-        { U1, 3, 'http.host == "a.com" && http.method == "GET"' },
-        { U2, 2, 'http.host == "b.com"' }
-    )))
-    set_request({ var = { host = "b.com" }, method = "POST" })
-    eq(gw:route(), U2)
-    eq(log.method, 1, "the method is read though no candidate uses it")
-    set_request({ var = { host = "a.com" }, method = "GET" })
-    eq(gw:route(), U1)
-
-    assert(gw:update(2, list(
-        { U1, 3, 'http.host == "a.com" && http.method == "GET"' },
-        { U2, 2, 'http.host == "b.com"' },
-        { U3, 1, 'http.host == "c.com" && http.headers.x_a == "1"' }
-    )))
-    set_request({ var = { host = "b.com" }, method = "POST", headers = { ["x-a"] = "1" } })
-    eq(gw:route(), U2)
-    same({ log.method, log.headers }, { 0, 0 }, "method and headers reads")
-    same(log.vars, { "host" }, "vars read")
-    set_request({ var = { host = "c.com" }, headers = { ["x-a"] = "1" } })
-    eq(gw:route(), U3)
-    eq(log.method, 0, "no candidate of c.com uses the method")
-end
-
 return T

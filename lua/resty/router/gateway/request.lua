@@ -56,14 +56,6 @@ local K_METHOD, K_HOST, K_PATH, K_SEGMENT, K_HEADER, K_QUERY = 1, 2, 3, 4, 5, 6
 local K_SRC_IP, K_SRC_PORT, K_DST_IP, K_DST_PORT, K_PROTOCOL, K_SNI = 7, 8, 9, 10, 11, 12
 local K_CUSTOM, K_NONE = 13, 14
 
--- The kinds read from one nginx variable (or the method), nothing else: reading one costs
--- about what asking the router whether it is needed does.
-_M.CHEAP = {
-    [K_METHOD] = true, [K_HOST] = true, [K_PATH] = true, [K_SRC_IP] = true,
-    [K_SRC_PORT] = true, [K_DST_IP] = true, [K_DST_PORT] = true, [K_PROTOCOL] = true,
-    [K_SNI] = true, [K_NONE] = true,
-}
-
 local FIXED = {
     ["http.method"] = K_METHOD,
     ["http.host"] = K_HOST,

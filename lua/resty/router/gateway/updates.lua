@@ -14,8 +14,8 @@
 --   old table and plan or by the new ones, never by a mix.
 -- * A plan is never changed once installed (route() reads it without copying).
 -- * Every field in use has exactly one step, in `steps`, and in exactly one of `key_steps`
---   (the fields of the router's indexes) and `lazy_steps` (the others). A lazy field is read
---   only when the request's candidate routes use it, unless the plan reads in one pass.
+--   (the fields of the router's indexes) and `lazy_steps` (read only when the request's
+--   candidate routes need them).
 
 local bit = require("bit")
 local router = require("resty.router.router")
@@ -33,11 +33,8 @@ _M.EMPTY = { fields = {}, steps = {}, key_steps = {}, lazy_steps = {}, one_pass 
 --
 -- Two-phase routing (route()): the key steps are read for every request, then
 -- r:needed_fields() says which lazy steps the routes left possible by those values use, and
--- only those are read. That pays (an FFI call and a second batch) when lazy fields are costly
--- to read: headers, query arguments, path segments, extractors. When every lazy field comes
--- from one nginx variable (or is the method), skipping them saves about what asking costs, and
--- when every request needs every field anyway (a table no index holds), asking saves nothing:
--- then the plan reads everything in one pass.
+-- only those are read. When every request needs every field anyway (a table no index holds),
+-- the plan reads everything in one pass.
 function _M.plan(r, c, extractors)
     local fields = r:get_fields() or {}
     local klo, khi = r:key_fields()
@@ -61,12 +58,13 @@ function _M.plan(r, c, extractors)
     -- What every request needs: the needed fields of a context without values.
     c:reset()
     local nlo, nhi = r:needed_fields(c)
-    local all_cheap, all_needed = true, true
+    local one_pass = true
     for _, step in ipairs(lazy_steps) do
-        all_cheap = all_cheap and request.CHEAP[step.kind] or false
-        all_needed = all_needed and bor(band(nlo, step.lo), band(nhi, step.hi)) ~= 0
+        if bor(band(nlo, step.lo), band(nhi, step.hi)) == 0 then
+            one_pass = false
+            break
+        end
     end
-    local one_pass = all_cheap or all_needed
     return {
         fields = fields, steps = steps, key_steps = key_steps, lazy_steps = lazy_steps,
         one_pass = one_pass,
