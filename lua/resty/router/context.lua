@@ -39,6 +39,7 @@ local T_STRING = lib.ATC_TYPE_STRING
 local T_INT = lib.ATC_TYPE_INT
 local T_NONE = lib.ATC_TYPE_NONE
 local UUID_LEN = lib.ATC_UUID_LEN
+local ERR_BUFFER = lib.ATC_ERR_BUFFER
 
 local _M = {}
 local mt = { __index = _M }
@@ -193,50 +194,24 @@ local caps_cap = 16
 local caps = ffi.new("atc_capture[?]", caps_cap)
 local caps_n = ffi.new("size_t[1]")
 
-pcall(ffi.cdef, "int memcmp(const void *a, const void *b, size_t n);")
-local memcmp = ffi.C.memcmp
-
--- Whether two byte strings are equal.
-local function same_bytes(a, alen, b, blen)
-    return alen == blen and (a == b or memcmp(a, b, alen) == 0)
-end
-
--- The captures table of the result (n entries). Making a Lua string interns it (a hash, a
--- walk of a string table the route table has grown) and most of a captures table is the same
--- text twice: a named group follows its numbered entry with the same text, and group 0 is
--- usually the matched value (`first`, a string, or nil). So an entry whose text equals the
--- previous one's reuses that string. (Nothing of cdata type is carried from one iteration to
--- the next: LuaJIT would box it, an allocation per entry.)
-local function read_captures(self, n, first)
-    if n > caps_cap then
-        caps_cap = n
+local function read_captures(self, n)
+    while true do
+        caps_n[0] = caps_cap
+        local rc = lib.atc_context_captures(self.ptr, caps, caps_n)
+        if rc == 0 then
+            break
+        end
+        if rc ~= ERR_BUFFER then
+            return nil
+        end
+        caps_cap = tonumber(caps_n[0])
         caps = ffi.new("atc_capture[?]", caps_cap)
     end
-    caps_n[0] = caps_cap
-    if lib.atc_context_captures(self.ptr, caps, caps_n) ~= 0 then
-        return nil
-    end
     n = tonumber(caps_n[0])
-    -- Sizes, not limits: at most n numbers (0 .. n - 1), and each name comes with its group's
-    -- number, so at most n / 2 names.
-    local out = table_new(n, floor(n / 2))
-    local prev = nil
+    local out = table_new(n, n)
     for i = 0, n - 1 do
         local c = caps[i]
-        local len = tonumber(c.value_len)
-        local v = nil
-        if i > 0 then
-            local p = caps[i - 1]
-            if same_bytes(c.value, len, p.value, tonumber(p.value_len)) then
-                v = prev
-            end
-        elseif first and same_bytes(c.value, len, matched.ptr, tonumber(matched.len)) then
-            v = first
-        end
-        if v == nil then
-            v = ffi_string(c.value, len)
-        end
-        prev = v
+        local v = ffi_string(c.value, c.value_len)
         if c.index >= 0 then
             out[tonumber(c.index)] = v
         else
@@ -275,7 +250,7 @@ function _M:get_result(matched_field)
     local captures = nil
     local n = tonumber(ncaptures[0])
     if n > 0 then
-        captures = read_captures(self, n, vt == T_STRING and value or nil)
+        captures = read_captures(self, n)
     end
     return uuid, value, captures
 end
