@@ -451,6 +451,7 @@ function _M.read(b, src, steps, lo, hi, max_headers, max_args)
         return 0
     end
     local k = 0
+    local var = src.var
     local uri_ptr, uri_len = nil, nil
     local nh, hdrs, nargs, argv = nil, nil, nil, nil
     for i = 1, #steps do
@@ -459,7 +460,7 @@ function _M.read(b, src, steps, lo, hi, max_headers, max_args)
             local kind = step.kind
             if kind == K_PATH or kind == K_SEGMENT then
                 if not uri_ptr then
-                    uri_ptr, uri_len = src.var(r, "uri")
+                    uri_ptr, uri_len = var(r, "uri")
                 end
                 if uri_ptr then
                     if kind == K_PATH then
@@ -472,7 +473,7 @@ function _M.read(b, src, steps, lo, hi, max_headers, max_args)
                     end
                 end
             elseif kind == K_HOST or kind == K_PROTOCOL or kind == K_SNI then
-                local ptr, len = src.var(r, step.arg)
+                local ptr, len = var(r, step.arg)
                 if ptr then
                     k = push_bytes(b, k, step, ptr, len)
                 end
@@ -489,12 +490,12 @@ function _M.read(b, src, steps, lo, hi, max_headers, max_args)
                     nh, hdrs = src.headers(r, max_headers)
                     nh = nh or false
                 end
-                if nh == nil and src.var(r, step.present) then
+                if nh == nil and var(r, step.present) then
                     nh, hdrs = src.headers(r, max_headers)
                     nh = nh or false
                 end
                 if nh == false then
-                    if src.var(r, step.present) then
+                    if var(r, step.present) then
                         return nil, "more than " .. max_headers .. " request headers"
                     end
                 elseif nh then
@@ -510,7 +511,7 @@ function _M.read(b, src, steps, lo, hi, max_headers, max_args)
                 if not nargs then
                     nargs = 0
                     -- No query string (most requests): no query values, nothing parsed.
-                    if src.var(r, "args") then
+                    if var(r, "args") then
                         nargs, argv = src.args(r, max_args)
                         if not nargs then
                             return nil, "more than " .. max_args .. " query arguments"
@@ -525,13 +526,13 @@ function _M.read(b, src, steps, lo, hi, max_headers, max_args)
                     end
                 end
             elseif kind == K_SRC_IP or kind == K_DST_IP then
-                local ptr, len = src.var(r, step.arg)
+                local ptr, len = var(r, step.arg)
                 -- "unix:" on a Unix socket: no address.
                 if ptr and not (len > 0 and ptr[0] == 117) then -- "u"
                     k = push_bytes(b, k, step, ptr, len)
                 end
             elseif kind == K_SRC_PORT or kind == K_DST_PORT then
-                local ptr, len = src.var(r, step.arg)
+                local ptr, len = var(r, step.arg)
                 local n = ptr and decimal(ptr, len)
                 if n then
                     k = push(b, k, step, n)
