@@ -34,7 +34,9 @@ _M.EMPTY = { fields = {}, steps = {}, key_steps = {}, lazy_steps = {}, one_pass 
 -- Two-phase routing (route()): the key steps are read for every request, then
 -- r:needed_fields() says which lazy steps the routes left possible by those values use, and
 -- only those are read. When every request needs every field anyway (a table no index holds),
--- the plan reads everything in one pass.
+-- the plan reads everything in one pass. Only then: even when the lazy fields are cheap nginx
+-- variables, asking pays, because needed_fields also loads the candidates' programs, loads
+-- that overlap with the second phase's reading where a one-pass execute would wait for them.
 function _M.plan(r, c, extractors)
     local fields = r:get_fields() or {}
     local klo, khi = r:key_fields()
