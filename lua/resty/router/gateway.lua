@@ -8,8 +8,9 @@
 --   local uuid, matched_path, captures = gw:route()   -- in access_by_lua*, per request
 --
 -- The jobs are in modules of their own: resty.router.gateway.updates (versioned updates and the
--- routing plan), resty.router.gateway.request (reading request values); this module routes,
--- through the binding's objects (gw.schema, gw.router, gw.context).
+-- routing plan), resty.router.gateway.request (reading request values) over
+-- resty.router.gateway.sources (the raw request data, from nginx or the plain ngx API); this
+-- module routes, through the binding's objects (gw.schema, gw.router, gw.context).
 --
 -- Invariants:
 -- * `self.plan` is the plan of the routes in `self.router` (updates.lua installs both in one
@@ -27,11 +28,12 @@ local router = require("resty.router.router")
 local context = require("resty.router.context")
 local updates = require("resty.router.gateway.updates")
 local request = require("resty.router.gateway.request")
+local sources = require("resty.router.gateway.sources")
 
 local ipairs, setmetatable, tostring = ipairs, setmetatable, tostring
 
 local read, ALL = request.read, request.ALL
-local SOURCE = request.native or request.plain
+local SOURCE = sources.native or sources.plain
 
 local _M = {}
 local mt = { __index = _M }
@@ -173,9 +175,9 @@ end
 -- functions; nil when they are not available) or "plain" (the plain ngx API). "error: " and
 -- the reason when the request cannot be read. The nginx test compares the two.
 function _M:request_values(source)
-    local src = request.plain
+    local src = sources.plain
     if source == "native" then
-        src = request.native
+        src = sources.native
         if not src then
             return nil
         end
