@@ -40,6 +40,8 @@ local function same(got, want, what)
     end
 end
 
+local ffi = require("ffi")
+local bit = require("bit")
 local schema = require("resty.router.schema")
 local router = require("resty.router.router")
 local context = require("resty.router.context")
@@ -195,6 +197,122 @@ function T.router_get_fields_and_validate()
     local rb = router.new(big)
     assert(rb:add_matcher(1, U1, expr))
     eq(#rb:get_fields(), 120)
+end
+
+-- Whether the field of id `id` is in the mask (lo, hi).
+local function in_mask(id, lo, hi)
+    local flo, fhi = router.field_mask(id)
+    return bit.band(lo, flo) ~= 0 or bit.band(hi, fhi) ~= 0
+end
+
+function T.router_field_masks()
+    -- One bit per field index (the low 20 bits of an id), the last one for every index past it.
+    same({ router.field_mask(0) }, { 1, 0 })
+    same({ router.field_mask(5) }, { 32, 0 })
+    same({ router.field_mask(31) }, { bit.lshift(1, 31), 0 })
+    same({ router.field_mask(32) }, { 0, 1 })
+    same({ router.field_mask(40) }, { 0, 256 })
+    same({ router.field_mask(63) }, { 0, bit.lshift(1, 31) })
+    same({ router.field_mask(200) }, { 0, bit.lshift(1, 31) })
+    same({ router.field_mask(0x300005) }, { 32, 0 })
+    local s = http_schema()
+    local r = router.new(s)
+    local c = context.new(s)
+    -- No routes: no key fields, and nothing needed.
+    same({ r:key_fields() }, { 0, 0 })
+    same({ r:needed_fields(c) }, { 0, 0 })
+    local ok, err = pcall(r.needed_fields, r, {})
+    eq(ok, false)
+    if not tostring(err):find("context expected", 1, true) then
+        error("unexpected error " .. tostring(err))
+    end
+end
+
+-- Two-phase matching through the binding: add the key fields, ask which other fields the
+-- candidates need, add those, execute; the result is the one adding every field gives.
+function T.router_key_and_needed_fields()
+    local s = http_schema()
+    local r = router.new(s)
+    -- Enough hosts that the index looks hosts up; every 7th route also reads a header.
+    local n = 300
+    for i = 1, n do
+        local expr = string.format('http.host == "h%d.com" && http.path ^= "/p"', i)
+        if i % 7 == 0 then
+            expr = expr .. ' && http.headers.x_a == "1"'
+        end
+        assert(r:add_matcher(i, string.format("a8f2c1e4-0000-4000-8000-%012d", i), expr))
+    end
+    local c = context.new(s)
+    local host = assert(c:field_id("http.host"))
+    local path = assert(c:field_id("http.path"))
+    local header = assert(c:field_id("http.headers.x_a"))
+    local klo, khi = r:key_fields()
+    eq(type(klo), "number")
+    eq(type(khi), "number")
+    eq(in_mask(host, klo, khi), true, "http.host is a key field")
+    eq(in_mask(header, klo, khi), false, "the header is not a key field")
+    -- A host whose route reads the header, and one whose route does not.
+    for _, case in ipairs({ { 14, true }, { 15, false }, { 999, false } }) do
+        c:reset()
+        assert(c:add_value("http.host", "h" .. case[1] .. ".com"))
+        local lo, hi = r:needed_fields(c)
+        eq(in_mask(header, lo, hi), case[2], "header needed for h" .. case[1])
+        eq(in_mask(host, lo, hi), true, "the key fields are in the answer")
+        assert(c:add_value("http.path", "/p/x"))
+        if in_mask(header, lo, hi) then
+            assert(c:add_value("http.headers.x_a", "1"))
+        end
+        local two = r:execute(c) and c:get_result() or nil
+        c:reset()
+        assert(c:add_value("http.host", "h" .. case[1] .. ".com"))
+        assert(c:add_value("http.path", "/p/x"))
+        assert(c:add_value("http.headers.x_a", "1"))
+        local all = r:execute(c) and c:get_result() or nil
+        eq(two, all, "two phases against every field for h" .. case[1])
+    end
+    -- The key fields follow the routes: with the hosts gone, hosts are no key.
+    for i = 1, n do
+        r:remove_matcher(string.format("a8f2c1e4-0000-4000-8000-%012d", i))
+    end
+    same({ r:key_fields() }, { 0, 0 })
+end
+
+function T.context_add_values_batch()
+    local s = http_schema()
+    local r = router.new(s)
+    assert(r:add_matcher(1, U1, 'http.host == "a.com" && net.dst.port == 8443'
+        .. ' && net.src.ip in 10.0.0.0/8'))
+    local c = context.new(s)
+    local host = assert(c:field_id("http.host"))
+    local port, port_type = c:field_id("net.dst.port")
+    local ip, ip_type = c:field_id("net.src.ip")
+    local T_STRING = require("resty.router.cdefs").TYPE_CODES.String
+    local v = ffi.new("atc_value[?]", 4)
+    local text = "a.com"
+    v[0].field, v[0].value_type, v[0].ptr, v[0].len = host, T_STRING, text, #text
+    v[1].field, v[1].value_type, v[1].int_value = port, port_type, 8443
+    v[2].field, v[2].value_type, v[2].ptr, v[2].len = ip, ip_type, "10.1.2.3", 8
+    eq(c:add_values(v, 0), true, "nothing to add")
+    eq(c:add_values(v, 3), true)
+    eq(r:execute(c), true)
+    eq(c:get_result(), U1)
+    -- A bad value: its message and its 1-based position; the values before it are in.
+    c:reset()
+    local bad = "x\255"
+    v[2].field, v[2].value_type, v[2].ptr, v[2].len = host, T_STRING, bad, #bad
+    local ok, err, at = c:add_values(v, 3)
+    eq(ok, nil)
+    if not err:find("not valid UTF-8", 1, true) or err:find("^value") then
+        error("unexpected message " .. fmt(err))
+    end
+    eq(at, 3)
+    -- The wrong type code for a field is refused too.
+    c:reset()
+    v[0].value_type = port_type
+    ok, err, at = c:add_values(v, 1)
+    eq(ok, nil)
+    eq(at, 1)
+    eq(type(err), "string")
 end
 
 function T.context_values_and_types()
@@ -453,7 +571,6 @@ function T.request_header_names_register_nothing()
 end
 
 function T.int64_cdata_values()
-    local ffi = require("ffi")
     local s = http_schema()
     local r = router.new(s)
     assert(r:add_matcher(ffi.new("uint64_t", 2) ^ 62, U1, 'net.dst.port == -9223372036854775807'))

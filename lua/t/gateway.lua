@@ -133,14 +133,14 @@ function _M.update()
 end
 
 function _M.access()
-    -- The gateway reads requests through resty.router.ngx_request inside nginx; its plain-Lua
-    -- source (the one the mock tests exercise) must give the very same values.
+    -- Inside nginx the gateway reads requests through lua-nginx-module's FFI functions; the
+    -- plain ngx API (the source the mock tests exercise) must give the very same values.
     local native = GW:request_values("native")
     if native ~= nil then
-        local plain = GW:request_values("lua")
+        local plain = GW:request_values("plain")
         if native ~= plain then
             ngx.status = 500
-            ngx.say("the request sources differ\nlua:\n", plain, "\nnative:\n", native)
+            ngx.say("the request sources differ\nplain:\n", plain, "\nnative:\n", native)
             return ngx.exit(500)
         end
     end

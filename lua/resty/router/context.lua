@@ -4,6 +4,7 @@
 --   local c = context.new(s)           -- once per worker; reset between requests
 --   c:add_value("http.path", ngx.var.uri)
 --   c:add_value("http.headers.accept", ngx.req.get_headers()["accept"])  -- string or array
+--   c:add_values(values, n)            -- or a whole atc_value array in one call
 --   if r:execute(c) then
 --       local uuid, prefix, captures = c:get_result("http.path")
 --   end
@@ -91,8 +92,8 @@ local function resolve(self, field)
     return id, ty
 end
 
--- The id and type code of a field (for callers that fill contexts through the C API directly,
--- like resty.router.gateway), or nil and an error.
+-- The id and type code of a field (for add_values batches and field masks), or nil and an
+-- error.
 function _M:field_id(field)
     return resolve(self, field)
 end
@@ -155,6 +156,28 @@ function _M:add_value(field, value)
         return true
     end
     return add_one(self, field, id, ty, value)
+end
+
+local failed = ffi.new("size_t[1]")
+
+-- Appends `n` values in one call: values[0] .. values[n - 1] of an `atc_value` array (see
+-- cdefs: field id from field_id(), ATC_TYPE_* code, int_value or ptr and len), in order. For
+-- callers that read a request into a reused array, so that adding its values allocates nothing
+-- and crosses the FFI once. A string pointer needs to stay valid only during the call (the
+-- context copies). Returns true, or nil, the error and the 1-based position of the value that
+-- failed; the values before it were added (reset to drop a partial request).
+function _M:add_values(values, n)
+    if n == 0 then
+        return true
+    end
+    arm()
+    local rc = lib.atc_context_add_values(self.ptr, values, n, failed, errbuf, errlen)
+    if rc ~= 0 then
+        -- The library's message starts with "value <i>: ", which the position replaces.
+        local msg = message(rc):gsub("^value %d+: ", "")
+        return nil, msg, tonumber(failed[0]) + 1
+    end
+    return true
 end
 
 -- Forgets the values and the result; the context is ready for the next request.

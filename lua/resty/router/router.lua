@@ -5,10 +5,12 @@
 --   assert(r:add_matcher(10, "a8f2c1e4-0000-4000-8000-000000000001", [[http.path ^= "/api"]]))
 --   if r:execute(c) then local uuid, prefix = c:get_result("http.path") end
 --   local report, err, errs = r:sync({ { id = uuid, priority = 10, expression = expr }, ... })
+--   local lo, hi = r:key_fields()     -- two-phase matching (field masks, below)
 --
 -- Making a router shares its schema: no field can be added to the schema afterwards.
 
 local ffi = require("ffi")
+local bit = require("bit")
 local cdefs = require("resty.router.cdefs")
 
 local lib = cdefs.lib
@@ -297,6 +299,53 @@ function _M:get_fields()
         return nil, ffi.string(lib.atc_strerror(rc))
     end
     return split_names(tonumber(names_count[0]))
+end
+
+-- Field masks. A set of fields is a uint64_t whose bit min(index, 63) stands for the field of
+-- that index (the low 20 bits of its id; ATC_FIELD_MASK_LAST_BIT stands for every field of a
+-- higher index too). Lua gets it as two 32-bit halves, `lo` and `hi`, plain numbers: a uint64_t
+-- read from LuaJIT is a boxed cdata, which a request path would allocate. Test a field with
+-- router.field_mask(id): `bit.band(lo, flo) ~= 0 or bit.band(hi, fhi) ~= 0`.
+local LAST_BIT = lib.ATC_FIELD_MASK_LAST_BIT
+local maskbuf = ffi.new("uint64_t[1]")
+local mask32 = ffi.cast("uint32_t *", maskbuf)
+local LO, HI = 0, 1
+if not ffi.abi("le") then
+    LO, HI = 1, 0
+end
+
+-- The mask of the one field of id `id` (from context:field_id), as halves lo, hi: exactly one
+-- of them is non-zero.
+function _M.field_mask(id)
+    local index = bit.band(id, 0xFFFFF)
+    if index > LAST_BIT then
+        index = LAST_BIT
+    end
+    if index < 32 then
+        return bit.lshift(1, index), 0
+    end
+    return 0, bit.lshift(1, index - 32)
+end
+
+-- The fields the router's indexes look values up in (lo, hi): phase 1 of two-phase matching
+-- adds every value of these, then asks needed_fields(). They change with every change of the
+-- routes (add, remove, sync), never in between.
+function _M:key_fields()
+    lib.atc_router_key_fields(self.ptr, maskbuf)
+    return mask32[LO], mask32[HI]
+end
+
+-- Phase 2 of two-phase matching: with every value of the key fields in `context`, the fields
+-- (lo, hi) that the routes the request can still match use. Adding the values of those fields
+-- too and executing gives the result that adding every field gives; a value of any other field
+-- cannot change it. Every bit for a broken router or a context of another schema. Allocates
+-- nothing, and the execute that follows reuses the candidates it found.
+function _M:needed_fields(context)
+    if type(context) ~= "table" or context.ptr == nil then
+        error("bad argument #1 to 'needed_fields' (context expected)", 2)
+    end
+    lib.atc_router_needed_fields(self.ptr, context.ptr, maskbuf)
+    return mask32[LO], mask32[HI]
 end
 
 -- The fields an expression uses (in order of first use), or nil and an error saying where and
