@@ -31,9 +31,8 @@ pub struct ExprError {
     pub line: usize,
     /// 1-based column (in characters) of `span.start`.
     pub column: usize,
-    source_line: String,
-    caret_indent: String,
-    caret_len: usize,
+    // Boxed: errors are rare, and a small `Result` keeps the parsing paths that return one cheap.
+    location: Box<Location>,
 }
 
 impl ExprError {
@@ -43,6 +42,48 @@ impl ExprError {
         span: Range<usize>,
         message: impl Into<String>,
     ) -> ExprError {
+        let location = Location::new(source, span);
+        ExprError {
+            kind,
+            message: message.into(),
+            span: location.span.clone(),
+            line: location.line,
+            column: location.column,
+            location: Box::new(location),
+        }
+    }
+
+    /// The source line the error points into, as it is shown under the message: a line longer
+    /// than [`SHOWN_CHARS`] characters is cut to a window around the error, with `…` marking each
+    /// cut, and control characters other than tab are shown as spaces.
+    pub fn source_line(&self) -> &str {
+        &self.location.source_line
+    }
+
+    /// Where the error is, as [`Location`] shows it.
+    pub fn location(&self) -> &Location {
+        &self.location
+    }
+}
+
+/// A place in an expression's text, shown the way errors show it: line and column, the source
+/// line (windowed when long) and a caret under the span.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Location {
+    /// Byte range in the source.
+    pub span: Range<usize>,
+    /// 1-based line of `span.start`.
+    pub line: usize,
+    /// 1-based column (in characters) of `span.start`.
+    pub column: usize,
+    source_line: String,
+    caret_indent: String,
+    caret_len: usize,
+}
+
+impl Location {
+    /// The location of `span` (clamped to `source` and to character boundaries) in `source`.
+    pub fn new(source: &str, span: Range<usize>) -> Location {
         let start = floor_char_boundary(source, span.start.min(source.len()));
         let end = floor_char_boundary(source, span.end.clamp(start, source.len()));
         let line_start = source[..start].rfind('\n').map_or(0, |i| i + 1);
@@ -57,9 +98,7 @@ impl ExprError {
             column - 1,
             source[start..end.min(line_end)].chars().count(),
         );
-        ExprError {
-            kind,
-            message: message.into(),
+        Location {
             span: start..end,
             line,
             column,
@@ -69,11 +108,32 @@ impl ExprError {
         }
     }
 
-    /// The source line the error points into, as it is shown under the message: a line longer
-    /// than [`SHOWN_CHARS`] characters is cut to a window around the error, with `…` marking each
-    /// cut, and control characters other than tab are shown as spaces.
+    /// The source line as shown (see [`ExprError::source_line`]).
     pub fn source_line(&self) -> &str {
         &self.source_line
+    }
+
+    /// The line under the source line: the caret, indented to the span.
+    pub fn caret(&self) -> String {
+        format!("{}{}", self.caret_indent, "^".repeat(self.caret_len))
+    }
+}
+
+impl fmt::Display for Location {
+    /// ```text
+    ///   |
+    /// 1 | http.host == "a" && http.path ^= "/b"
+    ///   |                     ^^^^^^^^^^^^^^^^^
+    /// ```
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let gutter = self.line.to_string();
+        let pad = " ".repeat(gutter.len());
+        write!(
+            f,
+            "{pad} |\n{gutter} | {}\n{pad} | {}",
+            self.source_line,
+            self.caret()
+        )
     }
 }
 
@@ -151,17 +211,10 @@ impl fmt::Display for ExprError {
     ///   |           ^
     /// ```
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let gutter = self.line.to_string();
-        let pad = " ".repeat(gutter.len());
         write!(
             f,
-            "line {}, column {}: {}\n{pad} |\n{gutter} | {}\n{pad} | {}{}",
-            self.line,
-            self.column,
-            self.message,
-            self.source_line,
-            self.caret_indent,
-            "^".repeat(self.caret_len)
+            "line {}, column {}: {}\n{}",
+            self.line, self.column, self.message, self.location
         )
     }
 }

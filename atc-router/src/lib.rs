@@ -44,8 +44,9 @@
 //!
 //! ## Guarantees
 //!
-//! - Same answers as the reference evaluator ([`Router::execute_reference`], a plain walk over
-//!   every route in routing order) on every table and request; tested by property tests and
+//! - Same answers as the reference evaluator (`Router::execute_reference` with the
+//!   `diagnostics` feature, a plain walk over every route in routing order) on every table and
+//!   request; tested by property tests and
 //!   fuzzing, and against Kong's own library outside the documented differences
 //!   (`docs/kong-differences.md`).
 //! - Bad input changes nothing: a route that fails to parse or validate, or exceeds the
@@ -85,19 +86,24 @@ mod failpoint;
 mod index;
 mod language;
 mod limits;
+mod lint;
 #[cfg(feature = "diagnostics")]
 mod reference;
 mod router;
 mod schema;
 
-pub use error::{Error, ExprError, ExprErrorKind};
+pub use error::{Error, ExprError, ExprErrorKind, Location};
 pub use language::{
     parse, parse_with_limits, Expr, Lhs, Op, Parsed, Predicate, PredicateSpans, Transform,
 };
 pub use limits::Limits;
+pub use lint::{Finding, FindingKind, Linter};
 pub use router::needs::FieldMask;
 pub use router::shared::{ReadGuard, SharedRouter};
-pub use router::{Route, RouteSpec, Router, SyncError, SyncMode, SyncPlan, SyncReport};
+pub use router::{
+    CandidateReport, ExplainOptions, Explanation, PredicateOutcome, Route, RouteMatch, RouteSpec,
+    Router, RuledOut, SyncError, SyncMode, SyncPlan, SyncReport,
+};
 pub use schema::{
     CaptureKey, Context, FieldId, IdState, IpCidr, MatchResult, MatchedValue, Schema, Type, Value,
 };

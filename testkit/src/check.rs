@@ -10,7 +10,12 @@
 //!   never register one, and the last route using a name releases it);
 //! - the indexed matcher ([`Router::execute`]) and the reference evaluator
 //!   ([`Router::execute_reference`]) give every request the same answer: matched or not, route,
-//!   priority, matched values and captures, in recording order ([`Outcome`]).
+//!   priority, matched values and captures, in recording order ([`Outcome`]);
+//! - [`Router::explain`] names that winner, and for every candidate that does not match, a
+//!   predicate whose contribution is false; [`Router::matches`] lists exactly the candidates
+//!   explain found matching, the winner first, with the winner's matched values and captures;
+//!   every route the index ruled out has a requirement the request does not meet; and none of
+//!   them changes the context's result.
 //!
 //! At the end every route is removed, and the router must be empty: no field, no regex, no
 //! wildcard name.
@@ -32,8 +37,8 @@
 use std::sync::Arc;
 
 use atc_router::{
-    parse_with_limits, CaptureKey, Context, Error, ExprError, Limits, MatchedValue, RouteSpec,
-    Router, Schema, SyncMode, Uuid,
+    parse_with_limits, CaptureKey, Context, Error, ExplainOptions, ExprError, Limits, MatchedValue,
+    RouteSpec, Router, Schema, SyncMode, Uuid, Value,
 };
 
 use crate::gen::{Desired, Edit, Rendered, RenderedRequest, Step};
@@ -436,12 +441,89 @@ impl<'c> Run<'c> {
                     .collect::<Vec<_>>()
             );
             assert_eq!(fast, slow);
+            self.check_explain(&fast_out, when, n);
             self.stats.requests += 1;
             if let Some((id, ..)) = fast_out {
                 self.stats.matched += 1;
                 let winner = self.router.get(id).expect("the winner is held");
                 self.stats.indexed_wins += usize::from(winner.is_indexed());
             }
+        }
+    }
+
+    /// Explain and all-matches agree with the execute whose outcome is `winner` (see the
+    /// module docs), and leave the context's result alone.
+    fn check_explain(&mut self, winner: &Option<Outcome>, when: &str, n: usize) {
+        let why = self
+            .router
+            .explain_with(&mut self.ctx, ExplainOptions { ruled_out: true })
+            .expect("explain on the router's own schema");
+        assert_eq!(outcome(&self.ctx), *winner, "explain changed the result");
+        assert_eq!(
+            why.winner,
+            winner.as_ref().map(|w| w.0),
+            "explain's winner {when}, request {n}"
+        );
+        assert_eq!(
+            why.candidates.len() + why.ruled_out.len(),
+            self.router.len()
+        );
+        for c in &why.candidates {
+            if c.matched {
+                assert!(c
+                    .predicates
+                    .iter()
+                    .all(|p| p.location.span.end <= c.expression.len()));
+            } else {
+                assert_eq!(c.predicates.len(), 1, "one deciding predicate: {c:?}");
+                assert!(!c.predicates[0].effective(), "{when}, request {n}: {c:?}");
+                assert_eq!(
+                    &c.expression[c.predicates[0].location.span.clone()],
+                    c.predicates[0].text
+                );
+            }
+        }
+        for r in &why.ruled_out {
+            assert!(r.key.is_some(), "a route ruled out without a reason: {r:?}");
+        }
+        let all = self
+            .router
+            .matches(&mut self.ctx)
+            .expect("matches on the router's own schema");
+        assert_eq!(outcome(&self.ctx), *winner, "matches changed the result");
+        let matched: Vec<Uuid> = why
+            .candidates
+            .iter()
+            .filter(|c| c.matched)
+            .map(|c| c.id)
+            .collect();
+        assert_eq!(all.iter().map(|m| m.id).collect::<Vec<_>>(), matched);
+        if let (Some(first), Some(w)) = (all.first(), winner) {
+            let got_values: Vec<(String, String)> = first
+                .matched_values
+                .iter()
+                .map(|(f, v)| {
+                    let shown = match v {
+                        Value::String(s) => format!("s:{s}"),
+                        Value::Int(i) => format!("i:{i}"),
+                        Value::IpAddr(a) => format!("a:{a}"),
+                        Value::IpCidr(c) => format!("c:{c}"),
+                    };
+                    (f.clone(), shown)
+                })
+                .collect();
+            assert_eq!(got_values, w.2, "the first match's values");
+            // `Outcome` lists captures as recorded (a key may repeat; the last one counts) and
+            // numbers groups `#i`; `RouteMatch` has each key once, where it was first recorded.
+            let mut want_caps: Vec<(String, String)> = Vec::new();
+            for (k, v) in &w.3 {
+                let k = k.strip_prefix('#').unwrap_or(k).to_owned();
+                match want_caps.iter_mut().find(|(g, _)| *g == k) {
+                    Some(slot) => slot.1 = v.clone(),
+                    None => want_caps.push((k, v.clone())),
+                }
+            }
+            assert_eq!(first.captures, want_caps, "the first match's captures");
         }
     }
 

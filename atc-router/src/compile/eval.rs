@@ -106,6 +106,91 @@ fn instr(p: &Code<'_>, i: usize, ctx: &Context, lowered: &mut String, w: &mut Ma
     }
 }
 
+/// The predicates one evaluation ran, for explaining it (see `router/explain.rs`). Indexes are
+/// instruction positions in the program's code.
+#[derive(Debug, Default)]
+pub(crate) struct Trace {
+    /// Every predicate evaluated, in order, with its outcome.
+    pub(crate) evaluated: Vec<(usize, bool)>,
+    /// Those of them that decided the result: what a false sub-expression evaluated is taken
+    /// out again, as its matched values are.
+    pub(crate) decisive: Vec<(usize, bool)>,
+}
+
+/// [`eval`], recording each predicate it runs in `t`. A separate walk rather than a parameter
+/// of `eval`, so that the request path carries nothing for explaining; it must follow `eval`'s
+/// order and short-circuits exactly (the explain tests compare the two on every table).
+pub(crate) fn eval_traced(
+    p: &Program,
+    ctx: &Context,
+    lowered: &mut String,
+    w: &mut MatchRecord,
+    t: &mut Trace,
+) -> bool {
+    let code = p.view();
+    let (mark, kept) = (w.mark(), t.decisive.len());
+    for c in code.runs() {
+        if !instr_traced(&code, c, ctx, lowered, w, t) {
+            w.rollback(mark);
+            t.decisive.truncate(kept);
+            return false;
+        }
+    }
+    true
+}
+
+fn instr_traced(
+    p: &Code<'_>,
+    i: usize,
+    ctx: &Context,
+    lowered: &mut String,
+    w: &mut MatchRecord,
+    t: &mut Trace,
+) -> bool {
+    match &p.code()[i] {
+        &Instr::And { end, .. } => {
+            let (mark, kept) = (w.mark(), t.decisive.len());
+            let mut c = i + 1;
+            while c < end as usize {
+                if !instr_traced(p, c, ctx, lowered, w, t) {
+                    w.rollback(mark);
+                    t.decisive.truncate(kept);
+                    return false;
+                }
+                c = p.end(c);
+            }
+            true
+        }
+        &Instr::Or { end, .. } => {
+            let mut c = i + 1;
+            while c < end as usize {
+                let (mark, kept) = (w.mark(), t.decisive.len());
+                if instr_traced(p, c, ctx, lowered, w, t) {
+                    return true;
+                }
+                w.rollback(mark);
+                t.decisive.truncate(kept);
+                c = p.end(c);
+            }
+            false
+        }
+        Instr::Not { .. } => {
+            let mark = w.mark();
+            // What the negated part evaluated decided the `!`: it stays in `decisive`.
+            let r = instr_traced(p, i + 1, ctx, lowered, w, t);
+            w.rollback(mark);
+            !r
+        }
+        Instr::Pred(pred) => {
+            let r = predicate(p, pred, ctx, lowered, w);
+            t.evaluated.push((i, r));
+            t.decisive.push((i, r));
+            r
+        }
+        Instr::End | Instr::OnHeap(_) => true,
+    }
+}
+
 fn predicate(
     p: &Code<'_>,
     pred: &Pred,
@@ -147,7 +232,7 @@ fn multi_valued(
 }
 
 #[inline]
-fn test_value(
+pub(crate) fn test_value(
     p: &Code<'_>,
     pred: &Pred,
     v: &Value,

@@ -12,4 +12,6 @@ pub(crate) mod path_regex;
 pub(crate) mod program;
 pub(crate) mod regex;
 pub(crate) mod regex_cache;
+pub(crate) mod regex_long_text;
+pub(crate) mod regex_shape;
 pub(crate) mod resolve;

@@ -27,26 +27,26 @@
 //!   rest, so such a text costs what it costs Kong's library rather than an NFA simulation per
 //!   byte. It is built for a pattern the first time a long text meets it (normal traffic never
 //!   builds one), with its own search state (the meta engine's caches cannot be shared between
-//!   patterns of different shapes) and a lazy DFA cache of at most [`LONG_TEXT_DFA_CACHE`]
-//!   bytes; all of them together stay within [`LONG_TEXT_BUDGET`] bytes, counting each cache
-//!   at its maximum: past that, long texts fall back to the PikeVM (slower, still linear).
+//!   patterns of different shapes), within a process-wide memory budget
+//!   (`regex_long_text.rs`); past that budget, long texts fall back to the PikeVM (slower,
+//!   still linear).
+//! - What the pattern's tree says before compiling (plain literal, literal prefixes, the ASCII
+//!   narrowing) is `regex_shape.rs`'s job.
 //! - The reference evaluator uses a plain `regex::Regex` of the same source, compiled on first
 //!   use, so that the oracle does not share these engine choices.
 
-use std::cell::RefCell;
-use std::sync::{Arc, OnceLock};
-
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-use regex_automata::meta;
 use regex_automata::nfa::thompson::{self, backtrack, pikevm};
 use regex_automata::util::primitives::NonMaxUsize;
 use regex_automata::{Input, PatternID};
-use regex_syntax::hir::literal::{ExtractKind, Extractor};
-use regex_syntax::hir::{Hir, HirKind, Look};
-// Keys are regex sources from the route configuration, never from requests.
+use regex_syntax::hir::Hir;
+use std::cell::RefCell;
+use std::sync::{Arc, OnceLock};
 
 use crate::compile::path_regex::PathRegex;
+use crate::compile::regex_long_text::{LongText, LONG_TEXT};
+use crate::compile::regex_shape::{
+    anchored_prefixes, literal, literal_prefixes, plain_literal_hir, restrict_to_ascii,
+};
 use crate::index::path_tree::PathPattern;
 
 /// A regex and what matching and capture recording need of it.
@@ -63,6 +63,8 @@ pub struct CompiledRegex {
     match_prefixes: Option<Box<[Box<[u8]>]>>,
     /// For a regex anchored at the start: what every matching path looks like, by segment.
     path: Option<PathPattern>,
+    /// Every match starts at the start of the text (`^` without `(?m)`, or `\A`).
+    anchored_start: bool,
     /// For a regex that is exactly a path of literal and parameter segments: its segment form,
     /// which matches (and captures) without an automaton (see [`crate::path_regex`]).
     segments: Option<PathRegex>,
@@ -73,77 +75,6 @@ pub struct CompiledRegex {
     long_text: OnceLock<Option<LongText>>,
     #[cfg(feature = "diagnostics")]
     reference: OnceLock<Option<regex::Regex>>,
-}
-
-/// Texts longer than this run on the meta engine (see the module docs). Paths and header values
-/// of normal requests are shorter, and for them the NFA engines, whose state is already in
-/// cache, win.
-pub(crate) const LONG_TEXT: usize = 256;
-
-/// Most bytes all the long-text engines of the process hold together (about a thousand
-/// patterns, each counted with its caches at their maximum).
-pub(crate) const LONG_TEXT_BUDGET: usize = 256 << 20;
-
-/// The capacity of each of a long-text engine's two lazy DFA caches (forward and reverse).
-pub(crate) const LONG_TEXT_DFA_CACHE: usize = 128 << 10;
-
-/// Bytes the live long-text engines hold.
-static LONG_TEXT_BYTES: AtomicUsize = AtomicUsize::new(0);
-
-/// The meta engine of one pattern, with its share of [`LONG_TEXT_BUDGET`].
-#[derive(Debug)]
-struct LongText {
-    regex: meta::Regex,
-    bytes: usize,
-}
-
-impl LongText {
-    /// The engine for `source`, or `None` when it cannot be built within the budget.
-    fn build(source: &str, size_limit: usize) -> Option<LongText> {
-        if LONG_TEXT_BYTES.load(Ordering::Relaxed) >= LONG_TEXT_BUDGET {
-            return None;
-        }
-        let config = meta::Config::new()
-            // Neither the one-pass DFA (captures of short anchored matches; the largest part of
-            // a meta regex) nor the bounded backtracker (short texts; its visited set would be
-            // most of the search state) serves long texts.
-            .onepass(false)
-            .backtrack(false)
-            .hybrid_cache_capacity(LONG_TEXT_DFA_CACHE)
-            .nfa_size_limit(Some(size_limit));
-        let regex = meta::Builder::new().configure(config).build(source).ok()?;
-        // The engine, and its search state at its largest: both lazy DFA caches full, and a
-        // PikeVM cache, which is about the size of the NFAs.
-        let bytes = 2 * regex.memory_usage() + 2 * LONG_TEXT_DFA_CACHE;
-        let before = LONG_TEXT_BYTES.fetch_add(bytes, Ordering::Relaxed);
-        if before + bytes > LONG_TEXT_BUDGET {
-            LONG_TEXT_BYTES.fetch_sub(bytes, Ordering::Relaxed);
-            return None;
-        }
-        Some(LongText { regex, bytes })
-    }
-
-    /// Searches `s`, recording the first `slots` group offsets in `sc.slots` (none when 0, and
-    /// then the search stops at the first match it sees).
-    fn search(&self, sc: &mut Scratch, s: &str, slots: usize) -> bool {
-        if slots == 0 {
-            return self
-                .regex
-                .search_half(&Input::new(s).earliest(true))
-                .is_some();
-        }
-        sc.slots.clear();
-        sc.slots.resize(slots, None);
-        self.regex
-            .search_slots(&Input::new(s), &mut sc.slots)
-            .is_some()
-    }
-}
-
-impl Drop for LongText {
-    fn drop(&mut self) {
-        LONG_TEXT_BYTES.fetch_sub(self.bytes, Ordering::Relaxed);
-    }
 }
 
 #[derive(Debug)]
@@ -252,6 +183,10 @@ impl CompiledRegex {
             None => literal_prefixes(&hir),
         };
         let path = PathPattern::from_regex(&hir);
+        let anchored_start = hir
+            .properties()
+            .look_set_prefix()
+            .contains(regex_syntax::hir::Look::Start);
         let segments = PathRegex::from_hir(&hir);
         let (engine, names) = match literal(&hir) {
             Some((text, start, end)) => (Engine::Literal { text, start, end }, vec![None]),
@@ -294,6 +229,7 @@ impl CompiledRegex {
             prefixes,
             match_prefixes,
             path,
+            anchored_start,
             segments,
             size_limit,
             compiled_size,
@@ -331,6 +267,11 @@ impl CompiledRegex {
         self.path.as_ref()
     }
 
+    /// Whether every match starts at the start of the text.
+    pub(crate) fn is_anchored_at_start(&self) -> bool {
+        self.anchored_start
+    }
+
     pub(crate) fn is_match(&self, s: &str) -> bool {
         if let Some(found) = self
             .segments
@@ -343,7 +284,7 @@ impl CompiledRegex {
             Engine::Literal { .. } => self.find_literal(s).is_some(),
             Engine::Nfa { full, ascii } => {
                 if let Some(long) = self.long_text(s) {
-                    return with_scratch(|sc| long.search(sc, s, 0));
+                    return with_scratch(|sc| long.search(&mut sc.slots, s, 0));
                 }
                 let e = engines_for(full, ascii, s);
                 with_scratch(|sc| search(e, sc, &Input::new(s).earliest(true), 0))
@@ -374,7 +315,7 @@ impl CompiledRegex {
         with_scratch(|sc| {
             let slots = 2 * self.names.len();
             let found = match long {
-                Some(long) => long.search(sc, s, slots),
+                Some(long) => long.search(&mut sc.slots, s, slots),
                 None => search(engines_for(e.0, e.1, s), sc, &Input::new(s), slots),
             };
             if !found {
@@ -477,145 +418,6 @@ fn engines_for<'e>(
         Some(a) if text.is_ascii() => a,
         _ => full,
     }
-}
-
-/// `hir` with every Unicode class intersected with ASCII and every Unicode word boundary made
-/// an ASCII one, or `None` when nothing changes.
-///
-/// On a text that is all ASCII both trees match the same spans with the same groups: a class
-/// can only match a character of the text, all of which are ASCII, and Unicode and ASCII
-/// agree on which ASCII characters are word characters (and a boundary only looks at the
-/// characters around it). Group numbers and names are kept, as only leaves change.
-///
-/// Why: with Unicode on (the default), `\d`, `\w`, `.` and `[^/]` compile to UTF-8 automata of
-/// dozens of states with transition lists on the heap; the ASCII versions are one byte-range
-/// state each. A route's regex usually runs on an ASCII path, and at 100,000 routes it is one
-/// no request ran lately: the NFA a search walks is then a few cache lines, not tens.
-fn restrict_to_ascii(hir: &Hir) -> Option<Hir> {
-    use regex_syntax::hir::{Capture, Class, ClassUnicode, ClassUnicodeRange, Repetition};
-    let sub = |h: &Hir| restrict_to_ascii(h);
-    // Rebuilds a node's children when one of them changed.
-    let all = |hs: &[Hir]| -> Option<Vec<Hir>> {
-        let narrowed: Vec<Option<Hir>> = hs.iter().map(sub).collect();
-        narrowed.iter().any(Option::is_some).then(|| {
-            narrowed
-                .into_iter()
-                .zip(hs)
-                .map(|(n, h)| n.unwrap_or_else(|| h.clone()))
-                .collect()
-        })
-    };
-    match hir.kind() {
-        HirKind::Class(Class::Unicode(c)) => {
-            let ascii = ClassUnicode::new([ClassUnicodeRange::new('\0', '\x7F')]);
-            let mut narrow = c.clone();
-            narrow.intersect(&ascii);
-            (narrow != *c).then(|| Hir::class(Class::Unicode(narrow)))
-        }
-        HirKind::Look(look) => {
-            let ascii = match look {
-                Look::WordUnicode => Look::WordAscii,
-                Look::WordUnicodeNegate => Look::WordAsciiNegate,
-                Look::WordStartUnicode => Look::WordStartAscii,
-                Look::WordEndUnicode => Look::WordEndAscii,
-                Look::WordStartHalfUnicode => Look::WordStartHalfAscii,
-                Look::WordEndHalfUnicode => Look::WordEndHalfAscii,
-                _ => return None,
-            };
-            Some(Hir::look(ascii))
-        }
-        HirKind::Repetition(r) => sub(&r.sub).map(|narrow| {
-            Hir::repetition(Repetition {
-                sub: Box::new(narrow),
-                ..r.clone()
-            })
-        }),
-        HirKind::Capture(c) => sub(&c.sub).map(|narrow| {
-            Hir::capture(Capture {
-                sub: Box::new(narrow),
-                ..c.clone()
-            })
-        }),
-        HirKind::Concat(hs) => all(hs).map(Hir::concat),
-        HirKind::Alternation(hs) => all(hs).map(Hir::alternation),
-        HirKind::Empty | HirKind::Literal(_) | HirKind::Class(Class::Bytes(_)) => None,
-    }
-}
-
-/// The tree regex-syntax would give for `^?text$?` when `text` is made only of characters that
-/// stand for themselves in every context (no flags, escapes or meta characters): such patterns
-/// (`^/shop$`, `^/api/v1`) are about half of a workload's distinct regexes, and building their
-/// tree directly skips a parse that costs ≈45k instructions. Anything else gives `None`.
-fn plain_literal_hir(source: &str) -> Option<Hir> {
-    let body = source.strip_prefix('^');
-    let start = body.is_some();
-    let body = body.unwrap_or(source);
-    let text = body.strip_suffix('$');
-    let end = text.is_some();
-    let text = text.unwrap_or(body);
-    let plain = |c: u8| c.is_ascii_alphanumeric() || b"/_-:@%,;=!".contains(&c);
-    if text.is_empty() || !text.bytes().all(plain) {
-        return None;
-    }
-    let mut parts = Vec::with_capacity(3);
-    if start {
-        parts.push(Hir::look(Look::Start));
-    }
-    parts.push(Hir::literal(text.as_bytes()));
-    if end {
-        parts.push(Hir::look(Look::End));
-    }
-    Some(Hir::concat(parts))
-}
-
-/// `(text, anchored at start, anchored at end)` when the pattern is a literal with anchors.
-fn literal(hir: &Hir) -> Option<(Box<str>, bool, bool)> {
-    let parts: &[Hir] = match hir.kind() {
-        HirKind::Concat(parts) => parts,
-        _ => std::slice::from_ref(hir),
-    };
-    let mut i = 0;
-    let start = matches!(
-        parts.first().map(Hir::kind),
-        Some(HirKind::Look(Look::Start))
-    );
-    i += usize::from(start);
-    let text = match parts.get(i).map(Hir::kind) {
-        Some(HirKind::Literal(l)) => {
-            i += 1;
-            std::str::from_utf8(&l.0).ok()?
-        }
-        Some(HirKind::Empty) => {
-            i += 1;
-            ""
-        }
-        _ => "",
-    };
-    let end = matches!(parts.get(i).map(Hir::kind), Some(HirKind::Look(Look::End)));
-    i += usize::from(end);
-    (i == parts.len()).then(|| (text.into(), start, end))
-}
-
-/// Uses regex-syntax (the parser inside `regex`, with the same default flags) to find the
-/// literal prefixes. Only a start anchor that every match begins with (`^` without `(?m)`, or
-/// `\A`) makes a prefix of the match a prefix of the whole text.
-fn anchored_prefixes(hir: &Hir) -> Option<Box<[Box<[u8]>]>> {
-    if !hir.properties().look_set_prefix().contains(Look::Start) {
-        return None;
-    }
-    literal_prefixes(hir)
-}
-
-/// Literals one of which every match of `hir` starts with (regex-syntax's extractor, as the
-/// `regex` crate's prefilters use it); `None` when the set is infinite or holds the empty
-/// string.
-fn literal_prefixes(hir: &Hir) -> Option<Box<[Box<[u8]>]>> {
-    let seq = Extractor::new().kind(ExtractKind::Prefix).extract(hir);
-    let literals = seq.literals()?;
-    if literals.is_empty() || literals.iter().any(|l| l.as_bytes().is_empty()) {
-        return None;
-    }
-    Some(literals.iter().map(|l| Box::from(l.as_bytes())).collect())
 }
 
 #[cfg(test)]

@@ -140,6 +140,53 @@ impl PathPattern {
         tokens_to_pattern(&tokens, end)
     }
 
+    /// Whether the pattern accepts `path`: what a walk of a tree holding only this pattern
+    /// would find (for explaining one route; the tree answers for all patterns at once).
+    pub(crate) fn accepts(&self, path: &[u8]) -> bool {
+        let Some(mut rest) = path.strip_prefix(b"/") else {
+            return false;
+        };
+        for (n, seg) in self.segs.iter().enumerate() {
+            let (text, after) = match rest.iter().position(|&b| b == b'/') {
+                Some(i) => (&rest[..i], Some(&rest[i + 1..])),
+                None => (rest, None),
+            };
+            let ok = match seg {
+                Seg::Lit(l) => **l == *text,
+                Seg::Param(c) => c.accepts(text),
+            };
+            if !ok {
+                return false;
+            }
+            match after {
+                Some(after) => rest = after,
+                // The path ends with this segment: exact and open patterns of these segments
+                // both accept it.
+                None => return n + 1 == self.segs.len(),
+            }
+        }
+        self.open
+    }
+
+    /// The pattern as a route author would read it: literal segments as they are, parameters
+    /// as `{…}`, an open end as `/…`.
+    pub(crate) fn describe(&self) -> String {
+        let mut out = String::new();
+        for s in self.segs.iter() {
+            out.push('/');
+            match s {
+                Seg::Lit(l) => out.push_str(&String::from_utf8_lossy(l)),
+                Seg::Param(_) => out.push_str("{…}"),
+            }
+        }
+        if self.open {
+            out.push_str("/…");
+        } else if self.segs.is_empty() {
+            out.push('/');
+        }
+        out
+    }
+
     /// A path this pattern accepts (parameters get a sample segment): a request "like" a
     /// route, for estimating how many routes such a request meets.
     pub(crate) fn sample(&self) -> Vec<u8> {

@@ -15,12 +15,14 @@
 //! property. The property tests compare the index with the reference evaluator to catch a
 //! breach.
 
+use std::borrow::Cow;
 use std::net::IpAddr;
 
 use crate::compile::program::{Code, Instr, Lit, Pred};
 use crate::language::Op;
-use crate::schema::value::IpCidr;
-use crate::schema::FieldId;
+use crate::schema::context::Context;
+use crate::schema::value::{cidr_contains, IpCidr, Value};
+use crate::schema::{FieldId, Schema};
 
 use super::path_tree::PathPattern;
 
@@ -79,6 +81,84 @@ pub(crate) enum Key<'a> {
     Int(i64),
     Cidr(IpCidr),
     Path(&'a PathPattern),
+}
+
+impl Requirement {
+    /// Whether some value of the request meets the requirement: the index's test for one
+    /// route, for explaining why a route was ruled out (the index's structures answer it for
+    /// all routes at once). Kinds it cannot test say yes, so it never names a wrong reason.
+    pub(crate) fn admits(&self, ctx: &Context) -> bool {
+        ctx.values_by_id(self.disc.field)
+            .iter()
+            .any(|v| match (v, &self.keys) {
+                (Value::String(s), Keys::Bytes(keys)) => {
+                    let s: Cow<'_, str> = if self.disc.lower {
+                        Cow::Owned(s.to_lowercase())
+                    } else {
+                        Cow::Borrowed(s)
+                    };
+                    let b = s.as_bytes();
+                    keys.iter().any(|k| match self.disc.kind {
+                        KeyKind::Exact => b == &**k,
+                        KeyKind::Prefix => b.starts_with(k),
+                        KeyKind::Suffix => b.ends_with(k),
+                        KeyKind::Contains => std::str::from_utf8(k).is_ok_and(|k| s.contains(k)),
+                        KeyKind::Regex => std::str::from_utf8(k)
+                            .ok()
+                            .and_then(|src| regex_automata::meta::Regex::new(src).ok())
+                            .is_none_or(|re| re.is_match(b)),
+                        KeyKind::Int | KeyKind::Cidr | KeyKind::Path => true,
+                    })
+                }
+                (Value::String(s), Keys::Path(patterns)) => {
+                    let s: Cow<'_, str> = if self.disc.lower {
+                        Cow::Owned(s.to_lowercase())
+                    } else {
+                        Cow::Borrowed(s)
+                    };
+                    patterns.iter().any(|p| p.accepts(s.as_bytes()))
+                }
+                (Value::Int(i), Keys::Int(keys)) => keys.contains(i),
+                (Value::IpAddr(a), Keys::Cidr(keys)) => keys.iter().any(|c| cidr_contains(c, a)),
+                _ => true,
+            })
+    }
+
+    /// The requirement written as a condition: `http.host == "a.example"`,
+    /// `lower(tls.sni) =^ ".example.com"`, `http.path follows /users/{…}` (alternatives joined
+    /// by `||`).
+    pub(crate) fn describe(&self, schema: &Schema) -> String {
+        let name = schema
+            .field(self.disc.field)
+            .map_or_else(|| "?".to_owned(), |f| f.0);
+        let lhs = if self.disc.lower {
+            format!("lower({name})")
+        } else {
+            name
+        };
+        let op = match self.disc.kind {
+            KeyKind::Exact | KeyKind::Int => "==",
+            KeyKind::Cidr => "in",
+            KeyKind::Path => "follows",
+            KeyKind::Prefix => "^=",
+            KeyKind::Suffix => "=^",
+            KeyKind::Contains => "contains",
+            KeyKind::Regex => "~",
+        };
+        self.keys
+            .iter()
+            .map(|k| {
+                let key = match k {
+                    Key::Bytes(b) => format!("{:?}", String::from_utf8_lossy(b)),
+                    Key::Int(i) => i.to_string(),
+                    Key::Cidr(c) => c.to_string(),
+                    Key::Path(p) => p.describe(),
+                };
+                format!("{lhs} {op} {key}")
+            })
+            .collect::<Vec<_>>()
+            .join(" || ")
+    }
 }
 
 impl Keys {

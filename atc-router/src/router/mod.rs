@@ -15,12 +15,16 @@
 //! - An execute leaves either the first matching route's result in the context or no result.
 
 mod catalog;
+mod explain;
 mod matching;
 pub(crate) mod needs;
 mod route;
 pub(crate) mod shared;
 mod sync;
 
+pub use explain::{
+    CandidateReport, ExplainOptions, Explanation, PredicateOutcome, RouteMatch, RuledOut,
+};
 pub use route::Route;
 pub use sync::{RouteSpec, SyncError, SyncMode, SyncPlan, SyncReport};
 
@@ -415,6 +419,32 @@ impl Router {
     /// Routes in routing order.
     pub fn routes(&self) -> impl Iterator<Item = Route<'_>> {
         self.order.values().map(|s| self.route(*s))
+    }
+
+    /// The slot of the route with this id (for the linter, which works on slots).
+    pub(crate) fn slot_of(&self, id: Uuid) -> Option<u32> {
+        self.ids.get(&id).copied()
+    }
+
+    /// The program of the route in a live slot.
+    pub(crate) fn program(&self, slot: u32) -> &Program {
+        &self.programs[slot as usize]
+    }
+
+    /// The place in routing order of the route in a live slot.
+    pub(crate) fn order_of(&self, slot: u32) -> Order {
+        let row = self.route(slot).row;
+        Order::new(row.priority, row.id)
+    }
+
+    /// The text of the route in a live slot.
+    pub(crate) fn text_of(&self, slot: u32) -> &str {
+        self.catalog.text(slot as usize)
+    }
+
+    /// Live slots in routing order, with their place in it.
+    pub(crate) fn slots_in_order(&self) -> impl Iterator<Item = (Order, u32)> + '_ {
+        self.order.iter().map(|(o, s)| (*o, *s))
     }
 
     /// Fields used by at least one route, sorted by name.

@@ -467,6 +467,9 @@ enum Key {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Mark(usize, usize, usize);
 
+/// A [`MatchRecord`]'s content, owned: each field's value, then each capture key's text.
+pub(crate) type OwnedRecord = (Vec<(FieldId, Value)>, Vec<(String, String)>);
+
 impl MatchRecord {
     pub(crate) fn mark(&self) -> Mark {
         Mark(self.matched.len(), self.captures.len(), self.text.len())
@@ -513,6 +516,37 @@ impl MatchRecord {
         let n = self.push_text(name);
         let r = self.push_text(s);
         self.captures.push((Key::Name(n), r));
+    }
+
+    /// What was recorded, owned: each field's last value and each capture key's last text, in
+    /// the order first recorded (what [`MatchResult`] answers for the winner).
+    pub(crate) fn to_owned_parts(&self) -> OwnedRecord {
+        let mut values: Vec<(FieldId, Value)> = Vec::new();
+        for (f, m) in &self.matched {
+            let v = match m {
+                Matched::Text(r) => Value::String(self.text[r.clone()].to_owned()),
+                Matched::Int(i) => Value::Int(*i),
+                Matched::IpAddr(a) => Value::IpAddr(*a),
+                Matched::IpCidr(c) => Value::IpCidr(*c),
+            };
+            match values.iter_mut().find(|(g, _)| g == f) {
+                Some(slot) => slot.1 = v,
+                None => values.push((*f, v)),
+            }
+        }
+        let mut captures: Vec<(String, String)> = Vec::new();
+        for (k, r) in &self.captures {
+            let key = match k {
+                Key::Index(i) => i.to_string(),
+                Key::Name(n) => self.text[n.clone()].to_owned(),
+            };
+            let text = self.text[r.clone()].to_owned();
+            match captures.iter_mut().find(|(g, _)| *g == key) {
+                Some(slot) => slot.1 = text,
+                None => captures.push((key, text)),
+            }
+        }
+        (values, captures)
     }
 }
 

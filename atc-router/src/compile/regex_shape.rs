@@ -1,0 +1,149 @@
+//! What a pattern's tree says about it before anything is compiled: whether it is a plain
+//! literal, the literals its matches start with, and its ASCII-only narrowing.
+//!
+//! Invariant: each answer is implied by the pattern's semantics (the prefixes are prefixes of
+//! every match; the narrowed tree matches exactly what the full one matches on ASCII texts).
+//! The index keys routes by these answers and the matcher skips automata on them, so an
+//! answer that is merely likely would lose matches.
+
+use regex_syntax::hir::literal::{ExtractKind, Extractor};
+use regex_syntax::hir::{Hir, HirKind, Look};
+
+/// `hir` with every Unicode class intersected with ASCII and every Unicode word boundary made
+/// an ASCII one, or `None` when nothing changes.
+///
+/// On a text that is all ASCII both trees match the same spans with the same groups: a class
+/// can only match a character of the text, all of which are ASCII, and Unicode and ASCII
+/// agree on which ASCII characters are word characters (and a boundary only looks at the
+/// characters around it). Group numbers and names are kept, as only leaves change.
+///
+/// Why: with Unicode on (the default), `\d`, `\w`, `.` and `[^/]` compile to UTF-8 automata of
+/// dozens of states with transition lists on the heap; the ASCII versions are one byte-range
+/// state each. A route's regex usually runs on an ASCII path, and at 100,000 routes it is one
+/// no request ran lately: the NFA a search walks is then a few cache lines, not tens.
+pub(crate) fn restrict_to_ascii(hir: &Hir) -> Option<Hir> {
+    use regex_syntax::hir::{Capture, Class, ClassUnicode, ClassUnicodeRange, Repetition};
+    let sub = |h: &Hir| restrict_to_ascii(h);
+    // Rebuilds a node's children when one of them changed.
+    let all = |hs: &[Hir]| -> Option<Vec<Hir>> {
+        let narrowed: Vec<Option<Hir>> = hs.iter().map(sub).collect();
+        narrowed.iter().any(Option::is_some).then(|| {
+            narrowed
+                .into_iter()
+                .zip(hs)
+                .map(|(n, h)| n.unwrap_or_else(|| h.clone()))
+                .collect()
+        })
+    };
+    match hir.kind() {
+        HirKind::Class(Class::Unicode(c)) => {
+            let ascii = ClassUnicode::new([ClassUnicodeRange::new('\0', '\x7F')]);
+            let mut narrow = c.clone();
+            narrow.intersect(&ascii);
+            (narrow != *c).then(|| Hir::class(Class::Unicode(narrow)))
+        }
+        HirKind::Look(look) => {
+            let ascii = match look {
+                Look::WordUnicode => Look::WordAscii,
+                Look::WordUnicodeNegate => Look::WordAsciiNegate,
+                Look::WordStartUnicode => Look::WordStartAscii,
+                Look::WordEndUnicode => Look::WordEndAscii,
+                Look::WordStartHalfUnicode => Look::WordStartHalfAscii,
+                Look::WordEndHalfUnicode => Look::WordEndHalfAscii,
+                _ => return None,
+            };
+            Some(Hir::look(ascii))
+        }
+        HirKind::Repetition(r) => sub(&r.sub).map(|narrow| {
+            Hir::repetition(Repetition {
+                sub: Box::new(narrow),
+                ..r.clone()
+            })
+        }),
+        HirKind::Capture(c) => sub(&c.sub).map(|narrow| {
+            Hir::capture(Capture {
+                sub: Box::new(narrow),
+                ..c.clone()
+            })
+        }),
+        HirKind::Concat(hs) => all(hs).map(Hir::concat),
+        HirKind::Alternation(hs) => all(hs).map(Hir::alternation),
+        HirKind::Empty | HirKind::Literal(_) | HirKind::Class(Class::Bytes(_)) => None,
+    }
+}
+
+/// The tree regex-syntax would give for `^?text$?` when `text` is made only of characters that
+/// stand for themselves in every context (no flags, escapes or meta characters): such patterns
+/// (`^/shop$`, `^/api/v1`) are about half of a workload's distinct regexes, and building their
+/// tree directly skips a parse that costs ≈45k instructions. Anything else gives `None`.
+pub(crate) fn plain_literal_hir(source: &str) -> Option<Hir> {
+    let body = source.strip_prefix('^');
+    let start = body.is_some();
+    let body = body.unwrap_or(source);
+    let text = body.strip_suffix('$');
+    let end = text.is_some();
+    let text = text.unwrap_or(body);
+    let plain = |c: u8| c.is_ascii_alphanumeric() || b"/_-:@%,;=!".contains(&c);
+    if text.is_empty() || !text.bytes().all(plain) {
+        return None;
+    }
+    let mut parts = Vec::with_capacity(3);
+    if start {
+        parts.push(Hir::look(Look::Start));
+    }
+    parts.push(Hir::literal(text.as_bytes()));
+    if end {
+        parts.push(Hir::look(Look::End));
+    }
+    Some(Hir::concat(parts))
+}
+
+/// `(text, anchored at start, anchored at end)` when the pattern is a literal with anchors.
+pub(crate) fn literal(hir: &Hir) -> Option<(Box<str>, bool, bool)> {
+    let parts: &[Hir] = match hir.kind() {
+        HirKind::Concat(parts) => parts,
+        _ => std::slice::from_ref(hir),
+    };
+    let mut i = 0;
+    let start = matches!(
+        parts.first().map(Hir::kind),
+        Some(HirKind::Look(Look::Start))
+    );
+    i += usize::from(start);
+    let text = match parts.get(i).map(Hir::kind) {
+        Some(HirKind::Literal(l)) => {
+            i += 1;
+            std::str::from_utf8(&l.0).ok()?
+        }
+        Some(HirKind::Empty) => {
+            i += 1;
+            ""
+        }
+        _ => "",
+    };
+    let end = matches!(parts.get(i).map(Hir::kind), Some(HirKind::Look(Look::End)));
+    i += usize::from(end);
+    (i == parts.len()).then(|| (text.into(), start, end))
+}
+
+/// Uses regex-syntax (the parser inside `regex`, with the same default flags) to find the
+/// literal prefixes. Only a start anchor that every match begins with (`^` without `(?m)`, or
+/// `\A`) makes a prefix of the match a prefix of the whole text.
+pub(crate) fn anchored_prefixes(hir: &Hir) -> Option<Box<[Box<[u8]>]>> {
+    if !hir.properties().look_set_prefix().contains(Look::Start) {
+        return None;
+    }
+    literal_prefixes(hir)
+}
+
+/// Literals one of which every match of `hir` starts with (regex-syntax's extractor, as the
+/// `regex` crate's prefilters use it); `None` when the set is infinite or holds the empty
+/// string.
+pub(crate) fn literal_prefixes(hir: &Hir) -> Option<Box<[Box<[u8]>]>> {
+    let seq = Extractor::new().kind(ExtractKind::Prefix).extract(hir);
+    let literals = seq.literals()?;
+    if literals.is_empty() || literals.iter().any(|l| l.as_bytes().is_empty()) {
+        return None;
+    }
+    Some(literals.iter().map(|l| Box::from(l.as_bytes())).collect())
+}

@@ -1,0 +1,143 @@
+//! Whether one route matches every request another matches, decided from their programs.
+//!
+//! Invariant (soundness): [`implies`] answers `true` only when every request that makes `r`'s
+//! expression true makes `s`'s true. It may answer `false` when that holds (it understands
+//! conjunctions of exact values, prefixes, suffixes, `contains`, regexes compared by source or
+//! through their literal prefixes, networks, and any predicate tested on `r`'s exact value);
+//! the linter stays silent then. A wrong `true` would be a false alarm about a route that can
+//! win, which is worse than silence.
+//!
+//! Why it is sound: `r`'s expression is at least as strong as the conjunction of the
+//! predicates of its top-level `&&` (its `||` and `!` parts are dropped, which only weakens
+//! it). `s` is implied when each of its top-level parts is: an `&&` when all its children are,
+//! an `||` when one is, a predicate when one of `r`'s predicates on the same field implies it
+//! value by value with a mode at least as strong (a predicate over all values implies one over
+//! any value, not the reverse; every predicate is false on a field without values).
+
+use crate::compile::eval::test_value;
+use crate::compile::program::{Code, Instr, Lit, Pred};
+use crate::language::Op;
+use crate::schema::value::{cidr_contains, Value};
+
+/// Whether every request `r` matches, `s` matches (see the module docs).
+pub(crate) fn implies(r: &Code<'_>, s: &Code<'_>) -> bool {
+    let mut conjuncts = Vec::new();
+    for i in r.runs() {
+        conjunct_predicates(r, i, &mut conjuncts);
+    }
+    s.runs().all(|i| part_implied(r, &conjuncts, s, i))
+}
+
+/// The predicates that must all hold for instruction `i` of `code` to hold, as far as `&&`
+/// alone shows.
+fn conjunct_predicates<'a>(code: &Code<'a>, i: usize, out: &mut Vec<&'a Pred>) {
+    match &code.code()[i] {
+        Instr::Pred(p) => out.push(p),
+        &Instr::And { end, .. } => {
+            let mut c = i + 1;
+            while c < end as usize {
+                conjunct_predicates(code, c, out);
+                c = code.end(c);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn part_implied(r: &Code<'_>, conjuncts: &[&Pred], s: &Code<'_>, i: usize) -> bool {
+    let children = |end: u32| {
+        let mut c = i + 1;
+        std::iter::from_fn(move || {
+            (c < end as usize).then(|| {
+                let at = c;
+                c = s.end(c);
+                at
+            })
+        })
+    };
+    match &s.code()[i] {
+        &Instr::And { end, .. } => children(end).all(|c| part_implied(r, conjuncts, s, c)),
+        &Instr::Or { end, .. } => children(end).any(|c| part_implied(r, conjuncts, s, c)),
+        Instr::Pred(p) => conjuncts.iter().any(|q| predicate_implies(r, q, s, p)),
+        Instr::Not { .. } => false,
+        Instr::End | Instr::OnHeap(_) => true,
+    }
+}
+
+/// Whether `rp` (of `r`) holding implies `sp` (of `s`) holding.
+fn predicate_implies(r: &Code<'_>, rp: &Pred, s: &Code<'_>, sp: &Pred) -> bool {
+    // `sp` over every value needs `rp` over every value too; either mode implies "any".
+    if rp.field != sp.field || (rp.any && !sp.any) {
+        return false;
+    }
+    if rp.op == sp.op && rp.lower == sp.lower && same_literal(r, &rp.lit, s, &sp.lit) {
+        return true;
+    }
+    match rp.op {
+        // Every value (lowered, if `rp` lowers) is the literal: test `sp` on it. When `rp`
+        // lowers and `sp` does not, the value itself is unknown.
+        Op::Equals if !rp.lower || sp.lower => match exact_value(r, &rp.lit) {
+            Some(v) => test_value(s, sp, &v, &mut String::new(), None),
+            None => false,
+        },
+        Op::Prefix | Op::Postfix | Op::Contains if rp.lower == sp.lower => {
+            let (Some(x), Some(y)) = (r.bytes(&rp.lit), s.bytes(&sp.lit)) else {
+                return false;
+            };
+            match (rp.op, sp.op) {
+                (Op::Prefix, Op::Prefix) => x.starts_with(y),
+                (Op::Postfix, Op::Postfix) => x.ends_with(y),
+                (_, Op::Contains) => contains(x, y),
+                _ => false,
+            }
+        }
+        Op::Regex if rp.lower == sp.lower => {
+            let (Lit::Regex(re), Op::Prefix | Op::Contains) = (&rp.lit, sp.op) else {
+                return false;
+            };
+            let (Some(prefixes), Some(y)) = (re.anchored_prefixes(), s.bytes(&sp.lit)) else {
+                return false;
+            };
+            // Every matching value starts with one of the prefixes.
+            prefixes.iter().all(|p| match sp.op {
+                Op::Prefix => p.starts_with(y),
+                _ => contains(p, y),
+            })
+        }
+        Op::In => match (&rp.lit, sp.op, &sp.lit) {
+            (Lit::IpCidr(inner), Op::In, Lit::IpCidr(outer)) => {
+                outer.network_length() <= inner.network_length()
+                    && cidr_contains(outer, &inner.first_address())
+            }
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+/// The value an `==` literal fixes.
+fn exact_value(code: &Code<'_>, lit: &Lit) -> Option<Value> {
+    Some(match lit {
+        Lit::Int(i) => Value::Int(*i),
+        Lit::IpAddr(a) => Value::IpAddr(*a),
+        Lit::IpCidr(c) => Value::IpCidr(*c),
+        Lit::Regex(_) => return None,
+        Lit::Inline { .. } | Lit::Str { .. } => {
+            Value::String(String::from_utf8(code.bytes(lit)?.to_vec()).ok()?)
+        }
+    })
+}
+
+fn same_literal(r: &Code<'_>, a: &Lit, s: &Code<'_>, b: &Lit) -> bool {
+    match (a, b) {
+        (Lit::Regex(x), Lit::Regex(y)) => x.as_str() == y.as_str(),
+        (Lit::Int(x), Lit::Int(y)) => x == y,
+        (Lit::IpAddr(x), Lit::IpAddr(y)) => x == y,
+        (Lit::IpCidr(x), Lit::IpCidr(y)) => x == y,
+        _ => matches!((r.bytes(a), s.bytes(b)), (Some(x), Some(y)) if x == y),
+    }
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    needle.is_empty() || haystack.windows(needle.len()).any(|w| w == needle)
+}

@@ -1,0 +1,429 @@
+//! Lint: what is wrong with a route table that no error reports. Routes that can never win,
+//! routes of equal priority that overlap, duplicate expressions, and path regexes not anchored
+//! at the start.
+//!
+//! Invariants:
+//! - No false alarms. A route is reported as never winning only when a route before it in
+//!   routing order is proved to match every request it matches ([`implication`]); two routes
+//!   are reported as overlapping only when a concrete request matches both ([`witness`]).
+//!   Where the linter cannot decide, it says nothing.
+//! - Incremental: [`Linter::update`] after a change of some routes costs what those routes
+//!   touch (an index lookup for each one's witness request, and the witnesses of routes keyed
+//!   under the same values), and leaves the findings [`Linter::new`] would give for the new
+//!   table. The tests compare the two after random changes.
+//!
+//! Findings about a pair are found from the witness of the narrower route: if `s` matches
+//! every request `r` matches, `s` also matches `r`'s witness, and so is among the index's
+//! candidates for it.
+
+mod implication;
+mod witness;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
+
+use uuid::Uuid;
+
+use crate::compile::eval::eval;
+use crate::compile::program::{Instr, Lit};
+use crate::error::Location;
+use crate::index::requirement::{Key, KeyKind};
+use crate::index::{requirements, Order};
+use crate::language::{parse_with_limits, Op};
+use crate::router::Router;
+use crate::schema::context::MatchRecord;
+use crate::schema::names::FieldId;
+
+use implication::implies;
+use witness::Witness;
+
+/// What a [`Finding`] is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum FindingKind {
+    /// A route that can never win: a route before it in routing order matches every request
+    /// it matches. `routes` is `[the route that never wins, the route that takes its requests]`.
+    NeverWins,
+    /// Two routes of equal priority that both match some request: which one wins it depends
+    /// only on their ids. `routes` holds the two in routing order.
+    EqualPriorityOverlap,
+    /// Routes whose expressions are the same once parsed (spacing, parentheses and literal
+    /// spellings aside). `routes` holds them all, in routing order.
+    DuplicateExpression,
+    /// A regex on `http.path` that is not anchored at the start (`~ "/users/\d+"` also matches
+    /// `/admin/users/1`). `routes` holds the route.
+    UnanchoredPathRegex,
+}
+
+impl FindingKind {
+    /// A short stable name: `never-wins`, `equal-priority-overlap`, `duplicate-expression`,
+    /// `unanchored-path-regex`.
+    pub fn name(self) -> &'static str {
+        match self {
+            FindingKind::NeverWins => "never-wins",
+            FindingKind::EqualPriorityOverlap => "equal-priority-overlap",
+            FindingKind::DuplicateExpression => "duplicate-expression",
+            FindingKind::UnanchoredPathRegex => "unanchored-path-regex",
+        }
+    }
+}
+
+/// One lint finding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// What it is about.
+    pub kind: FindingKind,
+    /// The routes involved (see [`FindingKind`] for their order).
+    pub routes: Vec<Uuid>,
+    /// One line saying why.
+    pub message: String,
+    /// The place in the first route's text it is about, when it is about one predicate.
+    pub location: Option<Location>,
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.kind.name(), self.message)?;
+        if let Some(l) = &self.location {
+            write!(f, "\n{l}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The findings of a route table, kept up to date as routes change (see the module docs).
+///
+/// ```
+/// use std::sync::Arc;
+/// use atc_router::{FindingKind, Linter, Router, Schema, Type, Uuid};
+///
+/// let mut schema = Schema::new();
+/// schema.add_field("http.host", Type::String).unwrap();
+/// schema.add_field("http.path", Type::String).unwrap();
+/// let mut router = Router::new(Arc::new(schema));
+/// let (wide, narrow) = (Uuid::from_u128(1), Uuid::from_u128(2));
+/// router.add(wide, 20, r#"http.host == "api.example" && http.path ^= "/users""#).unwrap();
+/// let mut lint = Linter::new(&router);
+/// assert_eq!(lint.findings().count(), 0);
+///
+/// router.add(narrow, 10, r#"http.host == "api.example" && http.path == "/users/me""#).unwrap();
+/// lint.update(&router, &[narrow]);
+/// let f = lint.findings().next().unwrap();
+/// assert_eq!(f.kind, FindingKind::NeverWins);
+/// assert_eq!(f.routes, vec![narrow, wide]);
+/// ```
+#[derive(Debug, Default)]
+pub struct Linter {
+    /// Findings about one route or a pair, by kind and routes.
+    findings: BTreeMap<(FindingKind, Vec<Uuid>), Finding>,
+    /// Duplicate-expression findings, by the printed expression.
+    duplicates: HashMap<String, Finding>,
+    witnesses: HashMap<Uuid, Witness>,
+    /// Every string value of every witness, for finding the witnesses a route matches.
+    witness_texts: BTreeSet<(FieldId, String, Uuid)>,
+    /// Each route's expression as printed after parsing, and the routes of each.
+    printed: HashMap<Uuid, String>,
+    by_printed: HashMap<String, BTreeSet<Uuid>>,
+}
+
+impl Router {
+    /// Lints the whole table (see [`Linter`]): the findings, ordered by kind and routes.
+    pub fn lint(&self) -> Vec<Finding> {
+        Linter::new(self).findings().cloned().collect()
+    }
+}
+
+impl Linter {
+    /// Lints every route of `router`.
+    pub fn new(router: &Router) -> Linter {
+        let mut lint = Linter::default();
+        let slots: Vec<(Order, u32)> = router.slots_in_order().collect();
+        for &(order, slot) in &slots {
+            lint.learn(router, order.id(), slot);
+        }
+        for &(order, slot) in &slots {
+            lint.check_route(router, order, slot);
+            lint.check_witness(router, order, slot);
+        }
+        let groups: Vec<String> = lint
+            .by_printed
+            .iter()
+            .filter(|(_, ids)| ids.len() > 1)
+            .map(|(p, _)| p.clone())
+            .collect();
+        for printed in groups {
+            lint.check_duplicates(router, &printed);
+        }
+        lint
+    }
+
+    /// The findings, ordered by kind, then by the routes involved.
+    pub fn findings(&self) -> impl Iterator<Item = &Finding> {
+        let mut all: Vec<&Finding> = self
+            .findings
+            .values()
+            .chain(self.duplicates.values())
+            .collect();
+        all.sort_by(|a, b| (a.kind, &a.routes).cmp(&(b.kind, &b.routes)));
+        all.into_iter()
+    }
+
+    /// Brings the findings up to date after the routes with ids `changed` were added, removed
+    /// or changed in `router` (the router the linter was made from).
+    pub fn update(&mut self, router: &Router, changed: &[Uuid]) {
+        let changed: BTreeSet<Uuid> = changed.iter().copied().collect();
+        let mut groups = BTreeSet::new();
+        for id in &changed {
+            if let Some(p) = self.forget(*id) {
+                groups.insert(p);
+            }
+        }
+        self.findings
+            .retain(|_, f| !f.routes.iter().any(|id| changed.contains(id)));
+        let live: Vec<(Order, u32)> = changed
+            .iter()
+            .filter_map(|id| {
+                let slot = router.slot_of(*id)?;
+                Some((router.order_of(slot), slot))
+            })
+            .collect();
+        for &(order, slot) in &live {
+            if let Some(p) = self.learn(router, order.id(), slot) {
+                groups.insert(p);
+            }
+        }
+        for &(order, slot) in &live {
+            self.check_route(router, order, slot);
+            self.check_witness(router, order, slot);
+            self.check_covered_by(router, order, slot);
+        }
+        for printed in groups {
+            self.check_duplicates(router, &printed);
+        }
+    }
+
+    /// Records a route's witness and printed form; returns the printed form.
+    fn learn(&mut self, router: &Router, id: Uuid, slot: u32) -> Option<String> {
+        if let Some(w) = Witness::of(router.program(slot), router.schema()) {
+            for (f, v) in &w.values {
+                if let crate::Value::String(s) = v {
+                    self.witness_texts.insert((*f, s.clone(), id));
+                }
+            }
+            self.witnesses.insert(id, w);
+        }
+        let printed = parse_with_limits(router.text_of(slot), router.limits())
+            .ok()?
+            .expr
+            .to_string();
+        self.printed.insert(id, printed.clone());
+        self.by_printed
+            .entry(printed.clone())
+            .or_default()
+            .insert(id);
+        Some(printed)
+    }
+
+    /// Forgets what [`Linter::learn`] recorded; returns the route's printed form.
+    fn forget(&mut self, id: Uuid) -> Option<String> {
+        if let Some(w) = self.witnesses.remove(&id) {
+            for (f, v) in w.values {
+                if let crate::Value::String(s) = v {
+                    self.witness_texts.remove(&(f, s, id));
+                }
+            }
+        }
+        let printed = self.printed.remove(&id)?;
+        if let Some(ids) = self.by_printed.get_mut(&printed) {
+            ids.remove(&id);
+            if ids.is_empty() {
+                self.by_printed.remove(&printed);
+            }
+        }
+        Some(printed)
+    }
+
+    /// Findings about one route alone: unanchored path regexes.
+    fn check_route(&mut self, router: &Router, order: Order, slot: u32) {
+        let code = router.program(slot).view();
+        let Some(path) = router.schema().lookup("http.path") else {
+            return;
+        };
+        let text = router.text_of(slot);
+        let mut ordinal = 0;
+        for instr in code.code() {
+            let Instr::Pred(p) = instr else {
+                continue;
+            };
+            let at = ordinal;
+            ordinal += 1;
+            let Lit::Regex(re) = &p.lit else {
+                continue;
+            };
+            if p.field != path || p.op != Op::Regex || re.is_anchored_at_start() {
+                continue;
+            }
+            let location = parse_with_limits(text, router.limits())
+                .ok()
+                .and_then(|parsed| parsed.spans.get(at).cloned())
+                .map(|s| Location::new(text, s.predicate));
+            let id = order.id();
+            self.add(Finding {
+                kind: FindingKind::UnanchoredPathRegex,
+                routes: vec![id],
+                message: format!(
+                    "route {id}: the regex {:?} on http.path is not anchored with ^, so it also \
+                     matches paths that only contain what it describes",
+                    re.as_str()
+                ),
+                location,
+            });
+        }
+    }
+
+    /// Findings between a route and the routes its witness request meets: the routes that
+    /// can match everything it matches, and equal-priority routes matching the same request.
+    fn check_witness(&mut self, router: &Router, order: Order, slot: u32) {
+        let Some(ctx) = self
+            .witnesses
+            .get(&order.id())
+            .and_then(|w| w.context(router.schema()))
+        else {
+            return;
+        };
+        let Ok(candidates) = router.candidate_slots(&ctx) else {
+            return;
+        };
+        let mut record = MatchRecord::default();
+        for other in candidates {
+            if other == slot {
+                continue;
+            }
+            record.clear();
+            if eval(router.program(other), &ctx, &mut String::new(), &mut record) {
+                let other_order = router.order_of(other);
+                self.pair(router, (order, slot), (other_order, other));
+            }
+        }
+    }
+
+    /// For a route that changed: the routes whose witness it matches (the routes it may match
+    /// everything of), found through the witness values its requirements select.
+    fn check_covered_by(&mut self, router: &Router, order: Order, slot: u32) {
+        let program = router.program(slot);
+        let lookup = requirements(&program.view())
+            .into_iter()
+            .find(|r| !r.disc.lower && matches!(r.disc.kind, KeyKind::Exact | KeyKind::Prefix));
+        let ids: Vec<Uuid> = match &lookup {
+            Some(req) => {
+                let field = req.disc.field;
+                let mut ids = Vec::new();
+                for key in req.keys.iter() {
+                    let Key::Bytes(k) = key else { continue };
+                    let Ok(k) = std::str::from_utf8(k) else {
+                        continue;
+                    };
+                    let exact = req.disc.kind == KeyKind::Exact;
+                    let from = (field, k.to_owned(), Uuid::nil());
+                    ids.extend(
+                        self.witness_texts
+                            .range(from..)
+                            .take_while(|(f, s, _)| {
+                                *f == field && if exact { s == k } else { s.starts_with(k) }
+                            })
+                            .map(|(_, _, id)| *id),
+                    );
+                }
+                ids
+            }
+            // Nothing to look witnesses up by: try them all.
+            None => self.witnesses.keys().copied().collect(),
+        };
+        let mut record = MatchRecord::default();
+        for id in ids {
+            if id == order.id() {
+                continue;
+            }
+            let (Some(other), Some(ctx)) = (
+                router.slot_of(id),
+                self.witnesses
+                    .get(&id)
+                    .and_then(|w| w.context(router.schema())),
+            ) else {
+                continue;
+            };
+            record.clear();
+            if eval(program, &ctx, &mut String::new(), &mut record) {
+                let other_order = router.order_of(other);
+                self.pair(router, (other_order, other), (order, slot));
+            }
+        }
+    }
+
+    /// Two routes that both match the witness of `a`.
+    fn pair(&mut self, router: &Router, a: (Order, u32), b: (Order, u32)) {
+        let (first, second) = if a.0 < b.0 { (a, b) } else { (b, a) };
+        let (f_id, s_id) = (first.0.id(), second.0.id());
+        if first.0.priority() == second.0.priority() {
+            self.add(Finding {
+                kind: FindingKind::EqualPriorityOverlap,
+                routes: vec![f_id, s_id],
+                message: format!(
+                    "routes {f_id} and {s_id} have the same priority ({}) and both match some \
+                     requests: which one wins those depends only on their ids",
+                    first.0.priority()
+                ),
+                location: None,
+            });
+        }
+        // Only the narrower route's witness proves anything about the wider one, but checking
+        // the implication is what decides, whichever witness found the pair.
+        if implies(
+            &router.program(second.1).view(),
+            &router.program(first.1).view(),
+        ) {
+            self.add(Finding {
+                kind: FindingKind::NeverWins,
+                routes: vec![s_id, f_id],
+                message: format!(
+                    "route {s_id} can never win: route {f_id} (priority {}) comes before it and \
+                     matches every request it matches",
+                    first.0.priority()
+                ),
+                location: None,
+            });
+        }
+    }
+
+    /// The duplicate-expression finding of the routes printed as `printed`, made afresh.
+    fn check_duplicates(&mut self, router: &Router, printed: &str) {
+        self.duplicates.remove(printed);
+        let Some(ids) = self.by_printed.get(printed) else {
+            return;
+        };
+        if ids.len() < 2 {
+            return;
+        }
+        let mut routes: Vec<(Order, Uuid)> = ids
+            .iter()
+            .filter_map(|id| Some((Order::new(router.get(*id)?.priority(), *id), *id)))
+            .collect();
+        routes.sort();
+        let routes: Vec<Uuid> = routes.into_iter().map(|(_, id)| id).collect();
+        let list = routes
+            .iter()
+            .map(Uuid::to_string)
+            .collect::<Vec<_>>()
+            .join(", ");
+        let finding = Finding {
+            kind: FindingKind::DuplicateExpression,
+            routes,
+            message: format!("routes {list} have the same expression: {printed}"),
+            location: None,
+        };
+        self.duplicates.insert(printed.to_owned(), finding);
+    }
+
+    fn add(&mut self, f: Finding) {
+        self.findings.insert((f.kind, f.routes.clone()), f);
+    }
+}

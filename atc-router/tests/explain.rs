@@ -1,0 +1,172 @@
+//! `Router::explain` and `Router::matches`, as docs/explain.md describes them.
+
+use std::sync::Arc;
+
+use atc_router::{Context, ExplainOptions, Router, Schema, Type, Uuid, Value};
+
+fn schema() -> Arc<Schema> {
+    let mut s = Schema::new();
+    for (name, ty) in [
+        ("http.host", Type::String),
+        ("http.path", Type::String),
+        ("http.method", Type::String),
+        ("net.dst.port", Type::Int),
+    ] {
+        s.add_field(name, ty).unwrap();
+    }
+    Arc::new(s)
+}
+
+fn request(schema: &Arc<Schema>, host: &str, method: &str, path: &str) -> Context {
+    let mut ctx = Context::new(schema.clone());
+    ctx.add_value("http.host", host).unwrap();
+    ctx.add_value("http.method", method).unwrap();
+    ctx.add_value("http.path", path).unwrap();
+    ctx.add_value("net.dst.port", Value::Int(443)).unwrap();
+    ctx
+}
+
+const USERS: Uuid = Uuid::from_u128(1);
+const USER: Uuid = Uuid::from_u128(2);
+const OTHER_HOST: Uuid = Uuid::from_u128(3);
+
+fn router(schema: &Arc<Schema>) -> Router {
+    let mut r = Router::new(schema.clone());
+    r.add(
+        USERS,
+        30,
+        "http.host == \"api.example\"\n  && http.method == \"POST\"\n  && http.path ^= \"/users\"",
+    )
+    .unwrap();
+    r.add(
+        USER,
+        20,
+        r#"http.host == "api.example" && http.path ~ "^/users/(?<id>\\d+)$""#,
+    )
+    .unwrap();
+    r.add(OTHER_HOST, 10, r#"http.host == "www.example""#)
+        .unwrap();
+    r
+}
+
+#[test]
+fn the_winner_is_named_with_the_predicates_that_decided_it() {
+    let s = schema();
+    let r = router(&s);
+    let mut ctx = request(&s, "api.example", "GET", "/users/42");
+    let why = r.explain(&mut ctx).unwrap();
+    assert_eq!(why.winner, Some(USER));
+    let winner = why.candidates.iter().find(|c| c.id == USER).unwrap();
+    assert!(winner.matched);
+    let texts: Vec<&str> = winner.predicates.iter().map(|p| p.text.as_str()).collect();
+    assert_eq!(
+        texts,
+        [
+            r#"http.host == "api.example""#,
+            r#"http.path ~ "^/users/(?<id>\\d+)$""#
+        ]
+    );
+    assert!(winner.predicates.iter().all(|p| p.holds && !p.negated));
+}
+
+#[test]
+fn a_candidate_that_fails_names_the_predicate_that_failed_with_its_place() {
+    let s = schema();
+    let r = router(&s);
+    let mut ctx = request(&s, "api.example", "GET", "/users/42");
+    let why = r.explain(&mut ctx).unwrap();
+    let users = &why.candidates[0];
+    assert_eq!(users.id, USERS, "candidates come in routing order");
+    assert!(!users.matched);
+    let failed = &users.predicates[0];
+    assert_eq!(failed.text, r#"http.method == "POST""#);
+    assert!(!failed.holds);
+    assert_eq!((failed.location.line, failed.location.column), (2, 6));
+    assert_eq!(
+        failed.location.source_line(),
+        r#"  && http.method == "POST""#
+    );
+    assert_eq!(failed.location.caret(), format!("     {}", "^".repeat(21)));
+}
+
+#[test]
+fn a_negated_predicate_that_holds_is_what_fails_its_route() {
+    let s = schema();
+    let mut r = Router::new(s.clone());
+    let id = Uuid::from_u128(9);
+    r.add(
+        id,
+        1,
+        r#"http.host == "api.example" && !(http.method == "GET")"#,
+    )
+    .unwrap();
+    let mut ctx = request(&s, "api.example", "GET", "/");
+    let why = r.explain(&mut ctx).unwrap();
+    let p = &why.candidates[0].predicates[0];
+    assert_eq!(p.text, r#"http.method == "GET""#);
+    assert!(p.holds && p.negated && !p.effective());
+}
+
+#[test]
+fn routes_the_index_ruled_out_are_listed_on_request_with_their_key() {
+    let s = schema();
+    let r = router(&s);
+    let mut ctx = request(&s, "api.example", "GET", "/users/42");
+    assert!(r.explain(&mut ctx).unwrap().ruled_out.is_empty());
+    let why = r
+        .explain_with(&mut ctx, ExplainOptions { ruled_out: true })
+        .unwrap();
+    let total = why.candidates.len() + why.ruled_out.len();
+    assert_eq!(total, 3);
+    for out in &why.ruled_out {
+        let key = out.key.as_deref().unwrap();
+        assert!(
+            key.contains("http.host") || key.contains("http.method") || key.contains("http.path"),
+            "{key}"
+        );
+    }
+}
+
+#[test]
+fn matches_lists_every_matching_route_with_its_values_and_leaves_the_result_alone() {
+    let s = schema();
+    let mut r = router(&s);
+    let all_api = Uuid::from_u128(4);
+    r.add(all_api, 5, r#"http.host == "api.example""#).unwrap();
+    let mut ctx = request(&s, "api.example", "GET", "/users/42");
+    assert!(r.execute(&mut ctx));
+    let all = r.matches(&mut ctx).unwrap();
+    let ids: Vec<Uuid> = all.iter().map(|m| m.id).collect();
+    assert_eq!(ids, [USER, all_api]);
+    assert_eq!(
+        all[0].captures,
+        [
+            ("0".to_owned(), "/users/42".to_owned()),
+            ("1".to_owned(), "42".to_owned()),
+            ("id".to_owned(), "42".to_owned())
+        ]
+    );
+    assert_eq!(all[1].expression, r#"http.host == "api.example""#);
+    assert_eq!(ctx.result().unwrap().id(), USER, "execute's result stays");
+}
+
+#[test]
+fn a_context_of_another_schema_is_an_error() {
+    let r = router(&schema());
+    let mut foreign = request(&schema(), "api.example", "GET", "/");
+    assert!(r.explain(&mut foreign).is_err());
+    assert!(r.matches(&mut foreign).is_err());
+}
+
+#[test]
+fn an_explanation_prints_for_people() {
+    let s = schema();
+    let r = router(&s);
+    let mut ctx = request(&s, "api.example", "GET", "/users/42");
+    let text = r.explain(&mut ctx).unwrap().to_string();
+    assert!(text.starts_with(&format!("matched route {USER}")), "{text}");
+    assert!(
+        text.contains("http.method == \"POST\" does not hold"),
+        "{text}"
+    );
+}
