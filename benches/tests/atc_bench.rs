@@ -112,6 +112,15 @@ fn sync_of_each_case() {
 }
 
 #[test]
+fn lint_and_explain() {
+    let out = ok(&["lint", "--routes", "200", "--rounds", "2"]);
+    let words = first_words(&out);
+    for w in ["full", "one", "explain"] {
+        assert!(words.contains(&w), "{w} in\n{out}");
+    }
+}
+
+#[test]
 fn help_and_bad_command_lines() {
     let out = ok(&["help"]);
     for command in ["candidates", "memory", "hot", "build", "sync"] {

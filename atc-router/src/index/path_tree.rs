@@ -168,6 +168,25 @@ impl PathPattern {
         self.open
     }
 
+    /// The literal text every path the pattern accepts starts with: `/` and the literal
+    /// segments before the first parameter, each followed by `/` when another segment
+    /// follows it in the pattern (an open pattern also accepts a path ending with its last
+    /// segment).
+    pub(crate) fn literal_start(&self) -> String {
+        let mut out = String::from("/");
+        for (i, s) in self.segs.iter().enumerate() {
+            let Seg::Lit(l) = s else { break };
+            let Ok(l) = std::str::from_utf8(l) else { break };
+            out.push_str(l);
+            if i + 1 < self.segs.len() {
+                out.push('/');
+            } else {
+                break;
+            }
+        }
+        out
+    }
+
     /// The pattern as a route author would read it: literal segments as they are, parameters
     /// as `{…}`, an open end as `/…`.
     pub(crate) fn describe(&self) -> String {

@@ -90,38 +90,43 @@ impl Requirement {
     pub(crate) fn admits(&self, ctx: &Context) -> bool {
         ctx.values_by_id(self.disc.field)
             .iter()
-            .any(|v| match (v, &self.keys) {
-                (Value::String(s), Keys::Bytes(keys)) => {
-                    let s: Cow<'_, str> = if self.disc.lower {
-                        Cow::Owned(s.to_lowercase())
-                    } else {
-                        Cow::Borrowed(s)
-                    };
-                    let b = s.as_bytes();
-                    keys.iter().any(|k| match self.disc.kind {
-                        KeyKind::Exact => b == &**k,
-                        KeyKind::Prefix => b.starts_with(k),
-                        KeyKind::Suffix => b.ends_with(k),
-                        KeyKind::Contains => std::str::from_utf8(k).is_ok_and(|k| s.contains(k)),
-                        KeyKind::Regex => std::str::from_utf8(k)
-                            .ok()
-                            .and_then(|src| regex_automata::meta::Regex::new(src).ok())
-                            .is_none_or(|re| re.is_match(b)),
-                        KeyKind::Int | KeyKind::Cidr | KeyKind::Path => true,
-                    })
-                }
-                (Value::String(s), Keys::Path(patterns)) => {
-                    let s: Cow<'_, str> = if self.disc.lower {
-                        Cow::Owned(s.to_lowercase())
-                    } else {
-                        Cow::Borrowed(s)
-                    };
-                    patterns.iter().any(|p| p.accepts(s.as_bytes()))
-                }
-                (Value::Int(i), Keys::Int(keys)) => keys.contains(i),
-                (Value::IpAddr(a), Keys::Cidr(keys)) => keys.iter().any(|c| cidr_contains(c, a)),
-                _ => true,
-            })
+            .any(|v| self.admits_value(v))
+    }
+
+    /// Whether one value of the requirement's field meets it (see [`Requirement::admits`]).
+    pub(crate) fn admits_value(&self, v: &Value) -> bool {
+        match (v, &self.keys) {
+            (Value::String(s), Keys::Bytes(keys)) => {
+                let s: Cow<'_, str> = if self.disc.lower {
+                    Cow::Owned(s.to_lowercase())
+                } else {
+                    Cow::Borrowed(s)
+                };
+                let b = s.as_bytes();
+                keys.iter().any(|k| match self.disc.kind {
+                    KeyKind::Exact => b == &**k,
+                    KeyKind::Prefix => b.starts_with(k),
+                    KeyKind::Suffix => b.ends_with(k),
+                    KeyKind::Contains => std::str::from_utf8(k).is_ok_and(|k| s.contains(k)),
+                    KeyKind::Regex => std::str::from_utf8(k)
+                        .ok()
+                        .and_then(|src| regex_automata::meta::Regex::new(src).ok())
+                        .is_none_or(|re| re.is_match(b)),
+                    KeyKind::Int | KeyKind::Cidr | KeyKind::Path => true,
+                })
+            }
+            (Value::String(s), Keys::Path(patterns)) => {
+                let s: Cow<'_, str> = if self.disc.lower {
+                    Cow::Owned(s.to_lowercase())
+                } else {
+                    Cow::Borrowed(s)
+                };
+                patterns.iter().any(|p| p.accepts(s.as_bytes()))
+            }
+            (Value::Int(i), Keys::Int(keys)) => keys.contains(i),
+            (Value::IpAddr(a), Keys::Cidr(keys)) => keys.iter().any(|c| cidr_contains(c, a)),
+            _ => true,
+        }
     }
 
     /// The requirement written as a condition: `http.host == "a.example"`,

@@ -21,6 +21,7 @@ mod witness;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
+use std::net::IpAddr;
 
 use uuid::Uuid;
 
@@ -28,11 +29,12 @@ use crate::compile::eval::eval;
 use crate::compile::program::{Instr, Lit};
 use crate::error::Location;
 use crate::index::requirement::{Key, KeyKind};
-use crate::index::{requirements, Order};
+use crate::index::{requirements, Entry, LevelBufs, Order, Requirement};
 use crate::language::{parse_with_limits, Op};
 use crate::router::Router;
-use crate::schema::context::MatchRecord;
+use crate::schema::context::{Context, MatchRecord};
 use crate::schema::names::FieldId;
+use crate::schema::value::Value;
 
 use implication::implies;
 use witness::Witness;
@@ -118,8 +120,7 @@ pub struct Linter {
     /// Duplicate-expression findings, by the printed expression.
     duplicates: HashMap<String, Finding>,
     witnesses: HashMap<Uuid, Witness>,
-    /// Every string value of every witness, for finding the witnesses a route matches.
-    witness_texts: BTreeSet<(FieldId, String, Uuid)>,
+    by_value: WitnessValues,
     /// Each route's expression as printed after parsing, and the routes of each.
     printed: HashMap<Uuid, String>,
     by_printed: HashMap<String, BTreeSet<Uuid>>,
@@ -132,17 +133,50 @@ impl Router {
     }
 }
 
+/// Buffers reused across the routes of one lint run.
+struct Scratch {
+    ctx: Context,
+    record: MatchRecord,
+    lowered: String,
+    levels: Vec<LevelBufs>,
+    found: Vec<Entry>,
+}
+
+impl Scratch {
+    fn new(router: &Router) -> Scratch {
+        Scratch {
+            ctx: Context::new(router.schema().clone()),
+            record: MatchRecord::default(),
+            lowered: String::new(),
+            levels: Vec::new(),
+            found: Vec::new(),
+        }
+    }
+
+    /// Whether the route in `slot` matches the request in `self.ctx`.
+    fn matches(&mut self, router: &Router, slot: u32) -> bool {
+        self.record.clear();
+        eval(
+            router.program(slot),
+            &self.ctx,
+            &mut self.lowered,
+            &mut self.record,
+        )
+    }
+}
+
 impl Linter {
     /// Lints every route of `router`.
     pub fn new(router: &Router) -> Linter {
         let mut lint = Linter::default();
+        let mut scratch = Scratch::new(router);
         let slots: Vec<(Order, u32)> = router.slots_in_order().collect();
         for &(order, slot) in &slots {
-            lint.learn(router, order.id(), slot);
+            lint.learn(router, &mut scratch, order.id(), slot);
         }
         for &(order, slot) in &slots {
             lint.check_route(router, order, slot);
-            lint.check_witness(router, order, slot);
+            lint.check_witness(router, &mut scratch, order, slot);
         }
         let groups: Vec<String> = lint
             .by_printed
@@ -171,6 +205,7 @@ impl Linter {
     /// or changed in `router` (the router the linter was made from).
     pub fn update(&mut self, router: &Router, changed: &[Uuid]) {
         let changed: BTreeSet<Uuid> = changed.iter().copied().collect();
+        let mut scratch = Scratch::new(router);
         let mut groups = BTreeSet::new();
         for id in &changed {
             if let Some(p) = self.forget(*id) {
@@ -187,14 +222,14 @@ impl Linter {
             })
             .collect();
         for &(order, slot) in &live {
-            if let Some(p) = self.learn(router, order.id(), slot) {
+            if let Some(p) = self.learn(router, &mut scratch, order.id(), slot) {
                 groups.insert(p);
             }
         }
         for &(order, slot) in &live {
             self.check_route(router, order, slot);
-            self.check_witness(router, order, slot);
-            self.check_covered_by(router, order, slot);
+            self.check_witness(router, &mut scratch, order, slot);
+            self.check_covered_by(router, &mut scratch, order, slot);
         }
         for printed in groups {
             self.check_duplicates(router, &printed);
@@ -202,13 +237,20 @@ impl Linter {
     }
 
     /// Records a route's witness and printed form; returns the printed form.
-    fn learn(&mut self, router: &Router, id: Uuid, slot: u32) -> Option<String> {
-        if let Some(w) = Witness::of(router.program(slot), router.schema()) {
-            for (f, v) in &w.values {
-                if let crate::Value::String(s) = v {
-                    self.witness_texts.insert((*f, s.clone(), id));
-                }
-            }
+    fn learn(
+        &mut self,
+        router: &Router,
+        scratch: &mut Scratch,
+        id: Uuid,
+        slot: u32,
+    ) -> Option<String> {
+        if let Some(w) = Witness::of(
+            router.program(slot),
+            &mut scratch.ctx,
+            &mut scratch.record,
+            &mut scratch.lowered,
+        ) {
+            self.by_value.insert(id, &w);
             self.witnesses.insert(id, w);
         }
         let printed = parse_with_limits(router.text_of(slot), router.limits())
@@ -226,11 +268,7 @@ impl Linter {
     /// Forgets what [`Linter::learn`] recorded; returns the route's printed form.
     fn forget(&mut self, id: Uuid) -> Option<String> {
         if let Some(w) = self.witnesses.remove(&id) {
-            for (f, v) in w.values {
-                if let crate::Value::String(s) = v {
-                    self.witness_texts.remove(&(f, s, id));
-                }
-            }
+            self.by_value.remove(id, &w);
         }
         let printed = self.printed.remove(&id)?;
         if let Some(ids) = self.by_printed.get_mut(&printed) {
@@ -282,77 +320,51 @@ impl Linter {
 
     /// Findings between a route and the routes its witness request meets: the routes that
     /// can match everything it matches, and equal-priority routes matching the same request.
-    fn check_witness(&mut self, router: &Router, order: Order, slot: u32) {
-        let Some(ctx) = self
-            .witnesses
-            .get(&order.id())
-            .and_then(|w| w.context(router.schema()))
-        else {
+    fn check_witness(&mut self, router: &Router, scratch: &mut Scratch, order: Order, slot: u32) {
+        let Some(w) = self.witnesses.get(&order.id()) else {
             return;
         };
-        let Ok(candidates) = router.candidate_slots(&ctx) else {
+        if w.fill(&mut scratch.ctx).is_none() {
             return;
-        };
-        let mut record = MatchRecord::default();
-        for other in candidates {
-            if other == slot {
-                continue;
-            }
-            record.clear();
-            if eval(router.program(other), &ctx, &mut String::new(), &mut record) {
-                let other_order = router.order_of(other);
+        }
+        scratch.found.clear();
+        if !router.candidates_into(&scratch.ctx, &mut scratch.levels, &mut scratch.found) {
+            return;
+        }
+        let found = std::mem::take(&mut scratch.found);
+        for &(other_order, other) in &found {
+            if other != slot && scratch.matches(router, other) {
                 self.pair(router, (order, slot), (other_order, other));
             }
         }
+        scratch.found = found;
     }
 
     /// For a route that changed: the routes whose witness it matches (the routes it may match
     /// everything of), found through the witness values its requirements select.
-    fn check_covered_by(&mut self, router: &Router, order: Order, slot: u32) {
-        let program = router.program(slot);
-        let lookup = requirements(&program.view())
-            .into_iter()
-            .find(|r| !r.disc.lower && matches!(r.disc.kind, KeyKind::Exact | KeyKind::Prefix));
-        let ids: Vec<Uuid> = match &lookup {
-            Some(req) => {
-                let field = req.disc.field;
-                let mut ids = Vec::new();
-                for key in req.keys.iter() {
-                    let Key::Bytes(k) = key else { continue };
-                    let Ok(k) = std::str::from_utf8(k) else {
-                        continue;
-                    };
-                    let exact = req.disc.kind == KeyKind::Exact;
-                    let from = (field, k.to_owned(), Uuid::nil());
-                    ids.extend(
-                        self.witness_texts
-                            .range(from..)
-                            .take_while(|(f, s, _)| {
-                                *f == field && if exact { s == k } else { s.starts_with(k) }
-                            })
-                            .map(|(_, _, id)| *id),
-                    );
-                }
-                ids
-            }
-            // Nothing to look witnesses up by: try them all.
-            None => self.witnesses.keys().copied().collect(),
-        };
-        let mut record = MatchRecord::default();
+    fn check_covered_by(
+        &mut self,
+        router: &Router,
+        scratch: &mut Scratch,
+        order: Order,
+        slot: u32,
+    ) {
+        let reqs = requirements(&router.program(slot).view());
+        // The fewest witnesses any one requirement lets through; all of them when the route
+        // has no requirement (it may match any witness).
+        let ids = reqs
+            .iter()
+            .map(|r| self.by_value.admitted(r))
+            .min_by_key(Vec::len)
+            .unwrap_or_else(|| self.witnesses.keys().copied().collect());
         for id in ids {
             if id == order.id() {
                 continue;
             }
-            let (Some(other), Some(ctx)) = (
-                router.slot_of(id),
-                self.witnesses
-                    .get(&id)
-                    .and_then(|w| w.context(router.schema())),
-            ) else {
+            let (Some(other), Some(w)) = (router.slot_of(id), self.witnesses.get(&id)) else {
                 continue;
             };
-            record.clear();
-            if eval(program, &ctx, &mut String::new(), &mut record) {
+            if w.fill(&mut scratch.ctx).is_some() && scratch.matches(router, slot) {
                 let other_order = router.order_of(other);
                 self.pair(router, (other_order, other), (order, slot));
             }
@@ -375,8 +387,7 @@ impl Linter {
                 location: None,
             });
         }
-        // Only the narrower route's witness proves anything about the wider one, but checking
-        // the implication is what decides, whichever witness found the pair.
+        // Whichever witness found the pair, the implication decides.
         if implies(
             &router.program(second.1).view(),
             &router.program(first.1).view(),
@@ -405,7 +416,7 @@ impl Linter {
         }
         let mut routes: Vec<(Order, Uuid)> = ids
             .iter()
-            .filter_map(|id| Some((Order::new(router.get(*id)?.priority(), *id), *id)))
+            .filter_map(|id| Some((router.order_of(router.slot_of(*id)?), *id)))
             .collect();
         routes.sort();
         let routes: Vec<Uuid> = routes.into_iter().map(|(_, id)| id).collect();
@@ -426,4 +437,141 @@ impl Linter {
     fn add(&mut self, f: Finding) {
         self.findings.insert((f.kind, f.routes.clone()), f);
     }
+}
+
+/// The witnesses' values, sorted, so that the witnesses a requirement admits are found by a
+/// range rather than a scan.
+///
+/// Invariant: [`WitnessValues::admitted`] returns every witness with a value on the
+/// requirement's field that meets it (and possibly others, which the caller evaluates). A
+/// witness without a value on the field cannot satisfy a route with that requirement.
+#[derive(Debug, Default)]
+struct WitnessValues {
+    texts: BTreeSet<(FieldId, String, Uuid)>,
+    lowered: BTreeSet<(FieldId, String, Uuid)>,
+    reversed: BTreeSet<(FieldId, Vec<u8>, Uuid)>,
+    ints: BTreeSet<(FieldId, i64, Uuid)>,
+    addrs: BTreeSet<(FieldId, IpAddr, Uuid)>,
+    fields: BTreeSet<(FieldId, Uuid)>,
+}
+
+impl WitnessValues {
+    fn insert(&mut self, id: Uuid, w: &Witness) {
+        for (f, v) in &w.values {
+            self.fields.insert((*f, id));
+            match v {
+                Value::String(s) => {
+                    self.texts.insert((*f, s.clone(), id));
+                    self.lowered.insert((*f, s.to_lowercase(), id));
+                    self.reversed.insert((*f, reversed(s), id));
+                }
+                Value::Int(i) => {
+                    self.ints.insert((*f, *i, id));
+                }
+                Value::IpAddr(a) => {
+                    self.addrs.insert((*f, *a, id));
+                }
+                Value::IpCidr(_) => {}
+            }
+        }
+    }
+
+    fn remove(&mut self, id: Uuid, w: &Witness) {
+        for (f, v) in &w.values {
+            self.fields.remove(&(*f, id));
+            match v {
+                Value::String(s) => {
+                    self.texts.remove(&(*f, s.clone(), id));
+                    self.lowered.remove(&(*f, s.to_lowercase(), id));
+                    self.reversed.remove(&(*f, reversed(s), id));
+                }
+                Value::Int(i) => {
+                    self.ints.remove(&(*f, *i, id));
+                }
+                Value::IpAddr(a) => {
+                    self.addrs.remove(&(*f, *a, id));
+                }
+                Value::IpCidr(_) => {}
+            }
+        }
+    }
+
+    /// The witnesses whose value on `req`'s field may meet it (see the invariant).
+    fn admitted(&self, req: &Requirement) -> Vec<Uuid> {
+        let field = req.disc.field;
+        let texts = if req.disc.lower {
+            &self.lowered
+        } else {
+            &self.texts
+        };
+        let starting = |prefix: &str, out: &mut Vec<Uuid>| {
+            out.extend(
+                texts
+                    .range((field, prefix.to_owned(), Uuid::nil())..)
+                    .take_while(|(f, s, _)| *f == field && s.starts_with(prefix))
+                    .map(|(_, _, id)| *id),
+            );
+        };
+        let mut out = Vec::new();
+        for key in req.keys.iter() {
+            match (req.disc.kind, key) {
+                (KeyKind::Exact | KeyKind::Prefix, Key::Bytes(k)) => {
+                    let Ok(k) = std::str::from_utf8(k) else {
+                        continue;
+                    };
+                    if req.disc.kind == KeyKind::Exact {
+                        out.extend(
+                            texts
+                                .range((field, k.to_owned(), Uuid::nil())..)
+                                .take_while(|(f, s, _)| *f == field && s == k)
+                                .map(|(_, _, id)| *id),
+                        );
+                    } else {
+                        starting(k, &mut out);
+                    }
+                }
+                (KeyKind::Path, Key::Path(p)) => starting(&p.literal_start(), &mut out),
+                (KeyKind::Suffix, Key::Bytes(k)) if !req.disc.lower => {
+                    let tail: Vec<u8> = k.iter().rev().copied().collect();
+                    out.extend(
+                        self.reversed
+                            .range((field, tail.clone(), Uuid::nil())..)
+                            .take_while(|(f, s, _)| *f == field && s.starts_with(&tail))
+                            .map(|(_, _, id)| *id),
+                    );
+                }
+                (KeyKind::Int, Key::Int(i)) => out.extend(
+                    self.ints
+                        .range((field, i, Uuid::nil())..)
+                        .take_while(|(f, v, _)| *f == field && *v == i)
+                        .map(|(_, _, id)| *id),
+                ),
+                (KeyKind::Cidr, Key::Cidr(c)) => {
+                    let (first, last) = (c.first_address(), c.last_address());
+                    out.extend(
+                        self.addrs
+                            .range((field, first, Uuid::nil())..=(field, last, Uuid::max()))
+                            .map(|(_, _, id)| *id),
+                    );
+                }
+                // Kinds without an order to search by: every witness with the field.
+                _ => {
+                    out.clear();
+                    out.extend(
+                        self.fields
+                            .range((field, Uuid::nil())..=(field, Uuid::max()))
+                            .map(|(_, id)| *id),
+                    );
+                    return out;
+                }
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+}
+
+fn reversed(s: &str) -> Vec<u8> {
+    s.bytes().rev().collect()
 }

@@ -10,14 +10,12 @@
 //! witness, so the index's candidates for the witness hold every such `s`: finding them costs
 //! one lookup, not a scan of the table.
 
-use std::sync::Arc;
-
 use crate::compile::eval::eval;
 use crate::compile::program::Program;
 use crate::index::requirement::{Key, KeyKind};
 use crate::index::requirements;
 use crate::schema::context::{Context, MatchRecord};
-use crate::schema::names::{FieldId, Schema};
+use crate::schema::names::FieldId;
 use crate::schema::value::Value;
 
 /// One request, as the values of its fields (at most one per field).
@@ -27,8 +25,14 @@ pub(crate) struct Witness {
 }
 
 impl Witness {
-    /// A request `program` matches, or `None` (see the module docs).
-    pub(crate) fn of(program: &Program, schema: &Arc<Schema>) -> Option<Witness> {
+    /// A request `program` matches, or `None` (see the module docs). `ctx` is scratch space
+    /// of the router's schema; it is left holding the witness.
+    pub(crate) fn of(
+        program: &Program,
+        ctx: &mut Context,
+        record: &mut MatchRecord,
+        lowered: &mut String,
+    ) -> Option<Witness> {
         // Each requirement offers a value (its first key); for each field, the first offer, in
         // order of how telling it is (an exact value, a path its pattern accepts, a prefix,
         // ...), that every requirement on the field admits.
@@ -53,12 +57,12 @@ impl Witness {
             if values.iter().any(|(f, _)| *f == field) {
                 continue;
             }
-            let mut alone = Context::new(schema.clone());
-            alone.add_value_by_id(field, value.clone()).ok()?;
+            // Regex requirements are left to the evaluation below: testing one here would
+            // compile its regex again.
             if reqs
                 .iter()
-                .filter(|r| r.disc.field == field)
-                .all(|r| r.admits(&alone))
+                .filter(|r| r.disc.field == field && r.disc.kind != KeyKind::Regex)
+                .all(|r| r.admits_value(&value))
             {
                 values.push((field, value));
             }
@@ -67,23 +71,18 @@ impl Witness {
             return None;
         }
         let w = Witness { values };
-        let ctx = w.context(schema)?;
-        eval(
-            program,
-            &ctx,
-            &mut String::new(),
-            &mut MatchRecord::default(),
-        )
-        .then_some(w)
+        w.fill(ctx)?;
+        record.clear();
+        eval(program, ctx, lowered, record).then_some(w)
     }
 
-    /// The witness as a request context of `schema`.
-    pub(crate) fn context(&self, schema: &Arc<Schema>) -> Option<Context> {
-        let mut ctx = Context::new(schema.clone());
+    /// Puts the witness's values in `ctx` (reset first).
+    pub(crate) fn fill(&self, ctx: &mut Context) -> Option<()> {
+        ctx.reset();
         for (f, v) in &self.values {
             ctx.add_value_by_id(*f, v.clone()).ok()?;
         }
-        Some(ctx)
+        Some(())
     }
 }
 

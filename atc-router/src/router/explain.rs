@@ -198,8 +198,14 @@ impl Router {
                     continue;
                 }
                 let reqs = requirements(&self.programs[slot as usize].view());
+                // Regex keys last: testing one compiles its regex.
+                let is_regex = |r: &&crate::index::Requirement| {
+                    r.disc.kind == crate::index::requirement::KeyKind::Regex
+                };
                 let key = reqs
                     .iter()
+                    .filter(|r| !is_regex(r))
+                    .chain(reqs.iter().filter(is_regex))
                     .find(|r| !r.admits(ctx))
                     .map(|r| r.describe(&self.schema));
                 let row = self.route(slot).row;
@@ -250,6 +256,24 @@ impl Router {
             });
         }
         Ok(out)
+    }
+
+    /// The index's candidates for the request, sorted into routing order, into `out` (with
+    /// the caller's lookup buffers); `false` when the router is broken or the context is of
+    /// another schema.
+    pub(crate) fn candidates_into(
+        &self,
+        ctx: &Context,
+        levels: &mut Vec<crate::index::LevelBufs>,
+        out: &mut Vec<crate::index::Entry>,
+    ) -> bool {
+        if self.broken || !Arc::ptr_eq(&self.schema, ctx.schema()) {
+            return false;
+        }
+        self.index.candidates(ctx, levels, out);
+        out.sort_unstable();
+        out.dedup();
+        true
     }
 
     /// The slots of the index's candidates for the request, in routing order.

@@ -29,7 +29,7 @@ use atc_benches::{
     build, candidate_stats, contexts, execute_reading_captures, live_bytes, schema, specs,
     split_by_captures, split_by_regex, CountingAlloc, TABLE_SEED,
 };
-use atc_router::{parse, Context, Router, Schema, SyncMode};
+use atc_router::{parse, Context, ExplainOptions, Linter, Router, Schema, SyncMode};
 use atc_workload::{Family, Mix, Table};
 
 #[global_allocator]
@@ -138,6 +138,14 @@ const COMMANDS: &[Command] = &[
                 by one sync, its drop, and parse / validate alone",
         opts: &[ROUTES_10K, ROUNDS],
         run: build_times,
+    },
+    Command {
+        name: "lint",
+        synopsis: "[--routes N] [--rounds R]",
+        about: "lint of the mixed table at once, lint after one route changes, and one explain \
+                of each request of the realistic mix",
+        opts: &[ROUTES_10K, ROUNDS],
+        run: lint_times,
     },
     Command {
         name: "sync",
@@ -495,6 +503,90 @@ fn sync_times(a: &Parsed) -> Result<(), String> {
     println!(
         "(prepare: diff, parse, compile, under a read lock in SharedRouter; apply: index \
          updates, including freeing what was replaced)"
+    );
+    Ok(())
+}
+
+// ---- lint and explain ----
+
+/// Routes changed one at a time for the incremental lint (spread over the table).
+const LINT_CHANGES: usize = 100;
+
+fn lint_times(a: &Parsed) -> Result<(), String> {
+    let n = a.count("--routes", Some(10_000))?;
+    let rounds = a.count("--rounds", Some(5))?.max(1);
+    let schema = schema();
+    let table = Table::generate(n, TABLE_SEED, false);
+    let mut router = build(&table, &schema);
+    println!("lint and explain on the mixed table of {n} routes; medians of {rounds} rounds");
+
+    let mut full = Vec::with_capacity(rounds);
+    let mut lint = Linter::new(&router);
+    for _ in 0..rounds {
+        let t = Instant::now();
+        lint = black_box(Linter::new(&router));
+        full.push(t.elapsed());
+    }
+    let mut kinds = std::collections::BTreeMap::new();
+    for f in lint.findings() {
+        *kinds.entry(f.kind.name()).or_insert(0usize) += 1;
+    }
+    println!(
+        "full lint       {:>10}   findings: {kinds:?}",
+        fmt(median(&mut full))
+    );
+
+    // One route changed (removed and added again under its id), then `Linter::update`.
+    let step = (n / LINT_CHANGES).max(1);
+    let mut updates = Vec::new();
+    for r in table.routes.iter().step_by(step).take(LINT_CHANGES) {
+        let id = atc_router::Uuid::from_bytes(r.id);
+        router.remove(id);
+        router
+            .add(id, r.priority, &r.expression)
+            .map_err(|e| e.to_string())?;
+        let t = Instant::now();
+        lint.update(&router, &[id]);
+        updates.push(t.elapsed());
+    }
+    let count = updates.len();
+    let max = updates.iter().max().copied().unwrap_or_default();
+    println!(
+        "one route       {:>10}   median of {count} changed routes (max {})",
+        fmt(median(&mut updates)),
+        fmt(max)
+    );
+
+    let mut ctxs = contexts(&table, &schema, Mix::Realistic, 256);
+    let mut explains = Vec::with_capacity(ctxs.len());
+    for ctx in &mut ctxs {
+        let t = Instant::now();
+        black_box(
+            router
+                .explain_with(ctx, ExplainOptions::default())
+                .map_err(|e| e.to_string())?,
+        );
+        explains.push(t.elapsed());
+    }
+    let mut ruled = Vec::new();
+    for ctx in ctxs.iter_mut().take(8) {
+        let t = Instant::now();
+        black_box(
+            router
+                .explain_with(ctx, ExplainOptions { ruled_out: true })
+                .map_err(|e| e.to_string())?,
+        );
+        ruled.push(t.elapsed());
+    }
+    println!(
+        "explain         {:>10}   median of {} requests; with ruled-out routes {}",
+        fmt(median(&mut explains)),
+        explains.len(),
+        fmt(median(&mut ruled))
+    );
+    println!(
+        "(full lint: Linter::new; one route: Linter::update after the route was removed and \
+         added again; explain: Router::explain_with, realistic mix)"
     );
     Ok(())
 }
