@@ -103,6 +103,12 @@ lua_tests!(
     router_sync_counts_and_forms,
     router_sync_errors,
     router_sync_many_errors,
+    json_decoder,
+    explain_report,
+    explain_large_reports,
+    matches_report,
+    explain_and_matches_errors,
+    route_expressions,
 );
 
 lua_tests!(
