@@ -122,4 +122,7 @@ lua_tests!(
     update_is_atomic_for_requests,
     large_update_changes_only_what_differs,
     two_phase_routing_reads_only_what_candidates_use,
+    explain_header_is_off_by_default,
+    explain_header,
+    explain_summary_fits_a_header,
 );
