@@ -137,6 +137,17 @@
 #define ATC_UUID_LEN 36
 
 /**
+ * The `"version"` of the JSON reports this library writes.
+ */
+#define ATC_JSON_VERSION 1
+
+/**
+ * `atc_router_explain` flag: also list the routes the index ruled out for the request, each
+ * with the condition no value of the request meets (visits every route of the router).
+ */
+#define ATC_EXPLAIN_RULED_OUT 1
+
+/**
  * `atc_router_sync` mode: one invalid route refuses the whole list and nothing changes.
  */
 #define ATC_SYNC_ALL_OR_NOTHING 0
@@ -437,6 +448,68 @@ int32_t atc_context_result(atc_context *context,
  * `context` is a live handle; `captures` points to `*n` elements (may be NULL when `*n` is 0).
  */
 int32_t atc_context_captures(const atc_context *context, atc_capture *captures, size_t *n);
+
+/**
+ * Explains how the router routes the context's values: the route `atc_router_execute` would
+ * choose (`"winner"`), every candidate the index left for the request in routing order (also
+ * those after the winner) with whether it matched and the predicates that decided it (for a
+ * route that failed, the one that made it fail), with their line, column and source line
+ * with a caret; with `ATC_EXPLAIN_RULED_OUT` in `flags`, also every other route with the
+ * condition that ruled it out. JSON (see `ATC_JSON_VERSION` and ffi/README.md) in `buf`, not
+ * NUL-terminated (`*buf_len`: capacity in, bytes written out); a NULL or too small `buf` is
+ * `ATC_ERR_BUFFER` with the size needed in `*buf_len` and nothing written (each call explains
+ * again: keep a buffer across calls). Other failures: `ATC_ERR_NULL`, `ATC_ERR_INVALID`
+ * (unknown flag bits), `ATC_ERR_SCHEMA_MISMATCH`, `ATC_ERR_BROKEN`. The context's values and
+ * result are left as they were. Costs a full evaluation of every candidate: not for the
+ * request path.
+ *
+ * # Safety
+ * `router` and `context` are live handles; `buf` is NULL or points to `*buf_len` bytes;
+ * `buf_len` is writable; `errbuf` points to `*errbuf_len` bytes (or NULLs).
+ */
+int32_t atc_router_explain(const atc_router *router,
+                           atc_context *context,
+                           uint32_t flags,
+                           char *buf,
+                           size_t *buf_len,
+                           char *errbuf,
+                           size_t *errbuf_len);
+
+/**
+ * Every route whose expression holds for the context's values, in routing order (the first
+ * is the one `atc_router_execute` chooses), each with its priority, expression text, the
+ * value each field recorded and the captures it would give as the winner. JSON in `buf` as
+ * for `atc_router_explain` (same buffer rule and failures, no flags). The context's values
+ * and result are left as they were. Not for the request path.
+ *
+ * # Safety
+ * As `atc_router_explain`.
+ */
+int32_t atc_router_matches(const atc_router *router,
+                           atc_context *context,
+                           char *buf,
+                           size_t *buf_len,
+                           char *errbuf,
+                           size_t *errbuf_len);
+
+/**
+ * The expression text of the route with id `id` (UUID text, any form `atc_router_add`
+ * takes), as it was added: `*expr` points into the router (not NUL-terminated, `*expr_len`
+ * bytes) and stays valid until the next call that changes the router (add, remove, sync,
+ * free). With the id `atc_context_result` gives, the matched route's text. `ATC_ERR_NOT_FOUND`
+ * when the router has no such route, `ATC_ERR_UUID` for an id that is not a UUID,
+ * `ATC_ERR_BROKEN` for a broken router (as `atc_router_execute`); outputs untouched on
+ * failure.
+ *
+ * # Safety
+ * `router` is a live handle; `id` points to `id_len` bytes; `expr` and `expr_len` are
+ * writable.
+ */
+int32_t atc_router_route_expression(const atc_router *router,
+                                    const char *id,
+                                    size_t id_len,
+                                    const char **expr,
+                                    size_t *expr_len);
 
 /**
  * A new router over `schema`, which from now on accepts no more fields. NULL when `schema` is

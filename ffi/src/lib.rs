@@ -41,11 +41,14 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use atc_router::{Error, Type};
 
 pub mod context;
+pub mod explain;
+mod json;
 pub mod router;
 pub mod schema;
 pub mod sync;
 
 pub use context::*;
+pub use explain::*;
 pub use router::*;
 pub use schema::*;
 pub use sync::*;

@@ -1,6 +1,7 @@
 //! A panic part-way through a change of a router (an injected failure inside `atc_router_sync`)
 //! is an `ATC_ERR_PANIC` for that call, and from then on `atc_router_execute` answers
-//! `ATC_ERR_BROKEN` instead of matching against a half-changed table; the next
+//! `ATC_ERR_BROKEN` instead of matching against a half-changed table (explain, matches and a
+//! route's text likewise); the next
 //! `atc_router_sync` of the full list rebuilds the router.
 
 use std::ffi::c_char;
@@ -99,6 +100,41 @@ fn a_panic_inside_a_sync_breaks_the_router_loudly_until_the_next_sync() {
             ATC_ERR_BROKEN,
             "no answer from a half-applied table"
         );
+
+        // Nor an explanation, a list of matches or a route's text: clean errors.
+        let c = atc_context_new(s, null_mut(), null_mut());
+        let mut len = 4096usize;
+        let mut buf = vec![0 as c_char; len];
+        let mut err = vec![0 as c_char; 256];
+        let mut errlen = err.len();
+        assert_eq!(
+            atc_router_explain(
+                r,
+                c,
+                0,
+                buf.as_mut_ptr(),
+                &mut len,
+                err.as_mut_ptr(),
+                &mut errlen
+            ),
+            ATC_ERR_BROKEN
+        );
+        assert_eq!(len, 4096, "nothing written");
+        let msg: Vec<u8> = err[..errlen].iter().map(|&b| b as u8).collect();
+        assert!(
+            String::from_utf8(msg).unwrap().contains("broken"),
+            "the message says why"
+        );
+        assert_eq!(
+            atc_router_matches(r, c, buf.as_mut_ptr(), &mut len, null_mut(), null_mut()),
+            ATC_ERR_BROKEN
+        );
+        let (mut ptr, mut n) = (std::ptr::null(), 0usize);
+        assert_eq!(
+            atc_router_route_expression(r, p(&ids[1]), ids[1].len(), &mut ptr, &mut n),
+            ATC_ERR_BROKEN
+        );
+        atc_context_free(c);
 
         assert_eq!(sync(r, &list), ATC_OK, "the next sync rebuilds");
         assert_eq!(request(s, r, "/r3/x"), 1);

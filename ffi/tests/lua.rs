@@ -103,6 +103,12 @@ lua_tests!(
     router_sync_counts_and_forms,
     router_sync_errors,
     router_sync_many_errors,
+    json_decoder,
+    explain_report,
+    explain_large_reports,
+    matches_report,
+    explain_and_matches_errors,
+    route_expressions,
 );
 
 lua_tests!(
@@ -116,4 +122,7 @@ lua_tests!(
     update_is_atomic_for_requests,
     large_update_changes_only_what_differs,
     two_phase_routing_reads_only_what_candidates_use,
+    explain_header_is_off_by_default,
+    explain_header,
+    explain_summary_fits_a_header,
 );

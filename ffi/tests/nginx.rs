@@ -6,7 +6,8 @@
 //! must survive all of it. Then the table is updated through the gateway (changed, removed and
 //! added routes; the same version again; a refused version; apply-valid), each version checked
 //! the same way, and requests sent while versions alternate must each be answered wholly by the
-//! old table or wholly by the new one.
+//! old table or wholly by the new one. The gateway's debug header (X-Atc-Explain) must carry the
+//! summary of the core's explanation when asked from 127.0.0.1, and be absent otherwise.
 //!
 //! Needs nginx with the lua module; without it the test prints a notice and passes, unless
 //! `ATC_REQUIRE_NGINX=1` (see `common/nginx.rs`).
@@ -21,7 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use atc_router::{Context, RouteSpec, Router, Schema, SyncMode, Type, Uuid, Value};
+use atc_router::{Context, Explanation, RouteSpec, Router, Schema, SyncMode, Type, Uuid, Value};
 use atc_workload::{requests, Mix, Route, Table};
 use common::nginx::{self, free_port, send, Nginx, Response, Running};
 
@@ -404,6 +405,9 @@ fn check(port: u16, router: &Router, req: &HttpReq, what: &str) -> Result<Expect
     let want = expected(router, req);
     let got = send(port, &req.to_bytes())?;
     let route_header = route_header(&got);
+    if let Some(x) = explain_header(&got) {
+        return Err(format!("{what}: an explanation nobody asked for: {x}"));
+    }
     if !answers(&want, &got, req) {
         return Err(format!(
             "{what}: {} {:?}\n  want {want:?}\n  got {} {route_header:?} {:?}",
@@ -414,6 +418,153 @@ fn check(port: u16, router: &Router, req: &HttpReq, what: &str) -> Result<Expect
         ));
     }
     Ok(want)
+}
+
+// ---- The debug header (X-Atc-Explain) ----
+
+fn explain_header(got: &Response) -> Option<String> {
+    got.headers
+        .iter()
+        .find(|(k, _)| k == "x-atc-explain")
+        .map(|(_, v)| v.clone())
+}
+
+/// The explanation the gateway takes for `req`: over the values its two-phase routing reads
+/// (`None`: a bad request, which is not explained).
+fn explanation(router: &Router, req: &HttpReq) -> Option<Explanation> {
+    let mut ctx = Context::new(router.schema().clone());
+    let keys = router.key_fields();
+    if !add_fields(router, req, &mut ctx, keys, true, u64::MAX) {
+        return None;
+    }
+    let wanted = router.needed_fields(&mut ctx);
+    if !add_fields(router, req, &mut ctx, keys, false, wanted) {
+        return None;
+    }
+    Some(
+        router
+            .explain(&mut ctx)
+            .expect("the reference router explains"),
+    )
+}
+
+/// Runs of control characters become one space (`one_line` of resty.router.gateway.explain).
+fn one_line(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut in_run = false;
+    for c in s.chars() {
+        if c < ' ' || c == '\x7f' {
+            if !in_run {
+                out.push(' ');
+            }
+            in_run = true;
+        } else {
+            out.push(c);
+            in_run = false;
+        }
+    }
+    out
+}
+
+/// `gateway.explain_summary(why)` (resty.router.gateway.explain), mirrored, with its default
+/// length limit.
+fn summary(e: &Explanation) -> String {
+    const MAX: usize = 2048;
+    let winner = e.winner.map_or("none".to_owned(), |id| id.to_string());
+    let mut out = format!(
+        "winner={winner} candidates={} routes={}",
+        e.candidates.len(),
+        e.routes
+    );
+    let failed: Vec<_> = e.candidates.iter().filter(|c| !c.matched).collect();
+    for (i, c) in failed.iter().enumerate() {
+        let part = match c.predicates.first() {
+            Some(p) => {
+                let text = if p.negated {
+                    format!("!({})", p.text)
+                } else {
+                    p.text.clone()
+                };
+                format!(
+                    "; {} failed at {}:{} {}",
+                    c.id,
+                    p.location.line,
+                    p.location.column,
+                    one_line(&text)
+                )
+            }
+            None => format!("; {} failed", c.id),
+        };
+        let rest = failed.len() - i - 1;
+        let reserve = if rest > 0 {
+            format!("; +{rest} more failed").len()
+        } else {
+            0
+        };
+        if out.len() + part.len() + reserve > MAX {
+            let more = format!("; +{} more failed", failed.len() - i);
+            if out.len() + more.len() <= MAX {
+                out.push_str(&more);
+            }
+            break;
+        }
+        out.push_str(&part);
+    }
+    out
+}
+
+/// The debug header: explained (exactly as the core explains the same values) when asked from
+/// 127.0.0.1, on a routed request and on a 404; ignored when asked by another client
+/// (X-Real-IP sets the client address); absent when not asked (`check` makes sure of it for
+/// every other request of the test).
+fn check_explain_header(port: u16, router: &Router, base: &HttpReq) -> Vec<String> {
+    let mut failures = Vec::new();
+    let mut local = base.clone();
+    local
+        .headers
+        .retain(|(n, _)| !n.eq_ignore_ascii_case("x-real-ip"));
+    local.headers.push(("X-Atc-Explain".into(), b"1".to_vec()));
+    let mut missing = local.clone();
+    missing.host = b"nowhere.invalid".to_vec();
+    missing.path = b"/nothing/here".to_vec();
+    let mut remote = local.clone();
+    remote
+        .headers
+        .push(("X-Real-IP".into(), b"192.0.2.7".to_vec()));
+
+    for (what, req, want_status) in [("routed", &local, 200), ("not found", &missing, 404)] {
+        let why = explanation(router, req).expect("a good request");
+        let want = summary(&why);
+        match send(port, &req.to_bytes()) {
+            Ok(got) => {
+                let header = explain_header(&got);
+                if got.status != want_status || header.as_deref() != Some(want.as_str()) {
+                    failures.push(format!(
+                        "explain header, {what}: got {} {header:?}\n  want {want_status} \
+                         {want:?}",
+                        got.status
+                    ));
+                }
+                if want_status == 200 && route_header(&got) != why.winner.map(|w| w.to_string()) {
+                    failures.push(format!(
+                        "explain header, {what}: X-Route {:?} is not the winner {:?}",
+                        route_header(&got),
+                        why.winner
+                    ));
+                }
+            }
+            Err(e) => failures.push(format!("explain header, {what}: {e}")),
+        }
+    }
+    match send(port, &remote.to_bytes()) {
+        Ok(got) => {
+            if let Some(x) = explain_header(&got) {
+                failures.push(format!("explain header from 192.0.2.7 answered: {x}"));
+            }
+        }
+        Err(e) => failures.push(format!("explain header from 192.0.2.7: {e}")),
+    }
+    failures
 }
 
 fn status_page(port: u16) -> Result<String, String> {
@@ -691,6 +842,13 @@ fn nginx_routes_like_the_reference() {
         }
     }
     assert!(source_failures.is_empty(), "{}", source_failures.join("\n"));
+
+    let explain_failures = check_explain_header(port, &router, &base);
+    assert!(
+        explain_failures.is_empty(),
+        "{}",
+        explain_failures.join("\n")
+    );
 
     // Still the same worker, still routing.
     let status = status_page(port).expect("nginx still answers");

@@ -1,7 +1,7 @@
 -- The gateway of scripts/demo and scripts/gateway-bench: resty.router.gateway in an nginx
 -- worker, a route store changed through an admin endpoint, and the request handlers.
 --
---   init_worker_by_lua_block { require("atc_demo").init("/path/routes.tsv") }
+--   init_worker_by_lua_block { require("atc_demo").init("/path/routes.tsv" [, opts]) }
 --   access_by_lua_block      { require("atc_demo").access() }    -- route, then proxy_pass
 --   content_by_lua_block     { require("atc_demo").backend() }   -- the demo's upstream
 --   content_by_lua_block     { require("atc_demo").bench() }     -- route and answer at once
@@ -186,9 +186,11 @@ function _M.churn()
     ngx.say("churn ", CHURN.active and "on" or "off", " held_ms ", concat(held, " "))
 end
 
--- `opts.churn_timer`: start the (inactive) churn timer of the benchmark.
+-- `opts.churn_timer`: start the (inactive) churn timer of the benchmark. `opts.explain_header`:
+-- the gateway's debug header (scripts/demo sets X-Atc-Explain; only 127.0.0.1 may use it), whose
+-- summary access() puts in $route_explain.
 function _M.init(routes_file, opts)
-    GW = assert(gateway.new())
+    GW = assert(gateway.new({ explain_header = opts and opts.explain_header }))
     STORE = new_store()
     for line in io.lines(routes_file) do
         local prio, id, expr = route_line(line)
@@ -226,10 +228,15 @@ local function captures_text(captures)
 end
 
 -- access_by_lua: routes the request and passes the result upstream in X-Route-* headers (and to
--- the client through the $route_* variables the config adds as response headers).
+-- the client through the $route_* variables the config adds as response headers; with the debug
+-- header, $route_explain holds the summary of the request's explanation).
 function _M.access()
     local uuid, matched, captures = GW:route()
     ngx.var.route_version = GW:version()
+    local why = ngx.ctx.atc_explanation
+    if why then
+        ngx.var.route_explain = gateway.explain_summary(why)
+    end
     if not uuid then
         if matched then
             ngx.status = 400

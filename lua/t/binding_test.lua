@@ -877,4 +877,188 @@ function T.router_sync_many_errors()
     assert(rep.errors[n].message:find(tostring(n) .. '"', 1, true))
 end
 
+local json = require("resty.router.json")
+
+function T.json_decoder()
+    local v = assert(json.decode(' {"a": [1, -2, 3.5, 1e3, true, false, null, {}, []], "b": "x"} '))
+    eq(v.a[1], 1); eq(v.a[2], -2); eq(v.a[3], 3.5); eq(v.a[4], 1000)
+    eq(v.a[5], true); eq(v.a[6], false); eq(v.a[7], nil)
+    eq(next(v.a[8]), nil); eq(#v.a[9], 0); eq(v.b, "x")
+    -- Every escape, surrogate pairs, raw UTF-8.
+    eq(json.decode([["q\"b\\s\/\b\f\n\r\t\u0001\u00e9\u20ac\ud83d\ude00é"]]),
+        "q\"b\\s/\b\f\n\r\t\1é€😀é")
+    eq(json.decode('""'), "")
+    -- Integers a double cannot hold exactly come as 64-bit cdata.
+    eq(json.decode("9007199254740991"), 9007199254740991)
+    local big = json.decode("18446744073709551615")
+    eq(ffi.istype("uint64_t", big), true)
+    eq(big, 18446744073709551615ULL)
+    local neg = json.decode("-9223372036854775808")
+    eq(ffi.istype("int64_t", neg), true)
+    eq(neg, -9223372036854775807LL - 1)
+    eq(json.decode("-9007199254740993"), -9007199254740993LL)
+    -- Malformed text: nil and where, never a raise.
+    for _, bad in ipairs({ "", " ", "{", "[1,]", "[1 2]", '{"a" 1}', '{a:1}', '"abc', '"\1"',
+        '"\\x"', '"\\u12"', '"\\ud800"', '"\\udc00x"', "01", "-", "1.", "tru", "nul", "[1]x",
+        "18446744073709551616", "-9223372036854775809", string.rep("[", 65) .. string.rep("]", 65),
+    }) do
+        local got, err = json.decode(bad)
+        eq(got, nil, "decode(" .. bad:sub(1, 20) .. ")")
+        fails("invalid JSON", got, err)
+    end
+    fails("must be a string", json.decode(nil))
+    local deep = string.rep("[", 64) .. string.rep("]", 64)
+    assert(json.decode(deep))
+end
+
+local NEGATED = 'http.host == "api.example"\n  && !(http.path ^= "/v1")'
+
+function T.explain_report()
+    local s = http_schema()
+    local r = router.new(s)
+    assert(r:add_matcher(10, U1, 'http.host == "api.example" && http.path ^= "/v2"'))
+    assert(r:add_matcher(20, U2, NEGATED))
+    assert(r:add_matcher(1, U3, 'http.path ^= "/"'))
+    local U4 = "a8f2c1e4-0000-4000-8000-000000000004"
+    assert(r:add_matcher(1152921504606846976ULL, U4, 'http.host == "other.example"'))
+    local c = context.new(s)
+    assert(c:add_value("http.host", "api.example"))
+    assert(c:add_value("http.path", "/v1/users"))
+    eq(r:execute(c), true)
+
+    local why = assert(r:explain(c))
+    eq(why.winner, U3)
+    eq(why.routes, 4)
+    eq(why.version, nil)
+    eq(#why.ruled_out, 0, "ruled-out routes only when asked")
+    eq(#why.candidates, 3)
+    local c1, c2, c3 = why.candidates[1], why.candidates[2], why.candidates[3]
+    eq(c1.id, U2); eq(c1.priority, 20); eq(c1.matched, false); eq(c1.expression, NEGATED)
+    eq(#c1.predicates, 1)
+    local p = c1.predicates[1]
+    same(p, {
+        index = 1, text = 'http.path ^= "/v1"', holds = true, negated = true, line = 2,
+        column = 8, span = p.span, source_line = '  && !(http.path ^= "/v1")',
+        caret = "       " .. string.rep("^", 18),
+    }, "predicate")
+    eq(NEGATED:sub(p.span[1], p.span[2]), p.text, "span is 1-based and inclusive")
+    eq(c2.id, U1); eq(c2.matched, false)
+    eq(c2.predicates[1].text, 'http.path ^= "/v2"')
+    eq(c2.predicates[1].holds, false); eq(c2.predicates[1].column, 31)
+    eq(c3.id, U3); eq(c3.matched, true); eq(c3.predicates[1].holds, true)
+
+    local full = assert(r:explain(c, { ruled_out = true }))
+    eq(#full.candidates, 3)
+    eq(#full.ruled_out, 1)
+    local out = full.ruled_out[1]
+    eq(out.id, U4)
+    eq(out.key, 'http.host == "other.example"')
+    -- 2^60 is beyond what a double holds for every integer: exact, as cdata.
+    eq(ffi.istype("uint64_t", out.priority), true)
+    eq(out.priority, 1152921504606846976ULL)
+    eq(#assert(r:explain(c, { ruled_out = false })).ruled_out, 0)
+
+    -- The result is the one execute left.
+    eq(c:get_result(), U3)
+    -- Nothing matches: no winner.
+    c:reset()
+    assert(c:add_value("http.host", "nowhere"))
+    why = assert(r:explain(c))
+    eq(why.winner, nil)
+    eq(c:get_result(), nil)
+end
+
+function T.explain_large_reports()
+    -- Larger than the first report buffer (16 KiB): sized and fetched again, whole.
+    local s = http_schema()
+    local r = router.new(s)
+    local n = 600
+    for i = 1, n do
+        assert(r:add_matcher(i, string.format("a8f2c1e4-0000-4000-8000-%012d", i),
+            'http.host == "h' .. i .. '.example" && http.path ^= "/' .. string.rep("p", 40) .. '"'))
+    end
+    local c = context.new(s)
+    assert(c:add_value("http.host", "h7.example"))
+    assert(c:add_value("http.path", "/x"))
+    for _ = 1, 2 do
+        local why = assert(r:explain(c, { ruled_out = true }))
+        eq(why.routes, n)
+        eq(#why.candidates, 1)
+        eq(#why.ruled_out, n - 1)
+        eq(why.ruled_out[1].id, string.format("a8f2c1e4-0000-4000-8000-%012d", n))
+        eq(why.ruled_out[1].key, 'http.host == "h' .. n .. '.example"')
+    end
+end
+
+function T.matches_report()
+    local s = http_schema()
+    local r = router.new(s)
+    local capture = [[http.path ~ r#"^/users/(?<id>\d+)$"# && net.dst.port == 8080]]
+    assert(r:add_matcher(30, U1, capture))
+    assert(r:add_matcher(20, U2, 'net.src.ip == 10.1.2.3 && http.host == "h"'))
+    assert(r:add_matcher(10, U3, 'http.host == "nope"'))
+    local c = context.new(s)
+    assert(c:add_value("http.host", "h"))
+    assert(c:add_value("http.path", "/users/42"))
+    assert(c:add_value("net.dst.port", 8080))
+    assert(c:add_value("net.src.ip", "10.1.2.3"))
+    local all = assert(r:matches(c))
+    eq(#all, 2)
+    eq(all[1].id, U1); eq(all[1].priority, 30); eq(all[1].expression, capture)
+    same(all[1].matched_values, { ["http.path"] = "/users/42", ["net.dst.port"] = 8080 }, "values")
+    same(all[1].captures, { [0] = "/users/42", [1] = "42", id = "42" }, "captures")
+    eq(all[2].id, U2)
+    same(all[2].matched_values, { ["net.src.ip"] = "10.1.2.3", ["http.host"] = "h" }, "values")
+    eq(all[2].captures, nil, "no captures: nil, as get_result")
+    -- The first match is what execute chooses, with the values get_result gives.
+    eq(r:execute(c), true)
+    local uuid, path, caps = c:get_result("http.path")
+    eq(uuid, all[1].id)
+    eq(path, all[1].matched_values["http.path"])
+    same(caps, all[1].captures, "captures")
+    -- No match: an empty array.
+    c:reset()
+    local none = assert(r:matches(c))
+    eq(#none, 0)
+end
+
+function T.explain_and_matches_errors()
+    local s = http_schema()
+    local r = router.new(s)
+    assert(r:add_matcher(1, U1, 'http.path ^= "/"'))
+    assert(not pcall(r.explain, r, nil), "explain(nil) raises")
+    assert(not pcall(r.explain, r, {}), "explain({}) raises")
+    assert(not pcall(r.matches, r, "c"), "matches('c') raises")
+    local c = context.new(s)
+    fails("options must be a table", r:explain(c, "ruled_out"))
+    -- A context of another schema: nil and why, the context untouched.
+    local other = context.new(http_schema())
+    assert(other:add_value("http.path", "/x"))
+    fails("another schema", r:explain(other))
+    fails("another schema", r:matches(other))
+    eq(other:get_result(), nil)
+end
+
+function T.route_expressions()
+    local s = http_schema()
+    local r = router.new(s)
+    assert(r:add_matcher(2, U1, NEGATED))
+    assert(r:add_matcher(1, U2, 'http.path ^= "/"'))
+    eq(r:get_expression(U1), NEGATED)
+    eq(r:get_expression("{" .. U2:upper() .. "}"), 'http.path ^= "/"')
+    eq(r:get_expression(U3), nil)
+    eq(select("#", r:get_expression(U3)), 1, "just nil when there is no such route")
+    fails("not a UUID", r:get_expression("nope"))
+    fails("uuid must be a string", r:get_expression(42))
+    -- The matched route's text, from the result's id.
+    local c = context.new(s)
+    assert(c:add_value("http.path", "/x"))
+    eq(r:execute(c), true)
+    eq(r:get_expression((c:get_result())), 'http.path ^= "/"')
+    -- After a change: the new text, and nil once removed.
+    assert(r:sync({ { id = U2, priority = 1, expression = 'http.path ^= "/y"' } }))
+    eq(r:get_expression(U2), 'http.path ^= "/y"')
+    eq(r:get_expression(U1), nil)
+end
+
 return T

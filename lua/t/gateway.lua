@@ -11,6 +11,8 @@
 --       too many values for one field).
 -- update() (location /__update?version=V&file=F[&mode=M]) applies the routes of file F as
 -- version V and answers "applied ...", "unchanged ..." or 400 "refused ...".
+-- A request with the header X-Atc-Explain from 127.0.0.1 also gets the response header
+-- X-Atc-Explain: gateway.explain_summary() of its explanation (the gateway's debug header).
 --
 -- Field derivation is resty.router.gateway's (ffi/tests/nginx.rs mirrors it to compute the
 -- expected route), except the connection fields net.dst.port, tls.sni, net.src.port,
@@ -79,8 +81,11 @@ function _M.init_worker(schema_file, routes_file)
             ["tls.sni"] = test_header("tls_sni"),
         },
     }
+    -- The debug header, for requests from 127.0.0.1 (the default allow-list).
+    opts.explain_header = "X-Atc-Explain"
     GW = assert(gateway.new(opts))
     opts.read_all_fields = true
+    opts.explain_header = nil
     GW_ALL = assert(gateway.new(opts))
     -- Apply-valid, so that a bad line would be listed on the status page instead of leaving the
     -- worker without routes.
@@ -145,6 +150,12 @@ function _M.access()
         end
     end
     local uuid, matched, captures = GW:route()
+    -- Asked for with the debug header (and from 127.0.0.1): the summary of the explanation, on
+    -- every answer but a 400.
+    local why = ngx.ctx.atc_explanation
+    if why then
+        ngx.header["X-Atc-Explain"] = gateway.explain_summary(why)
+    end
     -- Two-phase routing answers what reading every field answers, except that a malformed value
     -- it never read (no candidate uses its field) does not make the request bad.
     local all_uuid, all_matched, all_captures = GW_ALL:route()

@@ -53,6 +53,8 @@ local function set_request(r)
     }
     request.var.uri = request.var.uri or "/"
     request.var.host = request.var.host or "example.com"
+    -- ngx.ctx is per request.
+    _G.ngx.ctx = {}
     reset_log()
 end
 
@@ -471,6 +473,131 @@ function T.two_phase_routing_reads_only_what_candidates_use()
     uuid, err = two:route()
     eq(uuid, nil)
     has(err, "not valid UTF-8")
+end
+
+function T.explain_header_is_off_by_default()
+    local gw = assert(gateway.new())
+    assert(gw:update(1, list({ U1, 1, 'http.path ^= "/a"' })))
+    set_request({ var = { uri = "/a", remote_addr = "127.0.0.1" },
+        headers = { ["x-atc-explain"] = "1" } })
+    eq(gw:route(), U1)
+    eq(ngx.ctx.atc_explanation, nil)
+    same(log.vars, { "uri" }, "the header is not even looked at")
+    -- On demand, the gateway's context explains the request last routed.
+    local why = assert(gw:explain())
+    eq(why.winner, U1)
+end
+
+function T.explain_header()
+    local gw = assert(gateway.new({ explain_header = "X-Atc-Explain" }))
+    local multi = 'http.host == "api.example.com"\n  && !(http.path ^= "/v1")'
+    assert(gw:update(1, list(
+        { U1, 30, 'http.host == "api.example.com" && http.path ^= "/v2"' },
+        { U2, 20, multi },
+        { U3, 10, 'http.path ^= "/v"' },
+        { U4, 5, 'http.host == "other.example.com"' }
+    )))
+    local function req(path, addr, with_header)
+        set_request({
+            var = { uri = path, host = "api.example.com", remote_addr = addr },
+            headers = with_header and { ["x-atc-explain"] = "yes" } or {},
+        })
+    end
+
+    -- Asked from the host itself: explained, and the summary names each failed predicate.
+    req("/v1/users", "127.0.0.1", true)
+    eq(gw:route(), U3)
+    local why = ngx.ctx.atc_explanation
+    eq(why.winner, U3)
+    eq(#why.candidates, 3)
+    eq(why.routes, 4)
+    eq(gateway.explain_summary(why), "winner=" .. U3 .. " candidates=3 routes=4; "
+        .. U1 .. ' failed at 1:35 http.path ^= "/v2"; '
+        .. U2 .. ' failed at 2:8 !(http.path ^= "/v1")')
+    -- Not asked: not explained, one more variable read than without the option.
+    req("/v1/users", "127.0.0.1", false)
+    eq(gw:route(), U3)
+    eq(ngx.ctx.atc_explanation, nil)
+    eq(log.vars[#log.vars], "http_x_atc_explain")
+    -- Asked by a client the allow-list does not name: ignored.
+    req("/v1/users", "192.0.2.7", true)
+    eq(gw:route(), U3)
+    eq(ngx.ctx.atc_explanation, nil)
+    -- Nothing matches: explained all the same.
+    set_request({ var = { uri = "/x", host = "nowhere.example", remote_addr = "::1" },
+        headers = { ["x-atc-explain"] = "1" } })
+    eq(gw:route(), nil)
+    why = ngx.ctx.atc_explanation
+    eq(gateway.explain_summary(why):match("^[^;]*"), "winner=none candidates=" .. #why.candidates
+        .. " routes=4")
+    -- A request that cannot be read is not explained (it was not routed).
+    set_request({ var = { uri = "/caf\233", remote_addr = "127.0.0.1" },
+        headers = { ["x-atc-explain"] = "1" } })
+    local uuid, err = gw:route()
+    eq(uuid, nil)
+    has(err, "UTF-8")
+    eq(ngx.ctx.atc_explanation, nil)
+
+    -- An allow-list of its own, or a function.
+    local listed = assert(gateway.new({ explain_header = "X-Why", explain_allow = { "192.0.2.7" } }))
+    assert(listed:update(1, list({ U3, 10, 'http.path ^= "/"' })))
+    set_request({ var = { uri = "/a", remote_addr = "192.0.2.7" }, headers = { ["x-why"] = "1" } })
+    eq(listed:route(), U3)
+    eq(ngx.ctx.atc_explanation.winner, U3)
+    set_request({ var = { uri = "/a", remote_addr = "127.0.0.1" }, headers = { ["x-why"] = "1" } })
+    eq(listed:route(), U3)
+    eq(ngx.ctx.atc_explanation, nil, "the default list is replaced")
+    local calls = 0
+    local by_fn = assert(gateway.new({ explain_header = "X-Why", explain_allow = function()
+        calls = calls + 1
+        return ngx.var.http_x_token == "secret"
+    end }))
+    assert(by_fn:update(1, list({ U3, 10, 'http.path ^= "/"' })))
+    set_request({ var = { uri = "/a" }, headers = { ["x-why"] = "1", ["x-token"] = "secret" } })
+    eq(by_fn:route(), U3)
+    eq(ngx.ctx.atc_explanation.winner, U3)
+    set_request({ var = { uri = "/a" }, headers = { ["x-why"] = "1", ["x-token"] = "guess" } })
+    eq(by_fn:route(), U3)
+    eq(ngx.ctx.atc_explanation, nil)
+    set_request({ var = { uri = "/a" } })
+    eq(by_fn:route(), U3)
+    eq(calls, 2, "asked only when the header is there")
+
+    -- Bad options.
+    local none, e = gateway.new({ explain_header = "X Atc" })
+    eq(none, nil)
+    has(e, "explain_header must be a header name")
+    none, e = gateway.new({ explain_header = "X-Atc", explain_allow = "127.0.0.1" })
+    eq(none, nil)
+    has(e, "explain_allow must be")
+    none, e = gateway.new({ explain_header = "X-Atc", explain_allow = { 127 } })
+    eq(none, nil)
+    has(e, "as strings")
+end
+
+function T.explain_summary_fits_a_header()
+    local why = { winner = nil, routes = 100, candidates = {} }
+    for i = 1, 50 do
+        why.candidates[i] = { id = string.format("a8f2c1e4-0000-4000-8000-%012d", i),
+            matched = false, predicates = { { text = 'http.path ^= "/\n' .. i .. '"', line = 1,
+            column = 1, negated = false } } }
+    end
+    local s = gateway.explain_summary(why, 500)
+    assert(#s <= 500, #s)
+    eq(s:find("[%z\1-\31]"), nil, "no control characters")
+    has(s, "winner=none candidates=50 routes=100; ")
+    local shown = select(2, s:gsub(" failed at ", ""))
+    has(s, "; +" .. (50 - shown) .. " more failed")
+    assert(shown > 0 and shown < 50, shown)
+    -- Everything, when it fits.
+    s = gateway.explain_summary(why, 100000)
+    eq(select(2, s:gsub(" failed at ", "")), 50)
+    eq(s:find("more failed", 1, true), nil)
+    has(s, 'failed at 1:1 http.path ^= "/ 50"')
+    -- An explanation that failed, and no explanation.
+    eq(gateway.explain_summary({ error = "the context was\ncreated elsewhere" }),
+        "error=the context was created elsewhere")
+    eq(gateway.explain_summary(nil), nil)
 end
 
 return T

@@ -4,7 +4,8 @@
 #   lua/t/valgrind.sh
 #
 # 1. The Rust test binaries that drive the library: ffi/tests/lua.rs (the Lua binding in an
-#    embedded LuaJIT, every test of lua/t/binding_test.lua) and ffi/tests/c_abi.rs (the C ABI).
+#    embedded LuaJIT, every test of lua/t/binding_test.lua), ffi/tests/c_abi.rs (the C ABI) and
+#    ffi/tests/explain.rs (its explain, matches and route-text functions).
 # 2. If a `luajit` is installed, lua/t/run.lua in it (the same Lua tests, another LuaJIT build).
 #
 # Exits non-zero on the first run that valgrind or the tests fail. Needs valgrind
@@ -22,7 +23,7 @@ executable() {
         | sed -n 's/.*Executable .*(\(.*\))$/\1/p' | tail -n 1
 }
 
-for t in lua c_abi; do
+for t in lua c_abi explain; do
     exe=$(executable "$t")
     [ -x "$exe" ] || { echo "could not build the $t test binary" >&2; exit 2; }
     echo "==> valgrind $exe"

@@ -110,6 +110,23 @@ int main(void) {
     size_t routes;
     CHECK(atc_router_len(router, &routes) == ATC_OK && routes == 2);
 
+    /* Explain the last request: size first, then fetch (JSON, not NUL-terminated). */
+    size_t need = 0;
+    CHECK(atc_router_explain(router, ctx, ATC_EXPLAIN_RULED_OUT, NULL, &need, NULL, NULL) ==
+          ATC_ERR_BUFFER);
+    char report_buf[4096];
+    CHECK(need > 0 && need <= sizeof report_buf);
+    size_t report_len = sizeof report_buf;
+    CHECK(atc_router_explain(router, ctx, ATC_EXPLAIN_RULED_OUT, report_buf, &report_len, NULL,
+                             NULL) == ATC_OK);
+    CHECK(report_len == need && strncmp(report_buf, "{\"version\":1,", 12) == 0);
+    report_len = sizeof report_buf;
+    CHECK(atc_router_matches(router, ctx, report_buf, &report_len, NULL, NULL) == ATC_OK);
+    const char *text;
+    size_t text_len;
+    CHECK(atc_router_route_expression(router, id, strlen(id), &text, &text_len) == ATC_OK);
+    CHECK(text_len == strlen(expr) && memcmp(text, expr, text_len) == 0);
+
     CHECK(strcmp(atc_strerror(ATC_ERR_BUFFER), "the output buffer is too small") == 0);
     atc_context_free(ctx);
     atc_router_free(router);

@@ -37,6 +37,8 @@ static const int ATC_TYPE_IPCIDR = 3;
 static const int ATC_TYPE_NONE = -1;
 static const int ATC_FIELD_MASK_LAST_BIT = 63;
 static const int ATC_UUID_LEN = 36;
+static const int ATC_JSON_VERSION = 1;
+static const int ATC_EXPLAIN_RULED_OUT = 1;
 static const int ATC_SYNC_ALL_OR_NOTHING = 0;
 static const int ATC_SYNC_APPLY_VALID = 1;
 typedef struct atc_context atc_context;
@@ -124,6 +126,24 @@ int32_t atc_context_result(atc_context *context,
                            atc_matched *matched,
                            size_t *captures_n);
 int32_t atc_context_captures(const atc_context *context, atc_capture *captures, size_t *n);
+int32_t atc_router_explain(const atc_router *router,
+                           atc_context *context,
+                           uint32_t flags,
+                           char *buf,
+                           size_t *buf_len,
+                           char *errbuf,
+                           size_t *errbuf_len);
+int32_t atc_router_matches(const atc_router *router,
+                           atc_context *context,
+                           char *buf,
+                           size_t *buf_len,
+                           char *errbuf,
+                           size_t *errbuf_len);
+int32_t atc_router_route_expression(const atc_router *router,
+                                    const char *id,
+                                    size_t id_len,
+                                    const char **expr,
+                                    size_t *expr_len);
 atc_router *atc_router_new(const atc_schema *schema, char *errbuf, size_t *errbuf_len);
 void atc_router_free(atc_router *router);
 int32_t atc_router_add(atc_router *router,

@@ -6,6 +6,8 @@
 --   assert(gw:update(version, routes))                -- e.g. in init_worker, and on changes
 --   ...
 --   local uuid, matched_path, captures = gw:route()   -- in access_by_lua*, per request
+--   -- opt-in debug header: gateway.new({ explain_header = "X-Atc-Explain" }), then
+--   -- gateway.explain_summary(ngx.ctx.atc_explanation) for a response header
 --
 -- The jobs are in modules of their own: resty.router.gateway.updates (versioned updates and the
 -- routing plan), resty.router.gateway.request (reading request values) over
@@ -29,6 +31,7 @@ local context = require("resty.router.context")
 local updates = require("resty.router.gateway.updates")
 local request = require("resty.router.gateway.request")
 local sources = require("resty.router.gateway.sources")
+local explain = require("resty.router.gateway.explain")
 
 local ipairs, setmetatable, tostring = ipairs, setmetatable, tostring
 
@@ -64,6 +67,11 @@ _M.SCHEMA = {
 --   max_args    query arguments read (default 100); likewise, when a query field is in use
 --   read_all_fields  read every field in use for every request: a malformed value in any of
 --               them rejects the request (see route())
+--   explain_header  name of a request header (e.g. "X-Atc-Explain") that makes route() also
+--               explain the request, into ngx.ctx.atc_explanation (see route()); off by
+--               default. A debugging aid: it reveals the route table and costs a full explain
+--   explain_allow  who may ask: an array of client addresses ($remote_addr), default
+--               { "127.0.0.1", "::1" }, or a function() returning true for a request that may
 -- Returns the gateway, or nil and an error.
 function _M.new(opts)
     opts = opts or {}
@@ -83,6 +91,11 @@ function _M.new(opts)
     if not c then
         return nil, err
     end
+    local explaining
+    explaining, err = explain.settings(opts)
+    if err then
+        return nil, err
+    end
     return setmetatable({
         schema = s,
         router = r,
@@ -92,6 +105,7 @@ function _M.new(opts)
         max_headers = opts.max_headers or 100,
         max_args = opts.max_args or 100,
         read_all = opts.read_all_fields and true or false,
+        explaining = explaining,
         applied = nil,
         plan = updates.EMPTY,
         batch = request.batch(),
@@ -146,6 +160,11 @@ end
 --
 -- Unless `read_all_fields`, a value is checked only when it is read: a malformed one in a lazy
 -- field that no candidate route of the request uses does not reject the request.
+--
+-- With `explain_header` set, a request that carries that header from an allowed client is also
+-- explained once routed (not a request that could not be read): ngx.ctx.atc_explanation gets
+-- router:explain's table, or { error = message }; gateway.explain_summary() makes a header
+-- value of it.
 function _M:route()
     local c, plan = self.context, self.plan
     c:reset()
@@ -164,11 +183,27 @@ function _M:route()
     if not ok then
         return nil, err
     end
-    if not self.router:execute(c) then
+    local matched = self.router:execute(c)
+    if self.explaining and explain.wanted(self.explaining) then
+        local why, xerr = self.router:explain(c)
+        ngx.ctx.atc_explanation = why or { error = xerr }
+    end
+    if not matched then
         return nil
     end
     return c:get_result("http.path")
 end
+
+-- Explains the request route() last routed (router:explain on the gateway's context; `opts`
+-- as router:explain's: { ruled_out = true }), or nil and an error. Call it right after
+-- route(), before another request is routed.
+function _M:explain(opts)
+    return self.router:explain(self.context, opts)
+end
+
+-- The one-line summary of an explanation (for a response header), at most `max_len` bytes
+-- (default 2048): see resty.router.gateway.explain.
+_M.explain_summary = explain.summary
 
 -- For tests: the values route() would read from the current request for every field in use,
 -- as "field=value" lines in the order it adds them, from `source`: "native" (nginx's FFI

@@ -6,12 +6,15 @@
 --   if r:execute(c) then local uuid, prefix = c:get_result("http.path") end
 --   local report, err, errs = r:sync({ { id = uuid, priority = 10, expression = expr }, ... })
 --   local lo, hi = r:key_fields()     -- two-phase matching (field masks, below)
+--   local why = r:explain(c)          -- for operators: why c routes where it does
+--   local all = r:matches(c)          -- every matching route; r:get_expression(uuid)
 --
 -- Making a router shares its schema: no field can be added to the schema afterwards.
 
 local ffi = require("ffi")
 local bit = require("bit")
 local cdefs = require("resty.router.cdefs")
+local json = require("resty.router.json")
 
 local lib = cdefs.lib
 local arm, message = cdefs.arm, cdefs.message
@@ -26,7 +29,7 @@ local MODES = {
     apply_valid = lib.ATC_SYNC_APPLY_VALID,
 }
 
-local type, tonumber, tostring = type, tonumber, tostring
+local type, tonumber, tostring, ipairs = type, tonumber, tostring, ipairs
 local ffi_string = ffi.string
 
 local _M = {}
@@ -99,6 +102,151 @@ function _M:execute(context)
         error("resty.router: " .. ffi.string(lib.atc_strerror(rc)), 2)
     end
     return false, ffi.string(lib.atc_strerror(rc))
+end
+
+---------------------------------------------------------------------------------------------
+-- Explanations, every match and route texts: for operators and tests, not the request path.
+
+-- The JSON reports' buffer, grown on demand and kept up to REPORT_KEEP bytes (a larger one is
+-- made for the call and dropped).
+local REPORT_KEEP = 1024 * 1024
+local report_cap = 16 * 1024
+local report_buf = ffi.new("char[?]", report_cap)
+local report_len = ffi.new("size_t[1]")
+local JSON_VERSION = lib.ATC_JSON_VERSION
+local EXPLAIN_RULED_OUT = lib.ATC_EXPLAIN_RULED_OUT
+
+-- The report `call(buf, len)` writes, decoded: a table, or nil and an error.
+local function fetch_report(call)
+    local buf, cap = report_buf, report_cap
+    for _ = 1, 3 do
+        report_len[0] = cap
+        arm()
+        local rc = call(buf, report_len)
+        if rc == 0 then
+            local text = ffi_string(buf, report_len[0])
+            local v, err = json.decode(text)
+            if not v then
+                return nil, "resty.router: unreadable report: " .. err
+            end
+            if v.version ~= JSON_VERSION then
+                return nil, "resty.router: report version " .. tostring(v.version)
+                    .. ", this binding reads version " .. JSON_VERSION
+            end
+            return v
+        end
+        if rc ~= ERR_BUFFER then
+            return nil, message(rc)
+        end
+        cap = tonumber(report_len[0])
+        buf = ffi.new("char[?]", cap)
+        if cap <= REPORT_KEEP then
+            report_buf, report_cap = buf, cap
+        end
+    end
+    return nil, "resty.router: the report kept growing"
+end
+
+local function check_context(context, fname)
+    if type(context) ~= "table" or context.ptr == nil then
+        error("bad argument #1 to '" .. fname .. "' (context expected)", 3)
+    end
+end
+
+-- Why the context's values route where they do (see ffi/README.md, "Explain and all matches"):
+--   { winner = uuid or nil, routes = n,
+--     candidates = { { id =, priority =, matched =, expression =,
+--                      predicates = { { index =, text =, holds =, negated =, line =, column =,
+--                                       span = { first, last }, source_line =, caret = } } } },
+--     ruled_out = { { id =, priority =, key = } } }     -- with opts.ruled_out only
+-- `span` is 1-based and inclusive (expression:sub(span[1], span[2]) is the text); index counts
+-- from 0. Priorities are numbers, or uint64_t cdata from 2^53 on. nil and an error for a context
+-- of another schema or a broken router. The context's result is left as it was.
+function _M:explain(context, opts)
+    check_context(context, "explain")
+    local flags = 0
+    if opts ~= nil then
+        if type(opts) ~= "table" then
+            return nil, "options must be a table, got " .. type(opts)
+        end
+        if opts.ruled_out then
+            flags = EXPLAIN_RULED_OUT
+        end
+    end
+    local ptr, cptr = self.ptr, context.ptr
+    local v, err = fetch_report(function(buf, len)
+        return lib.atc_router_explain(ptr, cptr, flags, buf, len, errbuf, errlen)
+    end)
+    if not v then
+        return nil, err
+    end
+    v.version = nil
+    for _, c in ipairs(v.candidates) do
+        for _, p in ipairs(c.predicates) do
+            p.span = { p.span[1] + 1, p.span[2] }
+        end
+    end
+    return v
+end
+
+-- Every route whose expression holds for the context's values, in routing order (the first is
+-- the one execute() chooses), each as
+--   { id = uuid, priority =, expression =, matched_values = { [field] = value },
+--     captures = { [0] = whole match, [1] = ..., name = ... } or nil }
+-- Values and captures are the ones context:get_result() would give with that route as the
+-- winner (a string; a number for an Int field, int64_t cdata from 2^53 on; addresses and CIDRs
+-- as text); captures is nil when the route captured nothing. nil and an error as explain().
+function _M:matches(context)
+    check_context(context, "matches")
+    local ptr, cptr = self.ptr, context.ptr
+    local v, err = fetch_report(function(buf, len)
+        return lib.atc_router_matches(ptr, cptr, buf, len, errbuf, errlen)
+    end)
+    if not v then
+        return nil, err
+    end
+    local out = v.matches
+    for i, m in ipairs(out) do
+        local values = {}
+        for _, mv in ipairs(m.matched_values) do
+            values[mv.field] = mv.value
+        end
+        local captures = nil
+        if #m.captures > 0 then
+            captures = {}
+            for _, c in ipairs(m.captures) do
+                captures[c.key] = c.value
+            end
+        end
+        out[i] = {
+            id = m.id,
+            priority = m.priority,
+            expression = m.expression,
+            matched_values = values,
+            captures = captures,
+        }
+    end
+    return out
+end
+
+local expr_ptr = ffi.new("const char *[1]")
+local expr_len = ffi.new("size_t[1]")
+
+-- The expression text of the route with id `uuid`, as it was added (with the uuid
+-- context:get_result() gives, the matched route's): a string, nil when there is no such route,
+-- or nil and an error for an id that is not a UUID or a broken router.
+function _M:get_expression(uuid)
+    if type(uuid) ~= "string" then
+        return nil, "uuid must be a string, got " .. type(uuid)
+    end
+    local rc = lib.atc_router_route_expression(self.ptr, uuid, #uuid, expr_ptr, expr_len)
+    if rc == 0 then
+        return ffi_string(expr_ptr[0], expr_len[0])
+    end
+    if rc == lib.ATC_ERR_NOT_FOUND then
+        return nil
+    end
+    return nil, ffi_string(lib.atc_strerror(rc))
 end
 
 -- Buffers of r:sync, grown on demand and kept, so that a sync of an unchanged table allocates

@@ -1,0 +1,283 @@
+//! Why a request went where it went, for operators and tests: `atc_router_explain`,
+//! `atc_router_matches` (serialised reports, JSON) and `atc_router_route_expression`.
+//!
+//! The reports are versioned JSON objects (`"version": ATC_JSON_VERSION`) written to a caller
+//! buffer by the library's usual rule for outputs: too small (or NULL) is `ATC_ERR_BUFFER` with
+//! the size needed in the length argument and nothing written, so a caller can size first. Both
+//! leave the context's values and its result as they were (results read before stay valid).
+//!
+//! Format, version 1 (members always present, in this order; integers are exact 64-bit values):
+//!
+//! ```text
+//! explain: {"version":1, "winner": UUID | null, "routes": N,
+//!           "candidates": [{"id", "priority", "matched", "expression",
+//!                           "predicates": [{"index", "text", "holds", "negated", "line",
+//!                                           "column", "span": [start, end],
+//!                                           "source_line", "caret"}]}],
+//!           "ruled_out": [{"id", "priority", "key": TEXT | null}]}
+//! matches: {"version":1,
+//!           "matches": [{"id", "priority", "expression",
+//!                        "matched_values": [{"field", "type", "value"}],
+//!                        "captures": [{"key": NUMBER | NAME, "value"}]}]}
+//! ```
+//!
+//! New members may be added within a version; a change of meaning of a member gets a new one.
+
+use std::ffi::c_char;
+
+use atc_router::{CandidateReport, ExplainOptions, Explanation, RouteMatch, Value};
+
+use crate::context::AtcContext;
+use crate::json::Json;
+use crate::router::{parse_uuid, AtcRouter};
+use crate::{
+    guard, guard_status, handle, handle_mut, out, str_arg, Fail, Res, ATC_ERR_BUFFER,
+    ATC_ERR_INVALID, ATC_ERR_NOT_FOUND, ATC_OK,
+};
+
+/// The `"version"` of the JSON reports this library writes.
+pub const ATC_JSON_VERSION: i32 = 1;
+
+/// `atc_router_explain` flag: also list the routes the index ruled out for the request, each
+/// with the condition no value of the request meets (visits every route of the router).
+pub const ATC_EXPLAIN_RULED_OUT: u32 = 1;
+
+const KNOWN_FLAGS: u32 = ATC_EXPLAIN_RULED_OUT;
+
+/// Copies a report into the caller's buffer (`*buf_len`: capacity in, bytes written out), or
+/// stores the size needed and fails with `ATC_ERR_BUFFER`, writing nothing. A NULL buffer has
+/// no capacity.
+///
+/// # Safety
+/// `buf` is NULL or points to `*buf_len` writable bytes.
+unsafe fn write_report(data: &str, buf: *mut c_char, buf_len: &mut usize) -> Res<i32> {
+    let cap = if buf.is_null() { 0 } else { *buf_len };
+    let needed = data.len();
+    if cap < needed {
+        *buf_len = needed;
+        return Err(Fail::new(
+            ATC_ERR_BUFFER,
+            format_args!("the buffer holds {cap} bytes; {needed} are needed"),
+        ));
+    }
+    std::ptr::copy_nonoverlapping(data.as_ptr(), buf.cast::<u8>(), needed);
+    *buf_len = needed;
+    Ok(ATC_OK)
+}
+
+fn explanation_json(e: &Explanation) -> String {
+    let mut j = Json::new();
+    j.begin_object();
+    j.key("version").int(ATC_JSON_VERSION.into());
+    j.key("winner");
+    match e.winner {
+        Some(id) => j.string(&id.to_string()),
+        None => j.null(),
+    };
+    j.key("routes").uint(e.routes as u64);
+    j.key("candidates").begin_array();
+    for c in &e.candidates {
+        candidate_json(&mut j, c);
+    }
+    j.end_array();
+    j.key("ruled_out").begin_array();
+    for r in &e.ruled_out {
+        j.begin_object();
+        j.key("id").string(&r.id.to_string());
+        j.key("priority").uint(r.priority);
+        j.key("key");
+        match &r.key {
+            Some(k) => j.string(k),
+            None => j.null(),
+        };
+        j.end_object();
+    }
+    j.end_array();
+    j.end_object();
+    j.finish()
+}
+
+fn candidate_json(j: &mut Json, c: &CandidateReport) {
+    j.begin_object();
+    j.key("id").string(&c.id.to_string());
+    j.key("priority").uint(c.priority);
+    j.key("matched").bool(c.matched);
+    j.key("expression").string(&c.expression);
+    j.key("predicates").begin_array();
+    for p in &c.predicates {
+        let at = &p.location;
+        j.begin_object();
+        j.key("index").uint(p.index as u64);
+        j.key("text").string(&p.text);
+        j.key("holds").bool(p.holds);
+        j.key("negated").bool(p.negated);
+        j.key("line").uint(at.line as u64);
+        j.key("column").uint(at.column as u64);
+        j.key("span").begin_array();
+        j.uint(at.span.start as u64).uint(at.span.end as u64);
+        j.end_array();
+        j.key("source_line").string(at.source_line());
+        j.key("caret").string(&at.caret());
+        j.end_object();
+    }
+    j.end_array();
+    j.end_object();
+}
+
+fn matches_json(matches: &[RouteMatch]) -> String {
+    let mut j = Json::new();
+    j.begin_object();
+    j.key("version").int(ATC_JSON_VERSION.into());
+    j.key("matches").begin_array();
+    for m in matches {
+        j.begin_object();
+        j.key("id").string(&m.id.to_string());
+        j.key("priority").uint(m.priority);
+        j.key("expression").string(&m.expression);
+        j.key("matched_values").begin_array();
+        for (field, value) in &m.matched_values {
+            j.begin_object();
+            j.key("field").string(field);
+            j.key("type").string(value.ty().name());
+            j.key("value");
+            match value {
+                Value::String(s) => j.string(s),
+                Value::Int(i) => j.int(*i),
+                // Addresses and networks as text (`10.0.0.1`, `10.0.0.0/8`).
+                other => j.string(&other.to_string()),
+            };
+            j.end_object();
+        }
+        j.end_array();
+        j.key("captures").begin_array();
+        for (key, value) in &m.captures {
+            j.begin_object();
+            j.key("key");
+            // Group names cannot be all digits, so a numeric key is a group number.
+            match key.parse::<u64>() {
+                Ok(n) if !key.starts_with('+') => j.uint(n),
+                _ => j.string(key),
+            };
+            j.key("value").string(value);
+            j.end_object();
+        }
+        j.end_array();
+        j.end_object();
+    }
+    j.end_array();
+    j.end_object();
+    j.finish()
+}
+
+/// Explains how the router routes the context's values: the route `atc_router_execute` would
+/// choose (`"winner"`), every candidate the index left for the request in routing order (also
+/// those after the winner) with whether it matched and the predicates that decided it (for a
+/// route that failed, the one that made it fail), with their line, column and source line
+/// with a caret; with `ATC_EXPLAIN_RULED_OUT` in `flags`, also every other route with the
+/// condition that ruled it out. JSON (see `ATC_JSON_VERSION` and ffi/README.md) in `buf`, not
+/// NUL-terminated (`*buf_len`: capacity in, bytes written out); a NULL or too small `buf` is
+/// `ATC_ERR_BUFFER` with the size needed in `*buf_len` and nothing written (each call explains
+/// again: keep a buffer across calls). Other failures: `ATC_ERR_NULL`, `ATC_ERR_INVALID`
+/// (unknown flag bits), `ATC_ERR_SCHEMA_MISMATCH`, `ATC_ERR_BROKEN`. The context's values and
+/// result are left as they were. Costs a full evaluation of every candidate: not for the
+/// request path.
+///
+/// # Safety
+/// `router` and `context` are live handles; `buf` is NULL or points to `*buf_len` bytes;
+/// `buf_len` is writable; `errbuf` points to `*errbuf_len` bytes (or NULLs).
+#[no_mangle]
+pub unsafe extern "C" fn atc_router_explain(
+    router: *const AtcRouter,
+    context: *mut AtcContext,
+    flags: u32,
+    buf: *mut c_char,
+    buf_len: *mut usize,
+    errbuf: *mut c_char,
+    errbuf_len: *mut usize,
+) -> i32 {
+    guard(errbuf, errbuf_len, || {
+        let r = handle(router, "router")?;
+        let c = handle_mut(context, "context")?;
+        let len = out(buf_len, "buf_len")?;
+        if flags & !KNOWN_FLAGS != 0 {
+            return Err(Fail::new(
+                ATC_ERR_INVALID,
+                format_args!(
+                    "unknown explain flags {:#x} (known: ATC_EXPLAIN_RULED_OUT)",
+                    flags & !KNOWN_FLAGS
+                ),
+            ));
+        }
+        let options = ExplainOptions {
+            ruled_out: flags & ATC_EXPLAIN_RULED_OUT != 0,
+        };
+        let explanation = r.router.explain_with(&mut c.ctx, options)?;
+        write_report(&explanation_json(&explanation), buf, len)
+    })
+}
+
+/// Every route whose expression holds for the context's values, in routing order (the first
+/// is the one `atc_router_execute` chooses), each with its priority, expression text, the
+/// value each field recorded and the captures it would give as the winner. JSON in `buf` as
+/// for `atc_router_explain` (same buffer rule and failures, no flags). The context's values
+/// and result are left as they were. Not for the request path.
+///
+/// # Safety
+/// As `atc_router_explain`.
+#[no_mangle]
+pub unsafe extern "C" fn atc_router_matches(
+    router: *const AtcRouter,
+    context: *mut AtcContext,
+    buf: *mut c_char,
+    buf_len: *mut usize,
+    errbuf: *mut c_char,
+    errbuf_len: *mut usize,
+) -> i32 {
+    guard(errbuf, errbuf_len, || {
+        let r = handle(router, "router")?;
+        let c = handle_mut(context, "context")?;
+        let len = out(buf_len, "buf_len")?;
+        let matches = r.router.matches(&mut c.ctx)?;
+        write_report(&matches_json(&matches), buf, len)
+    })
+}
+
+/// The expression text of the route with id `id` (UUID text, any form `atc_router_add`
+/// takes), as it was added: `*expr` points into the router (not NUL-terminated, `*expr_len`
+/// bytes) and stays valid until the next call that changes the router (add, remove, sync,
+/// free). With the id `atc_context_result` gives, the matched route's text. `ATC_ERR_NOT_FOUND`
+/// when the router has no such route, `ATC_ERR_UUID` for an id that is not a UUID,
+/// `ATC_ERR_BROKEN` for a broken router (as `atc_router_execute`); outputs untouched on
+/// failure.
+///
+/// # Safety
+/// `router` is a live handle; `id` points to `id_len` bytes; `expr` and `expr_len` are
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn atc_router_route_expression(
+    router: *const AtcRouter,
+    id: *const c_char,
+    id_len: usize,
+    expr: *mut *const c_char,
+    expr_len: *mut usize,
+) -> i32 {
+    guard_status(|| {
+        let r = handle(router, "router")?;
+        let id = parse_uuid(str_arg(id, id_len, "id")?)?;
+        let expr = out(expr, "expr")?;
+        let expr_len = out(expr_len, "expr_len")?;
+        if r.router.is_broken() {
+            return Err(Fail::from(atc_router::Error::Broken));
+        }
+        let Some(route) = r.router.get(id) else {
+            return Err(Fail::new(
+                ATC_ERR_NOT_FOUND,
+                format_args!("no route with id {id}"),
+            ));
+        };
+        let text = route.source();
+        *expr = text.as_ptr().cast();
+        *expr_len = text.len();
+        Ok(ATC_OK)
+    })
+}
