@@ -1,0 +1,138 @@
+//! `check`: every route of a file into a router, the errors by line, then the lint findings.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use atc_router::{Error, ExprError, Finding, Router, Schema, Uuid};
+
+use crate::routes::{Problem, ProblemKind, RouteFile};
+
+/// What kind of error a route has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    Problem(ProblemKind),
+    /// The expression does not parse or does not fit the schema.
+    Expression,
+    /// The router refused the route for another reason (a limit).
+    Rejected,
+}
+
+impl ErrorKind {
+    /// The name of the kind in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorKind::Problem(ProblemKind::Malformed) => "malformed",
+            ErrorKind::Problem(ProblemKind::BadId) => "bad-id",
+            ErrorKind::Problem(ProblemKind::BadPriority) => "bad-priority",
+            ErrorKind::Problem(ProblemKind::DuplicateId) => "duplicate-id",
+            ErrorKind::Expression => "expression",
+            ErrorKind::Rejected => "rejected",
+        }
+    }
+}
+
+/// A route with an error.
+#[derive(Debug, Clone)]
+pub struct RouteError {
+    pub line: usize,
+    pub kind: ErrorKind,
+    pub id: Option<Uuid>,
+    /// The message without position (for an expression, [`ExprError::message`]).
+    pub message: String,
+    /// For a duplicate id: the line of the first route with it.
+    pub first_line: Option<usize>,
+    /// For an expression error: the error, with its place in the expression.
+    pub expr: Option<ExprError>,
+}
+
+/// Where a route of the router came from.
+#[derive(Debug, Clone, Copy)]
+pub struct Origin {
+    pub line: usize,
+    pub priority: u64,
+}
+
+/// The result of checking a route file.
+pub struct Checked {
+    pub file: RouteFile,
+    /// Every error, by line.
+    pub errors: Vec<RouteError>,
+    /// The valid routes.
+    pub router: Router,
+    /// The line and priority of each valid route.
+    pub origins: HashMap<Uuid, Origin>,
+    /// The lint findings, by kind, then by the lines of their routes.
+    pub findings: Vec<Finding>,
+}
+
+impl Checked {
+    /// How many routes went into the router.
+    pub fn valid(&self) -> usize {
+        self.router.len()
+    }
+}
+
+/// Adds every route of `file` that can be added, and lints the result.
+pub fn check(mut file: RouteFile, schema: Arc<Schema>) -> Checked {
+    let mut router = Router::new(schema);
+    let mut errors: Vec<RouteError> = file.problems.iter().map(from_problem).collect();
+    let mut origins = HashMap::with_capacity(file.entries.len());
+    for e in std::mem::take(&mut file.entries) {
+        match router.add(e.id, e.priority, &e.expression) {
+            Ok(()) => {
+                origins.insert(
+                    e.id,
+                    Origin {
+                        line: e.line,
+                        priority: e.priority,
+                    },
+                );
+            }
+            Err(Error::Expr(x)) => errors.push(RouteError {
+                line: e.line,
+                kind: ErrorKind::Expression,
+                id: Some(e.id),
+                message: x.message.clone(),
+                first_line: None,
+                expr: Some(x),
+            }),
+            Err(other) => errors.push(RouteError {
+                line: e.line,
+                kind: ErrorKind::Rejected,
+                id: Some(e.id),
+                message: other.to_string(),
+                first_line: None,
+                expr: None,
+            }),
+        }
+    }
+    errors.sort_by_key(|e| e.line);
+    // By kind, then by where the routes are in the file.
+    let mut findings = router.lint();
+    findings.sort_by_cached_key(|f| {
+        let lines: Vec<usize> = f
+            .routes
+            .iter()
+            .map(|id| origins.get(id).map_or(usize::MAX, |o: &Origin| o.line))
+            .collect();
+        (f.kind, lines)
+    });
+    Checked {
+        file,
+        errors,
+        router,
+        origins,
+        findings,
+    }
+}
+
+fn from_problem(p: &Problem) -> RouteError {
+    RouteError {
+        line: p.line,
+        kind: ErrorKind::Problem(p.kind),
+        id: p.id,
+        message: p.message.clone(),
+        first_line: p.first_line,
+        expr: None,
+    }
+}

@@ -1,0 +1,324 @@
+//! The report of `check`: text for people, or one JSON document (`docs/cli.md` describes its
+//! shape, version 1).
+
+use std::fmt::Write;
+
+use atc_router::{Explanation, Location, Uuid, Value};
+use serde::Serialize;
+
+use crate::check::{Checked, ErrorKind};
+
+/// A request explained, and the explanation.
+pub struct Explained {
+    pub request: String,
+    pub fields: Vec<(String, Value)>,
+    pub explanation: Explanation,
+}
+
+/// What the report covers besides the check itself.
+pub struct Context<'a> {
+    /// The route file as named in messages.
+    pub file: &'a str,
+    /// The schema as given to `--schema`.
+    pub schema: &'a str,
+    pub explained: Option<Explained>,
+}
+
+/// The text report: errors, findings, a summary line, then the explanation.
+pub fn text(c: &Checked, cx: &Context) -> String {
+    let file = cx.file;
+    let mut out = String::new();
+    for e in &c.errors {
+        match (&e.expr, e.id) {
+            (Some(x), Some(id)) => {
+                let _ = writeln!(
+                    out,
+                    "{file}:{}: error: route {id}: invalid expression\n{}",
+                    e.line,
+                    indent(&x.to_string(), "  ")
+                );
+            }
+            (None, Some(id)) if e.kind == ErrorKind::Rejected => {
+                let _ = writeln!(out, "{file}:{}: error: route {id}: {}", e.line, e.message);
+            }
+            _ => {
+                let _ = writeln!(out, "{file}:{}: error: {}", e.line, e.message);
+            }
+        }
+    }
+    for f in &c.findings {
+        let line = f
+            .routes
+            .first()
+            .and_then(|id| c.origins.get(id))
+            .map_or(String::new(), |o| format!("{}:", o.line));
+        let _ = writeln!(
+            out,
+            "{file}:{line} warning: {}: {}",
+            f.kind.name(),
+            f.message
+        );
+        if f.routes.len() > 1 {
+            for id in &f.routes {
+                if let Some(o) = c.origins.get(id) {
+                    let _ = writeln!(
+                        out,
+                        "  {file}:{}: route {id} (priority {})",
+                        o.line, o.priority
+                    );
+                }
+            }
+        }
+        if let Some(l) = &f.location {
+            let _ = writeln!(out, "{}", indent(&l.to_string(), "  "));
+        }
+    }
+    let _ = writeln!(
+        out,
+        "{file}: {}, {} valid, {}, {}",
+        count(c.file.count, "route", "routes"),
+        c.valid(),
+        count(c.errors.len(), "error", "errors"),
+        count(c.findings.len(), "finding", "findings"),
+    );
+    if let Some(x) = &cx.explained {
+        let _ = write!(out, "\nexplain {}:\n{}", x.request, x.explanation);
+    }
+    out
+}
+
+fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+fn indent(s: &str, by: &str) -> String {
+    s.lines()
+        .map(|l| format!("{by}{l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The version of the JSON document's shape.
+const VERSION: u32 = 1;
+
+#[derive(Serialize)]
+struct Report<'a> {
+    version: u32,
+    file: &'a str,
+    format: &'static str,
+    schema: &'a str,
+    routes: usize,
+    valid: usize,
+    errors: Vec<ErrorOut>,
+    findings: Vec<FindingOut>,
+    explain: Option<ExplainOut>,
+}
+
+#[derive(Serialize)]
+struct ErrorOut {
+    line: usize,
+    kind: &'static str,
+    id: Option<String>,
+    message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    first_line: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expression_error: Option<ExprErrorOut>,
+}
+
+#[derive(Serialize)]
+struct ExprErrorOut {
+    kind: &'static str,
+    line: usize,
+    column: usize,
+    span: [usize; 2],
+    rendered: String,
+}
+
+#[derive(Serialize)]
+struct FindingOut {
+    kind: &'static str,
+    message: String,
+    routes: Vec<RouteRef>,
+    location: Option<LocationOut>,
+}
+
+#[derive(Serialize)]
+struct RouteRef {
+    id: String,
+    line: Option<usize>,
+    priority: Option<u64>,
+}
+
+#[derive(Serialize)]
+struct LocationOut {
+    line: usize,
+    column: usize,
+    span: [usize; 2],
+}
+
+impl From<&Location> for LocationOut {
+    fn from(l: &Location) -> LocationOut {
+        LocationOut {
+            line: l.line,
+            column: l.column,
+            span: [l.span.start, l.span.end],
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct ExplainOut {
+    request: String,
+    fields: Vec<FieldOut>,
+    winner: Option<String>,
+    routes: usize,
+    candidates: Vec<CandidateOut>,
+    ruled_out: Vec<RuledOutOut>,
+}
+
+#[derive(Serialize)]
+struct FieldOut {
+    name: String,
+    value: serde_json::Value,
+}
+
+#[derive(Serialize)]
+struct CandidateOut {
+    id: String,
+    line: Option<usize>,
+    priority: u64,
+    matched: bool,
+    expression: String,
+    predicates: Vec<PredicateOut>,
+}
+
+#[derive(Serialize)]
+struct PredicateOut {
+    index: usize,
+    text: String,
+    holds: bool,
+    negated: bool,
+    location: LocationOut,
+}
+
+#[derive(Serialize)]
+struct RuledOutOut {
+    id: String,
+    line: Option<usize>,
+    priority: u64,
+    key: Option<String>,
+}
+
+/// The JSON report, one document.
+pub fn json(c: &Checked, cx: &Context) -> String {
+    let line = |id: &Uuid| c.origins.get(id).map(|o| o.line);
+    let report = Report {
+        version: VERSION,
+        file: cx.file,
+        format: c.file.format.name(),
+        schema: cx.schema,
+        routes: c.file.count,
+        valid: c.valid(),
+        errors: c
+            .errors
+            .iter()
+            .map(|e| ErrorOut {
+                line: e.line,
+                kind: e.kind.name(),
+                id: e.id.map(|id| id.to_string()),
+                message: e.message.clone(),
+                first_line: e.first_line,
+                expression_error: e.expr.as_ref().map(|x| ExprErrorOut {
+                    kind: match x.kind {
+                        atc_router::ExprErrorKind::Syntax => "syntax",
+                        atc_router::ExprErrorKind::Semantic => "semantic",
+                        atc_router::ExprErrorKind::Limit => "limit",
+                    },
+                    line: x.line,
+                    column: x.column,
+                    span: [x.span.start, x.span.end],
+                    rendered: x.to_string(),
+                }),
+            })
+            .collect(),
+        findings: c
+            .findings
+            .iter()
+            .map(|f| FindingOut {
+                kind: f.kind.name(),
+                message: f.message.clone(),
+                routes: f
+                    .routes
+                    .iter()
+                    .map(|id| RouteRef {
+                        id: id.to_string(),
+                        line: line(id),
+                        priority: c.origins.get(id).map(|o| o.priority),
+                    })
+                    .collect(),
+                location: f.location.as_ref().map(LocationOut::from),
+            })
+            .collect(),
+        explain: cx.explained.as_ref().map(|x| {
+            let e = &x.explanation;
+            ExplainOut {
+                request: x.request.clone(),
+                fields: x
+                    .fields
+                    .iter()
+                    .map(|(name, v)| FieldOut {
+                        name: name.clone(),
+                        value: json_value(v),
+                    })
+                    .collect(),
+                winner: e.winner.map(|id| id.to_string()),
+                routes: e.routes,
+                candidates: e
+                    .candidates
+                    .iter()
+                    .map(|c| CandidateOut {
+                        id: c.id.to_string(),
+                        line: line(&c.id),
+                        priority: c.priority,
+                        matched: c.matched,
+                        expression: c.expression.clone(),
+                        predicates: c
+                            .predicates
+                            .iter()
+                            .map(|p| PredicateOut {
+                                index: p.index,
+                                text: p.text.clone(),
+                                holds: p.holds,
+                                negated: p.negated,
+                                location: LocationOut::from(&p.location),
+                            })
+                            .collect(),
+                    })
+                    .collect(),
+                ruled_out: e
+                    .ruled_out
+                    .iter()
+                    .map(|r| RuledOutOut {
+                        id: r.id.to_string(),
+                        line: line(&r.id),
+                        priority: r.priority,
+                        key: r.key.clone(),
+                    })
+                    .collect(),
+            }
+        }),
+    };
+    let mut s = serde_json::to_string_pretty(&report).expect("a report serializes");
+    s.push('\n');
+    s
+}
+
+/// A request value in JSON: integers as numbers, the rest as strings.
+fn json_value(v: &Value) -> serde_json::Value {
+    match v {
+        Value::String(s) => s.clone().into(),
+        Value::Int(i) => (*i).into(),
+        other => other.to_string().into(),
+    }
+}

@@ -1,0 +1,182 @@
+//! The request of `--explain`: `METHOD HOST PATH [name:value ...]`, as field values.
+
+use std::net::IpAddr;
+
+use atc_router::error::excerpt;
+use atc_router::{Context, IpCidr, Router, Schema, Type, Value};
+
+const SEGMENTS: &str = "http.path.segments.";
+
+/// Reads the request text into `(field, value)` pairs, typed by the schema.
+///
+/// `METHOD`, `HOST` and `PATH` go to `http.method`, `http.host` and `http.path` (`-` leaves
+/// one out). Each `name:value` after them sets a field: a name without a dot is a header
+/// (`X-Tenant:acme` sets `http.headers.x_tenant`), a dotted name is the field itself
+/// (`net.dst.port:443`). With a path, the `http.path.segments.*` fields the routes use and
+/// `http.path.segments.len` get the values Kong gives them, unless given.
+pub fn parse(text: &str, router: &Router) -> Result<Vec<(String, Value)>, String> {
+    let schema = router.schema();
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let [method, host, path, extra @ ..] = &words[..] else {
+        return Err(format!(
+            "expected `METHOD HOST PATH [name:value ...]` (`-` for a part left out), found {} \
+             word(s)",
+            words.len()
+        ));
+    };
+    let mut fields = Vec::new();
+    for (name, value) in [
+        ("http.method", method),
+        ("http.host", host),
+        ("http.path", path),
+    ] {
+        if *value != "-" {
+            fields.push((name.to_owned(), typed(schema, name, value)?));
+        }
+    }
+    for word in extra {
+        let Some((name, value)) = word.split_once(':') else {
+            return Err(format!(
+                "`{}`: expected `name:value` (a header name, or a field's full name)",
+                excerpt(word)
+            ));
+        };
+        let name = if name.contains('.') {
+            name.to_owned()
+        } else {
+            format!(
+                "http.headers.{}",
+                name.to_ascii_lowercase().replace('-', "_")
+            )
+        };
+        let value = typed(schema, &name, value)?;
+        fields.push((name, value));
+    }
+    if *path != "-" {
+        for (name, value) in segments(path, schema, &router.fields()) {
+            if !fields.iter().any(|(n, _)| *n == name) {
+                fields.push((name, value));
+            }
+        }
+    }
+    Ok(fields)
+}
+
+/// A context holding `fields`.
+pub fn context(router: &Router, fields: &[(String, Value)]) -> Result<Context, String> {
+    let mut ctx = Context::new(router.schema().clone());
+    for (name, value) in fields {
+        ctx.add_value(name, value.clone())
+            .map_err(|e| format!("{name}: {e}"))?;
+    }
+    Ok(ctx)
+}
+
+/// `text` as a value of the field `name`.
+fn typed(schema: &Schema, name: &str, text: &str) -> Result<Value, String> {
+    let Some(ty) = schema.field_type(name) else {
+        return Err(format!(
+            "field `{}` is not in the schema (write - for a part of the request line the \
+             schema does not have)",
+            excerpt(name)
+        ));
+    };
+    let bad = |what: &str| format!("{name}: `{}` is not {what}", excerpt(text));
+    Ok(match ty {
+        Type::String => Value::String(text.to_owned()),
+        Type::Int => Value::Int(text.parse().map_err(|_| bad("an integer"))?),
+        Type::IpAddr => Value::IpAddr(text.parse::<IpAddr>().map_err(|_| bad("an IP address"))?),
+        Type::IpCidr => Value::IpCidr(text.parse::<IpCidr>().map_err(|_| bad("a network"))?),
+    })
+}
+
+/// The path segment fields Kong derives from the path: the pieces after the leading `/`
+/// (`/a/b` has `segments.0 == "a"`), `segments.N_M` pieces N to M joined with `/`, and
+/// `segments.len` their number. Only `len` and the segment names the routes use are given.
+fn segments(path: &str, schema: &Schema, used: &[String]) -> Vec<(String, Value)> {
+    let pieces: Vec<&str> = path.strip_prefix('/').unwrap_or(path).split('/').collect();
+    let mut out = Vec::new();
+    let len = format!("{SEGMENTS}len");
+    if schema.field_type(&len) == Some(Type::Int) {
+        out.push((len.clone(), Value::Int(pieces.len() as i64)));
+    }
+    for name in used {
+        let Some(range) = name.strip_prefix(SEGMENTS) else {
+            continue;
+        };
+        if *name == len || schema.field_type(name) != Some(Type::String) {
+            continue;
+        }
+        let value = match range.split_once('_') {
+            None => range
+                .parse::<usize>()
+                .ok()
+                .and_then(|i| pieces.get(i))
+                .map(|s| (*s).to_owned()),
+            Some((a, b)) => match (a.parse::<usize>(), b.parse::<usize>()) {
+                (Ok(a), Ok(b)) if a < b && b < pieces.len() => Some(pieces[a..=b].join("/")),
+                _ => None,
+            },
+        };
+        if let Some(v) = value {
+            out.push((name.clone(), Value::String(v)));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema;
+
+    fn router(routes: &[&str]) -> Router {
+        let mut r = Router::new(schema::load("http").unwrap());
+        for (i, e) in routes.iter().enumerate() {
+            r.add(atc_router::Uuid::from_u128(i as u128 + 1), 1, e)
+                .unwrap();
+        }
+        r
+    }
+
+    #[test]
+    fn request_line_headers_and_fields() {
+        let r = router(&[]);
+        let f = parse(
+            "GET a.example /x X-Tenant:acme net.dst.port:443 net.src.ip:::1",
+            &r,
+        )
+        .unwrap();
+        assert_eq!(f[0], ("http.method".into(), Value::String("GET".into())));
+        assert_eq!(
+            f[3],
+            ("http.headers.x_tenant".into(), Value::String("acme".into()))
+        );
+        assert_eq!(f[4], ("net.dst.port".into(), Value::Int(443)));
+        assert_eq!(f[5].1, Value::IpAddr("::1".parse().unwrap()));
+        assert_eq!(f[6], ("http.path.segments.len".into(), Value::Int(1)));
+        assert!(parse("GET a.example", &r).is_err());
+        assert!(parse("GET a /x net.dst.port:https", &r).is_err());
+        assert!(parse("GET a /x nope.field:1", &r).is_err());
+        assert!(parse("GET a /x novalue", &r).is_err());
+    }
+
+    #[test]
+    fn path_segments_as_kong_derives_them() {
+        let r = router(&[
+            r#"http.path.segments.1 == "b""#,
+            r#"http.path.segments.0_2 == "a/b/c""#,
+            r#"http.path.segments.5 == "z""#,
+        ]);
+        let f = parse("- - /a/b/c", &r).unwrap();
+        let get = |n: &str| f.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
+        assert_eq!(get("http.path.segments.len"), Some(Value::Int(3)));
+        assert_eq!(get("http.path.segments.1"), Some(Value::String("b".into())));
+        assert_eq!(
+            get("http.path.segments.0_2"),
+            Some(Value::String("a/b/c".into()))
+        );
+        assert_eq!(get("http.path.segments.5"), None);
+        assert_eq!(get("http.method"), None);
+    }
+}

@@ -1,0 +1,506 @@
+//! `atc-router check`, run as a user runs it: the built binary on the route files of
+//! `tests/data/`, its output and exit status (docs/cli.md).
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn data(name: &str) -> String {
+    format!("{}/tests/data/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Runs `atc-router ARGS`, with `stdin` as standard input when given.
+fn run_with(args: &[&str], stdin: Option<&str>) -> Run {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_atc-router"))
+        .args(args)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("atc-router runs");
+    if let Some(text) = stdin {
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    Run {
+        code: out.status.code().expect("an exit status"),
+        stdout: String::from_utf8(out.stdout).unwrap(),
+        stderr: String::from_utf8(out.stderr).unwrap(),
+    }
+}
+
+fn run(args: &[&str]) -> Run {
+    run_with(args, None)
+}
+
+/// `check FILE ARGS`, expecting `code`.
+fn check(file: &str, args: &[&str], code: i32) -> Run {
+    let path = data(file);
+    let mut all = vec!["check", path.as_str()];
+    all.extend_from_slice(args);
+    let r = run(&all);
+    assert_eq!(
+        r.code, code,
+        "{all:?}\nstdout:\n{}\nstderr:\n{}",
+        r.stdout, r.stderr
+    );
+    r
+}
+
+/// `check FILE --format json ARGS`, expecting `code`: the parsed document.
+fn check_json(file: &str, args: &[&str], code: i32) -> Value {
+    let mut all = vec!["--format", "json"];
+    all.extend_from_slice(args);
+    let r = check(file, &all, code);
+    let doc: Value = serde_json::from_str(&r.stdout).expect("one JSON document");
+    assert_eq!(doc["version"], 1);
+    doc
+}
+
+/// The lines of the errors of a JSON report, with their kinds.
+fn error_kinds(doc: &Value) -> Vec<(u64, String)> {
+    doc["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["line"].as_u64().unwrap(),
+                e["kind"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+const API_01: &str = "1f4b6d8a-0c2e-4a7b-9d1f-3e5a7c9b0d01";
+const API_02: &str = "1f4b6d8a-0c2e-4a7b-9d1f-3e5a7c9b0d02";
+const API_04: &str = "1f4b6d8a-0c2e-4a7b-9d1f-3e5a7c9b0d04";
+
+#[test]
+fn a_clean_file_exits_0() {
+    let r = check("clean.tsv", &[], 0);
+    assert!(
+        r.stdout
+            .ends_with("clean.tsv: 3 routes, 3 valid, 0 errors, 0 findings\n"),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(r.stdout.lines().count(), 1, "{}", r.stdout);
+    assert!(r.stderr.is_empty());
+    // Nothing to object to under --strict either.
+    check("clean.tsv", &["--strict"], 0);
+    let doc = check_json("clean.tsv", &[], 0);
+    assert_eq!(
+        (doc["routes"].as_u64(), doc["valid"].as_u64()),
+        (Some(3), Some(3))
+    );
+    assert_eq!(doc["errors"], serde_json::json!([]));
+    assert_eq!(doc["findings"], serde_json::json!([]));
+    assert_eq!(doc["explain"], Value::Null);
+    assert_eq!(
+        (doc["format"].as_str(), doc["schema"].as_str()),
+        (Some("tsv"), Some("http"))
+    );
+}
+
+#[test]
+fn errors_are_reported_by_line_and_the_rest_is_still_checked() {
+    let r = check("errors.tsv", &[], 1);
+    let path = data("errors.tsv");
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    let at = |n: usize| format!("{path}:{n}: error: ");
+    assert!(lines[0].starts_with(&at(4)), "{}", r.stdout);
+    assert!(lines[0].contains("expected 3 tab-separated parts"));
+    assert!(lines[1].starts_with(&at(5)) && lines[1].contains("bad priority `high`"));
+    assert!(lines[2].starts_with(&at(6)) && lines[2].contains("bad id `not-a-uuid`"));
+    // The expression error: file and line, then the error's own rendering, indented.
+    assert_eq!(
+        lines[3],
+        format!(
+            "{}route 0b7e4a52-93c1-4d2e-8f60-5a1c3e9d7b04: invalid expression",
+            at(7)
+        )
+    );
+    assert_eq!(
+        &lines[4..8],
+        [
+            "  line 1, column 22: unknown field `http.port`: it is not in the schema",
+            "    |",
+            "  1 | http.path ^= \"/a\" && http.port == 80",
+            "    |                      ^^^^^^^^^",
+        ]
+    );
+    // A route after the errors is still added and linted: line 9 never wins against line 2.
+    let warning = lines
+        .iter()
+        .position(|l| l.starts_with(&format!("{path}:9: warning: never-wins: ")))
+        .expect("the never-wins finding");
+    assert!(lines[warning + 1].starts_with(&format!("  {path}:9: route ")));
+    assert!(lines[warning + 2].starts_with(&format!("  {path}:2: route ")));
+    assert!(r
+        .stdout
+        .ends_with("errors.tsv: 7 routes, 2 valid, 5 errors, 1 finding\n"));
+}
+
+#[test]
+fn duplicate_ids_name_the_first_line() {
+    let r = check("errors.tsv", &[], 1);
+    assert!(r.stdout.contains(&format!(
+        "{}:8: error: duplicate id 0b7e4a52-93c1-4d2e-8f60-5a1c3e9d7b01: line 2 has it already",
+        data("errors.tsv")
+    )));
+    let doc = check_json("errors.tsv", &[], 1);
+    let dup = &doc["errors"][4];
+    assert_eq!(dup["kind"], "duplicate-id");
+    assert_eq!(
+        (dup["line"].as_u64(), dup["first_line"].as_u64()),
+        (Some(8), Some(2))
+    );
+    // The route on line 2 is the one in the router: the finding names it.
+    assert_eq!(doc["findings"][0]["routes"][1]["line"], 2);
+
+    // An id repeated after a route whose expression is bad is a duplicate all the same.
+    let id = "9d8c7b6a-5f4e-4d3c-8b2a-190807060504";
+    let text = format!("2\t{id}\thttp.path ==\n1\t{id}\thttp.path == \"/\"\n");
+    let r = run_with(&["check", "-"], Some(&text));
+    assert_eq!(r.code, 1);
+    assert!(r.stdout.contains("<stdin>:1: error: route"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("<stdin>:2: error: duplicate id"),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn the_json_report_has_every_error_and_finding() {
+    let doc = check_json("errors.tsv", &[], 1);
+    assert_eq!(
+        (doc["routes"].as_u64(), doc["valid"].as_u64()),
+        (Some(7), Some(2))
+    );
+    assert_eq!(
+        error_kinds(&doc),
+        [
+            (4, "malformed".to_owned()),
+            (5, "bad-priority".to_owned()),
+            (6, "bad-id".to_owned()),
+            (7, "expression".to_owned()),
+            (8, "duplicate-id".to_owned()),
+        ]
+    );
+    let expr = &doc["errors"][3];
+    assert_eq!(expr["id"], "0b7e4a52-93c1-4d2e-8f60-5a1c3e9d7b04");
+    assert_eq!(
+        expr["message"],
+        "unknown field `http.port`: it is not in the schema"
+    );
+    let x = &expr["expression_error"];
+    assert_eq!(
+        (x["kind"].as_str(), x["line"].as_u64(), x["column"].as_u64()),
+        (Some("semantic"), Some(1), Some(22))
+    );
+    assert_eq!(x["span"], serde_json::json!([21, 30]));
+    assert!(x["rendered"]
+        .as_str()
+        .unwrap()
+        .ends_with("|                      ^^^^^^^^^"));
+    let f = &doc["findings"][0];
+    assert_eq!(f["kind"], "never-wins");
+    assert_eq!(f["routes"][0]["line"], 9);
+    assert_eq!(f["routes"][0]["priority"], 100);
+    assert_eq!(f["location"], Value::Null);
+}
+
+#[test]
+fn strict_fails_on_findings() {
+    let text = "\
+        20\t2a000000-0000-4000-8000-000000000001\thttp.path ^= \"/api\"\n\
+        10\t2a000000-0000-4000-8000-000000000002\thttp.path ^= \"/api/v2\"\n";
+    let r = run_with(&["check", "-"], Some(text));
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    assert!(
+        r.stdout.contains("<stdin>:2: warning: never-wins:"),
+        "{}",
+        r.stdout
+    );
+    let r = run_with(&["check", "--strict", "-"], Some(text));
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    let r = run_with(&["check", "--strict", "--format", "json", "-"], Some(text));
+    assert_eq!(r.code, 1);
+    let doc: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(doc["file"], "<stdin>");
+    assert_eq!(doc["findings"][0]["kind"], "never-wins");
+}
+
+#[test]
+fn a_schema_file_gives_the_fields() {
+    check("gateway.tsv", &["--schema", &data("gateway.schema")], 0);
+    check(
+        "gateway.tsv",
+        &["--schema", &data("gateway-schema.json")],
+        0,
+    );
+    // Against Kong's HTTP fields, `port` and `client` are unknown.
+    let doc = check_json("gateway.tsv", &[], 1);
+    assert_eq!(
+        doc["errors"][0]["message"],
+        "unknown field `port`: it is not in the schema"
+    );
+    // Kong's stream fields have no http.* field.
+    let doc = check_json("gateway.tsv", &["--schema", "stream"], 1);
+    assert_eq!(error_kinds(&doc).len(), 2);
+    // A bad schema file is a whole-file error.
+    let r = check("gateway.tsv", &["--schema", &data("gateway.tsv")], 2);
+    assert!(
+        r.stderr.contains("line 1: expected `name TYPE`"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stdout.is_empty());
+}
+
+#[test]
+fn json_route_files_report_lines() {
+    let r = check("routes.json", &[], 1);
+    let path = data("routes.json");
+    assert!(
+        r.stdout.contains(&format!(
+            "{path}:8: error: route 5c3e7a10-2b4d-4f6e-8a9c-1d2e3f4a5b02: invalid expression\n  \
+         line 2, column 39: expected an operator"
+        )),
+        "{}",
+        r.stdout
+    );
+    assert!(r
+        .stdout
+        .contains(&format!("{path}:13: error: bad priority `-1`")));
+    assert!(r
+        .stdout
+        .contains(&format!("{path}:18: warning: unanchored-path-regex: ")));
+    let doc = check_json("routes.json", &[], 1);
+    assert_eq!(doc["format"], "json");
+    assert_eq!(
+        error_kinds(&doc),
+        [
+            (8, "expression".to_owned()),
+            (13, "bad-priority".to_owned())
+        ]
+    );
+    let x = &doc["errors"][0]["expression_error"];
+    assert_eq!(
+        (x["kind"].as_str(), x["line"].as_u64(), x["column"].as_u64()),
+        (Some("syntax"), Some(2), Some(39))
+    );
+    let f = &doc["findings"][0];
+    assert_eq!(f["kind"], "unanchored-path-regex");
+    assert_eq!(f["routes"][0]["line"], 18);
+    assert_eq!(f["location"]["column"], 1);
+
+    // A plain array, read from standard input, with an element that is not a route.
+    let text = std::fs::read_to_string(data("broken-route.json")).unwrap();
+    let r = run_with(
+        &[
+            "check",
+            "--schema",
+            &data("gateway-schema.json"),
+            "--format",
+            "json",
+            "-",
+        ],
+        Some(&text),
+    );
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    let doc: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(
+        (doc["routes"].as_u64(), doc["valid"].as_u64()),
+        (Some(2), Some(1))
+    );
+    assert_eq!(error_kinds(&doc), [(4, "malformed".to_owned())]);
+
+    // JSON that does not parse is a whole-file error.
+    let r = check("truncated.json", &[], 2);
+    assert!(
+        r.stderr
+            .contains("truncated.json: not a JSON array of routes"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stdout.is_empty());
+}
+
+#[test]
+fn explain_in_text() {
+    let r = check(
+        "api.tsv",
+        &["--explain", "GET api.example.com /repos/a/b"],
+        0,
+    );
+    let explain = r
+        .stdout
+        .split("\nexplain GET api.example.com /repos/a/b:\n")
+        .nth(1)
+        .unwrap();
+    assert!(
+        explain.starts_with(&format!("matched route {API_01}\n")),
+        "{explain}"
+    );
+    assert!(explain.contains(&format!("- {API_01} (priority 300): matched (winner)")));
+
+    // A request the first route fails: the predicate that decided it, with its column.
+    let r = check(
+        "api.tsv",
+        &[
+            "--explain",
+            "POST api.example.com /repos/a/b/c",
+            "--ruled-out",
+        ],
+        0,
+    );
+    assert!(
+        r.stdout.contains(&format!("matched route {API_02}\n")),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains(&format!(
+            "- {API_01} (priority 300): failed\n  line 1, column 35: http.path ~ "
+        )),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains(&format!(
+            "- {API_04} ruled out by the index: http.host == \"www.example.com\""
+        )),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn explain_in_json() {
+    let doc = check_json(
+        "api.tsv",
+        &[
+            "--explain",
+            "GET api.example.com /repos/a/b/c x-tenant:acme",
+            "--ruled-out",
+        ],
+        0,
+    );
+    let x = &doc["explain"];
+    assert_eq!(
+        x["request"],
+        "GET api.example.com /repos/a/b/c x-tenant:acme"
+    );
+    assert_eq!(x["winner"], "1f4b6d8a-0c2e-4a7b-9d1f-3e5a7c9b0d03");
+    assert_eq!(x["routes"], 4);
+    assert!(x["fields"]
+        .as_array()
+        .unwrap()
+        .contains(&serde_json::json!({"name": "http.headers.x_tenant", "value": "acme"})));
+    let first = &x["candidates"][0];
+    assert_eq!(first["id"], API_01);
+    assert_eq!(
+        (first["line"].as_u64(), first["priority"].as_u64()),
+        (Some(2), Some(300))
+    );
+    assert_eq!(first["matched"], false);
+    let failed = &first["predicates"][0];
+    assert_eq!(failed["holds"], false);
+    assert_eq!(failed["negated"], false);
+    assert_eq!(failed["index"], 1);
+    assert!(failed["text"].as_str().unwrap().starts_with("http.path ~ "));
+    assert_eq!(failed["location"]["line"], 1);
+    assert_eq!(failed["location"]["column"], 35);
+    let winner = x["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == x["winner"])
+        .unwrap();
+    assert_eq!(winner["matched"], true);
+    assert_eq!(winner["predicates"].as_array().unwrap().len(), 2);
+    assert_eq!(x["ruled_out"][0]["id"], API_04);
+    assert_eq!(x["ruled_out"][0]["line"], 5);
+    assert_eq!(x["ruled_out"][0]["key"], "http.host == \"www.example.com\"");
+
+    // Without --ruled-out, the list is empty.
+    let doc = check_json("api.tsv", &["--explain", "GET www.example.com /"], 0);
+    assert_eq!(doc["explain"]["winner"], API_04);
+    assert_eq!(doc["explain"]["ruled_out"], serde_json::json!([]));
+}
+
+#[test]
+fn explain_takes_typed_fields_and_leaves_parts_out() {
+    let stream = "10\t4b000000-0000-4000-8000-000000000001\tnet.dst.port == 443 && tls.sni == \"db.example\"\n";
+    let r = run_with(
+        &[
+            "check",
+            "--schema",
+            "stream",
+            "--explain",
+            "- - - net.dst.port:443 tls.sni:db.example",
+            "-",
+        ],
+        Some(stream),
+    );
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(r
+        .stdout
+        .contains("matched route 4b000000-0000-4000-8000-000000000001"));
+    // An Int field given text, a field the schema lacks: usage errors.
+    for bad in ["- - - net.dst.port:https", "GET a.example /"] {
+        let r = run_with(
+            &["check", "--schema", "stream", "--explain", bad, "-"],
+            Some(stream),
+        );
+        assert_eq!(r.code, 2, "{bad}: {}", r.stdout);
+        assert!(
+            r.stderr.starts_with("atc-router check: --explain: "),
+            "{}",
+            r.stderr
+        );
+    }
+}
+
+#[test]
+fn usage_and_unreadable_files_exit_2() {
+    for args in [
+        &["check"][..],
+        &["check", "x.tsv", "--format", "yaml"],
+        &["check", "x.tsv", "--ruled-out"],
+        &["frobnicate"],
+    ] {
+        let r = run(args);
+        assert_eq!(r.code, 2, "{args:?}");
+        assert!(r.stdout.is_empty());
+    }
+    let r = check("no-such-file.tsv", &[], 2);
+    assert!(r.stderr.contains("cannot read"), "{}", r.stderr);
+    let r = check("clean.tsv", &["--schema", "no-such-schema"], 2);
+    assert!(
+        r.stderr.contains("cannot read no-such-schema"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(run(&["--help"]).code, 0);
+    assert_eq!(run(&["check", "--help"]).code, 0);
+}
