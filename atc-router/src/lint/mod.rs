@@ -172,8 +172,10 @@ impl Linter {
         let mut scratch = Scratch::new(router);
         let slots: Vec<(Order, u32)> = router.slots_in_order().collect();
         for &(order, slot) in &slots {
-            lint.learn(router, &mut scratch, order.id(), slot);
+            lint.learn(router, &mut scratch, order.id(), slot, false);
         }
+        // Sorted once, rather than inserted one by one as `learn` does for an update.
+        lint.by_value = WitnessValues::build(&lint.witnesses);
         for &(order, slot) in &slots {
             lint.check_route(router, order, slot);
             lint.check_witness(router, &mut scratch, order, slot);
@@ -222,7 +224,7 @@ impl Linter {
             })
             .collect();
         for &(order, slot) in &live {
-            if let Some(p) = self.learn(router, &mut scratch, order.id(), slot) {
+            if let Some(p) = self.learn(router, &mut scratch, order.id(), slot, true) {
                 groups.insert(p);
             }
         }
@@ -236,13 +238,15 @@ impl Linter {
         }
     }
 
-    /// Records a route's witness and printed form; returns the printed form.
+    /// Records a route's witness (in the sorted values too when `sorted_now`; a full lint
+    /// sorts them all at once) and printed form; returns the printed form.
     fn learn(
         &mut self,
         router: &Router,
         scratch: &mut Scratch,
         id: Uuid,
         slot: u32,
+        sorted_now: bool,
     ) -> Option<String> {
         if let Some(w) = Witness::of(
             router.program(slot),
@@ -250,7 +254,9 @@ impl Linter {
             &mut scratch.record,
             &mut scratch.lowered,
         ) {
-            self.by_value.insert(id, &w);
+            if sorted_now {
+                self.by_value.insert(id, &w);
+            }
             self.witnesses.insert(id, w);
         }
         let printed = parse_with_limits(router.text_of(slot), router.limits())
@@ -456,6 +462,39 @@ struct WitnessValues {
 }
 
 impl WitnessValues {
+    /// The values of all of `witnesses`, each set built from one sorted list.
+    fn build(witnesses: &HashMap<Uuid, Witness>) -> WitnessValues {
+        let mut texts = Vec::new();
+        let mut lowered = Vec::new();
+        let mut reversed_texts = Vec::new();
+        let mut ints = Vec::new();
+        let mut addrs = Vec::new();
+        let mut fields = Vec::new();
+        for (id, w) in witnesses {
+            for (f, v) in &w.values {
+                fields.push((*f, *id));
+                match v {
+                    Value::String(s) => {
+                        texts.push((*f, s.clone(), *id));
+                        lowered.push((*f, s.to_lowercase(), *id));
+                        reversed_texts.push((*f, reversed(s), *id));
+                    }
+                    Value::Int(i) => ints.push((*f, *i, *id)),
+                    Value::IpAddr(a) => addrs.push((*f, *a, *id)),
+                    Value::IpCidr(_) => {}
+                }
+            }
+        }
+        WitnessValues {
+            texts: texts.into_iter().collect(),
+            lowered: lowered.into_iter().collect(),
+            reversed: reversed_texts.into_iter().collect(),
+            ints: ints.into_iter().collect(),
+            addrs: addrs.into_iter().collect(),
+            fields: fields.into_iter().collect(),
+        }
+    }
+
     fn insert(&mut self, id: Uuid, w: &Witness) {
         for (f, v) in &w.values {
             self.fields.insert((*f, id));
