@@ -450,7 +450,7 @@ impl Routers<'_> {
 // ---- Trees: both parsers must read a text alike, not only accept it alike. ----
 
 /// A canonical text of our tree: `&&` and `||` as flat n-ary lists, transformations outermost
-/// first, literals with their type (`s"…"`, `i…`, `a…`, `c…`).
+/// first, literals with their type (`s"…"`, `i…`, `a…`, `c…`; a set as `[…]` of those).
 pub fn canon_ours(e: &atc_router::Expr) -> String {
     use atc_router::Expr;
     fn flat<'e>(e: &'e Expr, and: bool, out: &mut Vec<&'e Expr>) {
@@ -474,11 +474,18 @@ pub fn canon_ours(e: &atc_router::Expr) -> String {
             for t in p.lhs.transforms.iter().rev() {
                 lhs = format!("{}({lhs})", t.name());
             }
-            let rhs = match &p.rhs {
+            let literal = |v: &Value| match v {
                 Value::String(s) => format!("s{s:?}"),
                 Value::Int(i) => format!("i{i}"),
                 Value::IpAddr(a) => format!("a{a}"),
                 Value::IpCidr(c) => format!("c{c}"),
+            };
+            let rhs = match &p.rhs {
+                atc_router::Rhs::Value(v) => literal(v),
+                atc_router::Rhs::Set(elements) => format!(
+                    "[{}]",
+                    elements.iter().map(literal).collect::<Vec<_>>().join(", ")
+                ),
             };
             format!("{lhs} {} {rhs}", p.op.symbol())
         }
