@@ -301,6 +301,12 @@ fn generated_routes_reach_the_whole_syntax() {
             "address",
             "network: odd length",
             "network",
+            "set: In of 1",
+            "set: In of 3",
+            "set: NotIn of 1",
+            "set: NotIn of 3",
+            "set: addresses and networks",
+            "set: a duplicate",
         ]
         .map(String::from),
     );
