@@ -94,7 +94,7 @@ mod schema;
 
 pub use error::{Error, ExprError, ExprErrorKind, Location};
 pub use language::{
-    parse, parse_with_limits, Expr, Lhs, Op, Parsed, Predicate, PredicateSpans, Transform,
+    parse, parse_with_limits, Expr, Lhs, Op, Parsed, Predicate, PredicateSpans, Rhs, Transform,
 };
 pub use limits::Limits;
 pub use lint::{Finding, FindingKind, Linter};

@@ -105,6 +105,18 @@ fn test(p: &Pred, v: &Value, w: Option<&mut MatchRecord>) -> bool {
         (Op::LessOrEqual, Value::Int(a), Lit::Int(b)) => (a <= b, false),
         (Op::In, Value::IpAddr(a), Lit::IpCidr(c)) => (cidr_contains(c, a), false),
         (Op::NotIn, Value::IpAddr(a), Lit::IpCidr(c)) => (!cidr_contains(c, a), false),
+        (Op::In, v, Lit::Set(elements)) => {
+            let Some(e) = elements.iter().find(|e| member(v, e)) else {
+                return false;
+            };
+            // The element equal to the value, as `==` records its literal; an address records
+            // nothing, as `in` a network does.
+            if let (Some(w), Lit::Str(_) | Lit::Int(_)) = (w, e) {
+                w.literal(p.field, e);
+            }
+            return true;
+        }
+        (Op::NotIn, v, Lit::Set(elements)) => (!elements.iter().any(|e| member(v, e)), false),
         // Validation makes every other combination impossible.
         _ => (false, false),
     };
@@ -114,6 +126,14 @@ fn test(p: &Pred, v: &Value, w: Option<&mut MatchRecord>) -> bool {
         }
     }
     ok
+}
+
+/// Whether a value is one set element: equal to it, or an address inside a network.
+fn member(v: &Value, element: &Lit) -> bool {
+    match (v, element) {
+        (Value::IpAddr(a), Lit::IpCidr(c)) => cidr_contains(c, a),
+        _ => equal(v, element),
+    }
 }
 
 fn equal(v: &Value, lit: &Lit) -> bool {

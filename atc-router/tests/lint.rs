@@ -202,3 +202,60 @@ fn an_update_reports_what_the_added_route_shadows_and_forgets_removed_routes() {
     lint.update(&r, &[id(1)]);
     assert_eq!(lint.findings().count(), 0);
 }
+
+/// A set implies what holds for each of its elements, so a set inside a larger one is implied.
+#[test]
+fn a_method_set_inside_a_larger_one_is_shadowed_and_one_outside_is_not() {
+    let shadowed = [
+        (
+            r#"http.method in ["GET", "HEAD", "POST"] && http.path ^= "/api""#,
+            r#"http.method in ["HEAD", "GET"] && http.path ^= "/api/v2""#,
+        ),
+        (
+            r#"http.method in ["GET", "HEAD"] && http.path ^= "/api""#,
+            r#"http.method == "GET" && http.path ^= "/api/v2""#,
+        ),
+        (
+            r#"http.method == "GET" && http.path ^= "/api""#,
+            r#"http.method in ["GET", "GET"] && http.path ^= "/api/v2""#,
+        ),
+        (
+            r#"net.dst.port in [80, 443, 8080]"#,
+            r#"net.dst.port in [443, 80] && http.host == "a.example""#,
+        ),
+        (
+            r#"http.path ^= "/api""#,
+            r#"http.path in ["/api/a", "/api/b"]"#,
+        ),
+    ];
+    for (first, second) in shadowed {
+        let mut r = router();
+        r.add(id(1), 20, first).unwrap();
+        r.add(id(2), 10, second).unwrap();
+        assert_eq!(
+            kinds(&r),
+            [(FindingKind::NeverWins, vec![id(2), id(1)])],
+            "{first}\n{second}"
+        );
+    }
+    let apart = [
+        (
+            r#"http.method in ["GET"] && http.path ^= "/api""#,
+            r#"http.method in ["GET", "POST"] && http.path ^= "/api/v2""#,
+        ),
+        (
+            r#"http.method == "GET" && http.path ^= "/api""#,
+            r#"http.method in ["GET", "HEAD"] && http.path ^= "/api/v2""#,
+        ),
+        (
+            r#"http.method not in ["POST"] && http.path ^= "/api""#,
+            r#"http.method in ["GET", "POST"] && http.path ^= "/api/v2""#,
+        ),
+    ];
+    for (first, second) in apart {
+        let mut r = router();
+        r.add(id(1), 20, first).unwrap();
+        r.add(id(2), 10, second).unwrap();
+        assert_eq!(kinds(&r), [], "{first}\n{second}");
+    }
+}

@@ -196,8 +196,18 @@ mod operators_and_types {
         ];
         for op in atc_router::Op::ALL {
             for (field, lit, ty) in fields {
+                // `in` takes a set of the field's literals (a network on an IpAddr field).
+                let set;
                 let lit = if matches!(op, atc_router::Op::In | atc_router::Op::NotIn) {
-                    "10.0.0.0/8"
+                    set = format!(
+                        "[{}]",
+                        if ty == Type::IpAddr {
+                            "10.0.0.0/8"
+                        } else {
+                            lit
+                        }
+                    );
+                    &set
                 } else {
                     lit
                 };
@@ -215,11 +225,167 @@ mod operators_and_types {
         assert!(e.contains("operator `^=` is not defined for Int fields; Int fields allow ==, !=, >, >=, <, <="), "{e}");
         let e = rejects(r#"http.host > "a""#);
         assert!(
-            e.contains("String fields allow ==, !=, ~, ^=, =^, contains"),
+            e.contains("String fields allow ==, !=, ~, ^=, =^, in, not in, contains"),
             "{e}"
         );
         let e = rejects("net.src.ip in 10.0.0.1");
         assert!(e.contains("`in` needs a CIDR"), "{e}");
+        let e = rejects("net.route in [10.0.0.0/8]");
+        assert!(
+            e.contains(
+                "operator `in` is not defined for IpCidr fields; IpCidr fields allow ==, !="
+            ),
+            "{e}"
+        );
+    }
+
+    /// docs/language.md "Sets".
+    mod sets {
+        use super::*;
+
+        #[test]
+        fn in_a_set_is_membership_for_strings_integers_and_addresses() {
+            let m = |v| [("http.method", s(v))];
+            assert!(holds(r#"http.method in ["GET", "HEAD"]"#, &m("HEAD")));
+            assert!(!holds(r#"http.method in ["GET", "HEAD"]"#, &m("POST")));
+            assert!(!holds(r#"http.method in ["GET", "HEAD"]"#, &m("get")));
+            let p = |v| [("net.dst.port", Value::Int(v))];
+            assert!(holds("net.dst.port in [80, 443]", &p(443)));
+            assert!(!holds("net.dst.port in [80, 443]", &p(8080)));
+            assert!(holds("net.dst.port in [-1, 0x10]", &p(16)));
+            let set = "net.src.ip in [10.0.0.0/8, 192.168.1.1, 2001:db8::/32]";
+            for (addr, inside) in [
+                ("10.1.2.3", true),
+                ("192.168.1.1", true),
+                ("192.168.1.2", false),
+                ("2001:db8::7", true),
+                ("::ffff:10.0.0.1", false),
+                ("11.0.0.1", false),
+            ] {
+                assert_eq!(holds(set, &[("net.src.ip", ip(addr))]), inside, "{addr}");
+            }
+        }
+
+        #[test]
+        fn not_in_a_set_is_the_negation_for_each_value() {
+            let m = |v| [("http.method", s(v))];
+            assert!(holds(r#"http.method not in ["GET", "HEAD"]"#, &m("POST")));
+            assert!(!holds(r#"http.method not in ["GET", "HEAD"]"#, &m("GET")));
+            let p = |v| [("net.dst.port", Value::Int(v))];
+            assert!(holds("net.dst.port not in [80, 443]", &p(8080)));
+            assert!(!holds("net.dst.port not in [80]", &p(80)));
+            let a = |v| [("net.src.ip", ip(v))];
+            assert!(holds("net.src.ip not in [10.0.0.0/8, ::1]", &a("11.0.0.1")));
+            assert!(!holds("net.src.ip not in [10.0.0.0/8, ::1]", &a("::1")));
+        }
+
+        #[test]
+        fn every_value_must_be_in_the_set_by_default_and_one_under_any() {
+            let two = [("http.headers.x", s("a")), ("http.headers.x", s("b"))];
+            assert!(holds(r#"http.headers.x in ["a", "b"]"#, &two));
+            // Unlike `==` alternatives: no single literal equals every value.
+            assert!(!holds(
+                r#"http.headers.x == "a" || http.headers.x == "b""#,
+                &two
+            ));
+            assert!(!holds(r#"http.headers.x in ["a", "c"]"#, &two));
+            assert!(holds(r#"any(http.headers.x) in ["a", "c"]"#, &two));
+            assert!(!holds(r#"http.headers.x not in ["a"]"#, &two));
+            assert!(holds(r#"any(http.headers.x) not in ["a"]"#, &two));
+            assert!(!holds(r#"any(http.headers.x) not in ["a", "b"]"#, &two));
+        }
+
+        #[test]
+        fn a_field_without_values_makes_in_and_not_in_false() {
+            for expr in [
+                r#"http.method in ["GET"]"#,
+                r#"http.method not in ["GET"]"#,
+                r#"any(http.method) not in ["GET"]"#,
+                "net.dst.port not in [80]",
+                "net.src.ip not in [10.0.0.0/8, ::1]",
+            ] {
+                assert!(!holds(expr, &[]), "{expr}");
+            }
+            assert!(holds(r#"!(http.method in ["GET"])"#, &[]));
+        }
+
+        #[test]
+        fn lower_in_a_set_lowercases_the_value() {
+            let v = [("http.method", s("Get"))];
+            assert!(holds(r#"lower(http.method) in ["get", "head"]"#, &v));
+            assert!(!holds(r#"http.method in ["get", "head"]"#, &v));
+            assert!(!holds(r#"lower(http.method) not in ["get"]"#, &v));
+            let e = rejects(r#"lower(http.method) in ["get", "HEAD"]"#);
+            assert!(
+                e.contains("can never match") && e.contains("write it in lowercase: \"head\""),
+                "{e}"
+            );
+            assert!(e.contains("^^^^^^"), "the caret is under the element:\n{e}");
+        }
+
+        #[test]
+        fn duplicates_and_a_trailing_comma_change_nothing() {
+            let p = [("net.dst.port", Value::Int(80))];
+            assert!(holds("net.dst.port in [80, 80, 443,]", &p));
+            assert!(!holds("net.dst.port not in [443, 80, 80]", &p));
+        }
+
+        #[test]
+        fn in_records_the_element_and_not_in_records_nothing() {
+            let values = [
+                ("http.method", s("Get")),
+                ("net.dst.port", Value::Int(443)),
+                ("net.src.ip", ip("10.0.0.1")),
+            ];
+            let (m, ctx) = run(
+                r#"lower(http.method) in ["get", "head"] && net.dst.port in [80, 443]"#,
+                &values,
+            );
+            assert!(m);
+            let r = ctx.result().unwrap();
+            assert_eq!(
+                r.matched_value("http.method"),
+                Some(MatchedValue::String("get"))
+            );
+            assert_eq!(
+                r.matched_value("net.dst.port"),
+                Some(MatchedValue::Int(443))
+            );
+            for expr in [
+                r#"http.method not in ["POST"]"#,
+                "net.dst.port not in [80]",
+                "net.src.ip in [10.0.0.1, 11.0.0.0/8]",
+                "net.src.ip not in [10.0.0.2]",
+            ] {
+                let (m, ctx) = run(expr, &values);
+                assert!(m, "{expr}");
+                assert!(ctx.result().unwrap().matched_fields().is_empty(), "{expr}");
+            }
+        }
+
+        #[test]
+        fn over_several_values_in_records_the_last() {
+            let (_, ctx) = run(
+                r#"http.headers.x in ["a", "b"]"#,
+                &[("http.headers.x", s("b")), ("http.headers.x", s("a"))],
+            );
+            assert_eq!(
+                ctx.result().unwrap().matched_value("http.headers.x"),
+                Some(MatchedValue::String("a"))
+            );
+            let (_, ctx) = run(
+                r#"any(http.headers.x) in ["a", "b"]"#,
+                &[
+                    ("http.headers.x", s("c")),
+                    ("http.headers.x", s("b")),
+                    ("http.headers.x", s("a")),
+                ],
+            );
+            assert_eq!(
+                ctx.result().unwrap().matched_value("http.headers.x"),
+                Some(MatchedValue::String("b"))
+            );
+        }
     }
 }
 
@@ -487,6 +653,59 @@ mod validation {
         }
         assert!(Router::validate(&schema(), r#"lower(http.host) ~ "[A-Z]""#).is_ok());
         assert!(Router::validate(&schema(), r#"lower(http.host) == "lower""#).is_ok());
+    }
+
+    /// The span of the error `expr` gets, as text.
+    fn rejected_at(expr: &str) -> &str {
+        match Router::validate(&schema(), expr) {
+            Err(Error::Expr(e)) => &expr[e.span],
+            other => panic!("{expr}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_set_element_of_another_type_is_reported_at_the_element() {
+        let e = rejects(r#"net.dst.port in ["80", "443"]"#);
+        assert!(
+            e.contains(
+                "type mismatch: `net.dst.port` is an Int field, but this element of the set is a String (\"80\")"
+            ),
+            "{e}"
+        );
+        assert_eq!(rejected_at(r#"net.dst.port in ["80", "443"]"#), r#""80""#);
+        let e = rejects(r#"http.method in [1, 2]"#);
+        assert!(
+            e.contains("is a String field, but this element of the set is an Int (1)"),
+            "{e}"
+        );
+        let e = rejects(r#"net.src.ip in ["10.0.0.1"]"#);
+        assert!(e.contains("so the set holds IP addresses and CIDRs"), "{e}");
+        assert_eq!(rejected_at("net.src.ip not in [1, 2]"), "1");
+    }
+
+    #[test]
+    fn in_on_a_string_or_int_field_needs_a_set() {
+        let e = rejects(r#"http.method in "GET""#);
+        assert!(
+            e.contains(r#"`in` on a String field needs a set on the right (such as ["GET"])"#),
+            "{e}"
+        );
+        assert_eq!(rejected_at("net.dst.port not in 80"), "80");
+        let e = rejects("net.dst.port not in 80");
+        assert!(e.contains("`not in` on an Int field needs a set"), "{e}");
+        // An IpAddr field takes a network or a set.
+        assert!(Router::validate(&schema(), "net.src.ip in 10.0.0.0/8").is_ok());
+        assert!(Router::validate(&schema(), "net.src.ip in [10.0.0.1]").is_ok());
+    }
+
+    #[test]
+    fn an_uppercase_element_under_lower_is_reported_at_the_element() {
+        assert_eq!(
+            rejected_at(r#"lower(http.method) in ["get", "Head", "POST"]"#),
+            r#""Head""#
+        );
+        // `not in` an uppercase element always holds: allowed, as for `!=`.
+        assert!(Router::validate(&schema(), r#"lower(http.method) not in ["GET"]"#).is_ok());
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use atc_router::{
     parse, parse_with_limits, Expr, ExprError, ExprErrorKind, IpCidr, Lhs, Limits, Op, Predicate,
-    Transform, Value,
+    Rhs, Transform, Value,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -48,7 +48,10 @@ fn predicate(src: &str) -> Predicate {
 /// The value a literal stands for, read through `f == <literal>`.
 #[track_caller]
 fn literal(text: &str) -> Value {
-    predicate(&format!("f == {text}")).rhs
+    match predicate(&format!("f == {text}")).rhs {
+        Rhs::Value(v) => v,
+        set => panic!("{text:?} is not one literal: {set:?}"),
+    }
 }
 
 /// The error for `f == <literal>`.
@@ -81,7 +84,7 @@ fn p(field: &str, op: Op, rhs: impl Into<Value>) -> Expr {
             transforms: vec![],
         },
         op,
-        rhs: rhs.into(),
+        rhs: Rhs::Value(rhs.into()),
     })
 }
 
@@ -109,7 +112,7 @@ fn rule_name_pattern() -> &'static regex::Regex {
     static PATTERN: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
     PATTERN.get_or_init(|| {
         regex::Regex::new(
-        r"\b(EOI|SOI|WHITESPACE|ANY|ASCII_\w+|matcher|term|not_group|lparen|rparen|lhs|rhs|transform|ident|op_\w+|str_lit|str_escape|str_chars|raw_str_lit|raw_str_body|cidr_lit|ip_lit|ipv4_text|ipv6_text|int_lit|int_neg|int_oct|int_hex|int_dec|logic_op|and_op|or_op|Rule|positives|negatives)\b|expected (expression|predicate|operator)\b|-->|= expected",
+        r"\b(EOI|SOI|WHITESPACE|ANY|ASCII_\w+|matcher|term|not_group|lparen|rparen|lhs|rhs|transform|ident|op_\w+|str_lit|str_escape|str_chars|raw_str_lit|raw_str_body|cidr_lit|ip_lit|ipv4_text|ipv6_text|int_lit|int_neg|int_oct|int_hex|int_dec|set_lit|set_elem|lbracket|rbracket|comma|logic_op|and_op|or_op|Rule|positives|negatives)\b|expected (expression|predicate|operator)\b|-->|= expected",
         )
         .unwrap()
     })
@@ -1042,6 +1045,8 @@ mod s3_grammar_and_precedence {
             "f not in ::ffff:0.0.0.0/96 && g in 10.0.0.0/8 && h == ::ffff:1.2.3.4",
             "f >= -0x10 && f <= 010 && f > -9223372036854775807 && f < 9223372036854775807",
             "f == 2001:0db8:0:0:0:0:0:1 || f != 0.0.0.0",
+            r##"f in ["a", r#"b\"#, "\"", "é"] && g not in [1, -0x10, 010, 1,]"##,
+            "f in [10.0.0.0/8, 2001:0DB8::1, 0.0.0.0] || f not in [::/0]",
         ] {
             // (`h == ::ffff:1.2.3.4` is rejected; leave it to the check below.)
             let Ok(tree) = parse(src) else {
@@ -1074,6 +1079,166 @@ mod s3_grammar_and_precedence {
             "f == 2001:db8::1"
         );
         assert_eq!(ok("f in ::ffff:0:0/96").to_string(), "f in ::ffff:0:0/96");
+        assert_eq!(
+            ok("f in[ 0x1F ,\n010,8, ]&&g not in [\"a\",r#\"b\"#]").to_string(),
+            r#"f in [31, 8, 8] && g not in ["a", "b"]"#
+        );
+    }
+
+    /// docs/language.md "Sets" and the `set` rule of "Grammar and precedence".
+    mod sets {
+        use super::*;
+
+        fn set(src: &str) -> Vec<Value> {
+            match predicate(src).rhs {
+                Rhs::Set(elements) => elements,
+                other => panic!("{src:?}: not a set: {other:?}"),
+            }
+        }
+
+        #[test]
+        fn a_set_holds_literals_in_the_order_written() {
+            assert_eq!(
+                set(r##"http.method in ["GET", r#"HE\AD"#]"##),
+                [string("GET"), string("HE\\AD")]
+            );
+            assert_eq!(
+                set("net.dst.port not in [443, 80, 0x10, 010, -1]"),
+                [443, 80, 16, 8, -1].map(Value::Int)
+            );
+            // Addresses and networks mix.
+            assert_eq!(
+                set("net.src.ip in [10.0.0.0/8, 192.168.1.1, ::1, fe80::/10]"),
+                [
+                    cidr("10.0.0.0/8"),
+                    v4("192.168.1.1"),
+                    v6("::1"),
+                    cidr("fe80::/10")
+                ]
+            );
+            let p = predicate(r#"lower(any(h)) not in ["a"]"#);
+            assert_eq!(p.op, Op::NotIn);
+            assert!(p.rhs.is_set() && p.rhs.value().is_none());
+            assert_eq!(p.rhs.values(), [string("a")]);
+        }
+
+        #[test]
+        fn white_space_goes_anywhere_between_tokens_and_a_trailing_comma_is_allowed() {
+            for src in [
+                "a in [1,2]",
+                "a in[1,2]",
+                "a in [ 1 , 2 ]",
+                "a in [1, 2,]",
+                "a in [\n\t1,\r\n 2 ,\n]",
+                "a not\nin [1, 2]",
+            ] {
+                assert_eq!(set(src), [Value::Int(1), Value::Int(2)], "{src:?}");
+            }
+        }
+
+        #[test]
+        fn duplicates_are_kept_as_written() {
+            assert_eq!(
+                set(r#"a in ["x", "y", "x"]"#),
+                [string("x"), string("y"), string("x")]
+            );
+        }
+
+        #[test]
+        fn an_empty_set_is_an_error_under_the_brackets() {
+            for src in ["a in []", "a not in [ \n ]"] {
+                let e = syntax_error(src, &["empty set: a set needs at least one element"]);
+                assert_eq!(
+                    &src[e.span.clone()],
+                    src[src.find('[').unwrap()..].trim_end()
+                );
+                check_error_shape(src, &e);
+            }
+        }
+
+        #[test]
+        fn mixed_elements_are_an_error_at_the_first_element_of_another_kind() {
+            for (src, at, words) in [
+                (
+                    r#"a in ["x", 1]"#,
+                    "1",
+                    &[
+                        "mixed set",
+                        "this element is an integer",
+                        "the first is a string",
+                    ][..],
+                ),
+                (
+                    r#"a in [10.0.0.0/8, 1.2.3.4, "x", 2]"#,
+                    r#""x""#,
+                    &[
+                        "this element is a string",
+                        "the first is an IP address or CIDR",
+                    ],
+                ),
+                (
+                    "a in [1, 2, ::1]",
+                    "::1",
+                    &["is an IP address or CIDR", "the first is an integer"],
+                ),
+            ] {
+                let e = syntax_error(src, words);
+                assert_eq!(&src[e.span.clone()], at, "{src}: {e}");
+                check_error_shape(src, &e);
+            }
+        }
+
+        #[test]
+        fn a_set_goes_only_after_in_and_not_in() {
+            for op in [
+                "==", "!=", "~", "^=", "=^", ">", ">=", "<", "<=", "contains",
+            ] {
+                let src = format!("a {op} [1, 2]");
+                let e = syntax_error(
+                    &src,
+                    &[&format!(
+                        "goes only after `in` or `not in`, not after `{op}`"
+                    )],
+                );
+                assert_eq!(&src[e.span.clone()], "[1, 2]");
+            }
+        }
+
+        #[test]
+        fn elements_are_single_literals_with_their_own_lexical_rules() {
+            for (src, words) in [
+                ("a in [[1]]", &["expected a value", "found `[`"][..]),
+                ("a in [(1)]", &["expected a value", "found `(`"]),
+                ("a in [b]", &["expected a value", "found `b`"]),
+                ("a in [,]", &["expected a value", "found `,`"]),
+                ("a in [1,,2]", &["expected a value", "found `,`"]),
+                ("a in [1 2]", &["expected `,` or `]`", "found `2`"]),
+                (
+                    "a in [1",
+                    &["expected `,` or `]`", "found the end of the expression"],
+                ),
+                (
+                    "a in [1,",
+                    &["expected a value", "found the end of the expression"],
+                ),
+                ("a in 1, 2", &["found `,` (a set is written in brackets"]),
+                (
+                    "(a in 1, 2)",
+                    &["expected `&&`, `||` or `)`, found `,` (a set"],
+                ),
+                ("a in [019]", &["invalid value `019`", "octal"]),
+                (
+                    "a in [1, 1.5]",
+                    &["invalid value `1.5`", "no floating-point numbers"],
+                ),
+                ("a in [10.0.0.1/8]", &["host bits must be zero"]),
+                (r#"a in ["\d"]"#, &["unknown escape `\\d`"]),
+                (r#"a in ["x]"#, &["unterminated string"]),
+            ] {
+                let e = syntax_error(src, words);
+                check_error_shape(src, &e);
+            }
+        }
     }
 }
 
@@ -1336,6 +1501,30 @@ mod s6_error_positions_and_wording {
             ]
         );
         assert_eq!(parsed.spans.len(), parsed.expr.predicates().len());
+        assert!(parsed.spans.iter().all(|s| s.elements.is_empty()));
+    }
+
+    #[test]
+    fn predicate_spans_locate_each_element_of_a_set() {
+        let src = "a in [ \"x\",r#\"y\"#,\n] && b not in [10.0.0.0/8 , ::1]";
+        let parsed = parse_with_limits(src, &Limits::default()).unwrap();
+        let parts: Vec<(&str, Vec<&str>)> = parsed
+            .spans
+            .iter()
+            .map(|s| {
+                (
+                    &src[s.rhs.clone()],
+                    s.elements.iter().map(|e| &src[e.clone()]).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            parts,
+            [
+                ("[ \"x\",r#\"y\"#,\n]", vec!["\"x\"", "r#\"y\"#"]),
+                ("[10.0.0.0/8 , ::1]", vec!["10.0.0.0/8", "::1"]),
+            ]
+        );
     }
 }
 
@@ -1575,5 +1764,33 @@ mod s8_limits {
         let src = "a == 1 && (b == 1 || c == 1) && !(d == 1)";
         let e = limit_error(src, &limits, &["too many predicates: 4, the limit is 3"]);
         assert_eq!(&src[e.span.clone()], "d == 1");
+    }
+
+    #[test]
+    fn each_element_of_a_set_counts_as_one_predicate_and_the_error_names_the_element_over() {
+        let limits = Limits {
+            max_predicates: 3,
+            ..Limits::default()
+        };
+        assert!(parse_with_limits("a in [1, 2, 3]", &limits).is_ok());
+        assert!(parse_with_limits("a in [1, 2] && b == 1", &limits).is_ok());
+        let src = "a == 1 && b in [1, 2, 3, 4]";
+        let e = limit_error(
+            src,
+            &limits,
+            &["too many predicates: 5 (each element of a set counts as one), the limit is 3"],
+        );
+        assert_eq!(e.span, src.find('3').unwrap()..src.find('3').unwrap() + 1);
+        let src = "a in [1, 2, 3] && b == 1";
+        let e = limit_error(src, &limits, &["too many predicates: 4"]);
+        assert_eq!(&src[e.span.clone()], "b == 1");
+        // The default limit bounds a set as it bounds a chain of `||`.
+        let big = format!("a in [{}]", vec!["1"; 20_000].join(", "));
+        let e = limit_error(
+            &big,
+            &Limits::default(),
+            &["too many predicates: 20000", "16384"],
+        );
+        assert_eq!(e.span.start, "a in [".len() + 16_384 * 3);
     }
 }

@@ -21,7 +21,10 @@ fuzz_target!(|data: &[u8]| {
         Ok(parsed) => {
             assert_eq!(parsed.spans.len(), parsed.expr.predicates().len());
             for s in &parsed.spans {
-                for r in [&s.predicate, &s.lhs, &s.field, &s.op, &s.rhs] {
+                for r in [&s.predicate, &s.lhs, &s.field, &s.op, &s.rhs]
+                    .into_iter()
+                    .chain(&s.elements)
+                {
                     assert!(r.start <= r.end && r.end <= src.len(), "{r:?}");
                 }
             }

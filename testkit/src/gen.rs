@@ -12,8 +12,10 @@
 //! type, `lower` and `any` nested in either order and repeated, `!`, groups, `&&` and `||` chained
 //! without parentheses wherever precedence (`||` over `&&`) allows, quoted and raw strings with
 //! escapes, Unicode and raw line breaks, decimal, hex, octal and leading-zero decimal integers,
-//! IPv4 and IPv6 addresses and CIDRs in several spellings, whitespace between any two tokens, and
-//! wildcard fields. Literals come from pools chosen for the matchers (prefixes, paths, case-mapping
+//! IPv4 and IPv6 addresses and CIDRs in several spellings, whitespace between any two tokens,
+//! wildcard fields, and set literals after `in` / `not in` (one to four elements, duplicates,
+//! trailing commas, addresses mixed with networks; empty, mixed and misplaced sets as flaws).
+//! Kong's library refuses every set: routes with one are ours only in the differential tests. Literals come from pools chosen for the matchers (prefixes, paths, case-mapping
 //! traps, regexes with a text each matches) or, one in eight, are synthesized over the whole range
 //! of their type ([`wide_value`]). About one predicate in ten is wrong on purpose (unknown field,
 //! the language's words used as field names, type mismatch, operator or transformation the type
@@ -668,6 +670,9 @@ const FLAWS: [Flaw; 10] = [
     Flaw::Syntax,
     Flaw::OddNotIn,
 ];
+/// `PredDesc::op` from here up writes a set literal after `in` or `not in` (about one predicate
+/// in eleven), for fields of every type but IpCidr.
+pub const SET_FROM: u8 = 0xE8;
 /// `PredDesc::flaw` values below this select a flaw (one predicate in about ten).
 pub const FLAW_KINDS: u8 = FLAWS.len() as u8;
 /// `PredDesc::flaw` is drawn from `0..FLAW_SPACE`.
@@ -976,9 +981,20 @@ impl Renderer<'_> {
         const ALL_OPS: [&str; 12] = [
             "==", "!=", "~", "^=", "=^", ">", ">=", "<", "<=", "in", "not in", "contains",
         ];
-        let mut op = pick(ops, p.op as usize);
+        // A set literal after `in` / `not in` (see `SET_FROM`); IpCidr fields have no `in`.
+        let set = p.op >= SET_FROM && ty != Type::IpCidr;
+        let mut op = if set {
+            pick(&["in", "not in"], p.op as usize)
+        } else {
+            pick(ops, p.op as usize)
+        };
         if flaw == Some(Flaw::OperatorForOtherType) {
-            op = pick(&ALL_OPS, p.op as usize);
+            op = if set {
+                // A set after an operator that takes none.
+                pick(&ALL_OPS[..9], p.op as usize)
+            } else {
+                pick(&ALL_OPS, p.op as usize)
+            };
         }
         if flaw == Some(Flaw::OddNotIn) && ty == Type::IpAddr {
             op = "not in";
@@ -996,6 +1012,45 @@ impl Renderer<'_> {
                 .filter(|t| *t != lit_ty)
                 .collect();
             lit_ty = pick(&others, p.lit as usize);
+        }
+        if set {
+            let (text, elements) = self.set_literal(ty, lower, flaw, p.lit, p.spelling);
+            self.literals.extend(elements.iter().cloned());
+            let (w1, w2) = (p.spelling >> 4 & 15, p.spelling >> 8 & 15);
+            let (before, after) = (ws1(w1), ws(w2));
+            let ours_op = if op == "not in" && flaw == Some(Flaw::OddNotIn) {
+                pick(
+                    &["not  in", "not\tin", "not\n in", "not\r\nin"],
+                    p.lit as usize,
+                )
+            } else {
+                op
+            };
+            // Kong's parser refuses every set; it is given the one-space `not in`, so that
+            // it refuses rather than aborts.
+            let kong_op = if op == "not in" { "not in" } else { op };
+            if flaw == Some(Flaw::Syntax) {
+                // A set where a group or a predicate should start, or one left open.
+                let broken = match p.lit % 3 {
+                    0 => format!("{text}{before}{kong_op}{after}{lhs}"),
+                    1 => format!(
+                        "{lhs}{before}{kong_op}{after}{}",
+                        text.trim_end_matches(']')
+                    ),
+                    _ => format!("!{lhs}{before}{kong_op}{after}{text}"),
+                };
+                ours.push_str(&broken);
+                kong.push_str(&broken);
+            } else {
+                let _ = write!(ours, "{lhs}{before}{ours_op}{after}{text}");
+                let _ = write!(kong, "{lhs}{before}{kong_op}{after}{text}");
+            }
+            if flaw.is_some_and(|f| f != Flaw::OddNotIn) || elements.is_empty() {
+                return Sat::Pred(None);
+            }
+            return Sat::Pred(
+                satisfying_set(op, lower, &elements, p.lit).map(|v| (field.to_owned(), v)),
+            );
         }
         let (lit_text, lit_value, regex_sample) =
             self.literal(lit_ty, op == "~", lower, flaw, p.lit, p.spelling);
@@ -1120,6 +1175,96 @@ impl Renderer<'_> {
     }
 }
 
+impl Renderer<'_> {
+    /// A set literal for a field of type `ty`: its text and its elements (none when it is
+    /// malformed on purpose). `choice` fixes the elements (one to four, the fourth a duplicate
+    /// of the first), `spelling` their spellings, the whitespace around commas and a trailing
+    /// comma. An IpAddr field's set mixes addresses and networks. Flaws: `TypeMismatch` makes
+    /// every element of another type, `LowerWithUppercase` uppercases them, `BadLiteral` writes
+    /// an empty or mixed set, a stray or missing comma, or a malformed element.
+    fn set_literal(
+        &mut self,
+        ty: Type,
+        lower: bool,
+        flaw: Option<Flaw>,
+        choice: u16,
+        spelling: u16,
+    ) -> (String, Vec<Value>) {
+        let n = 1 + (choice >> 3) as usize % 4;
+        let mismatch = flaw == Some(Flaw::TypeMismatch);
+        let other = pick(
+            &[Type::String, Type::Int, Type::IpAddr]
+                .into_iter()
+                .filter(|t| *t != ty && !(ty == Type::IpAddr && *t == Type::IpCidr))
+                .collect::<Vec<_>>(),
+            choice as usize,
+        );
+        let mut texts = Vec::new();
+        let mut elements = Vec::new();
+        for k in 0..n {
+            let c = if k == 3 {
+                choice
+            } else {
+                choice.wrapping_add(5 * k as u16)
+            };
+            let elem_ty = match ty {
+                _ if mismatch => other,
+                Type::IpAddr if (c / 3) % 2 == 0 => Type::IpCidr,
+                t => t,
+            };
+            let upper =
+                (flaw == Some(Flaw::LowerWithUppercase)).then_some(Flaw::LowerWithUppercase);
+            let (text, value, _) = self.literal(
+                elem_ty,
+                false,
+                lower,
+                upper,
+                c,
+                spelling.rotate_left(5 * k as u32),
+            );
+            texts.push(text);
+            elements.extend(value);
+        }
+        let comma = |k: usize| ws(spelling.rotate_left(3 * k as u32) >> 2);
+        if flaw == Some(Flaw::BadLiteral) {
+            let odd = match elements[0] {
+                Value::String(_) => "1",
+                _ => "\"x\"",
+            };
+            let text = match (choice >> 6) % 6 {
+                0 => "[]".to_owned(),
+                1 => format!("[{}]", comma(0)),
+                2 => format!("[{},{}{odd}]", texts[0], comma(1)),
+                3 => format!("[{},,{}]", texts[0], texts[texts.len() - 1]),
+                4 => format!("[{} {}]", texts[0], texts[texts.len() - 1]),
+                _ => format!(
+                    "[{},{}{}]",
+                    texts[0],
+                    comma(1),
+                    pick(BAD_LITERALS, choice as usize)
+                ),
+            };
+            return (text, Vec::new());
+        }
+        let mut text = String::from("[");
+        text.push_str(self.gap());
+        for (k, t) in texts.iter().enumerate() {
+            if k > 0 {
+                text.push_str(self.gap());
+                text.push(',');
+                text.push_str(comma(k));
+            }
+            text.push_str(t);
+        }
+        if spelling & 0x8000 != 0 {
+            text.push(',');
+        }
+        text.push_str(self.gap());
+        text.push(']');
+        (text, elements)
+    }
+}
+
 /// A quoted string with escapes (`\n` or a raw line break, either way), or a raw string.
 fn string_literal(s: &str, spelling: u16) -> String {
     if spelling.is_multiple_of(4) && !s.contains("\"#") {
@@ -1236,6 +1381,40 @@ fn satisfying(
         ("!=", Value::IpCidr(_)) => Value::IpCidr("10.0.0.0/8".parse().ok()?),
         (_, v) => v.clone(),
     })
+}
+
+/// A value that makes `in` / `not in` a set of `elements` true (for a field holding only it).
+fn satisfying_set(op: &str, lower: bool, elements: &[Value], choice: u16) -> Option<Value> {
+    let member = |v: &Value| {
+        elements.iter().any(|e| match (e, v) {
+            (Value::IpCidr(c), Value::IpAddr(a)) => contains(c, a),
+            (e, v) => e == v,
+        })
+    };
+    if op == "in" {
+        return Some(match &elements[(choice >> 5) as usize % elements.len()] {
+            Value::String(s) if lower => {
+                let up = s.to_uppercase();
+                Value::String(if up.to_lowercase() == *s {
+                    up
+                } else {
+                    s.clone()
+                })
+            }
+            Value::IpCidr(c) => Value::IpAddr(c.first_address()),
+            v => v.clone(),
+        });
+    }
+    let candidates: Vec<Value> = match &elements[0] {
+        Value::String(s) => vec![Value::String(format!("{s}z")), Value::String("zz".into())],
+        Value::Int(_) => INTS.iter().map(|i| Value::Int(*i)).collect(),
+        _ => IPS
+            .iter()
+            .map(|a| Value::IpAddr(a.parse().expect("pool address")))
+            .collect(),
+    };
+    // A lowered field's value is compared lowercased: the candidates are lowercase already.
+    candidates.into_iter().find(|v| !member(v))
 }
 
 fn contains(c: &IpCidr, a: &IpAddr) -> bool {

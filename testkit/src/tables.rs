@@ -1,5 +1,7 @@
 //! Gateway-shaped route tables, for testing the index: routes that share their keys the way real
-//! tables do (one host behind most routes, method sets, ports, tenants, path parameters), built
+//! tables do (one host behind most routes, method sets, ports, tenants, path parameters; sets of
+//! methods and ports written as `||` chains or as set literals, `in [...]` and `not in [...]`),
+//! built
 //! from small pools so that every structure of the index is exercised with collisions, nesting
 //! and churn, and requests that hit routes, hit the shared keys and miss.
 //!
@@ -104,14 +106,15 @@ pub enum PathHow {
 pub enum Cond {
     Host(usize),
     HostSuffix(usize),
-    /// One method, or several joined by `||`.
-    Methods(Vec<usize>),
+    /// One method or several (see [`Alts`]).
+    Methods(Vec<usize>, Alts),
     Path(PathShape),
     Tenant {
         tenant: usize,
         lower: bool,
     },
-    Port(usize),
+    /// One port or several (see [`Alts`]).
+    Ports(Vec<usize>, Alts),
     SrcIn(usize),
     SrcIs(usize),
     Contains(usize),
@@ -122,6 +125,48 @@ pub enum Cond {
     Not(Box<Cond>),
     /// `a || b` of two conditions.
     Or(Box<Cond>, Box<Cond>),
+}
+
+/// How a condition on one of several values is written: `(f == a || f == b)`,
+/// `f in [a, b]`, or `f not in [a, b]` (true for the other values).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Alts {
+    Or,
+    In,
+    NotIn,
+}
+
+impl Alts {
+    /// `field` compared with `values` (already written as literals) this way.
+    fn render(self, field: &str, values: &[String]) -> String {
+        match self {
+            Alts::Or => {
+                let alts: Vec<String> = values.iter().map(|v| format!("{field} == {v}")).collect();
+                format!("({})", alts.join(" || "))
+            }
+            Alts::In => format!("{field} in [{}]", values.join(", ")),
+            Alts::NotIn => format!("{field} not in [{}]", values.join(", ")),
+        }
+    }
+
+    /// The value a request gives to satisfy the condition: the `pick`-th of `chosen`, or for
+    /// `not in`, the first of `pool` outside `chosen` (`fallback` when there is none).
+    fn satisfying<T: Copy + PartialEq>(
+        self,
+        chosen: &[T],
+        pool: &[T],
+        fallback: T,
+        pick: u64,
+    ) -> T {
+        match self {
+            Alts::Or | Alts::In => chosen[pick as usize % chosen.len()],
+            Alts::NotIn => pool
+                .iter()
+                .copied()
+                .find(|v| !chosen.contains(v))
+                .unwrap_or(fallback),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -169,12 +214,12 @@ impl Cond {
                 "http.host =^ {}",
                 quoted(HOST_SUFFIXES[*h % HOST_SUFFIXES.len()])
             ),
-            Cond::Methods(ms) => {
-                let alts: Vec<String> = ms
+            Cond::Methods(ms, alts) => {
+                let values: Vec<String> = ms
                     .iter()
-                    .map(|m| format!("http.method == {}", quoted(METHODS[*m % METHODS.len()])))
+                    .map(|m| quoted(METHODS[*m % METHODS.len()]))
                     .collect();
-                format!("({})", alts.join(" || "))
+                alts.render("http.method", &values)
             }
             Cond::Path(p) => match p.how {
                 PathHow::Exact => format!("http.path == {}", quoted(&path_text(p, false))),
@@ -206,7 +251,13 @@ impl Cond {
                     format!("http.headers.x_tenant == {}", quoted(t))
                 }
             }
-            Cond::Port(p) => format!("net.dst.port == {}", PORTS[*p % PORTS.len()]),
+            Cond::Ports(ps, alts) => {
+                let values: Vec<String> = ps
+                    .iter()
+                    .map(|p| PORTS[*p % PORTS.len()].to_string())
+                    .collect();
+                alts.render("net.dst.port", &values)
+            }
             Cond::SrcIn(c) => format!("net.src.ip in {}", CIDRS[*c % CIDRS.len()]),
             Cond::SrcIs(i) => format!("net.src.ip == {}", IPS[*i % IPS.len()]),
             Cond::Contains(c) => {
@@ -241,10 +292,11 @@ impl Cond {
                     HOST_SUFFIXES[*h % HOST_SUFFIXES.len()]
                 )),
             )),
-            Cond::Methods(ms) => out.push((
-                "http.method".into(),
-                s(METHODS[ms[pick as usize % ms.len()] % METHODS.len()]),
-            )),
+            Cond::Methods(ms, alts) => {
+                let chosen: Vec<&str> = ms.iter().map(|m| METHODS[*m % METHODS.len()]).collect();
+                let m = alts.satisfying(&chosen, METHODS, "PATCH", pick);
+                out.push(("http.method".into(), s(m)));
+            }
             Cond::Path(p) => {
                 let mut t = path_text(p, false);
                 match p.how {
@@ -267,7 +319,11 @@ impl Cond {
                 };
                 out.push(("http.headers.x_tenant".into(), s(&v)));
             }
-            Cond::Port(p) => out.push(("net.dst.port".into(), Value::Int(PORTS[*p % PORTS.len()]))),
+            Cond::Ports(ps, alts) => {
+                let chosen: Vec<i64> = ps.iter().map(|p| PORTS[*p % PORTS.len()]).collect();
+                let p = alts.satisfying(&chosen, PORTS, 8080, pick);
+                out.push(("net.dst.port".into(), Value::Int(p)));
+            }
             Cond::SrcIn(c) => {
                 let net: atc_router::IpCidr = CIDRS[*c % CIDRS.len()].parse().expect("pool CIDR");
                 out.push(("net.src.ip".into(), Value::IpAddr(net.first_address())));
@@ -392,14 +448,21 @@ fn path_strategy() -> impl Strategy<Value = PathShape> {
     (prop::collection::vec(seg, 0..4), how).prop_map(|(segs, how)| PathShape { segs, how })
 }
 
+/// Mostly `||` chains and `in` sets, sometimes `not in`.
+fn alts_strategy() -> impl Strategy<Value = Alts> {
+    prop_oneof![2 => Just(Alts::Or), 2 => Just(Alts::In), 1 => Just(Alts::NotIn)]
+}
+
 fn leaf_cond() -> impl Strategy<Value = Cond> {
     prop_oneof![
         4 => (0..HOSTS.len()).prop_map(Cond::Host),
         1 => (0..HOST_SUFFIXES.len()).prop_map(Cond::HostSuffix),
-        2 => prop::collection::vec(0..METHODS.len(), 1..3).prop_map(Cond::Methods),
+        2 => (prop::collection::vec(0..METHODS.len(), 1..4), alts_strategy())
+            .prop_map(|(ms, alts)| Cond::Methods(ms, alts)),
         5 => path_strategy().prop_map(Cond::Path),
         1 => (0..TENANTS.len(), any::<bool>()).prop_map(|(tenant, lower)| Cond::Tenant { tenant, lower }),
-        1 => (0..PORTS.len()).prop_map(Cond::Port),
+        1 => (prop::collection::vec(0..PORTS.len(), 1..3), alts_strategy())
+            .prop_map(|(ps, alts)| Cond::Ports(ps, alts)),
         1 => (0..CIDRS.len()).prop_map(Cond::SrcIn),
         1 => (0..IPS.len()).prop_map(Cond::SrcIs),
         1 => (0..CONTAINS.len()).prop_map(Cond::Contains),

@@ -221,7 +221,7 @@ fn route_line(rest: &str) -> (u64, Uuid, &str) {
 /// A value written as a literal of the language.
 fn literal_value(literal: &str) -> Value {
     match parse(&format!("x == {literal}")) {
-        Ok(Expr::Predicate(p)) => p.rhs,
+        Ok(Expr::Predicate(p)) if !p.rhs.is_set() => p.rhs.values()[0].clone(),
         other => panic!("{literal:?} is not a literal: {other:?}"),
     }
 }

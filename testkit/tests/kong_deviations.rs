@@ -220,6 +220,100 @@ fn lower_compared_with_uppercase_is_refused_here_and_never_matches_in_kong() {
     }
 }
 
+/// Set literals (`http.path in ["/a", "/b"]`, `net.port not in [80, 443]`,
+/// `net.ip in [10.0.0.0/8, 192.168.1.1]`) are an extension of ours (docs/language.md "Sets"):
+/// Kong's grammar has no `[`, so its parser refuses every route that uses one, and the
+/// differential tests keep such routes in our router only. For a field with one value, a set
+/// means what the `||` of `==` (for `not in`, the `&&` of `!=`) means in both libraries, with the
+/// same matched value.
+#[test]
+fn set_literals_are_an_extension_kong_refuses() {
+    let cases: &[(&str, &str, &str, Value)] = &[
+        (
+            r#"http.path in ["/a", "/b"]"#,
+            r#"http.path == "/a" || http.path == "/b""#,
+            "http.path",
+            s("/b"),
+        ),
+        (
+            r#"http.path in ["/a", "/b"]"#,
+            r#"http.path == "/a" || http.path == "/b""#,
+            "http.path",
+            s("/c"),
+        ),
+        (
+            r#"lower(http.host) in ["a.example", "b.example"]"#,
+            r#"lower(http.host) == "a.example" || lower(http.host) == "b.example""#,
+            "http.host",
+            s("B.Example"),
+        ),
+        (
+            "net.port in [80, 443,]",
+            "net.port == 80 || net.port == 443",
+            "net.port",
+            Value::Int(443),
+        ),
+        (
+            "net.port not in [80, 443]",
+            "net.port != 80 && net.port != 443",
+            "net.port",
+            Value::Int(8080),
+        ),
+        (
+            "net.port not in [80, 443]",
+            "net.port != 80 && net.port != 443",
+            "net.port",
+            Value::Int(80),
+        ),
+        (
+            "net.ip in [10.0.0.0/8, 192.168.1.1]",
+            "net.ip in 10.0.0.0/8 || net.ip in 192.168.1.1/32",
+            "net.ip",
+            Value::IpAddr("192.168.1.1".parse().unwrap()),
+        ),
+        (
+            "net.ip not in [10.0.0.0/8, 192.168.1.1]",
+            "net.ip not in 10.0.0.0/8 && net.ip not in 192.168.1.1/32",
+            "net.ip",
+            Value::IpAddr("10.2.3.4".parse().unwrap()),
+        ),
+    ];
+    for (set, alternatives, field, value) in cases {
+        assert!(
+            kong::parser::parse(set).is_err(),
+            "Kong's parser took {set}"
+        );
+        assert_eq!(vs_kong::documented_extension(set), Some("set literals"));
+        assert_eq!(vs_kong::documented_extension(alternatives), None);
+
+        let schema = ours();
+        let mut r = Router::new(schema.clone());
+        r.add(ID, 0, set).unwrap();
+        let mut ctx = Context::new(schema);
+        ctx.add_value(field, value.clone()).unwrap();
+        let mine = r.execute(&mut ctx);
+        let my_value = ctx
+            .result()
+            .and_then(|m| m.matched_value(field).map(|v| v.to_string()));
+
+        let ks = theirs();
+        let mut kr = kong::router::Router::new(&ks);
+        kr.add_matcher(0, ID, alternatives).unwrap();
+        let mut kctx = kong::context::Context::new(&ks);
+        kctx.add_value(field, vs_kong::kong_value(value));
+        let kong = kr.execute(&mut kctx);
+        let kong_value = kong
+            .then(|| kctx.result.as_ref().unwrap().matches.get(*field).cloned())
+            .flatten()
+            .map(|v| match v {
+                kong::ast::Value::String(t) => t,
+                kong::ast::Value::Int(i) => i.to_string(),
+                v => format!("{v:?}"),
+            });
+        assert_eq!((mine, my_value), (kong, kong_value), "{set} for {value:?}");
+    }
+}
+
 /// Kong's router keys routes by (priority, id): the same id can be added again at another
 /// priority, and both stay (its Lua module then remembers only the last priority, so the
 /// first can no longer be removed). docs/language.md "Routers": an id is unique within a router;

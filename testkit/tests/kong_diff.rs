@@ -179,6 +179,7 @@ fn generated_cases_exercise_the_comparison() {
             .contains_key("lower() with uppercase literal"),
         "{total:#?}"
     );
+    assert!(total.extensions.contains_key("set literals"), "{total:#?}");
 }
 
 // ---- Our side only: what would abort Kong's process must be a clean error here. ----

@@ -22,7 +22,7 @@ use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 use atc_router::{
-    parse, parse_with_limits, Error, Expr, ExprError, ExprErrorKind, Limits, Op, Router, Value,
+    parse, parse_with_limits, Error, Expr, ExprError, ExprErrorKind, Limits, Op, Rhs, Router, Value,
 };
 use atc_testkit::check;
 use atc_testkit::gen::{self, Case};
@@ -54,7 +54,7 @@ fn rule_names() -> &'static regex::Regex {
     static NAMES: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
     NAMES.get_or_init(|| {
         regex::Regex::new(
-        r"\b(EOI|SOI|WHITESPACE|ASCII_\w+|matcher|term|not_group|lparen|rparen|lhs|rhs|ident|op_\w+|str_\w+|raw_str_\w+|cidr_lit|ip_lit|ipv[46]_text|int_\w+|logic_op|and_op|or_op|Rule|positives)\b",
+        r"\b(EOI|SOI|WHITESPACE|ASCII_\w+|matcher|term|not_group|lparen|rparen|lhs|rhs|ident|op_\w+|str_\w+|raw_str_\w+|cidr_lit|ip_lit|ipv[46]_text|int_\w+|set_lit|set_elem|lbracket|rbracket|comma|logic_op|and_op|or_op|Rule|positives)\b",
         )
         .unwrap()
     })
@@ -243,26 +243,45 @@ fn generated_routes_reach_the_whole_syntax() {
                 if ["in", "not", "contains", "lower", "any", "r"].contains(&p.lhs.field.as_str()) {
                     seen.insert("a word of the language as a field".into());
                 }
-                seen.insert(match &p.rhs {
-                    Value::String(s) if s.contains(['"', '\\']) => {
-                        "string: quote or backslash".into()
+                if let Rhs::Set(elements) = &p.rhs {
+                    seen.insert(format!("set: {:?} of {}", p.op, elements.len().min(3)));
+                    let mut kinds: Vec<_> = elements.iter().map(Value::ty).collect();
+                    kinds.dedup();
+                    if kinds.len() > 1 {
+                        seen.insert("set: addresses and networks".into());
                     }
-                    Value::String(s) if s.contains(['\u{feff}', '\u{2028}', '\0']) => {
-                        "string: invisible characters".into()
+                    if elements
+                        .iter()
+                        .enumerate()
+                        .any(|(i, e)| elements[..i].contains(e))
+                    {
+                        seen.insert("set: a duplicate".into());
                     }
-                    Value::String(s) if s.contains(['\n', '\r', '\t']) => {
-                        "string: line breaks".into()
-                    }
-                    Value::String(_) => "string".into(),
-                    Value::Int(i) if i.unsigned_abs() > 1 << 40 => "integer: large".into(),
-                    Value::Int(_) => "integer".into(),
-                    Value::IpAddr(IpAddr::V6(a)) if a.to_string().contains("::") => {
-                        "address: IPv6 with a zero run".into()
-                    }
-                    Value::IpAddr(_) => "address".into(),
-                    Value::IpCidr(c) if c.network_length() % 8 != 0 => "network: odd length".into(),
-                    Value::IpCidr(_) => "network".into(),
-                });
+                }
+                for v in p.rhs.values() {
+                    seen.insert(match v {
+                        Value::String(s) if s.contains(['"', '\\']) => {
+                            "string: quote or backslash".into()
+                        }
+                        Value::String(s) if s.contains(['\u{feff}', '\u{2028}', '\0']) => {
+                            "string: invisible characters".into()
+                        }
+                        Value::String(s) if s.contains(['\n', '\r', '\t']) => {
+                            "string: line breaks".into()
+                        }
+                        Value::String(_) => "string".into(),
+                        Value::Int(i) if i.unsigned_abs() > 1 << 40 => "integer: large".into(),
+                        Value::Int(_) => "integer".into(),
+                        Value::IpAddr(IpAddr::V6(a)) if a.to_string().contains("::") => {
+                            "address: IPv6 with a zero run".into()
+                        }
+                        Value::IpAddr(_) => "address".into(),
+                        Value::IpCidr(c) if c.network_length() % 8 != 0 => {
+                            "network: odd length".into()
+                        }
+                        Value::IpCidr(_) => "network".into(),
+                    });
+                }
             }
         }
     }
@@ -282,6 +301,12 @@ fn generated_routes_reach_the_whole_syntax() {
             "address",
             "network: odd length",
             "network",
+            "set: In of 1",
+            "set: In of 3",
+            "set: NotIn of 1",
+            "set: NotIn of 3",
+            "set: addresses and networks",
+            "set: a duplicate",
         ]
         .map(String::from),
     );

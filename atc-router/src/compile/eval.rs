@@ -13,7 +13,7 @@
 //! Invariant: this file and `reference.rs` must keep the same semantics. The property tests in
 //! `testkit/tests/equivalence.rs` compare them on random tables and requests.
 
-use crate::compile::program::{Code, Instr, Lit, Pred, Program};
+use crate::compile::program::{Code, Instr, Lit, Pred, Program, Set};
 use crate::compile::regex::CompiledRegex;
 use crate::compile::resolve as resolved;
 use crate::language::Op;
@@ -250,8 +250,10 @@ pub(crate) fn test_value(
 
 #[inline]
 fn test_str(p: &Code<'_>, pred: &Pred, s: &str, w: Option<&mut MatchRecord>) -> bool {
-    if let Lit::Regex(re) = &pred.lit {
-        return regex(re, pred, s, w);
+    match &pred.lit {
+        Lit::Regex(re) => return regex(re, pred, s, w),
+        Lit::Set(set) => return str_in_set(set, pred, s, w),
+        _ => {}
     }
     let Some(lit) = p.bytes(&pred.lit) else {
         return false;
@@ -278,6 +280,22 @@ fn test_str(p: &Code<'_>, pred: &Pred, s: &str, w: Option<&mut MatchRecord>) -> 
         }
     }
     ok
+}
+
+/// `in` / `not in` a set of strings: `in` records the value, which equals the element.
+#[inline(never)]
+fn str_in_set(set: &Set, pred: &Pred, s: &str, w: Option<&mut MatchRecord>) -> bool {
+    let found = set.has_str(s);
+    match pred.op {
+        Op::In if found => {
+            if let Some(w) = w {
+                w.text(pred.field, s);
+            }
+            true
+        }
+        Op::NotIn => !found,
+        _ => false,
+    }
 }
 
 #[inline(never)]
@@ -319,6 +337,22 @@ fn test_other(pred: &Pred, v: &Value, w: Option<&mut MatchRecord>) -> bool {
         (Op::LessOrEqual, Value::Int(a), Lit::Int(b)) => a <= b,
         (Op::In, Value::IpAddr(a), Lit::IpCidr(c)) => cidr_contains(c, a),
         (Op::NotIn, Value::IpAddr(a), Lit::IpCidr(c)) => !cidr_contains(c, a),
+        (Op::In | Op::NotIn, v, Lit::Set(set)) => {
+            let found = match v {
+                Value::Int(i) => set.has_int(*i),
+                Value::IpAddr(a) => set.has_addr(a),
+                _ => false,
+            };
+            if found && pred.op == Op::In {
+                if let (Some(w), Value::Int(i)) = (w, v) {
+                    // The element equal to the value; an address records nothing, as `in` a
+                    // network does.
+                    w.literal(pred.field, &resolved::Lit::Int(*i));
+                }
+                return true;
+            }
+            return !found && pred.op == Op::NotIn;
+        }
         _ => false,
     };
     if ok && pred.op == Op::Equals {
@@ -328,7 +362,7 @@ fn test_other(pred: &Pred, v: &Value, w: Option<&mut MatchRecord>) -> bool {
                 Lit::Int(i) => resolved::Lit::Int(i),
                 Lit::IpAddr(a) => resolved::Lit::IpAddr(a),
                 Lit::IpCidr(c) => resolved::Lit::IpCidr(c),
-                Lit::Str { .. } | Lit::Inline { .. } | Lit::Regex(_) => return ok,
+                Lit::Str { .. } | Lit::Inline { .. } | Lit::Regex(_) | Lit::Set(_) => return ok,
             };
             w.literal(pred.field, &lit);
         }

@@ -21,7 +21,8 @@
 //!   expression is one run. (So an empty program is true; free slots hold one, and no index
 //!   points at a free slot.)
 //! - `Lit::Str { start, len }` is `text[start..start + len]`; `Lit::Inline` holds the whole
-//!   literal (at most [`INLINE`] bytes, a UTF-8 string); `Lit::Regex` holds its regex itself.
+//!   literal (at most [`INLINE`] bytes, a UTF-8 string); `Lit::Regex` holds its regex itself;
+//!   `Lit::Set` holds a set literal behind a pointer, ready for membership tests.
 //! - A program is either in its slot (the code is `head`, the text is in `head_text`) or
 //!   spilled (`head[0]` is `Instr::OnHeap`, holding both), never split between the two:
 //!   evaluation reads one contiguous instruction array. `Instr::OnHeap` never appears in the
@@ -40,7 +41,7 @@ use std::sync::Arc;
 use crate::compile::regex::CompiledRegex;
 use crate::compile::resolve::{self as resolved, Node};
 use crate::language::Op;
-use crate::schema::value::IpCidr;
+use crate::schema::value::{cidr_contains, IpCidr};
 use crate::schema::FieldId;
 
 /// Longest literal kept inside its instruction; chosen so that an instruction stays 32 bytes.
@@ -150,6 +151,105 @@ pub(crate) enum Lit {
     Int(i64),
     IpAddr(IpAddr),
     IpCidr(IpCidr),
+    /// The elements of an `in` / `not in` set, shared with no other route.
+    Set(Arc<Set>),
+}
+
+/// A set literal, for membership tests: strings and integers sorted with duplicates removed,
+/// addresses as full-length networks (`10.0.0.1` as `10.0.0.1/32`).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Set {
+    Str(Box<[Box<str>]>),
+    Int(Box<[i64]>),
+    Net(Box<[IpCidr]>),
+}
+
+impl Set {
+    /// From a resolved set's elements: validation has made them all strings, all integers, or
+    /// all addresses and networks.
+    fn new(elements: &[resolved::Lit]) -> Set {
+        let set = match elements.first() {
+            Some(resolved::Lit::Str(_)) => Set::Str(
+                elements
+                    .iter()
+                    .filter_map(|e| match e {
+                        resolved::Lit::Str(s) => Some(Box::from(&**s)),
+                        _ => None,
+                    })
+                    .collect(),
+            ),
+            Some(resolved::Lit::Int(_)) => Set::Int(
+                elements
+                    .iter()
+                    .filter_map(|e| match e {
+                        resolved::Lit::Int(i) => Some(*i),
+                        _ => None,
+                    })
+                    .collect(),
+            ),
+            _ => Set::Net(
+                elements
+                    .iter()
+                    .filter_map(|e| match e {
+                        resolved::Lit::IpAddr(a) => {
+                            IpCidr::new(*a, if a.is_ipv4() { 32 } else { 128 }).ok()
+                        }
+                        resolved::Lit::IpCidr(c) => Some(*c),
+                        _ => None,
+                    })
+                    .collect(),
+            ),
+        };
+        set.sorted()
+    }
+
+    fn sorted(self) -> Set {
+        fn sort<T: Ord>(v: Box<[T]>) -> Box<[T]> {
+            let mut v = v.into_vec();
+            v.sort_unstable();
+            v.dedup();
+            v.into_boxed_slice()
+        }
+        match self {
+            Set::Str(v) => Set::Str(sort(v)),
+            Set::Int(v) => Set::Int(sort(v)),
+            Set::Net(v) => Set::Net(sort(v)),
+        }
+    }
+
+    /// Whether the string is an element.
+    #[inline]
+    pub(crate) fn has_str(&self, s: &str) -> bool {
+        match self {
+            Set::Str(v) => v.binary_search_by(|e| (**e).cmp(s)).is_ok(),
+            _ => false,
+        }
+    }
+
+    /// Whether the integer is an element.
+    pub(crate) fn has_int(&self, i: i64) -> bool {
+        match self {
+            Set::Int(v) => v.binary_search(&i).is_ok(),
+            _ => false,
+        }
+    }
+
+    /// Whether the address is an element or inside one.
+    pub(crate) fn has_addr(&self, a: &IpAddr) -> bool {
+        match self {
+            Set::Net(v) => v.iter().any(|c| cidr_contains(c, a)),
+            _ => false,
+        }
+    }
+
+    /// Number of distinct elements.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Set::Str(v) => v.len(),
+            Set::Int(v) => v.len(),
+            Set::Net(v) => v.len(),
+        }
+    }
 }
 
 impl Program {
@@ -327,6 +427,7 @@ impl Builder {
             (None, resolved::Lit::Int(i)) => Lit::Int(*i),
             (None, resolved::Lit::IpAddr(a)) => Lit::IpAddr(*a),
             (None, resolved::Lit::IpCidr(c)) => Lit::IpCidr(*c),
+            (None, resolved::Lit::Set(elements)) => Lit::Set(Arc::new(Set::new(elements))),
         };
         Pred {
             field: p.field,

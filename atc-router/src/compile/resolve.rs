@@ -12,7 +12,7 @@ use crate::compile::regex_cache::RegexSource;
 use crate::error::Error;
 use crate::error::{ExprError, ExprErrorKind};
 use crate::language::Parsed;
-use crate::language::{Expr, Op};
+use crate::language::{Expr, Op, Rhs};
 use crate::limits::Limits;
 use crate::schema::names::{FieldId, Holds, Schema};
 use crate::schema::value::{IpCidr, Type, Value};
@@ -43,6 +43,19 @@ pub(crate) enum Lit {
     Int(i64),
     IpAddr(IpAddr),
     IpCidr(IpCidr),
+    /// A set literal's elements as written (none of them a set), for `in` / `not in`.
+    Set(Arc<[Lit]>),
+}
+
+impl Lit {
+    fn of(v: &Value) -> Lit {
+        match v {
+            Value::String(s) => Lit::Str(Arc::from(s.as_str())),
+            Value::Int(i) => Lit::Int(*i),
+            Value::IpAddr(a) => Lit::IpAddr(*a),
+            Value::IpCidr(c) => Lit::IpCidr(*c),
+        }
+    }
 }
 
 /// Where resolving gets field ids from.
@@ -128,7 +141,7 @@ impl Resolver<'_> {
                             ),
                         ));
                     }
-                    let Value::String(src) = &p.rhs else {
+                    let Rhs::Value(Value::String(src)) = &p.rhs else {
                         unreachable!("validated: `~` has a string literal")
                     };
                     let re = self
@@ -156,10 +169,8 @@ impl Resolver<'_> {
                     any: p.lhs.any(),
                     op: p.op,
                     lit: match &p.rhs {
-                        Value::String(s) => Lit::Str(Arc::from(s.as_str())),
-                        Value::Int(i) => Lit::Int(*i),
-                        Value::IpAddr(a) => Lit::IpAddr(*a),
-                        Value::IpCidr(c) => Lit::IpCidr(*c),
+                        Rhs::Value(v) => Lit::of(v),
+                        Rhs::Set(elements) => Lit::Set(elements.iter().map(Lit::of).collect()),
                     },
                     regex,
                 })

@@ -8,7 +8,8 @@
 //! Invariant (soundness): a requirement must hold whenever the route's expression is true, so
 //! that a request the index does not lead to a route cannot match it. Requirements are taken
 //! only from predicates that are true only when the field has a value with the property (`==`,
-//! `^=`, `=^`, `contains`, `in`, and `~` through what every match of the regex must look like),
+//! `^=`, `=^`, `contains`, `in` a network or a set of at most [`MAX_KEYS`] elements, and `~`
+//! through what every match of the regex must look like),
 //! from any child of `&&`, and from `||` only when every child yields one of the same
 //! [`Disc`] (then merged). Nothing is taken from inside `!( … )`. Both modes are covered: a
 //! predicate true for all values (at least one) or for any value has *some* value with the
@@ -18,7 +19,7 @@
 use std::borrow::Cow;
 use std::net::IpAddr;
 
-use crate::compile::program::{Code, Instr, Lit, Pred};
+use crate::compile::program::{Code, Instr, Lit, Pred, Set};
 use crate::language::Op;
 use crate::schema::context::Context;
 use crate::schema::value::{cidr_contains, IpCidr, Value};
@@ -350,6 +351,16 @@ fn predicate(code: &Code<'_>, p: &Pred) -> Vec<Requirement> {
             }
         }
         (Op::In, Lit::IpCidr(c)) => out.push(req(KeyKind::Cidr, Keys::Cidr(vec![*c]))),
+        // Some value is one of the elements (lowered, if the predicate lowers: the elements
+        // are lowercase then).
+        (Op::In, Lit::Set(set)) if set.len() <= MAX_KEYS => out.push(match &**set {
+            Set::Str(v) => req(
+                KeyKind::Exact,
+                Keys::Bytes(v.iter().map(|e| e.as_bytes().into()).collect()),
+            ),
+            Set::Int(v) => req(KeyKind::Int, Keys::Int(v.to_vec())),
+            Set::Net(v) => req(KeyKind::Cidr, Keys::Cidr(v.to_vec())),
+        }),
         (op, lit) => {
             let Some(lit) = code.bytes(lit) else {
                 return out;

@@ -18,8 +18,8 @@
 
 use std::ops::Range;
 
-use super::parser::{escape, int_value, ip_text, prefix_digits, PredicateSpans};
-use crate::language::{Expr, Lhs, Op, Predicate, Transform};
+use super::parser::{escape, int_value, ip_text, prefix_digits, set_kind, PredicateSpans};
+use crate::language::{Expr, Lhs, Op, Predicate, Rhs, Transform};
 use crate::schema::value::{IpCidr, Value};
 
 /// The tree and predicate spans of `source`, or `None` if pest should decide.
@@ -143,7 +143,15 @@ impl Reader<'_> {
         let op_end = self.pos;
         self.ws();
         let rhs_start = self.pos;
-        let rhs = self.value()?;
+        let mut elements = Vec::new();
+        let rhs = if self.peek() == Some(b'[') {
+            if !matches!(op, Op::In | Op::NotIn) {
+                return None;
+            }
+            Rhs::Set(self.set(&mut elements)?)
+        } else {
+            Rhs::Value(self.value()?)
+        };
         let rhs_end = self.pos;
         self.spans.push(PredicateSpans {
             predicate: start..rhs_end,
@@ -151,6 +159,7 @@ impl Reader<'_> {
             field: field.clone(),
             op: op_start..op_end,
             rhs: rhs_start..rhs_end,
+            elements,
         });
         Some(Expr::Predicate(Predicate {
             lhs: Lhs {
@@ -219,6 +228,35 @@ impl Reader<'_> {
         };
         self.pos += len;
         Some(op)
+    }
+
+    /// `"[" [value {"," value} [","]] "]"`, at `[`: the elements, their spans in `spans`.
+    /// Declines an empty or mixed set, which `Builder::set` refuses.
+    fn set(&mut self, spans: &mut Vec<Range<usize>>) -> Option<Vec<Value>> {
+        self.pos += 1;
+        let mut elements: Vec<Value> = Vec::new();
+        loop {
+            self.ws();
+            if self.eat(b']').is_some() {
+                break;
+            }
+            let start = self.pos;
+            let v = self.value()?;
+            if elements
+                .first()
+                .is_some_and(|first| set_kind(first) != set_kind(&v))
+            {
+                return None;
+            }
+            elements.push(v);
+            spans.push(start..self.pos);
+            self.ws();
+            if self.eat(b',').is_none() {
+                self.eat(b']')?;
+                break;
+            }
+        }
+        (!elements.is_empty()).then_some(elements)
     }
 
     /// `str_lit | raw_str_lit | addr_lit | int_lit`.
@@ -399,6 +437,8 @@ mod tests {
             r##"a == "\"\\\n\r\t é" && b == r#"x\"# && c == """##,
             "a in10.0.0.0/8 && b contains\"x\" && c~\"y\" && d.e_f.1 <= 3",
             "((a == 1) || (b == 2 && c == 3)) && !(d == 4 || e == 5)",
+            r##"a in ["x", r#"y"#] && b not in[1,-2,010,] && c in [ 10.0.0.0/8 , ::1 ]"##,
+            "a in[1]&&b not\tin\n[\"\\n\"]",
         ] {
             assert!(agrees(src), "fast reader declined {src:?}");
         }
@@ -436,6 +476,20 @@ mod tests {
             "a == 1 b",
             "1a == 1",
             "a\u{a0}== 1",
+            "a in []",
+            "a in [ ]",
+            "a in [,]",
+            "a in [1,,2]",
+            "a in [1 2]",
+            "a in [1, \"x\"]",
+            "a in [10.0.0.0/8, 1]",
+            "a in [1",
+            "a in [1,",
+            "a in [[1]]",
+            "a == [1]",
+            "a contains [\"x\"]",
+            "a in [019]",
+            "a in [1.5]",
         ] {
             assert!(parse(src).is_none(), "fast reader accepted {src:?}");
             assert!(parse_with_pest(src).is_err(), "pest accepted {src:?}");
@@ -511,6 +565,11 @@ mod tests {
         "/",
         "::1",
         "fe80::",
+        "[",
+        "]",
+        ",",
+        "[1, 2]",
+        "[\"a\",]",
         "::ffff:1.2.3.4",
         ":",
         "1:2",
@@ -552,6 +611,18 @@ mod tests {
                     "019", "0X1F", "1.5", "10.0.0.1/8", "::ffff:1.2.3.4", "\"\\d\"",
                     "9223372036854775808", "1:2", "-", "r\"x\"", "256.1.1.1", "01.2.3.4",
                     "10.0.0.0/33", "0x", "1.2.3.4/",
+                ][..],
+            ),
+            2 => prop::sample::select(
+                &[
+                    "[1]", "[1, -2,]", "[\"a\", r#\"b\"#]", "[ \"a\" ,\"b\" , ]",
+                    "[10.0.0.0/8, ::1, 1.2.3.4]", "[0x1F,010]",
+                ][..],
+            ),
+            1 => prop::sample::select(
+                &[
+                    "[]", "[,]", "[1,,2]", "[1 2]", "[1, \"a\"]", "[::1, 2]", "[1", "[019]",
+                    "[[1]]", "[\"\\d\"]",
                 ][..],
             ),
         ];

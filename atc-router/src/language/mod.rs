@@ -10,4 +10,4 @@ pub(crate) mod parser;
 mod tree;
 
 pub use parser::{parse, parse_with_limits, Parsed, PredicateSpans};
-pub use tree::{Expr, Lhs, Op, Predicate, Transform};
+pub use tree::{Expr, Lhs, Op, Predicate, Rhs, Transform};

@@ -17,7 +17,7 @@ use pest::iterators::Pair;
 use pest::Parser as _;
 
 use crate::error::{excerpt, ExprError, ExprErrorKind, QUOTED_CHARS};
-use crate::language::{Expr, Lhs, Op, Predicate, Transform};
+use crate::language::{Expr, Lhs, Op, Predicate, Rhs, Transform};
 use crate::limits::Limits;
 use crate::schema::value::{IpCidr, Value};
 
@@ -36,8 +36,18 @@ pub struct PredicateSpans {
     pub field: Range<usize>,
     /// The operator.
     pub op: Range<usize>,
-    /// The right side: the literal.
+    /// The right side: the literal, or the whole set `[…]`.
     pub rhs: Range<usize>,
+    /// Each element of a set literal, in order; empty when the right side is one literal.
+    pub elements: Vec<Range<usize>>,
+}
+
+impl PredicateSpans {
+    /// How much the predicate counts toward [`Limits::max_predicates`]: one, or one per
+    /// element of its set.
+    pub(crate) fn weight(&self) -> usize {
+        self.elements.len().max(1)
+    }
 }
 
 /// A parsed expression and the positions of its predicates (in textual order).
@@ -81,20 +91,47 @@ pub fn parse_with_limits(source: &str, limits: &Limits) -> Result<Parsed, ExprEr
         Some(read) => read,
         None => parse_with_pest(source)?,
     };
-    if spans.len() > limits.max_predicates {
-        let span = spans[limits.max_predicates].predicate.clone();
-        return Err(ExprError::new(
-            ExprErrorKind::Limit,
-            source,
-            span,
-            format!(
-                "too many predicates: {}, the limit is {}",
-                spans.len(),
-                limits.max_predicates
-            ),
-        ));
-    }
+    check_predicate_count(source, &spans, limits.max_predicates)?;
     Ok(Parsed { expr, spans })
+}
+
+/// docs/language.md "Errors": at most `max` predicates, each element of a set counting as one.
+/// The error points at the predicate, or the element of a set, that goes past the limit.
+fn check_predicate_count(
+    source: &str,
+    spans: &[PredicateSpans],
+    max: usize,
+) -> Result<(), ExprError> {
+    if spans.len() <= max && spans.iter().all(|s| s.elements.is_empty()) {
+        return Ok(());
+    }
+    let total: usize = spans.iter().map(PredicateSpans::weight).sum();
+    if total <= max {
+        return Ok(());
+    }
+    let mut before = 0;
+    let mut at = None;
+    for s in spans {
+        if before + s.weight() > max {
+            at = Some(match s.elements.get(max - before) {
+                Some(element) => element.clone(),
+                None => s.predicate.clone(),
+            });
+            break;
+        }
+        before += s.weight();
+    }
+    let sets = if spans.iter().any(|s| !s.elements.is_empty()) {
+        " (each element of a set counts as one)"
+    } else {
+        ""
+    };
+    Err(ExprError::new(
+        ExprErrorKind::Limit,
+        source,
+        at.expect("the total is over the limit"),
+        format!("too many predicates: {total}{sets}, the limit is {max}"),
+    ))
 }
 
 /// The grammar and [`Builder`]: the reference reading of a text, and the only one that words
@@ -215,11 +252,22 @@ fn syntax_error(source: &str, e: pest::error::Error<Rule>) -> ExprError {
     if expected.iter().any(|d| d.starts_with("an operator")) {
         expected.retain(|d| *d != "`(`");
     }
-    // "the end of the expression" reads best last.
-    expected.sort_by_key(|d| *d == "the end of the expression");
+    // "the end of the expression" reads best last, and a set's closing `]` after what else
+    // could come.
+    expected.sort_by_key(|d| match *d {
+        "the end of the expression" => 2,
+        RBRACKET => 1,
+        _ => 0,
+    });
     if let Some((span, message)) = lexical_hint(source, pos, &expected) {
         return ExprError::new(ExprErrorKind::Syntax, source, span, message);
     }
+    // `f in 80, 443`: a `,` outside a set.
+    let hint = if expected.contains(&LOGIC) && source[pos..].starts_with(',') {
+        " (a set is written in brackets: `net.dst.port in [80, 443]`)"
+    } else {
+        ""
+    };
     let expected = match expected.len() {
         0 => "a valid expression".to_owned(),
         1 => expected[0].to_owned(),
@@ -237,7 +285,7 @@ fn syntax_error(source: &str, e: pest::error::Error<Rule>) -> ExprError {
         ExprErrorKind::Syntax,
         source,
         pos..end,
-        format!("expected {expected}, found {found}"),
+        format!("expected {expected}, found {found}{hint}"),
     )
 }
 
@@ -308,8 +356,10 @@ fn lexical_hint(source: &str, pos: usize, expected: &[&str]) -> Option<(Range<us
             ),
         ));
     }
-    if expected.contains(&LOGIC) {
-        return glued_value(source, pos);
+    if expected.contains(&LOGIC) || expected.contains(&RBRACKET) {
+        if let Some(hint) = glued_value(source, pos) {
+            return Some(hint);
+        }
     }
     None
 }
@@ -447,6 +497,7 @@ const VALUE: &str =
 const UNCLOSED_STRING: &str = "the closing `\"` of the string";
 const LOGIC: &str = "`&&`, `||`";
 const LPAREN: &str = "`(`";
+const RBRACKET: &str = "`]`";
 
 /// Plain words for what a grammar rule stands for.
 fn describe_rule(rule: Rule) -> &'static str {
@@ -474,6 +525,9 @@ fn describe_rule(rule: Rule) -> &'static str {
             "an operator (==, !=, ~, ^=, =^, >, >=, <, <=, in, not in, contains)"
         }
         Rule::rhs
+        | Rule::set_lit
+        | Rule::set_elem
+        | Rule::lbracket
         | Rule::str_lit
         | Rule::raw_str_lit
         | Rule::addr_lit
@@ -491,6 +545,8 @@ fn describe_rule(rule: Rule) -> &'static str {
         Rule::EOI => "the end of the expression",
         Rule::lparen => LPAREN,
         Rule::rparen => "`)`",
+        Rule::rbracket => RBRACKET,
+        Rule::comma => "`,`",
         Rule::WHITESPACE => "white space",
     }
 }
@@ -571,12 +627,29 @@ impl<'s> Builder<'s> {
             field: 0..0,
             op: span(&op_pair),
             rhs: span(&rhs_pair),
+            elements: Vec::new(),
         });
         let mut transforms = Vec::new();
         let (field, field_span) = self.lhs(lhs_pair, &mut transforms)?;
         self.spans[index].field = field_span;
         let op = operator(op_pair);
-        let rhs = self.rhs(rhs_pair)?;
+        let lit = rhs_pair.into_inner().next().expect("rhs has one child");
+        let rhs = if lit.as_rule() == Rule::set_lit {
+            if !matches!(op, Op::In | Op::NotIn) {
+                return Err(self.error(
+                    span(&lit),
+                    format!(
+                        "a set `[…]` goes only after `in` or `not in`, not after `{op}` \
+                         (such as `http.method in [\"GET\", \"HEAD\"]`)"
+                    ),
+                ));
+            }
+            let (elements, spans) = self.set(lit)?;
+            self.spans[index].elements = spans;
+            Rhs::Set(elements)
+        } else {
+            Rhs::Value(self.literal(lit)?)
+        };
         Ok(Expr::Predicate(Predicate {
             lhs: Lhs { field, transforms },
             op,
@@ -611,8 +684,46 @@ impl<'s> Builder<'s> {
         self.lhs(it.next().expect("transformation argument"), transforms)
     }
 
-    fn rhs(&self, pair: Pair<'s, Rule>) -> Result<Value, ExprError> {
-        let lit = pair.into_inner().next().expect("rhs has one child");
+    /// `[a, b, …]`: the elements and their spans. docs/language.md "Sets": at least one
+    /// element, all of one kind.
+    fn set(&self, pair: Pair<'s, Rule>) -> Result<(Vec<Value>, Vec<Range<usize>>), ExprError> {
+        let whole = span(&pair);
+        let mut elements: Vec<Value> = Vec::new();
+        let mut spans = Vec::new();
+        for p in pair.into_inner() {
+            if matches!(p.as_rule(), Rule::lbracket | Rule::rbracket | Rule::comma) {
+                continue;
+            }
+            let sp = span(&p);
+            let v = self.literal(p)?;
+            if let Some(first) = elements.first() {
+                if set_kind(first) != set_kind(&v) {
+                    return Err(self.error(
+                        sp,
+                        format!(
+                            "mixed set: this element is {}, but the first is {}; the elements \
+                             of a set are all strings, all integers, or all IP addresses and \
+                             CIDRs",
+                            set_kind(&v),
+                            set_kind(first)
+                        ),
+                    ));
+                }
+            }
+            elements.push(v);
+            spans.push(sp);
+        }
+        if elements.is_empty() {
+            return Err(self.error(
+                whole,
+                "empty set: a set needs at least one element".to_owned(),
+            ));
+        }
+        Ok((elements, spans))
+    }
+
+    /// One literal: a `str_lit`, `raw_str_lit`, `addr_lit` or `int_lit` pair.
+    fn literal(&self, lit: Pair<'s, Rule>) -> Result<Value, ExprError> {
         let sp = span(&lit);
         match lit.as_rule() {
             Rule::str_lit => self.string(lit).map(Value::String),
@@ -741,6 +852,15 @@ impl<'s> Builder<'s> {
                 ),
             )),
         }
+    }
+}
+
+/// The kinds of element a set may not mix (addresses and networks are one kind).
+pub(super) fn set_kind(v: &Value) -> &'static str {
+    match v {
+        Value::String(_) => "a string",
+        Value::Int(_) => "an integer",
+        Value::IpAddr(_) | Value::IpCidr(_) => "an IP address or CIDR",
     }
 }
 

@@ -29,8 +29,67 @@ pub struct Predicate {
     pub lhs: Lhs,
     /// The comparison.
     pub op: Op,
-    /// The literal it compares with.
-    pub rhs: Value,
+    /// The literal it compares with: one value, or a set after `in` / `not in`.
+    pub rhs: Rhs,
+}
+
+/// The right side of a predicate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rhs {
+    /// One literal: `"a.example"`, `443`, `10.0.0.0/8`.
+    Value(Value),
+    /// A set literal `[a, b, …]`, only after `in` and `not in`: the elements in the order
+    /// written, duplicates included. The parser guarantees at least one element, and elements
+    /// of one kind: all strings, all integers, or all addresses and networks (which may mix).
+    Set(Vec<Value>),
+}
+
+impl Rhs {
+    /// The single literal, or `None` for a set.
+    pub fn value(&self) -> Option<&Value> {
+        match self {
+            Rhs::Value(v) => Some(v),
+            Rhs::Set(_) => None,
+        }
+    }
+
+    /// The literals: the one value, or the elements of a set.
+    pub fn values(&self) -> &[Value] {
+        match self {
+            Rhs::Value(v) => std::slice::from_ref(v),
+            Rhs::Set(elements) => elements,
+        }
+    }
+
+    /// Whether this is a set literal.
+    pub fn is_set(&self) -> bool {
+        matches!(self, Rhs::Set(_))
+    }
+}
+
+impl From<Value> for Rhs {
+    fn from(v: Value) -> Rhs {
+        Rhs::Value(v)
+    }
+}
+
+impl fmt::Display for Rhs {
+    /// A value as [`Value`] prints it; a set as `[a, b]`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Rhs::Value(v) => write!(f, "{v}"),
+            Rhs::Set(elements) => {
+                f.write_str("[")?;
+                for (i, e) in elements.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{e}")?;
+                }
+                f.write_str("]")
+            }
+        }
+    }
 }
 
 /// A field wrapped in transformations, outermost first: `lower(any(f))` is
@@ -96,9 +155,9 @@ pub enum Op {
     Less,
     /// `<=`
     LessOrEqual,
-    /// `in`: the address is in the network.
+    /// `in`: the address is in the network, or the value is an element of the set.
     In,
-    /// `not in`: the address is not in the network.
+    /// `not in`: the negation of `in` for each value.
     NotIn,
     /// `contains`: the value has the literal as a substring.
     Contains,

@@ -3,7 +3,9 @@
 //! Invariant (soundness): [`implies`] answers `true` only when every request that makes `r`'s
 //! expression true makes `s`'s true. It may answer `false` when that holds (it understands
 //! conjunctions of exact values, prefixes, suffixes, `contains`, regexes compared by source or
-//! through their literal prefixes, networks, and any predicate tested on `r`'s exact value);
+//! through their literal prefixes, networks, sets (`in` a set implies what holds for each of its
+//! elements; `not in` a set implies `not in` a subset), and any predicate tested on `r`'s exact
+//! value);
 //! the linter stays silent then. A wrong `true` would be a false alarm about a route that can
 //! win, which is worse than silence.
 //!
@@ -15,9 +17,9 @@
 //! any value, not the reverse; every predicate is false on a field without values).
 
 use crate::compile::eval::test_value;
-use crate::compile::program::{Code, Instr, Lit, Pred};
+use crate::compile::program::{Code, Instr, Lit, Pred, Set};
 use crate::language::Op;
-use crate::schema::value::{cidr_contains, Value};
+use crate::schema::value::{cidr_contains, IpCidr, Value};
 
 /// Whether every request `r` matches, `s` matches (see the module docs).
 pub(crate) fn implies(r: &Code<'_>, s: &Code<'_>) -> bool {
@@ -104,15 +106,63 @@ fn predicate_implies(r: &Code<'_>, rp: &Pred, s: &Code<'_>, sp: &Pred) -> bool {
                 _ => contains(p, y),
             })
         }
-        Op::In => match (&rp.lit, sp.op, &sp.lit) {
-            (Lit::IpCidr(inner), Op::In, Lit::IpCidr(outer)) => {
-                outer.network_length() <= inner.network_length()
-                    && cidr_contains(outer, &inner.first_address())
+        // Every value (lowered, if `rp` lowers) is an element: `sp` must hold for each.
+        Op::In if !rp.lower || sp.lower => match &rp.lit {
+            Lit::Set(set) => match &**set {
+                Set::Str(v) => v
+                    .iter()
+                    .all(|e| holds_for(s, sp, Value::String(e.to_string()))),
+                Set::Int(v) => v.iter().all(|i| holds_for(s, sp, Value::Int(*i))),
+                // An address element is one value to test; a network needs `sp` to be `in`
+                // networks that hold it.
+                Set::Net(v) => v.iter().all(|n| {
+                    let host = n.network_length() == if n.is_ipv4() { 32 } else { 128 };
+                    (host && holds_for(s, sp, Value::IpAddr(n.first_address())))
+                        || (sp.op == Op::In && nets(&sp.lit).is_some_and(|o| covered(&[*n], o)))
+                }),
+            },
+            Lit::IpCidr(inner) => {
+                sp.op == Op::In && nets(&sp.lit).is_some_and(|o| covered(&[*inner], o))
             }
             _ => false,
         },
+        // No value is in `rp`'s set, so none is in a subset of it.
+        Op::NotIn if rp.lower == sp.lower && sp.op == Op::NotIn => match (&rp.lit, &sp.lit) {
+            (Lit::Set(x), Lit::Set(y)) => match (&**x, &**y) {
+                (Set::Str(_), Set::Str(y)) => y.iter().all(|e| x.has_str(e)),
+                (Set::Int(_), Set::Int(y)) => y.iter().all(|i| x.has_int(*i)),
+                _ => matches!((nets(&rp.lit), nets(&sp.lit)), (Some(x), Some(y)) if covered(y, x)),
+            },
+            _ => matches!((nets(&rp.lit), nets(&sp.lit)), (Some(x), Some(y)) if covered(y, x)),
+        },
         _ => false,
     }
+}
+
+/// Whether `sp` holds for a field whose only value is `v`.
+fn holds_for(s: &Code<'_>, sp: &Pred, v: Value) -> bool {
+    test_value(s, sp, &v, &mut String::new(), None)
+}
+
+/// The networks an `in` / `not in` literal on an IpAddr field stands for.
+fn nets(lit: &Lit) -> Option<&[IpCidr]> {
+    match lit {
+        Lit::IpCidr(c) => Some(std::slice::from_ref(c)),
+        Lit::Set(set) => match &**set {
+            Set::Net(v) => Some(v),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// Whether every network of `inner` lies inside one of `outer`.
+fn covered(inner: &[IpCidr], outer: &[IpCidr]) -> bool {
+    inner.iter().all(|i| {
+        outer.iter().any(|o| {
+            o.network_length() <= i.network_length() && cidr_contains(o, &i.first_address())
+        })
+    })
 }
 
 /// The value an `==` literal fixes.
@@ -121,7 +171,7 @@ fn exact_value(code: &Code<'_>, lit: &Lit) -> Option<Value> {
         Lit::Int(i) => Value::Int(*i),
         Lit::IpAddr(a) => Value::IpAddr(*a),
         Lit::IpCidr(c) => Value::IpCidr(*c),
-        Lit::Regex(_) => return None,
+        Lit::Regex(_) | Lit::Set(_) => return None,
         Lit::Inline { .. } | Lit::Str { .. } => {
             Value::String(String::from_utf8(code.bytes(lit)?.to_vec()).ok()?)
         }
@@ -134,10 +184,90 @@ fn same_literal(r: &Code<'_>, a: &Lit, s: &Code<'_>, b: &Lit) -> bool {
         (Lit::Int(x), Lit::Int(y)) => x == y,
         (Lit::IpAddr(x), Lit::IpAddr(y)) => x == y,
         (Lit::IpCidr(x), Lit::IpCidr(y)) => x == y,
+        (Lit::Set(x), Lit::Set(y)) => x == y,
         _ => matches!((r.bytes(a), s.bytes(b)), (Some(x), Some(y)) if x == y),
     }
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     needle.is_empty() || haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compile::program::Program;
+    use crate::compile::regex_cache::{PreparedRegexes, RegexCache};
+    use crate::compile::resolve::{resolve, Fields};
+    use crate::limits::Limits;
+    use crate::schema::Schema;
+    use crate::Type;
+
+    fn program(expression: &str) -> Program {
+        let mut schema = Schema::new();
+        for (name, ty) in [("m", Type::String), ("p", Type::Int), ("ip", Type::IpAddr)] {
+            schema.add_field(name, ty).unwrap();
+        }
+        let limits = Limits::default();
+        let parsed = crate::language::parse_with_limits(expression, &limits).unwrap();
+        let cache = RegexCache::default();
+        let node = resolve(
+            expression,
+            &parsed,
+            Fields::Peek(&schema),
+            &limits,
+            &mut PreparedRegexes::new(&cache),
+        )
+        .unwrap();
+        Program::compile(&node)
+    }
+
+    fn implied(r: &str, s: &str) -> bool {
+        implies(&program(r).view(), &program(s).view())
+    }
+
+    #[test]
+    fn sets_imply_what_holds_for_each_element() {
+        for (r, s) in [
+            (r#"m in ["a", "b"]"#, r#"m in ["b", "c", "a"]"#),
+            (r#"m == "a""#, r#"m in ["a", "c"]"#),
+            (r#"m in ["a", "a"]"#, r#"m == "a""#),
+            (r#"m in ["/x/a", "/x/b"]"#, r#"m ^= "/x/""#),
+            (r#"lower(m) in ["a"]"#, r#"lower(m) in ["a", "b"]"#),
+            (r#"m in ["a"]"#, r#"lower(m) in ["a", "b"]"#),
+            ("p in [1, 2]", "p in [2, 1, 3]"),
+            ("p in [1, 2]", "p < 3"),
+            ("ip in [10.1.0.0/16, 10.0.0.1]", "ip in 10.0.0.0/8"),
+            ("ip in 10.1.0.0/16", "ip in [10.0.0.0/8, ::1]"),
+            ("ip in [10.0.0.1]", "ip == 10.0.0.1"),
+            ("ip == 10.0.0.1", "ip in [10.0.0.0/8]"),
+            (r#"m not in ["a", "b"]"#, r#"m not in ["b"]"#),
+            ("p not in [1, 2, 3]", "p not in [3, 1]"),
+            (
+                "ip not in [10.0.0.0/8]",
+                "ip not in [10.1.0.0/16, 10.0.0.1]",
+            ),
+        ] {
+            assert!(implied(r, s), "{r} should imply {s}");
+        }
+    }
+
+    #[test]
+    fn sets_imply_nothing_an_element_escapes() {
+        for (r, s) in [
+            (r#"m in ["a", "b"]"#, r#"m in ["a"]"#),
+            (r#"m in ["a", "b"]"#, r#"m == "a""#),
+            (r#"lower(m) in ["a"]"#, r#"m in ["a"]"#),
+            (r#"any(m) in ["a"]"#, r#"m in ["a"]"#),
+            ("p in [1, 5]", "p < 3"),
+            ("ip in [10.0.0.0/8]", "ip in [10.0.0.0/16]"),
+            ("ip in [10.0.0.0/8]", "ip == 10.0.0.0"),
+            (r#"m not in ["b"]"#, r#"m not in ["a", "b"]"#),
+            (r#"m not in ["a"]"#, r#"lower(m) not in ["a"]"#),
+            ("ip not in [10.1.0.0/16]", "ip not in [10.0.0.0/8]"),
+            (r#"m not in ["a"]"#, r#"m in ["b"]"#),
+        ] {
+            assert!(!implied(r, s), "{r} should not imply {s}");
+        }
+    }
 }

@@ -492,6 +492,8 @@ impl MatchRecord {
             Lit::Int(i) => Matched::Int(*i),
             Lit::IpAddr(a) => Matched::IpAddr(*a),
             Lit::IpCidr(c) => Matched::IpCidr(*c),
+            // A set records the element a value equals, never itself.
+            Lit::Set(_) => return,
         };
         self.matched.push((field, m));
     }

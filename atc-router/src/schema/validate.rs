@@ -1,12 +1,14 @@
 //! Semantic checks of a parsed expression against a schema (docs/language.md "Schemas and field
 //! names").
 //!
-//! Per predicate, in this order, the first failure wins: unknown field; LHS/RHS type mismatch;
-//! `lower()` on a non-String field; operator not defined for the type; and, last, a `lower()`
-//! comparison with a literal that has uppercase letters (it could never match).
+//! Per predicate, in this order, the first failure wins: unknown field; LHS/RHS type mismatch
+//! (for a set, the first element of another type; `in` on a String or Int field without a
+//! set); `lower()` on a non-String field; operator not defined for the type; and, last, a
+//! `lower()` comparison with a literal (or, for `in`, an element) that has uppercase letters
+//! (it could never match).
 
 use crate::error::{excerpt, ExprError, ExprErrorKind};
-use crate::language::{Op, Predicate};
+use crate::language::{Op, Predicate, Rhs};
 use crate::language::{Parsed, PredicateSpans};
 use crate::schema::value::{Type, Value};
 use crate::schema::Schema;
@@ -43,23 +45,57 @@ fn check_predicate(
     };
     // Names and literals are quoted through `excerpt`: they can be most of a 1 MiB expression.
     let field = excerpt(&p.lhs.field);
-    let expected = rhs_type(ty, p.op);
-    let found = p.rhs.ty();
-    if found != expected {
-        let msg = if matches!(p.op, Op::In | Op::NotIn) && ty == Type::IpAddr {
-            format!(
-                "`{}` needs a CIDR on the right (such as 10.0.0.0/8), found {}",
-                p.op,
-                describe(&p.rhs)
-            )
-        } else {
-            format!(
-                "type mismatch: `{field}` is {} field, but the value is {}",
-                with_article(ty),
-                describe(&p.rhs)
-            )
-        };
-        return Err(err(&spans.rhs, msg));
+    match &p.rhs {
+        Rhs::Value(v) => {
+            let expected = rhs_type(ty, p.op);
+            if v.ty() != expected {
+                let msg = if matches!(p.op, Op::In | Op::NotIn) && ty == Type::IpAddr {
+                    format!(
+                        "`{}` needs a CIDR (such as 10.0.0.0/8) or a set on the right, found {}",
+                        p.op,
+                        describe(v)
+                    )
+                } else {
+                    format!(
+                        "type mismatch: `{field}` is {} field, but the value is {}",
+                        with_article(ty),
+                        describe(v)
+                    )
+                };
+                return Err(err(&spans.rhs, msg));
+            }
+            if matches!(p.op, Op::In | Op::NotIn) && matches!(ty, Type::String | Type::Int) {
+                return Err(err(
+                    &spans.rhs,
+                    format!(
+                        "`{}` on {} field needs a set on the right (such as [{}]), found {}",
+                        p.op,
+                        with_article(ty),
+                        excerpt(&v.to_string()),
+                        describe(v)
+                    ),
+                ));
+            }
+        }
+        Rhs::Set(elements) => {
+            let fits = |e: &Value| e.ty() == ty || (ty == Type::IpAddr && e.ty() == Type::IpCidr);
+            if let Some(i) = elements.iter().position(|e| !fits(e)) {
+                let msg = if ty == Type::IpAddr {
+                    format!(
+                        "type mismatch: `{field}` is an IpAddr field, so the set holds IP \
+                         addresses and CIDRs, but this element is {}",
+                        describe(&elements[i])
+                    )
+                } else {
+                    format!(
+                        "type mismatch: `{field}` is {} field, but this element of the set is {}",
+                        with_article(ty),
+                        describe(&elements[i])
+                    )
+                };
+                return Err(err(element_span(spans, i), msg));
+            }
+        }
     }
     if p.lhs.lower() && ty != Type::String {
         return Err(err(
@@ -80,20 +116,36 @@ fn check_predicate(
             ),
         ));
     }
-    if let (true, Value::String(lit)) = (p.lhs.lower(), &p.rhs) {
-        let compares_text = matches!(p.op, Op::Equals | Op::Prefix | Op::Postfix | Op::Contains);
-        if compares_text && lit.to_lowercase() != *lit {
-            return Err(err(
-                &spans.rhs,
-                format!(
-                    "this can never match: lower() lowercases `{field}`, but the value has \
-                     uppercase letters; write it in lowercase: {}",
-                    excerpt(&Value::String(lit.to_lowercase()).to_string())
-                ),
-            ));
+    let compares_text = matches!(
+        p.op,
+        Op::Equals | Op::Prefix | Op::Postfix | Op::Contains | Op::In
+    );
+    if p.lhs.lower() && compares_text {
+        for (i, lit) in p.rhs.values().iter().enumerate() {
+            let Value::String(lit) = lit else { continue };
+            if lit.to_lowercase() != *lit {
+                let (what, span) = match p.rhs {
+                    Rhs::Value(_) => ("the value", &spans.rhs),
+                    Rhs::Set(_) => ("this element", element_span(spans, i)),
+                };
+                return Err(err(
+                    span,
+                    format!(
+                        "this can never match: lower() lowercases `{field}`, but {what} has \
+                         uppercase letters; write it in lowercase: {}",
+                        excerpt(&Value::String(lit.to_lowercase()).to_string())
+                    ),
+                ));
+            }
         }
     }
     Ok(())
+}
+
+/// Where element `i` of a predicate's set is (the whole set for spans that do not list its
+/// elements).
+fn element_span(spans: &PredicateSpans, i: usize) -> &std::ops::Range<usize> {
+    spans.elements.get(i).unwrap_or(&spans.rhs)
 }
 
 /// The literal type an operator expects for a field type.
@@ -110,7 +162,8 @@ pub(crate) fn operator_allowed(op: Op, ty: Type) -> bool {
         Op::Equals | Op::NotEquals => true,
         Op::Regex | Op::Prefix | Op::Postfix | Op::Contains => ty == Type::String,
         Op::Greater | Op::GreaterOrEqual | Op::Less | Op::LessOrEqual => ty == Type::Int,
-        Op::In | Op::NotIn => ty == Type::IpAddr,
+        // A network for IpAddr fields; a set for String, Int and IpAddr fields.
+        Op::In | Op::NotIn => ty != Type::IpCidr,
     }
 }
 
