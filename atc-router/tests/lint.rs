@@ -259,3 +259,28 @@ fn a_method_set_inside_a_larger_one_is_shadowed_and_one_outside_is_not() {
         assert_eq!(kinds(&r), [], "{first}\n{second}");
     }
 }
+
+#[test]
+fn a_method_set_shadows_a_route_on_one_of_its_methods() {
+    let mut r = router();
+    r.add(
+        id(1),
+        20,
+        r#"http.method in ["GET", "HEAD"] && http.path ^= "/api""#,
+    )
+    .unwrap();
+    r.add(
+        id(2),
+        10,
+        r#"http.method == "GET" && http.path ^= "/api/v2""#,
+    )
+    .unwrap();
+    r.add(
+        id(3),
+        5,
+        r#"http.method in ["GET", "POST"] && http.path ^= "/api/v3""#,
+    )
+    .unwrap();
+    // Route 3 also takes POSTs, which route 1 does not: only route 2 never wins.
+    assert_eq!(kinds(&r), [(FindingKind::NeverWins, vec![id(2), id(1)])]);
+}

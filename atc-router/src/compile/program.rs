@@ -48,7 +48,9 @@ use crate::schema::FieldId;
 pub(crate) const INLINE: usize = 22;
 
 /// Instructions a program keeps in its slot: a host and three path prefixes under an `||`, or
-/// a method pair, a host and a prefix (the workload's common larger routes).
+/// a method pair, a host and a prefix (the workload's common larger routes). The benchmark
+/// that keeps this layout (against every program on the heap) is in docs/performance.md,
+/// "Layout choices".
 const IN_SLOT: usize = 5;
 /// Bytes of long literals a program keeps in its slot (one host or path longer than
 /// [`INLINE`]: two such literals in one route are rare); with [`IN_SLOT`] instructions it makes
