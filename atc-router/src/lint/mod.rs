@@ -356,13 +356,24 @@ impl Linter {
         slot: u32,
     ) {
         let reqs = requirements(&router.program(slot).view());
-        // The fewest witnesses any one requirement lets through; all of them when the route
-        // has no requirement (it may match any witness).
-        let ids = reqs
-            .iter()
-            .map(|r| self.by_value.admitted(r))
-            .min_by_key(Vec::len)
-            .unwrap_or_else(|| self.witnesses.keys().copied().collect());
+        // The fewest witnesses any one requirement lets through, looked up with a growing
+        // bound (each lookup stops past it), so a broad key (`http.path ^= "/"`) costs as much
+        // as the narrowest one of the route; all of them when the route has no requirement (it
+        // may match any witness).
+        let mut cap: usize = 64;
+        let ids = loop {
+            if reqs.is_empty() {
+                break self.witnesses.keys().copied().collect::<Vec<_>>();
+            }
+            let found = reqs
+                .iter()
+                .filter_map(|r| self.by_value.admitted(r, cap))
+                .min_by_key(Vec::len);
+            if let Some(ids) = found {
+                break ids;
+            }
+            cap = cap.saturating_mul(8);
+        };
         for id in ids {
             if id == order.id() {
                 continue;
@@ -370,7 +381,18 @@ impl Linter {
             let (Some(other), Some(w)) = (router.slot_of(id), self.witnesses.get(&id)) else {
                 continue;
             };
-            if w.fill(&mut scratch.ctx).is_some() && scratch.matches(router, slot) {
+            // The route's other requirements first, on the witness's values: most witnesses a
+            // broad key lets through fail one of them, for much less than an evaluation.
+            // (Regex keys are left to the evaluation: testing one compiles its regex.)
+            let plausible = reqs
+                .iter()
+                .filter(|r| r.disc.kind != KeyKind::Regex)
+                .all(|r| {
+                    w.values
+                        .iter()
+                        .any(|(f, v)| *f == r.disc.field && r.admits_value(v))
+                });
+            if plausible && w.fill(&mut scratch.ctx).is_some() && scratch.matches(router, slot) {
                 let other_order = router.order_of(other);
                 self.pair(router, (other_order, other), (order, slot));
             }
@@ -536,19 +558,24 @@ impl WitnessValues {
     }
 
     /// The witnesses whose value on `req`'s field may meet it (see the invariant).
-    fn admitted(&self, req: &Requirement) -> Vec<Uuid> {
+    ///
+    /// `None` as soon as there are more than `cap`: the caller keeps the smallest set.
+    fn admitted(&self, req: &Requirement, cap: usize) -> Option<Vec<Uuid>> {
         let field = req.disc.field;
         let texts = if req.disc.lower {
             &self.lowered
         } else {
             &self.texts
         };
+        let room = |out: &Vec<Uuid>| cap.saturating_add(1).saturating_sub(out.len());
         let starting = |prefix: &str, out: &mut Vec<Uuid>| {
+            let n = room(out);
             out.extend(
                 texts
                     .range((field, prefix.to_owned(), Uuid::nil())..)
                     .take_while(|(f, s, _)| *f == field && s.starts_with(prefix))
-                    .map(|(_, _, id)| *id),
+                    .map(|(_, _, id)| *id)
+                    .take(n),
             );
         };
         let mut out = Vec::new();
@@ -559,11 +586,13 @@ impl WitnessValues {
                         continue;
                     };
                     if req.disc.kind == KeyKind::Exact {
+                        let n = room(&out);
                         out.extend(
                             texts
                                 .range((field, k.to_owned(), Uuid::nil())..)
                                 .take_while(|(f, s, _)| *f == field && s == k)
-                                .map(|(_, _, id)| *id),
+                                .map(|(_, _, id)| *id)
+                                .take(n),
                         );
                     } else {
                         starting(k, &mut out);
@@ -572,25 +601,33 @@ impl WitnessValues {
                 (KeyKind::Path, Key::Path(p)) => starting(&p.literal_start(), &mut out),
                 (KeyKind::Suffix, Key::Bytes(k)) if !req.disc.lower => {
                     let tail: Vec<u8> = k.iter().rev().copied().collect();
+                    let n = room(&out);
                     out.extend(
                         self.reversed
                             .range((field, tail.clone(), Uuid::nil())..)
                             .take_while(|(f, s, _)| *f == field && s.starts_with(&tail))
-                            .map(|(_, _, id)| *id),
+                            .map(|(_, _, id)| *id)
+                            .take(n),
                     );
                 }
-                (KeyKind::Int, Key::Int(i)) => out.extend(
-                    self.ints
-                        .range((field, i, Uuid::nil())..)
-                        .take_while(|(f, v, _)| *f == field && *v == i)
-                        .map(|(_, _, id)| *id),
-                ),
+                (KeyKind::Int, Key::Int(i)) => {
+                    let n = room(&out);
+                    out.extend(
+                        self.ints
+                            .range((field, i, Uuid::nil())..)
+                            .take_while(|(f, v, _)| *f == field && *v == i)
+                            .map(|(_, _, id)| *id)
+                            .take(n),
+                    );
+                }
                 (KeyKind::Cidr, Key::Cidr(c)) => {
                     let (first, last) = (c.first_address(), c.last_address());
+                    let n = room(&out);
                     out.extend(
                         self.addrs
                             .range((field, first, Uuid::nil())..=(field, last, Uuid::max()))
-                            .map(|(_, _, id)| *id),
+                            .map(|(_, _, id)| *id)
+                            .take(n),
                     );
                 }
                 // Kinds without an order to search by: every witness with the field.
@@ -599,15 +636,19 @@ impl WitnessValues {
                     out.extend(
                         self.fields
                             .range((field, Uuid::nil())..=(field, Uuid::max()))
-                            .map(|(_, id)| *id),
+                            .map(|(_, id)| *id)
+                            .take(cap.saturating_add(1)),
                     );
-                    return out;
+                    return (out.len() <= cap).then_some(out);
                 }
+            }
+            if out.len() > cap {
+                return None;
             }
         }
         out.sort_unstable();
         out.dedup();
-        out
+        Some(out)
     }
 }
 
