@@ -277,18 +277,15 @@ impl Router {
     }
 
     /// The slots of the index's candidates for the request, in routing order.
-    pub(crate) fn candidate_slots(&self, ctx: &Context) -> Result<Vec<u32>, Error> {
-        if self.broken {
-            return Err(Error::Broken);
-        }
-        if !Arc::ptr_eq(&self.schema, ctx.schema()) {
-            return Err(Error::SchemaMismatch);
-        }
+    fn candidate_slots(&self, ctx: &Context) -> Result<Vec<u32>, Error> {
         let mut found = Vec::new();
-        let mut levels = Vec::new();
-        self.index.candidates(ctx, &mut levels, &mut found);
-        found.sort_unstable();
-        found.dedup();
+        if !self.candidates_into(ctx, &mut Vec::new(), &mut found) {
+            return Err(if self.broken {
+                Error::Broken
+            } else {
+                Error::SchemaMismatch
+            });
+        }
         Ok(found.into_iter().map(|(_, slot)| slot).collect())
     }
 
