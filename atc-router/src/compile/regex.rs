@@ -204,8 +204,12 @@ impl CompiledRegex {
                 let groups = nfa.group_info().group_len(PatternID::ZERO);
                 // An optimisation only: if the narrowed pattern cannot be built, or its groups
                 // differ (they should not: only classes shrink), every text runs the full one,
-                // and the route is never rejected for it.
-                let ascii = restrict_to_ascii(&hir)
+                // and the route is never rejected for it. A path regex has none: its segment
+                // form answers every ASCII text, so only non-ASCII ones reach the automaton.
+                let ascii = segments
+                    .is_none()
+                    .then(|| restrict_to_ascii(&hir))
+                    .flatten()
                     .and_then(|narrow| compile_nfa(&narrow, size_limit).ok())
                     .filter(|narrow| narrow.group_info().group_len(PatternID::ZERO) == groups)
                     .and_then(|narrow| NfaEngines::new(narrow).ok());
@@ -494,6 +498,7 @@ mod tests {
         // sign), word boundaries of every kind, and non-ASCII literals.
         let sources = [
             r"^/users/(?<id>\d+)/orders/(?<oid>\d+)$",
+            r"^/users/(?<id>\d+)/orders/(?<oid>\d+)",
             r"^/x/([^/]+)/(.*)$",
             r"(?i)^/kelvin/(\w+)",
             r"\bfoo\b",
@@ -532,10 +537,13 @@ mod tests {
             let Engine::Nfa { ascii, .. } = &re.engine else {
                 panic!("{src} is not a literal")
             };
+            // A path regex answers ASCII texts by its segments: it needs no narrowed form.
+            let path = re.segments.is_some();
+            assert_eq!(path, src.ends_with(r"(?<oid>\d+)$"), "{src}");
             assert_eq!(
                 ascii.is_some(),
-                src != r"(?-u:\w)+",
-                "{src}: narrowed only if it changes"
+                src != r"(?-u:\w)+" && !path,
+                "{src}: narrowed only if it changes and is not a path"
             );
         }
         agree_with_the_regex_crate(&compiled, &sources, &texts);

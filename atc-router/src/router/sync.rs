@@ -206,7 +206,11 @@ impl Router {
         // When most routes go or change, building the whole desired list into a fresh router
         // costs what a build does, while taking routes out one index entry at a time and
         // putting their new versions in would cost more (and touch every structure twice).
-        let rebuild = self.broken || (changed + removed) * 2 > self.len();
+        // So when most of the desired list is new (a first load above all): the index is then
+        // built once from every route's requirements, where adding routes one by one would
+        // split and re-key its nodes again each time they grow.
+        let added = status.iter().filter(|s| matches!(s, Status::Added)).count();
+        let rebuild = self.broken || (changed + removed) * 2 > self.len() || added > self.len();
         let mut errors = Vec::new();
         let mut regexes = match rebuild {
             true => PreparedRegexes::for_new_router(&self.regexes),
