@@ -208,3 +208,56 @@ fn generated_tables_exercise_the_index() {
         );
     }
 }
+
+/// A key set that grows past what a small map keeps as a list and shrinks back (the index's
+/// exact maps: header values, the next path segment of prefixes and of path patterns): after
+/// every add and every remove, every request gets the reference's answer.
+#[test]
+fn maps_that_grow_and_shrink_keep_every_key() {
+    let schema = tables::schema();
+    let shapes: [fn(usize) -> String; 3] = [
+        |k| format!(r#"http.host == "api.example.com" && http.headers.x_tenant == "t{k}""#),
+        |k| format!(r#"http.path ^= "/svc{k}/""#),
+        |k| format!(r#"http.path ~ "^/api/s{k}/[0-9]+$""#),
+    ];
+    let requests = |k: usize| -> Vec<Vec<(String, Value)>> {
+        let s = |x: String| Value::String(x);
+        vec![
+            vec![
+                ("http.host".into(), s("api.example.com".into())),
+                ("http.headers.x_tenant".into(), s(format!("t{k}"))),
+            ],
+            vec![("http.path".into(), s(format!("/svc{k}/x")))],
+            vec![("http.path".into(), s(format!("/api/s{k}/42")))],
+        ]
+    };
+    const KEYS: usize = 24;
+    let check_all = |router: &Router| {
+        for k in 0..KEYS + 1 {
+            for values in requests(k) {
+                let mut ctx = context(&schema, &values);
+                let fast = router.execute(&mut ctx);
+                let fast_out = outcome(&ctx);
+                let slow = router.execute_reference(&mut ctx);
+                assert_eq!(fast, slow, "{values:?}\n{}", router.index_summary());
+                assert_eq!(fast_out, outcome(&ctx), "{values:?}");
+            }
+        }
+    };
+    let mut router = Router::new(schema.clone());
+    let mut ids = Vec::new();
+    for k in 0..KEYS {
+        for (s, shape) in shapes.iter().enumerate() {
+            let i = ids.len();
+            router.add(id(i), (k * 3 + s) as u64, &shape(k)).unwrap();
+            ids.push(id(i));
+        }
+        check_all(&router);
+    }
+    // Removed from the middle out, so the maps shrink with keys on both sides left.
+    ids.sort_by_key(|u| u.as_u128() % 7);
+    for u in ids {
+        assert!(router.remove(u));
+        check_all(&router);
+    }
+}

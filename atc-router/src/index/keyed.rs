@@ -9,11 +9,11 @@ use rustc_hash::FxHashMap;
 
 use super::cidr_map::CidrMap;
 use super::contains_set::ContainsSet;
+use super::exact_map::ExactMap;
 use super::path_tree::PathTree;
 use super::prefix_tree::{PrefixTree, SegmentedPrefixTree};
 use super::regex_set::{Matched, RegexSet};
 use super::requirement::{Key, KeyKind};
-use super::small_key::SmallKey;
 
 /// A request value as a structure looks it up (lowercased already where the key is).
 #[derive(Debug, Clone, Copy)]
@@ -25,7 +25,7 @@ pub(crate) enum Probe<'a> {
 
 #[derive(Debug)]
 pub(crate) enum Keyed<T> {
-    Exact(FxHashMap<SmallKey, T>),
+    Exact(ExactMap<T>),
     Int(FxHashMap<i64, T>),
     Cidr(CidrMap<T>),
     Path(PathTree<T>),
@@ -50,7 +50,7 @@ fn reversed(b: &[u8]) -> Vec<u8> {
 impl<T> Keyed<T> {
     pub(crate) fn new(kind: KeyKind) -> Keyed<T> {
         match kind {
-            KeyKind::Exact => Keyed::Exact(FxHashMap::default()),
+            KeyKind::Exact => Keyed::Exact(ExactMap::default()),
             KeyKind::Int => Keyed::Int(FxHashMap::default()),
             KeyKind::Cidr => Keyed::Cidr(CidrMap::default()),
             KeyKind::Path => Keyed::Path(PathTree::default()),
@@ -79,12 +79,7 @@ impl<T> Keyed<T> {
     /// structure's is a bug of the caller's (keys come from requirements of the same disc).
     pub(crate) fn entry(&mut self, key: Key<'_>, make: impl FnOnce() -> T) -> &mut T {
         match (self, key) {
-            (Keyed::Exact(m), Key::Bytes(b)) => {
-                if !m.contains_key(b) {
-                    m.insert(SmallKey::new(b), make());
-                }
-                m.get_mut(b).expect("just inserted")
-            }
+            (Keyed::Exact(m), Key::Bytes(b)) => m.get_or_insert_with(b, make),
             (Keyed::Int(m), Key::Int(i)) => m.entry(i).or_insert_with(make),
             (Keyed::Cidr(m), Key::Cidr(c)) => m.get_or_insert_with(c, make),
             (Keyed::Path(t), Key::Path(p)) => t.get_or_insert_with(p, make),
@@ -176,7 +171,7 @@ impl<T> Keyed<T> {
     /// The same structure with every payload mapped.
     pub(crate) fn map<U>(self, mut f: impl FnMut(T) -> U) -> Keyed<U> {
         match self {
-            Keyed::Exact(m) => Keyed::Exact(m.into_iter().map(|(k, v)| (k, f(v))).collect()),
+            Keyed::Exact(m) => Keyed::Exact(m.map(f)),
             Keyed::Int(m) => Keyed::Int(m.into_iter().map(|(k, v)| (k, f(v))).collect()),
             Keyed::Cidr(m) => Keyed::Cidr(m.map(f)),
             Keyed::Path(t) => Keyed::Path(t.map(f)),

@@ -5,10 +5,11 @@
 //! value of `http.path` follows `/repos/{p}/{p}/issues/{digits}`"). The routes form a decision
 //! tree ([`tree`]): a node too large to scan is split by the key that leaves a request the
 //! fewest routes, chosen from the routes it holds, into a structure of that kind of key
-//! ([`keyed`]: a hash map for exact strings and integers, a radix tree for prefixes and
-//! suffixes, a segment tree for paths, an Aho-Corasick automaton for `contains`, per-length
-//! maps for networks), and each part is split again as it grows. A request visits only the parts
-//! its values select, plus the routes without the key at each level.
+//! ([`keyed`]: a map for exact strings ([`exact_map`]), a hash map for integers, a radix tree
+//! for prefixes and suffixes, a segment tree for paths, an Aho-Corasick automaton for
+//! `contains`, per-length maps for networks), and each part is split again as it grows. A
+//! request visits only the parts its values select, plus the routes without the key at each
+//! level.
 //!
 //! Invariant (soundness): the candidates of a request include every route that matches it;
 //! each structure and the tree keep it (see their module docs). Candidates are evaluated in
@@ -16,6 +17,7 @@
 
 mod cidr_map;
 mod contains_set;
+mod exact_map;
 pub(crate) mod keyed;
 pub(crate) mod path_tree;
 mod prefix_tree;

@@ -18,9 +18,8 @@
 //! classes.
 
 use regex_syntax::hir::{Class, Hir, HirKind, Look};
-use rustc_hash::FxHashMap;
 
-use super::small_key::SmallKey;
+use super::exact_map::ExactMap;
 
 /// One segment of a pattern.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -399,7 +398,7 @@ pub(crate) struct PathTree<T> {
 struct PathNode<T> {
     /// Literal children by segment: a REST table's root has one per resource or tenant, a
     /// mixed table's thousands.
-    lits: FxHashMap<SmallKey, PathNode<T>>,
+    lits: ExactMap<PathNode<T>>,
     params: Vec<(ParamClass, PathNode<T>)>,
     /// The payloads of the patterns that end here: boxed, since most nodes are on the way to
     /// a pattern's end rather than at one (and a node is an entry of its parent's map).
@@ -415,7 +414,7 @@ struct Ends<T> {
 impl<T> Default for PathNode<T> {
     fn default() -> Self {
         PathNode {
-            lits: FxHashMap::default(),
+            lits: ExactMap::default(),
             params: Vec::new(),
             ends: None,
         }
@@ -487,7 +486,7 @@ impl<T> PathTree<T> {
         let mut node = &mut self.root;
         for s in p.segs.iter() {
             node = match s {
-                Seg::Lit(l) => node.lits.entry(SmallKey::new(l)).or_default(),
+                Seg::Lit(l) => node.lits.get_or_insert_with(l, PathNode::default),
                 Seg::Param(c) => {
                     let i = match node.params.iter().position(|(k, _)| k == c) {
                         Some(i) => i,
@@ -512,7 +511,7 @@ impl<T> PathTree<T> {
         let mut node = &mut self.root;
         for s in p.segs.iter() {
             node = match s {
-                Seg::Lit(l) => node.lits.get_mut(&**l)?,
+                Seg::Lit(l) => node.lits.get_mut(l)?,
                 Seg::Param(c) => {
                     let i = node.params.iter().position(|(k, _)| k == c)?;
                     &mut node.params[i].1
@@ -541,10 +540,10 @@ impl<T> PathTree<T> {
         };
         match s {
             Seg::Lit(l) => {
-                let child = node.lits.get_mut(&**l)?;
+                let child = node.lits.get_mut(l)?;
                 let out = Self::remove_in(child, rest, open)?;
                 if child.is_empty() {
-                    node.lits.remove(&**l);
+                    node.lits.remove(l);
                 }
                 Some(out)
             }
@@ -602,7 +601,7 @@ impl<T> PathTree<T> {
     pub(crate) fn map<U>(self, mut f: impl FnMut(T) -> U) -> PathTree<U> {
         fn go<T, U>(n: PathNode<T>, f: &mut impl FnMut(T) -> U) -> PathNode<U> {
             PathNode {
-                lits: n.lits.into_iter().map(|(k, c)| (k, go(c, f))).collect(),
+                lits: n.lits.map(|c| go(c, f)),
                 params: n.params.into_iter().map(|(k, c)| (k, go(c, f))).collect(),
                 ends: n.ends.map(|e| {
                     Box::new(Ends {

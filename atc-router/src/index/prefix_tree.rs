@@ -7,8 +7,7 @@
 //! with no payload has at least two children (removal merges or prunes what it leaves behind),
 //! so a walk reads at most one node per distinct stored prefix of the value.
 
-use rustc_hash::FxHashMap;
-
+use super::exact_map::ExactMap;
 use super::small_key::SmallKey;
 
 #[derive(Debug)]
@@ -248,14 +247,14 @@ pub(crate) struct SegmentedPrefixTree<T> {
 struct SegNode<T> {
     /// The tails stored here, if any: boxed, since most nodes only lead on.
     tails: Option<Box<PrefixTree<T>>>,
-    next: FxHashMap<SmallKey, SegNode<T>>,
+    next: ExactMap<SegNode<T>>,
 }
 
 impl<T> Default for SegNode<T> {
     fn default() -> Self {
         SegNode {
             tails: None,
-            next: FxHashMap::default(),
+            next: ExactMap::default(),
         }
     }
 }
@@ -325,7 +324,7 @@ impl<T> SegNode<T> {
     fn map<U>(self, f: &mut impl FnMut(T) -> U) -> SegNode<U> {
         SegNode {
             tails: self.tails.map(|t| Box::new(t.map(&mut *f))),
-            next: self.next.into_iter().map(|(k, c)| (k, c.map(f))).collect(),
+            next: self.next.map(|c| c.map(f)),
         }
     }
 }
@@ -342,7 +341,7 @@ impl<T> SegmentedPrefixTree<T> {
         let mut node = &mut self.root;
         let mut tail = key;
         while let Some((seg, rest)) = segment(tail) {
-            node = node.next.entry(SmallKey::new(seg)).or_default();
+            node = node.next.get_or_insert_with(seg, SegNode::default);
             tail = rest;
         }
         node.tails

@@ -1,0 +1,168 @@
+//! Payloads by exact byte-string key: the index's maps of host names, methods, header values and
+//! path segments. Most of them are small (the methods of one path, the next segments under one
+//! prefix), and a request looks one up at every level it passes: a small map is a list scanned
+//! in place, one allocation whose first line holds the first keys, where a hash table reads its
+//! control bytes and then a bucket elsewhere, two dependent cache misses per level in a table
+//! of 100,000 routes. A map that grows past [`FEW`] keys becomes a hash table, and one that
+//! shrinks to half of that a list again, so a lookup costs a few comparisons or one hash.
+//!
+//! Invariant: a key is stored once, whichever form the map has; keys compare as their bytes.
+
+use rustc_hash::FxHashMap;
+
+use super::small_key::SmallKey;
+
+/// Most keys a map keeps as a list.
+const FEW: usize = 8;
+
+#[derive(Debug)]
+pub(crate) enum ExactMap<T> {
+    Few(Vec<(SmallKey, T)>),
+    Many(FxHashMap<SmallKey, T>),
+}
+
+impl<T> Default for ExactMap<T> {
+    fn default() -> Self {
+        ExactMap::Few(Vec::new())
+    }
+}
+
+impl<T> ExactMap<T> {
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            ExactMap::Few(v) => v.len(),
+            ExactMap::Many(m) => m.len(),
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    #[inline]
+    pub(crate) fn get(&self, key: &[u8]) -> Option<&T> {
+        match self {
+            ExactMap::Few(v) => v.iter().find(|(k, _)| **k == *key).map(|(_, x)| x),
+            ExactMap::Many(m) => m.get(key),
+        }
+    }
+
+    pub(crate) fn get_mut(&mut self, key: &[u8]) -> Option<&mut T> {
+        match self {
+            ExactMap::Few(v) => v.iter_mut().find(|(k, _)| **k == *key).map(|(_, x)| x),
+            ExactMap::Many(m) => m.get_mut(key),
+        }
+    }
+
+    /// The payload of `key`, inserted with `make` if the key is new.
+    pub(crate) fn get_or_insert_with(&mut self, key: &[u8], make: impl FnOnce() -> T) -> &mut T {
+        if let ExactMap::Few(v) = self {
+            if v.len() == FEW && !v.iter().any(|(k, _)| **k == *key) {
+                let m: FxHashMap<SmallKey, T> = std::mem::take(v).into_iter().collect();
+                *self = ExactMap::Many(m);
+            }
+        }
+        match self {
+            ExactMap::Few(v) => {
+                let i = match v.iter().position(|(k, _)| **k == *key) {
+                    Some(i) => i,
+                    None => {
+                        v.push((SmallKey::new(key), make()));
+                        v.len() - 1
+                    }
+                };
+                &mut v[i].1
+            }
+            ExactMap::Many(m) => {
+                if !m.contains_key(key) {
+                    m.insert(SmallKey::new(key), make());
+                }
+                m.get_mut(key).expect("just inserted")
+            }
+        }
+    }
+
+    pub(crate) fn remove(&mut self, key: &[u8]) -> Option<T> {
+        match self {
+            ExactMap::Few(v) => {
+                let i = v.iter().position(|(k, _)| **k == *key)?;
+                Some(v.swap_remove(i).1)
+            }
+            ExactMap::Many(m) => {
+                let x = m.remove(key)?;
+                if m.len() <= FEW / 2 {
+                    *self = ExactMap::Few(std::mem::take(m).into_iter().collect());
+                }
+                Some(x)
+            }
+        }
+    }
+
+    pub(crate) fn values(&self) -> impl Iterator<Item = &T> {
+        let (few, many) = match self {
+            ExactMap::Few(v) => (Some(v.iter().map(|(_, x)| x)), None),
+            ExactMap::Many(m) => (None, Some(m.values())),
+        };
+        few.into_iter().flatten().chain(many.into_iter().flatten())
+    }
+
+    /// The same map with every payload mapped.
+    pub(crate) fn map<U>(self, mut f: impl FnMut(T) -> U) -> ExactMap<U> {
+        match self {
+            ExactMap::Few(v) => ExactMap::Few(v.into_iter().map(|(k, x)| (k, f(x))).collect()),
+            ExactMap::Many(m) => ExactMap::Many(m.into_iter().map(|(k, x)| (k, f(x))).collect()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(i: usize) -> Vec<u8> {
+        format!("k{i}").into_bytes()
+    }
+
+    #[test]
+    fn a_map_answers_the_same_as_a_list_and_as_a_hash_table() {
+        let mut m = ExactMap::default();
+        for i in 0..3 * FEW {
+            *m.get_or_insert_with(&key(i), || 0) += i;
+            // Inserting a key again finds it.
+            *m.get_or_insert_with(&key(i), || 1000) += 1;
+            assert_eq!(m.len(), i + 1);
+            assert_eq!(matches!(m, ExactMap::Few(_)), i < FEW, "{i}");
+            for j in 0..=i {
+                assert_eq!(m.get(&key(j)), Some(&(j + 1)), "{i} {j}");
+            }
+            assert_eq!(m.get(&key(i + 1)), None);
+            assert_eq!(m.values().count(), i + 1);
+        }
+        for i in (0..3 * FEW).rev() {
+            assert_eq!(m.remove(&key(i)), Some(i + 1));
+            assert_eq!(m.remove(&key(i)), None);
+            assert_eq!(m.len(), i);
+            // A hash table again becomes a list only at half the size it left it at.
+            assert_eq!(matches!(m, ExactMap::Few(_)), i <= FEW / 2, "{i}");
+            for j in 0..i {
+                assert_eq!(m.get_mut(&key(j)).copied(), Some(j + 1), "{i} {j}");
+            }
+        }
+        assert!(m.is_empty());
+    }
+
+    #[test]
+    fn keys_compare_as_their_bytes_short_or_long() {
+        let long = [b'x'; 40];
+        let mut m = ExactMap::default();
+        *m.get_or_insert_with(&long, || 0) = 1;
+        *m.get_or_insert_with(&long[..22], || 0) = 2;
+        *m.get_or_insert_with(b"", || 0) = 3;
+        assert_eq!(m.get(&long), Some(&1));
+        assert_eq!(m.get(&long[..22]), Some(&2));
+        assert_eq!(m.get(b""), Some(&3));
+        assert_eq!(m.get(&long[..21]), None);
+        let doubled = m.map(|x| 2 * x);
+        assert_eq!(doubled.get(&long), Some(&2));
+    }
+}
