@@ -21,8 +21,9 @@ struct TreeNode<T> {
     label: SmallKey,
     value: Option<T>,
     /// The first byte of each child's label, in the children's (ascending) order: searched
-    /// without touching the children themselves.
-    firsts: Vec<u8>,
+    /// without touching the children themselves. Kept in place up to 22 children (most
+    /// nodes), so finding the child costs no read beyond the node.
+    firsts: SmallKey,
     children: Vec<TreeNode<T>>,
 }
 
@@ -40,7 +41,7 @@ impl<T> TreeNode<T> {
         TreeNode {
             label,
             value,
-            firsts: Vec::new(),
+            firsts: SmallKey::new(b""),
             children: Vec::new(),
         }
     }
@@ -62,12 +63,16 @@ impl<T> TreeNode<T> {
     }
 
     fn insert_child(&mut self, at: usize, c: TreeNode<T>) {
-        self.firsts.insert(at, c.label[0]);
+        let mut firsts = self.firsts.to_vec();
+        firsts.insert(at, c.label[0]);
+        self.firsts = SmallKey::new(&firsts);
         self.children.insert(at, c);
     }
 
     fn remove_child(&mut self, at: usize) -> TreeNode<T> {
-        self.firsts.remove(at);
+        let mut firsts = self.firsts.to_vec();
+        firsts.remove(at);
+        self.firsts = SmallKey::new(&firsts);
         self.children.remove(at)
     }
 }
