@@ -157,6 +157,11 @@ impl Router {
     /// A [broken](Router::is_broken) router is rebuilt from `desired` as a whole: every route of
     /// the list counts as added, every route of the broken table as removed.
     ///
+    /// When most current routes change or go, or most of `desired` is new (a first load), the
+    /// plan holds a fresh router built from the whole list, its index built at once from every
+    /// route's requirements; applying it swaps the two. Otherwise it holds the changes, which
+    /// applying makes one route at a time. The report is the same either way.
+    ///
     /// Invalid routes (and ids repeated in `desired`): with [`SyncMode::AllOrNothing`] the plan
     /// is refused and the error lists every one of them; with [`SyncMode::ApplyValid`] they are
     /// left out and listed in [`SyncReport::errors`], and a known route whose new version is
