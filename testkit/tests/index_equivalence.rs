@@ -49,6 +49,17 @@ fn context(schema: &Arc<Schema>, values: &[(String, Value)]) -> Context {
     ctx
 }
 
+/// A request with these values gets the reference's outcome; returns whether it matched.
+fn check_one(router: &Router, schema: &Arc<Schema>, values: &[(String, Value)]) -> bool {
+    let mut ctx = context(schema, values);
+    let fast = router.execute(&mut ctx);
+    let fast_out = outcome(&ctx);
+    let slow = router.execute_reference(&mut ctx);
+    assert_eq!(fast, slow, "request {values:?}\n{}", router.index_summary());
+    assert_eq!(fast_out, outcome(&ctx), "request {values:?}");
+    fast
+}
+
 /// Every request gets the reference's outcome; returns how many matched.
 fn check(router: &Router, schema: &Arc<Schema>, table: &Table, reqs: &[Req]) -> usize {
     let mut hits = 0;
@@ -58,13 +69,7 @@ fn check(router: &Router, schema: &Arc<Schema>, table: &Table, reqs: &[Req]) -> 
         } else {
             table.request_for(i % table.routes.len(), pick)
         };
-        let mut ctx = context(schema, &values);
-        let fast = router.execute(&mut ctx);
-        let fast_out = outcome(&ctx);
-        let slow = router.execute_reference(&mut ctx);
-        assert_eq!(fast, slow, "request {values:?}\n{}", router.index_summary());
-        assert_eq!(fast_out, outcome(&ctx), "request {values:?}");
-        hits += usize::from(fast);
+        hits += usize::from(check_one(router, schema, &values));
     }
     hits
 }
@@ -235,12 +240,7 @@ fn maps_that_grow_and_shrink_keep_every_key() {
     let check_all = |router: &Router| {
         for k in 0..KEYS + 1 {
             for values in requests(k) {
-                let mut ctx = context(&schema, &values);
-                let fast = router.execute(&mut ctx);
-                let fast_out = outcome(&ctx);
-                let slow = router.execute_reference(&mut ctx);
-                assert_eq!(fast, slow, "{values:?}\n{}", router.index_summary());
-                assert_eq!(fast_out, outcome(&ctx), "{values:?}");
+                check_one(router, &schema, &values);
             }
         }
     };
