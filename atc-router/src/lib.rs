@@ -91,6 +91,7 @@ mod lint;
 mod reference;
 mod router;
 mod schema;
+mod stack;
 
 pub use error::{Error, ExprError, ExprErrorKind, Location};
 pub use language::{

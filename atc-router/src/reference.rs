@@ -23,7 +23,7 @@ pub(crate) fn eval(node: &Node, ctx: &Context, w: &mut MatchRecord) -> bool {
         Node::And(children) => {
             let mark = w.mark();
             for c in children.iter() {
-                if !eval(c, ctx, w) {
+                if !crate::stack::guarded(|| eval(c, ctx, w)) {
                     w.rollback(mark);
                     return false;
                 }
@@ -33,7 +33,7 @@ pub(crate) fn eval(node: &Node, ctx: &Context, w: &mut MatchRecord) -> bool {
         Node::Or(children) => {
             for c in children.iter() {
                 let mark = w.mark();
-                if eval(c, ctx, w) {
+                if crate::stack::guarded(|| eval(c, ctx, w)) {
                     return true;
                 }
                 w.rollback(mark);
@@ -42,7 +42,7 @@ pub(crate) fn eval(node: &Node, ctx: &Context, w: &mut MatchRecord) -> bool {
         }
         Node::Not(inner) => {
             let mark = w.mark();
-            let r = eval(inner, ctx, w);
+            let r = crate::stack::guarded(|| eval(inner, ctx, w));
             w.rollback(mark);
             !r
         }

@@ -395,9 +395,11 @@ impl Builder {
         };
         // Placeholder, patched once the children's extent is known.
         self.code.push(Instr::End);
-        for c in children {
-            self.node(c);
-        }
+        crate::stack::guarded(|| {
+            for c in children {
+                self.node(c);
+            }
+        });
         let end = u32::try_from(self.code.len()).unwrap_or(u32::MAX);
         let last_run = false;
         self.code[at] = match node {

@@ -116,7 +116,7 @@ impl Resolver<'_> {
         Ok(match e {
             Expr::And(c) => Node::And(self.nodes(c)?),
             Expr::Or(c) => Node::Or(self.nodes(c)?),
-            Expr::Not(inner) => Node::Not(Box::new(self.node(inner)?)),
+            Expr::Not(inner) => Node::Not(Box::new(crate::stack::guarded(|| self.node(inner))?)),
             Expr::Predicate(p) => {
                 let spans = &self.parsed.spans[self.next_predicate];
                 self.next_predicate += 1;
@@ -179,7 +179,7 @@ impl Resolver<'_> {
     }
 
     fn nodes(&mut self, children: &[Expr]) -> Result<Box<[Node]>, ExprError> {
-        children.iter().map(|c| self.node(c)).collect()
+        crate::stack::guarded(|| children.iter().map(|c| self.node(c)).collect())
     }
 }
 

@@ -144,23 +144,6 @@ impl<T> CidrMap<T> {
         }
     }
 
-    /// The same map with every payload mapped.
-    pub(crate) fn map<U>(self, mut f: impl FnMut(T) -> U) -> CidrMap<U> {
-        CidrMap {
-            v4: self
-                .v4
-                .into_iter()
-                .map(|(l, m)| (l, m.into_iter().map(|(k, v)| (k, f(v))).collect()))
-                .collect(),
-            v6: self
-                .v6
-                .into_iter()
-                .map(|(l, m)| (l, m.into_iter().map(|(k, v)| (k, f(v))).collect()))
-                .collect(),
-            len: self.len,
-        }
-    }
-
     pub(crate) fn for_each(&self, mut visit: impl FnMut(&T)) {
         self.v4
             .iter()

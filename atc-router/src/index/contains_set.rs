@@ -15,6 +15,7 @@ use std::sync::OnceLock;
 
 use aho_corasick::{AhoCorasick, MatchKind};
 use memchr::memmem::Finder;
+use rustc_hash::FxHashMap;
 
 /// Sets of up to this many literals search for each one alone.
 const FEW: usize = 4;
@@ -22,6 +23,8 @@ const FEW: usize = 4;
 #[derive(Debug)]
 pub(crate) struct ContainsSet<T> {
     lits: Vec<(Box<[u8]>, T)>,
+    /// The place of each literal in `lits`: a set of thousands is updated without a scan.
+    place: FxHashMap<Box<[u8]>, usize>,
     searcher: OnceLock<Searcher>,
 }
 
@@ -37,6 +40,7 @@ impl<T> Default for ContainsSet<T> {
     fn default() -> Self {
         ContainsSet {
             lits: Vec::new(),
+            place: FxHashMap::default(),
             searcher: OnceLock::new(),
         }
     }
@@ -65,10 +69,11 @@ impl<T> ContainsSet<T> {
     }
 
     pub(crate) fn get_or_insert_with(&mut self, lit: &[u8], make: impl FnOnce() -> T) -> &mut T {
-        let i = match self.lits.iter().position(|(l, _)| **l == *lit) {
-            Some(i) => i,
+        let i = match self.place.get(lit) {
+            Some(&i) => i,
             None => {
                 self.lits.push((lit.into(), make()));
+                self.place.insert(lit.into(), self.lits.len() - 1);
                 self.rebuild();
                 self.lits.len() - 1
             }
@@ -77,15 +82,16 @@ impl<T> ContainsSet<T> {
     }
 
     pub(crate) fn get_mut(&mut self, lit: &[u8]) -> Option<&mut T> {
-        self.lits
-            .iter_mut()
-            .find(|(l, _)| **l == *lit)
-            .map(|(_, v)| v)
+        let i = *self.place.get(lit)?;
+        Some(&mut self.lits[i].1)
     }
 
     pub(crate) fn remove(&mut self, lit: &[u8]) -> Option<T> {
-        let i = self.lits.iter().position(|(l, _)| **l == *lit)?;
+        let i = self.place.remove(lit)?;
         let (_, v) = self.lits.swap_remove(i);
+        if let Some((moved, _)) = self.lits.get(i) {
+            self.place.insert(moved.clone(), i);
+        }
         self.rebuild();
         Some(v)
     }
@@ -108,14 +114,6 @@ impl<T> ContainsSet<T> {
                 }
             }
             Searcher::All => self.lits.iter().for_each(|(_, v)| visit(v)),
-        }
-    }
-
-    /// The same set with every payload mapped (the searcher is kept: the literals are).
-    pub(crate) fn map<U>(self, mut f: impl FnMut(T) -> U) -> ContainsSet<U> {
-        ContainsSet {
-            lits: self.lits.into_iter().map(|(l, v)| (l, f(v))).collect(),
-            searcher: self.searcher,
         }
     }
 

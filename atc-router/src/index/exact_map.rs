@@ -106,12 +106,13 @@ impl<T> ExactMap<T> {
         few.into_iter().flatten().chain(many.into_iter().flatten())
     }
 
-    /// The same map with every payload mapped.
-    pub(crate) fn map<U>(self, mut f: impl FnMut(T) -> U) -> ExactMap<U> {
-        match self {
-            ExactMap::Few(v) => ExactMap::Few(v.into_iter().map(|(k, x)| (k, f(x))).collect()),
-            ExactMap::Many(m) => ExactMap::Many(m.into_iter().map(|(k, x)| (k, f(x))).collect()),
-        }
+    /// Takes every payload out, leaving the map empty.
+    pub(crate) fn drain_values(&mut self) -> impl Iterator<Item = T> {
+        let (few, many) = match std::mem::take(self) {
+            ExactMap::Few(v) => (Some(v.into_iter().map(|(_, x)| x)), None),
+            ExactMap::Many(m) => (None, Some(m.into_values())),
+        };
+        few.into_iter().flatten().chain(many.into_iter().flatten())
     }
 }
 
@@ -162,7 +163,9 @@ mod tests {
         assert_eq!(m.get(&long[..22]), Some(&2));
         assert_eq!(m.get(b""), Some(&3));
         assert_eq!(m.get(&long[..21]), None);
-        let doubled = m.map(|x| 2 * x);
-        assert_eq!(doubled.get(&long), Some(&2));
+        let mut drained: Vec<i32> = m.drain_values().collect();
+        drained.sort();
+        assert_eq!(drained, [1, 2, 3]);
+        assert!(m.is_empty());
     }
 }

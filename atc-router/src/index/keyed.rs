@@ -168,20 +168,6 @@ impl<T> Keyed<T> {
         }
     }
 
-    /// The same structure with every payload mapped.
-    pub(crate) fn map<U>(self, mut f: impl FnMut(T) -> U) -> Keyed<U> {
-        match self {
-            Keyed::Exact(m) => Keyed::Exact(m.map(f)),
-            Keyed::Int(m) => Keyed::Int(m.into_iter().map(|(k, v)| (k, f(v))).collect()),
-            Keyed::Cidr(m) => Keyed::Cidr(m.map(f)),
-            Keyed::Path(t) => Keyed::Path(t.map(f)),
-            Keyed::Prefix(t) => Keyed::Prefix(t.map(f)),
-            Keyed::Suffix(t) => Keyed::Suffix(t.map(f)),
-            Keyed::Contains(s) => Keyed::Contains(s.map(f)),
-            Keyed::Regex(s) => Keyed::Regex(s.map(f)),
-        }
-    }
-
     pub(crate) fn kind_name(&self) -> &'static str {
         match self {
             Keyed::Exact(_) => "exact",

@@ -15,6 +15,7 @@
 //! each structure and the tree keep it (see their module docs). Candidates are evaluated in
 //! routing order ([`Order`]) and the first true one wins, so the result is the linear scan's.
 
+mod choose;
 mod cidr_map;
 mod contains_set;
 mod exact_map;
@@ -152,8 +153,8 @@ impl Index {
                 l.1 += size;
                 l.2 = l.2.max(size);
             }
-            NodeInfo::Split { disc, keys, .. } => {
-                let s = splits.entry(disc.to_string()).or_default();
+            NodeInfo::Split { disc, keys } => {
+                let s = splits.entry(disc).or_default();
                 s.0 += 1;
                 s.1 += keys;
             }

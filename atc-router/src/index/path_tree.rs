@@ -597,34 +597,27 @@ impl<T> PathTree<T> {
         }
     }
 
-    /// The same tree with every payload mapped.
-    pub(crate) fn map<U>(self, mut f: impl FnMut(T) -> U) -> PathTree<U> {
-        fn go<T, U>(n: PathNode<T>, f: &mut impl FnMut(T) -> U) -> PathNode<U> {
-            PathNode {
-                lits: n.lits.map(|c| go(c, f)),
-                params: n.params.into_iter().map(|(k, c)| (k, go(c, f))).collect(),
-                ends: n.ends.map(|e| {
-                    Box::new(Ends {
-                        exact: e.exact.map(&mut *f),
-                        open: e.open.map(&mut *f),
-                    })
-                }),
-            }
-        }
-        PathTree {
-            root: go(self.root, &mut f),
-            len: self.len,
+    /// Every payload (in no particular order).
+    pub(crate) fn for_each(&self, mut visit: impl FnMut(&T)) {
+        let mut stack = vec![&self.root];
+        while let Some(n) = stack.pop() {
+            n.exact().into_iter().chain(n.open()).for_each(&mut visit);
+            stack.extend(n.lits.values());
+            stack.extend(n.params.iter().map(|(_, c)| c));
         }
     }
+}
 
-    /// Every payload.
-    pub(crate) fn for_each(&self, mut visit: impl FnMut(&T)) {
-        fn go<T>(n: &PathNode<T>, visit: &mut impl FnMut(&T)) {
-            n.exact().into_iter().chain(n.open()).for_each(&mut *visit);
-            n.lits.values().for_each(|c| go(c, visit));
-            n.params.iter().for_each(|(_, c)| go(c, visit));
+impl<T> Drop for PathTree<T> {
+    /// Drops node by node from a list, so that no payload (a subtree of the index) is dropped
+    /// with this tree's depth on the stack.
+    fn drop(&mut self) {
+        let mut pending: Vec<PathNode<T>> = self.root.lits.drain_values().collect();
+        pending.extend(self.root.params.drain(..).map(|(_, c)| c));
+        while let Some(mut n) = pending.pop() {
+            pending.extend(n.lits.drain_values());
+            pending.extend(n.params.drain(..).map(|(_, c)| c));
         }
-        go(&self.root, &mut visit);
     }
 }
 

@@ -6,6 +6,12 @@
 //! children start with distinct bytes (kept sorted by that byte); a node other than the root
 //! with no payload has at least two children (removal merges or prunes what it leaves behind),
 //! so a walk reads at most one node per distinct stored prefix of the value.
+//!
+//! Depth: a tree is as deep as its keys are long at worst (`a`, `aa`, `aaa`, …; the index
+//! bounds them, see `requirement::MAX_AFFIX_BYTES`). Walks, visits and drops go down in loops,
+//! never by recursion, so that payloads (which hold subtrees of the index) are never reached
+//! with the tree's depth already on the stack; only removal recurses, once per node on the key's
+//! way.
 
 use super::exact_map::ExactMap;
 use super::small_key::SmallKey;
@@ -199,34 +205,30 @@ impl<T> PrefixTree<T> {
         }
     }
 
-    /// Every payload with its key.
+    /// Every payload with its key (in no particular order).
     pub(crate) fn for_each(&self, mut visit: impl FnMut(&[u8], &T)) {
-        fn go<T>(n: &TreeNode<T>, key: &mut Vec<u8>, visit: &mut impl FnMut(&[u8], &T)) {
+        // Each entry: a node and the length of its key (the labels on the way to it).
+        let mut stack: Vec<(&TreeNode<T>, usize)> = vec![(&self.root, 0)];
+        let mut key: Vec<u8> = Vec::new();
+        while let Some((n, depth)) = stack.pop() {
+            key.truncate(depth);
             key.extend_from_slice(&n.label);
             if let Some(v) = &n.value {
-                visit(key, v);
+                visit(&key, v);
             }
-            for c in &n.children {
-                go(c, key, visit);
-            }
-            key.truncate(key.len() - n.label.len());
+            let len = key.len();
+            stack.extend(n.children.iter().rev().map(|c| (c, len)));
         }
-        go(&self.root, &mut Vec::new(), &mut visit);
     }
+}
 
-    /// The same tree with every payload mapped.
-    pub(crate) fn map<U>(self, mut f: impl FnMut(T) -> U) -> PrefixTree<U> {
-        fn go<T, U>(n: TreeNode<T>, f: &mut impl FnMut(T) -> U) -> TreeNode<U> {
-            TreeNode {
-                label: n.label,
-                value: n.value.map(&mut *f),
-                firsts: n.firsts,
-                children: n.children.into_iter().map(|c| go(c, f)).collect(),
-            }
-        }
-        PrefixTree {
-            root: go(self.root, &mut f),
-            len: self.len,
+impl<T> Drop for PrefixTree<T> {
+    /// Drops node by node from a list, so that no payload is dropped with the tree's depth on
+    /// the stack (see the module docs).
+    fn drop(&mut self) {
+        let mut pending = std::mem::take(&mut self.root.children);
+        while let Some(mut n) = pending.pop() {
+            pending.append(&mut n.children);
         }
     }
 }
@@ -305,31 +307,14 @@ impl<T> SegNode<T> {
             }
         }
     }
+}
 
-    fn walk<'a>(&'a self, text: &[u8], visit: &mut impl FnMut(&'a T)) {
-        if let Some(tails) = &self.tails {
-            tails.walk(text, &mut *visit);
-        }
-        if let Some((seg, rest)) = segment(text) {
-            if let Some(child) = self.next.get(seg) {
-                child.walk(rest, visit);
-            }
-        }
-    }
-
-    fn for_each(&self, visit: &mut impl FnMut(&T)) {
-        if let Some(t) = &self.tails {
-            t.for_each(|_, v| visit(v));
-        }
-        for c in self.next.values() {
-            c.for_each(visit);
-        }
-    }
-
-    fn map<U>(self, f: &mut impl FnMut(T) -> U) -> SegNode<U> {
-        SegNode {
-            tails: self.tails.map(|t| Box::new(t.map(&mut *f))),
-            next: self.next.map(|c| c.map(f)),
+impl<T> Drop for SegmentedPrefixTree<T> {
+    /// As [`PrefixTree`]'s drop: node by node from a list.
+    fn drop(&mut self) {
+        let mut pending: Vec<SegNode<T>> = self.root.next.drain_values().collect();
+        while let Some(mut n) = pending.pop() {
+            pending.extend(n.next.drain_values());
         }
     }
 }
@@ -374,17 +359,31 @@ impl<T> SegmentedPrefixTree<T> {
     /// Visits the payload of every stored key that is a prefix of `text`.
     #[inline]
     pub(crate) fn walk<'a>(&'a self, text: &[u8], mut visit: impl FnMut(&'a T)) {
-        self.root.walk(text, &mut visit);
+        let mut node = &self.root;
+        let mut text = text;
+        loop {
+            if let Some(tails) = &node.tails {
+                tails.walk(text, &mut visit);
+            }
+            let Some((seg, rest)) = segment(text) else {
+                return;
+            };
+            let Some(child) = node.next.get(seg) else {
+                return;
+            };
+            node = child;
+            text = rest;
+        }
     }
 
+    /// Every payload (in no particular order).
     pub(crate) fn for_each(&self, mut visit: impl FnMut(&T)) {
-        self.root.for_each(&mut visit);
-    }
-
-    pub(crate) fn map<U>(self, mut f: impl FnMut(T) -> U) -> SegmentedPrefixTree<U> {
-        SegmentedPrefixTree {
-            root: self.root.map(&mut f),
-            len: self.len,
+        let mut stack = vec![&self.root];
+        while let Some(n) = stack.pop() {
+            if let Some(t) = &n.tails {
+                t.for_each(|_, v| visit(v));
+            }
+            stack.extend(n.next.values());
         }
     }
 }

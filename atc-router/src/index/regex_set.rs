@@ -15,10 +15,13 @@ use std::sync::OnceLock;
 
 use regex_automata::meta;
 use regex_automata::{Input, MatchKind, PatternSet};
+use rustc_hash::FxHashMap;
 
 #[derive(Debug)]
 pub(crate) struct RegexSet<T> {
     pats: Vec<(Box<str>, T)>,
+    /// The place of each pattern in `pats`.
+    place: FxHashMap<Box<str>, usize>,
     automaton: OnceLock<Option<meta::Regex>>,
 }
 
@@ -26,6 +29,7 @@ impl<T> Default for RegexSet<T> {
     fn default() -> Self {
         RegexSet {
             pats: Vec::new(),
+            place: FxHashMap::default(),
             automaton: OnceLock::new(),
         }
     }
@@ -56,10 +60,11 @@ impl<T> RegexSet<T> {
     }
 
     pub(crate) fn get_or_insert_with(&mut self, pattern: &str, make: impl FnOnce() -> T) -> &mut T {
-        let i = match self.pats.iter().position(|(p, _)| **p == *pattern) {
-            Some(i) => i,
+        let i = match self.place.get(pattern) {
+            Some(&i) => i,
             None => {
                 self.pats.push((pattern.into(), make()));
+                self.place.insert(pattern.into(), self.pats.len() - 1);
                 self.rebuild();
                 self.pats.len() - 1
             }
@@ -68,15 +73,16 @@ impl<T> RegexSet<T> {
     }
 
     pub(crate) fn get_mut(&mut self, pattern: &str) -> Option<&mut T> {
-        self.pats
-            .iter_mut()
-            .find(|(p, _)| **p == *pattern)
-            .map(|(_, v)| v)
+        let i = *self.place.get(pattern)?;
+        Some(&mut self.pats[i].1)
     }
 
     pub(crate) fn remove(&mut self, pattern: &str) -> Option<T> {
-        let i = self.pats.iter().position(|(p, _)| **p == *pattern)?;
+        let i = self.place.remove(pattern)?;
         let (_, v) = self.pats.swap_remove(i);
+        if let Some((moved, _)) = self.pats.get(i) {
+            self.place.insert(moved.clone(), i);
+        }
         self.rebuild();
         Some(v)
     }
@@ -103,13 +109,6 @@ impl<T> RegexSet<T> {
 
     pub(crate) fn for_each(&self, visit: impl FnMut(&T)) {
         self.pats.iter().map(|(_, v)| v).for_each(visit);
-    }
-
-    pub(crate) fn map<U>(self, mut f: impl FnMut(T) -> U) -> RegexSet<U> {
-        RegexSet {
-            pats: self.pats.into_iter().map(|(p, v)| (p, f(v))).collect(),
-            automaton: self.automaton,
-        }
     }
 }
 

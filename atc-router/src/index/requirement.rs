@@ -214,6 +214,43 @@ impl Keys {
         (keys.len() <= MAX_KEYS).then_some(keys)
     }
 
+    /// Bounds the keys that make a structure deeper the longer they are: a prefix keeps its
+    /// first [`MAX_AFFIX_BYTES`] bytes, a suffix its last, a path pattern its first
+    /// [`MAX_PATH_SEGMENTS`] segments (then anything). Each still holds wherever the full key
+    /// does, so the requirement stays sound; keys made equal by this are kept once.
+    fn shorten(&mut self, kind: KeyKind) {
+        match (kind, self) {
+            (KeyKind::Prefix, Keys::Bytes(keys)) => {
+                for k in keys.iter_mut() {
+                    if k.len() > MAX_AFFIX_BYTES {
+                        *k = k[..MAX_AFFIX_BYTES].into();
+                    }
+                }
+                dedup(keys);
+            }
+            (KeyKind::Suffix, Keys::Bytes(keys)) => {
+                for k in keys.iter_mut() {
+                    if k.len() > MAX_AFFIX_BYTES {
+                        *k = k[k.len() - MAX_AFFIX_BYTES..].into();
+                    }
+                }
+                dedup(keys);
+            }
+            (KeyKind::Path, Keys::Path(patterns)) => {
+                for p in patterns.iter_mut() {
+                    if p.segs.len() > MAX_PATH_SEGMENTS {
+                        *p = PathPattern {
+                            segs: p.segs[..MAX_PATH_SEGMENTS].into(),
+                            open: true,
+                        };
+                    }
+                }
+                dedup(patterns);
+            }
+            _ => {}
+        }
+    }
+
     /// How much a key narrows (for keeping the better of two requirements of one disc):
     /// fewer alternatives, then longer literals.
     fn strength(&self) -> (std::cmp::Reverse<usize>, usize) {
@@ -223,6 +260,18 @@ impl Keys {
             Keys::Int(_) | Keys::Cidr(_) => 0,
         };
         (std::cmp::Reverse(self.len()), min_len)
+    }
+}
+
+/// Drops later repeats, keeping the order.
+fn dedup<T: PartialEq>(v: &mut Vec<T>) {
+    let mut i = 0;
+    while i < v.len() {
+        if v[..i].contains(&v[i]) {
+            v.remove(i);
+        } else {
+            i += 1;
+        }
     }
 }
 
@@ -246,6 +295,11 @@ impl<'a> Iterator for KeyIter<'a> {
 pub(crate) const MAX_KEYS: usize = 64;
 /// At most this many requirements are kept for one route (bounds work on wide expressions).
 const MAX_REQUIREMENTS: usize = 16;
+/// Longest prefix or suffix key, in bytes: a radix tree is as deep as its longest key at worst
+/// (keys `a`, `aa`, `aaa`, …), and its walks and updates follow that depth.
+pub(crate) const MAX_AFFIX_BYTES: usize = 256;
+/// Most segments of a path key: the segment tree is as deep as its longest pattern.
+pub(crate) const MAX_PATH_SEGMENTS: usize = 32;
 
 /// The requirements of a route, one per [`Disc`] at most (the stronger kept).
 pub(crate) fn requirements(code: &Code<'_>) -> Vec<Requirement> {
@@ -256,6 +310,9 @@ pub(crate) fn requirements(code: &Code<'_>) -> Vec<Requirement> {
         }
     }
     out.truncate(MAX_REQUIREMENTS);
+    for r in &mut out {
+        r.keys.shorten(r.disc.kind);
+    }
     out
 }
 
@@ -279,7 +336,7 @@ fn of(code: &Code<'_>, i: usize) -> Vec<Requirement> {
             let mut all = Vec::new();
             let mut c = i + 1;
             while c < end {
-                for r in of(code, c) {
+                for r in crate::stack::guarded(|| of(code, c)) {
                     keep(&mut all, r);
                 }
                 c = code.end(c);
@@ -290,7 +347,7 @@ fn of(code: &Code<'_>, i: usize) -> Vec<Requirement> {
             let mut c = i + 1;
             let mut acc: Option<Vec<Requirement>> = None;
             while c < end {
-                let theirs = of(code, c);
+                let theirs = crate::stack::guarded(|| of(code, c));
                 acc = Some(match acc {
                     None => theirs,
                     Some(acc) => acc

@@ -18,19 +18,28 @@
 //!   node, never the table.
 //! - A split's `routes` counts the distinct routes in its subtree (a route under two keys counts
 //!   once there, once in each child).
+//! - **The tree is at most [`MAX_DEPTH`] levels deep**, whatever the table: every walk over it
+//!   (build, add, remove, lookup, drop) recurses once per level, so its stack is bounded. A
+//!   table that would need more levels (no real one comes near) keeps larger leaves there.
 
 use rustc_hash::FxHashMap;
 
+use crate::router::needs::{field_bit, FieldMask};
 use crate::schema::context::Context;
 use crate::schema::value::Value;
 use crate::schema::FieldId;
 
-use super::keyed::{sample, Keyed, Probe, WalkBufs};
-use super::requirement::{Disc, KeyKind, Requirement};
+use super::choose::{choose, fields_of, place, requirement, Choice};
+use super::keyed::{Keyed, Probe, WalkBufs};
+use super::requirement::{Disc, Key, KeyKind, Requirement};
 use super::Entry;
 
 /// Most routes a leaf holds when a key could tell them apart.
 pub(crate) const LEAF_MAX: usize = 1;
+
+/// Deepest level a split is made at. The families of the benchmark workload need at most five;
+/// a node at this depth stays a leaf, however large.
+pub(crate) const MAX_DEPTH: usize = 24;
 
 /// Where the tree gets the requirements of routes it already holds (when a leaf is split).
 pub(crate) trait Requirements {
@@ -41,6 +50,8 @@ pub(crate) trait Requirements {
 pub(crate) enum Node {
     Leaf(Leaf),
     Split(Box<Split>),
+    /// Routes set apart by which field they need a value of ([`Choice::Fields`]).
+    Fields(Box<FieldSplit>),
 }
 
 impl Default for Node {
@@ -86,10 +97,6 @@ impl Entries {
 
     fn len(&self) -> usize {
         self.as_slice().len()
-    }
-
-    fn is_empty(&self) -> bool {
-        matches!(self, Entries::Empty)
     }
 
     fn insert(&mut self, e: Entry) {
@@ -139,6 +146,18 @@ pub(crate) struct Split {
     built_at: u32,
 }
 
+/// A split by field: each route sits under one field it needs a value of (see
+/// [`super::choose::place`]); a request visits the children of the fields it has values for,
+/// and always `rest` (the routes without requirements).
+#[derive(Debug)]
+pub(crate) struct FieldSplit {
+    children: FxHashMap<FieldId, Node>,
+    rest: Node,
+    /// As [`Split::routes`] and [`Split::built_at`].
+    routes: u32,
+    built_at: u32,
+}
+
 /// Subtrees of up to this many routes are rebuilt each time they grow [`REKEY_GROWTH`] times,
 /// so that a split made when a leaf first overflowed (chosen from two routes) is chosen again
 /// from many; past it, a split keeps its key (its parts are still re-keyed as they grow), which
@@ -156,30 +175,37 @@ const REKEY_GROWTH: u32 = 4;
 /// two-phase matching), and how deep it is (the scratch buffers a lookup needs).
 #[derive(Debug, Default)]
 pub(crate) struct Stats {
-    pub(crate) fields: FxHashMap<FieldId, u32>,
-    /// The bits of `fields` (see `crate::needs`), kept with them.
-    pub(crate) key_mask: crate::router::needs::FieldMask,
+    /// Per bit of [`FieldMask`]: the splits by a field of that bit, and the children of field
+    /// splits under one. Counted, so that a split gone costs a decrement, not a rescan.
+    per_bit: Vec<u32>,
+    /// The bits whose count is not zero.
+    pub(crate) key_mask: FieldMask,
     pub(crate) max_depth: usize,
 }
 
 impl Stats {
-    fn split_made(&mut self, disc: Disc, depth: usize) {
-        *self.fields.entry(disc.field).or_insert(0) += 1;
-        self.key_mask |= crate::router::needs::field_bit(disc.field);
-        self.max_depth = self.max_depth.max(depth + 1);
+    fn key_added(&mut self, field: FieldId) {
+        let bit = field_bit(field);
+        let i = bit.trailing_zeros() as usize;
+        if self.per_bit.len() <= i {
+            self.per_bit.resize(i + 1, 0);
+        }
+        self.per_bit[i] += 1;
+        self.key_mask |= bit;
     }
 
-    fn split_gone(&mut self, disc: Disc) {
-        if let Some(n) = self.fields.get_mut(&disc.field) {
+    fn key_gone(&mut self, field: FieldId) {
+        let bit = field_bit(field);
+        if let Some(n) = self.per_bit.get_mut(bit.trailing_zeros() as usize) {
             *n -= 1;
             if *n == 0 {
-                self.fields.remove(&disc.field);
-                self.key_mask = self
-                    .fields
-                    .keys()
-                    .fold(0, |m, f| m | crate::router::needs::field_bit(*f));
+                self.key_mask &= !bit;
             }
         }
+    }
+
+    fn level_used(&mut self, depth: usize) {
+        self.max_depth = self.max_depth.max(depth + 1);
     }
 }
 
@@ -190,20 +216,27 @@ pub(crate) struct LevelBufs {
     walk: WalkBufs,
 }
 
-fn requirement<'r>(reqs: &'r [Requirement], disc: &Disc) -> Option<&'r Requirement> {
-    reqs.iter().find(|r| r.disc == *disc)
-}
-
 impl Node {
     pub(crate) fn is_empty(&self) -> bool {
+        self.routes() == 0
+    }
+
+    /// The distinct routes below this node.
+    fn routes(&self) -> usize {
         match self {
-            Node::Leaf(l) => l.entries.is_empty(),
-            Node::Split(s) => s.routes == 0,
+            Node::Leaf(l) => l.entries.len(),
+            Node::Split(s) => s.routes as usize,
+            Node::Fields(s) => s.routes as usize,
         }
     }
 
-    /// Adds route `e`, whose requirements are `reqs`, below this node at `depth`; `filtered`
-    /// says whether the way here passed a key (see [`build`]).
+    /// Whether a split made from `built_at` routes, now holding `routes`, is to be chosen
+    /// again before a route is added (see [`REKEY_GROWTH`]).
+    fn due_for_rekey(routes: u32, built_at: u32) -> bool {
+        routes < REKEY_MAX && routes + 1 >= REKEY_GROWTH * built_at
+    }
+
+    /// Adds route `e`, whose requirements are `reqs`, below this node, which sits at `at`.
     pub(crate) fn insert(
         &mut self,
         at: Level,
@@ -216,7 +249,7 @@ impl Node {
             Node::Leaf(l) => {
                 l.entries.insert(e);
                 let n = l.entries.len();
-                if n > at.leaf_max() && n >= l.retry_at as usize {
+                if n > at.leaf_max() && n >= l.retry_at as usize && at.depth < MAX_DEPTH {
                     let table: Vec<(Entry, Vec<Requirement>)> = l
                         .entries
                         .as_slice()
@@ -224,25 +257,18 @@ impl Node {
                         .map(|e| (*e, all.of(e.1)))
                         .collect();
                     match build(&table, (0..n as u32).collect(), at, st) {
-                        node @ Node::Split(_) => *self = node,
                         Node::Leaf(built) => l.retry_at = built.retry_at,
+                        node => *self = node,
                     }
                 }
             }
+            Node::Split(s) if Node::due_for_rekey(s.routes, s.built_at) => {
+                self.rebuild_with(at, e, all, st)
+            }
+            Node::Fields(s) if Node::due_for_rekey(s.routes, s.built_at) => {
+                self.rebuild_with(at, e, all, st)
+            }
             Node::Split(s) => {
-                if s.routes < REKEY_MAX && s.routes + 1 >= REKEY_GROWTH * s.built_at {
-                    // Chosen from half as many routes: choose again from all of them.
-                    let mut entries = Vec::with_capacity(s.routes as usize + 1);
-                    self.copy_entries(&mut entries);
-                    entries.push(e);
-                    entries.sort_unstable();
-                    entries.dedup();
-                    self.forget_splits(st);
-                    let table: Vec<(Entry, Vec<Requirement>)> =
-                        entries.iter().map(|x| (*x, all.of(x.1))).collect();
-                    *self = build(&table, (0..table.len() as u32).collect(), at, st);
-                    return;
-                }
                 s.routes += 1;
                 match requirement(reqs, &s.disc) {
                     Some(r) => {
@@ -255,7 +281,43 @@ impl Node {
                     None => s.rest.insert(at.rest(), e, reqs, all, st),
                 }
             }
+            Node::Fields(s) => {
+                s.routes += 1;
+                // Under a field that has a child already if the route needs one (the fewest
+                // routes first), else under a new child of its first field.
+                let existing = place(reqs, |f| {
+                    s.children.get(&f).map_or(usize::MAX, Node::routes)
+                });
+                let field = match existing {
+                    Some(f) if s.children.contains_key(&f) => Some(f),
+                    _ => place(reqs, |_| 0),
+                };
+                match field {
+                    Some(f) => s
+                        .children
+                        .entry(f)
+                        .or_insert_with(|| {
+                            st.key_added(f);
+                            Node::default()
+                        })
+                        .insert(at.keyed(), e, reqs, all, st),
+                    None => s.rest.insert(at.rest(), e, reqs, all, st),
+                }
+            }
         }
+    }
+
+    /// Chooses this subtree's split again from all its routes and `e` (see [`REKEY_GROWTH`]).
+    fn rebuild_with(&mut self, at: Level, e: Entry, all: &dyn Requirements, st: &mut Stats) {
+        let mut entries = Vec::with_capacity(self.routes() + 1);
+        self.copy_entries(&mut entries);
+        entries.push(e);
+        entries.sort_unstable();
+        entries.dedup();
+        self.forget_splits(st);
+        let table: Vec<(Entry, Vec<Requirement>)> =
+            entries.iter().map(|x| (*x, all.of(x.1))).collect();
+        *self = build(&table, (0..table.len() as u32).collect(), at, st);
     }
 
     /// Takes route `e` out; returns whether it was there.
@@ -273,12 +335,7 @@ impl Node {
                     Some(r) => {
                         let mut found = false;
                         for k in r.keys.iter() {
-                            if let Some(child) = s.keyed.get_mut(k) {
-                                found |= child.remove(e, reqs, st);
-                                if child.is_empty() {
-                                    s.keyed.remove(k);
-                                }
-                            }
+                            found |= remove_under(&mut s.keyed, k, e, reqs, st);
                         }
                         found
                     }
@@ -289,28 +346,67 @@ impl Node {
                 }
                 found
             }
+            Node::Fields(s) => {
+                // The route sits under one of its fields (which one depended on the children
+                // when it was added): ask each.
+                let mut fields = Vec::new();
+                fields_of(reqs, &mut fields);
+                let mut found = false;
+                for f in fields {
+                    let Some(child) = s.children.get_mut(&f) else {
+                        continue;
+                    };
+                    found = child.remove(e, reqs, st);
+                    if child.is_empty() {
+                        s.children.remove(&f);
+                        st.key_gone(f);
+                    }
+                    if found {
+                        break;
+                    }
+                }
+                if !found && reqs.is_empty() {
+                    found = s.rest.remove(e, reqs, st);
+                }
+                if found {
+                    s.routes -= 1;
+                }
+                found
+            }
         };
-        if let Node::Split(s) = self {
-            if s.keyed.len() == 0 {
-                // No route has the key any more: the split only stands in front of its rest.
-                st.split_gone(s.disc);
-                let rest = std::mem::take(&mut s.rest);
-                *self = rest;
-                return found;
-            }
-            if s.routes as usize <= LEAF_MAX / 2 {
-                let mut entries = Vec::with_capacity(2 * s.routes as usize);
-                self.copy_entries(&mut entries);
-                self.forget_splits(st);
-                entries.sort_unstable();
-                entries.dedup();
-                *self = Node::Leaf(Leaf {
-                    entries: Entries::from_sorted(entries),
-                    retry_at: 0,
-                });
-            }
-        }
+        self.shrink(st);
         found
+    }
+
+    /// After a removal: a split whose keys are all gone stands only in front of its rest, and
+    /// a split of [`LEAF_MAX`] / 2 routes or fewer becomes a leaf.
+    fn shrink(&mut self, st: &mut Stats) {
+        let (no_keys, routes) = match self {
+            Node::Leaf(_) => return,
+            Node::Split(s) => (s.keyed.len() == 0, s.routes),
+            Node::Fields(s) => (s.children.is_empty(), s.routes),
+        };
+        if no_keys {
+            let rest = match self {
+                Node::Split(s) => {
+                    st.key_gone(s.disc.field);
+                    std::mem::take(&mut s.rest)
+                }
+                Node::Fields(s) => std::mem::take(&mut s.rest),
+                Node::Leaf(_) => unreachable!("returned above"),
+            };
+            *self = rest;
+        } else if routes as usize <= LEAF_MAX / 2 {
+            let mut entries = Vec::with_capacity(2 * routes as usize);
+            self.copy_entries(&mut entries);
+            self.forget_splits(st);
+            entries.sort_unstable();
+            entries.dedup();
+            *self = Node::Leaf(Leaf {
+                entries: Entries::from_sorted(entries),
+                retry_at: 0,
+            });
+        }
     }
 
     /// Copies every entry below this node into `out` (with repeats).
@@ -321,15 +417,29 @@ impl Node {
                 s.keyed.for_each(|c| c.copy_entries(out));
                 s.rest.copy_entries(out);
             }
+            Node::Fields(s) => {
+                s.children.values().for_each(|c| c.copy_entries(out));
+                s.rest.copy_entries(out);
+            }
         }
     }
 
     /// Reports every split below this node gone (before the subtree is dropped).
     fn forget_splits(&self, st: &mut Stats) {
-        if let Node::Split(s) = self {
-            st.split_gone(s.disc);
-            s.keyed.for_each(|c| c.forget_splits(st));
-            s.rest.forget_splits(st);
+        match self {
+            Node::Leaf(_) => {}
+            Node::Split(s) => {
+                st.key_gone(s.disc.field);
+                s.keyed.for_each(|c| c.forget_splits(st));
+                s.rest.forget_splits(st);
+            }
+            Node::Fields(s) => {
+                for (f, c) in &s.children {
+                    st.key_gone(*f);
+                    c.forget_splits(st);
+                }
+                s.rest.forget_splits(st);
+            }
         }
     }
 
@@ -343,6 +453,10 @@ impl Node {
                 s.collect_keyed(ctx, bufs, out);
                 s.rest.collect(ctx, bufs, out);
             }
+            Node::Fields(s) => {
+                s.collect_present(ctx, bufs, out);
+                s.rest.collect(ctx, bufs, out);
+            }
         }
     }
 
@@ -350,9 +464,16 @@ impl Node {
     #[cfg(feature = "diagnostics")]
     pub(crate) fn visit(&self, depth: usize, f: &mut dyn FnMut(&Node, usize)) {
         f(self, depth);
-        if let Node::Split(s) = self {
-            s.keyed.for_each(|c| c.visit(depth + 1, f));
-            s.rest.visit(depth + 1, f);
+        match self {
+            Node::Leaf(_) => {}
+            Node::Split(s) => {
+                s.keyed.for_each(|c| c.visit(depth + 1, f));
+                s.rest.visit(depth + 1, f);
+            }
+            Node::Fields(s) => {
+                s.children.values().for_each(|c| c.visit(depth + 1, f));
+                s.rest.visit(depth + 1, f);
+            }
         }
     }
 
@@ -362,11 +483,34 @@ impl Node {
         match self {
             Node::Leaf(l) => NodeInfo::Leaf(l.entries.len()),
             Node::Split(s) => NodeInfo::Split {
-                disc: s.disc,
+                disc: s.disc.to_string(),
                 keys: s.keyed.len(),
+            },
+            Node::Fields(s) => NodeInfo::Split {
+                disc: "fields".to_owned(),
+                keys: s.children.len(),
             },
         }
     }
+}
+
+/// Takes `e` out of the child under `k`, dropping the child if that empties it; whether `e`
+/// was there.
+fn remove_under(
+    keyed: &mut Keyed<Node>,
+    k: Key<'_>,
+    e: Entry,
+    reqs: &[Requirement],
+    st: &mut Stats,
+) -> bool {
+    let Some(child) = keyed.get_mut(k) else {
+        return false;
+    };
+    let found = child.remove(e, reqs, st);
+    if child.is_empty() {
+        keyed.remove(k);
+    }
+    found
 }
 
 /// See [`Node::describe`].
@@ -374,7 +518,7 @@ impl Node {
 #[derive(Debug)]
 pub(crate) enum NodeInfo {
     Leaf(usize),
-    Split { disc: Disc, keys: usize },
+    Split { disc: String, keys: usize },
 }
 
 impl Split {
@@ -408,15 +552,40 @@ impl Split {
     }
 }
 
+impl FieldSplit {
+    /// Collects from the children of the fields the request has values for: by the request's
+    /// fields or by the children, whichever are fewer. (No buffer of this level is in use
+    /// while a child collects, so children use `bufs` as they are.)
+    #[inline]
+    fn collect_present(&self, ctx: &Context, bufs: &mut [LevelBufs], out: &mut Vec<Entry>) {
+        let present = ctx.present_fields();
+        if present.len() <= self.children.len() {
+            for f in present {
+                if let Some(child) = self.children.get(f) {
+                    if !ctx.values_by_id(*f).is_empty() {
+                        child.collect(ctx, bufs, out);
+                    }
+                }
+            }
+        } else {
+            for (f, child) in &self.children {
+                if !ctx.values_by_id(*f).is_empty() {
+                    child.collect(ctx, bufs, out);
+                }
+            }
+        }
+    }
+}
+
 /// Where a node sits: its depth, and whether the way to it from the root passed a key (went
-/// down a keyed edge rather than only `rest` edges).
+/// down a keyed edge or a field split's child rather than only `rest` edges).
 ///
 /// A node no key has filtered yet holds routes that every request reaching it meets, whatever
 /// its values; there, a split that only sets apart the routes of one key (a request that does
 /// not have the key skips them, one that has it meets as many as before) is worth making, down
 /// to a single route. Below a key, a split must leave every request fewer routes, and leaves of
 /// [`LEAF_MAX`] routes stay leaves. Either way every part is smaller than the node, so building
-/// ends.
+/// ends; and no node is split below [`MAX_DEPTH`].
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Level {
     depth: usize,
@@ -453,7 +622,7 @@ impl Level {
 }
 
 /// Builds the subtree of routes `idx` of `table` (entries with their requirements), at level
-/// `at`: a leaf, or a split by the best key with its parts built the same way.
+/// `at`: a leaf, or a split by the best choice with its parts built the same way.
 pub(crate) fn build(
     table: &[(Entry, Vec<Requirement>)],
     idx: Vec<u32>,
@@ -469,132 +638,83 @@ pub(crate) fn build(
             retry_at,
         })
     };
-    if idx.len() <= at.leaf_max() {
+    if idx.len() <= at.leaf_max() || at.depth >= MAX_DEPTH {
         return leaf(&idx, 0);
     }
-    let Some(disc) = choose(table, &idx, at.filtered) else {
-        return leaf(&idx, 2 * idx.len() as u32);
-    };
-    let mut keyed: Keyed<Vec<u32>> = Keyed::new(disc.kind);
-    let mut rest = Vec::new();
-    for &i in &idx {
-        match requirement(&table[i as usize].1, &disc) {
-            Some(r) => {
-                for k in r.keys.iter() {
-                    keyed.entry(k, Vec::new).push(i);
+    let routes = idx.len() as u32;
+    match choose(table, &idx, at.filtered) {
+        None => leaf(&idx, 2 * routes),
+        Some(Choice::Key(disc)) => {
+            // Group the routes by stored key (each structure decides which keys are one: a
+            // radix tree stores a long prefix shortened), then build each group's subtree.
+            let mut groups_of: Keyed<u32> = Keyed::new(disc.kind);
+            let mut groups: Vec<(Key<'_>, Vec<u32>)> = Vec::new();
+            let mut rest = Vec::new();
+            for &i in &idx {
+                match requirement(&table[i as usize].1, &disc) {
+                    Some(r) => {
+                        for k in r.keys.iter() {
+                            let g = *groups_of.entry(k, || {
+                                groups.push((k, Vec::new()));
+                                groups.len() as u32 - 1
+                            });
+                            groups[g as usize].1.push(i);
+                        }
+                    }
+                    None => rest.push(i),
                 }
             }
-            None => rest.push(i),
-        }
-    }
-    st.split_made(disc, at.depth);
-    let rest = build(table, rest, at.rest(), st);
-    let keyed = keyed.map(|group| build(table, group, at.keyed(), st));
-    Node::Split(Box::new(Split {
-        disc,
-        keyed,
-        rest,
-        routes: idx.len() as u32,
-        built_at: idx.len() as u32,
-    }))
-}
-
-/// The key kind to split routes `idx` by: the one whose worst case leaves a request the fewest
-/// routes (those without the key, plus the most that share what one request finds), if that
-/// is fewer than all of them.
-fn choose(table: &[(Entry, Vec<Requirement>)], idx: &[u32], filtered: bool) -> Option<Disc> {
-    // The routes of each disc, in one pass (a table can have as many discs as routes: one
-    // header field each).
-    let mut by_disc: FxHashMap<Disc, Vec<u32>> = FxHashMap::default();
-    for &i in idx {
-        for r in &table[i as usize].1 {
-            by_disc.entry(r.disc).or_default().push(i);
-        }
-    }
-    let mut discs: Vec<(Disc, Vec<u32>)> = by_disc.into_iter().collect();
-    // Most covered first (the likeliest winners make the bound tight early), then the cheaper
-    // kinds of lookup, which ties keep.
-    discs.sort_unstable_by(|a, b| {
-        (b.1.len(), a.0.kind, a.0.field, a.0.lower).cmp(&(
-            a.1.len(),
-            b.0.kind,
-            b.0.field,
-            b.0.lower,
-        ))
-    });
-    let n = idx.len();
-    // A split must leave a request fewer routes than `n`; where no key has filtered the routes
-    // yet, as many is enough (see `Level`).
-    let limit = if filtered { n } else { n + 1 };
-    // The best so far: its worst case, then (between equal worst cases) the mean over the
-    // routes' own requests, which prefers the key that leaves less to split further.
-    let mut best: Option<(usize, f64, Disc)> = None;
-    for (disc, covered) in discs {
-        let rest = n - covered.len();
-        // At most `bound` routes (equal to the best so far), or fewer than `limit`.
-        let bound = best.map_or(limit - 1, |b| b.0);
-        if rest > bound {
-            // Sorted by coverage: every disc after this one leaves as many or more.
-            break;
-        }
-        let Some((worst, mean)) = worst_case(table, &covered, disc, bound - rest) else {
-            continue;
-        };
-        let (score, avg) = (rest + worst, rest as f64 + mean);
-        if best.is_none_or(|(s, a, _)| score < s || (score == s && avg < a)) {
-            best = Some((score, avg, disc));
-        }
-    }
-    best.map(|(_, _, d)| d)
-}
-
-/// The most routes among `covered` that a request like one of them finds through a structure
-/// keyed by `disc` (counting a route once per key it is found under), and the mean; `None` as
-/// soon as the most passes `bound` (the caller only needs to know it is not as good).
-fn worst_case(
-    table: &[(Entry, Vec<Requirement>)],
-    covered: &[u32],
-    disc: Disc,
-    bound: usize,
-) -> Option<(usize, f64)> {
-    let mut counts: Keyed<usize> = Keyed::new(disc.kind);
-    let reqs = |i: u32| requirement(&table[i as usize].1, &disc).expect("covered");
-    for &i in covered {
-        for k in reqs(i).keys.iter() {
-            *counts.entry(k, || 0) += 1;
-        }
-    }
-    if disc.kind == KeyKind::Regex {
-        // No sample text matches a regex key as such: assume a request matches one pattern
-        // (the automaton is the last kind a split is made by, see `KeyKind`).
-        let (mut worst, mut total, mut groups) = (0, 0, 0);
-        counts.for_each(|c| {
-            worst = worst.max(*c);
-            total += c * c;
-            groups += c;
-        });
-        return (worst <= bound).then(|| (worst, total as f64 / groups.max(1) as f64));
-    }
-    let (mut worst, mut total, mut probes) = (0, 0, 0);
-    let mut bufs = WalkBufs::default();
-    for &i in covered {
-        for k in reqs(i).keys.iter() {
-            let (probe, owned) = sample(k);
-            let probe = match &owned {
-                Some(path) => Probe::Text(path),
-                None => probe,
-            };
-            let mut found = 0;
-            counts.walk(probe, &mut bufs, |c| found += *c);
-            worst = worst.max(found);
-            if worst > bound {
-                return None;
+            drop(groups_of);
+            st.key_added(disc.field);
+            st.level_used(at.depth);
+            let rest = build(table, rest, at.rest(), st);
+            let mut keyed: Keyed<Node> = Keyed::new(disc.kind);
+            for (k, group) in groups {
+                let child = build(table, group, at.keyed(), st);
+                keyed.entry(k, move || child);
             }
-            total += found;
-            probes += 1;
+            Node::Split(Box::new(Split {
+                disc,
+                keyed,
+                rest,
+                routes,
+                built_at: routes,
+            }))
+        }
+        Some(Choice::Fields) => {
+            let mut need: FxHashMap<FieldId, usize> = FxHashMap::default();
+            let mut fields = Vec::new();
+            for &i in &idx {
+                fields_of(&table[i as usize].1, &mut fields);
+                for f in &fields {
+                    *need.entry(*f).or_default() += 1;
+                }
+            }
+            let mut groups: FxHashMap<FieldId, Vec<u32>> = FxHashMap::default();
+            let mut rest = Vec::new();
+            for &i in &idx {
+                match place(&table[i as usize].1, |f| need[&f]) {
+                    Some(f) => groups.entry(f).or_default().push(i),
+                    None => rest.push(i),
+                }
+            }
+            st.level_used(at.depth);
+            let rest = build(table, rest, at.rest(), st);
+            let children = groups
+                .into_iter()
+                .map(|(f, group)| {
+                    st.key_added(f);
+                    (f, build(table, group, at.keyed(), st))
+                })
+                .collect();
+            Node::Fields(Box::new(FieldSplit {
+                children,
+                rest,
+                routes,
+                built_at: routes,
+            }))
         }
     }
-    Some((worst, total as f64 / probes.max(1) as f64))
 }
 
 impl std::fmt::Display for Disc {

@@ -113,11 +113,12 @@ impl Reader<'_> {
                 self.pos += 1;
                 self.ws();
                 self.eat(b'(')?;
-                Some(Expr::Not(Box::new(self.group_rest()?)))
+                let inner = crate::stack::guarded(|| self.group_rest())?;
+                Some(Expr::Not(Box::new(inner)))
             }
             b'(' => {
                 self.pos += 1;
-                self.group_rest()
+                crate::stack::guarded(|| self.group_rest())
             }
             _ => self.predicate(),
         }

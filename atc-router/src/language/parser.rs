@@ -59,6 +59,14 @@ pub struct Parsed {
     pub spans: Vec<PredicateSpans>,
 }
 
+/// Stack pest's rules need for an expression at [`Limits::HARD_MAX_DEPTH`], with a margin (about
+/// 2 KiB per level in a release build, several times that in a debug one).
+const PEST_STACK: usize = if cfg!(debug_assertions) {
+    8 * 1024 * 1024
+} else {
+    1024 * 1024
+};
+
 /// Parses an expression with the default [`Limits`].
 ///
 /// ```
@@ -89,7 +97,9 @@ pub fn parse_with_limits(source: &str, limits: &Limits) -> Result<Parsed, ExprEr
     check_nesting(source, limits.depth())?;
     let (expr, spans) = match super::fast_reader::parse(source) {
         Some(read) => read,
-        None => parse_with_pest(source)?,
+        // pest's generated rules recurse several frames per nesting level and cannot be guarded
+        // level by level: room for the deepest expression the limits let through.
+        None => crate::stack::with_room(PEST_STACK, || parse_with_pest(source))?,
     };
     check_predicate_count(source, &spans, limits.max_predicates)?;
     Ok(Parsed { expr, spans })
@@ -595,11 +605,12 @@ impl<'s> Builder<'s> {
         match pair.as_rule() {
             Rule::not_group => {
                 let inner = inner_expression(pair);
-                Ok(Expr::Not(Box::new(self.expression(inner)?)))
+                let e = crate::stack::guarded(|| self.expression(inner))?;
+                Ok(Expr::Not(Box::new(e)))
             }
             Rule::group => {
                 let inner = inner_expression(pair);
-                self.expression(inner)
+                crate::stack::guarded(|| self.expression(inner))
             }
             Rule::predicate => self.predicate(pair),
             r => unreachable!("grammar yields no {r:?} as a term"),

@@ -251,7 +251,7 @@ impl fmt::Display for Expr {
         match self {
             Expr::And(children) => write_chain(f, children, " && "),
             Expr::Or(children) => write_chain(f, children, " || "),
-            Expr::Not(inner) => write!(f, "!({inner})"),
+            Expr::Not(inner) => crate::stack::guarded(|| write!(f, "!({inner})")),
             Expr::Predicate(p) => write!(f, "{p}"),
         }
     }
@@ -262,10 +262,10 @@ fn write_chain(f: &mut fmt::Formatter<'_>, children: &[Expr], sep: &str) -> fmt:
         if i > 0 {
             f.write_str(sep)?;
         }
-        match child {
-            Expr::And(_) | Expr::Or(_) => write!(f, "({child})")?,
-            _ => write!(f, "{child}")?,
-        }
+        crate::stack::guarded(|| match child {
+            Expr::And(_) | Expr::Or(_) => write!(f, "({child})"),
+            _ => write!(f, "{child}"),
+        })?;
     }
     Ok(())
 }

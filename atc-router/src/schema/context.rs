@@ -279,6 +279,14 @@ impl Context {
         }
     }
 
+    /// The fields given values since the last reset, in the order of their first value. An id
+    /// may be listed whose slot another field has taken since (it then has no values): a reader
+    /// checks [`Context::values_by_id`].
+    #[inline]
+    pub(crate) fn present_fields(&self) -> &[FieldId] {
+        &self.touched
+    }
+
     /// Forgets all values and the result; keeps the buffers for the next request.
     pub fn reset(&mut self) {
         for id in self.touched.drain(..) {
