@@ -179,7 +179,7 @@ proptest! {
 }
 
 /// The generator reaches the index: most requests built for a route match, and large tables
-/// are split by several kinds of key.
+/// are split by every kind of key (regexes are never a key: see `KeyKind::Regex`).
 #[test]
 fn generated_tables_exercise_the_index() {
     use proptest::strategy::ValueTree;
@@ -204,9 +204,7 @@ fn generated_tables_exercise_the_index() {
         summary.push_str(&router.index_summary());
     }
     assert!(hits > 8 * 200 / 2, "{hits} of 1600 requests matched");
-    for kind in [
-        "Exact", "Path", "Prefix", "Suffix", "Cidr", "Contains", "Regex",
-    ] {
+    for kind in ["Exact", "Path", "Prefix", "Suffix", "Cidr", "Contains"] {
         assert!(
             summary.contains(kind),
             "no split by {kind} keys:\n{summary}"

@@ -30,6 +30,13 @@
 //!   patterns of different shapes), within a process-wide memory budget
 //!   (`regex_long_text.rs`); past that budget, long texts fall back to the PikeVM (slower,
 //!   still linear).
+//! - A pattern not anchored at the start (and not a plain literal or a path of segments) runs
+//!   on the meta engine, built with the pattern (within the same budget): an unanchored search
+//!   is where the NFA simulations lose most to it (a search per start position, where the meta
+//!   engine finds a required literal and runs a DFA around it), and such patterns are few in a
+//!   gateway's table (path regexes are anchored). It is built from the ASCII narrowing when
+//!   there is one, and then serves ASCII texts only: Unicode classes make DFA states that
+//!   thrash a small cache, the narrowed ones do not.
 //! - What the pattern's tree says before compiling (plain literal, literal prefixes, the ASCII
 //!   narrowing) is `regex_shape.rs`'s job.
 //! - The reference evaluator uses a plain `regex::Regex` of the same source, compiled on first
@@ -45,7 +52,7 @@ use std::sync::{Arc, OnceLock};
 use crate::compile::path_regex::PathRegex;
 use crate::compile::regex_long_text::{LongText, LONG_TEXT};
 use crate::compile::regex_shape::{
-    anchored_prefixes, literal, literal_prefixes, plain_literal_hir, restrict_to_ascii,
+    anchored_prefixes, literal, plain_literal_hir, required_literals, restrict_to_ascii,
 };
 use crate::index::path_tree::PathPattern;
 
@@ -58,9 +65,9 @@ pub struct CompiledRegex {
     pub(crate) names: Box<[Option<Arc<str>>]>,
     /// For a regex anchored at the start: literals one of which every matching text starts with.
     prefixes: Option<Box<[Box<[u8]>]>>,
-    /// For a regex not anchored at the start: literals one of which every match starts with
-    /// (so every matching text contains one).
-    match_prefixes: Option<Box<[Box<[u8]>]>>,
+    /// For a regex not anchored at the start: literals one of which every matching text
+    /// contains (see [`required_literals`]).
+    required: Option<Box<[Box<[u8]>]>>,
     /// For a regex anchored at the start: what every matching path looks like, by segment.
     path: Option<PathPattern>,
     /// Every match starts at the start of the text (`^` without `(?m)`, or `\A`).
@@ -71,8 +78,12 @@ pub struct CompiledRegex {
     size_limit: usize,
     /// Bytes of the compiled engines (see [`CompiledRegex::compiled_size`]).
     compiled_size: usize,
-    /// The engine for long texts, built on first use (`None`: over budget, see the module docs).
+    /// The engine for long texts, built on first use (`None`: over budget, see the module docs);
+    /// for every text when `meta_always`, and then built with the pattern.
     long_text: OnceLock<Option<LongText>>,
+    /// The meta engine every text runs on (every ASCII text, when the flag says it is built
+    /// from the ASCII narrowing), for a pattern not anchored at the start (see the module docs).
+    unanchored: Option<(LongText, bool)>,
     #[cfg(feature = "diagnostics")]
     reference: OnceLock<Option<regex::Regex>>,
 }
@@ -178,9 +189,9 @@ impl CompiledRegex {
                 .map_err(|e| RegexError::Syntax(e.to_string()))?,
         };
         let prefixes = anchored_prefixes(&hir);
-        let match_prefixes = match prefixes {
+        let required = match prefixes {
             Some(_) => None,
-            None => literal_prefixes(&hir),
+            None => required_literals(&hir),
         };
         let path = PathPattern::from_regex(&hir);
         let anchored_start = hir
@@ -217,6 +228,16 @@ impl CompiledRegex {
                 (Engine::Nfa { full, ascii }, names)
             }
         };
+        let unanchored = match &engine {
+            Engine::Nfa { ascii, .. } if !anchored_start && segments.is_none() => {
+                let narrow = ascii.as_ref().and_then(|_| restrict_to_ascii(&hir));
+                match &narrow {
+                    Some(n) => LongText::build_from_hir(n, size_limit).map(|m| (m, true)),
+                    None => LongText::build_from_hir(&hir, size_limit).map(|m| (m, false)),
+                }
+            }
+            _ => None,
+        };
         let compiled_size = match &engine {
             Engine::Literal { text, .. } => text.len(),
             Engine::Nfa { full, ascii } => {
@@ -231,13 +252,14 @@ impl CompiledRegex {
             engine,
             names: names.into(),
             prefixes,
-            match_prefixes,
+            required,
             path,
             anchored_start,
             segments,
             size_limit,
             compiled_size,
             long_text: OnceLock::new(),
+            unanchored,
             #[cfg(feature = "diagnostics")]
             reference: OnceLock::new(),
         })
@@ -258,11 +280,10 @@ impl CompiledRegex {
         self.prefixes.as_deref()
     }
 
-    /// For a regex not anchored at the start: literals one of which every match starts with,
-    /// so that every matching text contains one; `None` when there is no such finite, non-empty
-    /// set.
-    pub(crate) fn match_prefixes(&self) -> Option<&[Box<[u8]>]> {
-        self.match_prefixes.as_deref()
+    /// For a regex not anchored at the start: literals one of which every matching text
+    /// contains; `None` when there is no such finite, non-empty set.
+    pub(crate) fn required_literals(&self) -> Option<&[Box<[u8]>]> {
+        self.required.as_deref()
     }
 
     /// What every path this regex matches looks like, segment by segment (for a regex anchored
@@ -337,6 +358,11 @@ impl CompiledRegex {
     /// The meta engine, for a text long enough to need it (see the module docs).
     #[inline]
     fn long_text(&self, s: &str) -> Option<&LongText> {
+        if let Some((meta, ascii_only)) = &self.unanchored {
+            if !ascii_only || s.is_ascii() {
+                return Some(meta);
+            }
+        }
         if s.len() <= LONG_TEXT {
             return None;
         }
@@ -362,13 +388,16 @@ impl CompiledRegex {
         })
     }
 
-    /// The plain `regex` crate's view of this pattern, for the reference evaluator.
+    /// The plain `regex` crate's view of this pattern, for the reference evaluator. Without a
+    /// size limit: the limit is the router's to apply when the route is added (with its own
+    /// engines, which may be smaller than the `regex` crate's), and a regex the router took
+    /// must mean the same thing to the oracle.
     #[cfg(feature = "diagnostics")]
     pub(crate) fn reference(&self) -> Option<&regex::Regex> {
         self.reference
             .get_or_init(|| {
                 regex::RegexBuilder::new(&self.source)
-                    .size_limit(self.size_limit)
+                    .size_limit(usize::MAX >> 1)
                     .build()
                     .ok()
             })

@@ -37,6 +37,21 @@ pub(crate) struct LongText {
 impl LongText {
     /// The engine for `source`, or `None` when it cannot be built within the budget.
     pub(crate) fn build(source: &str, size_limit: usize) -> Option<LongText> {
+        LongText::build_with(size_limit, |b| b.build(source).ok())
+    }
+
+    /// The engine for a parsed pattern (an ASCII narrowing, say), as [`LongText::build`].
+    pub(crate) fn build_from_hir(
+        hir: &regex_syntax::hir::Hir,
+        size_limit: usize,
+    ) -> Option<LongText> {
+        LongText::build_with(size_limit, |b| b.build_from_hir(hir).ok())
+    }
+
+    fn build_with(
+        size_limit: usize,
+        build: impl FnOnce(&meta::Builder) -> Option<meta::Regex>,
+    ) -> Option<LongText> {
         if LONG_TEXT_BYTES.load(Ordering::Relaxed) >= LONG_TEXT_BUDGET {
             return None;
         }
@@ -48,7 +63,7 @@ impl LongText {
             .backtrack(false)
             .hybrid_cache_capacity(LONG_TEXT_DFA_CACHE)
             .nfa_size_limit(Some(size_limit));
-        let regex = meta::Builder::new().configure(config).build(source).ok()?;
+        let regex = build(meta::Builder::new().configure(config))?;
         // The engine, and its search state at its largest: both lazy DFA caches full, and a
         // PikeVM cache, which is about the size of the NFAs.
         let bytes = 2 * regex.memory_usage() + 2 * LONG_TEXT_DFA_CACHE;

@@ -1,5 +1,5 @@
 //! What a pattern's tree says about it before anything is compiled: whether it is a plain
-//! literal, the literals its matches start with, and its ASCII-only narrowing.
+//! literal, the literals its matches start with or contain, and its ASCII-only narrowing.
 //!
 //! Invariant: each answer is implied by the pattern's semantics (the prefixes are prefixes of
 //! every match; the narrowed tree matches exactly what the full one matches on ASCII texts).
@@ -146,4 +146,49 @@ pub(crate) fn literal_prefixes(hir: &Hir) -> Option<Box<[Box<[u8]>]>> {
         return None;
     }
     Some(literals.iter().map(|l| Box::from(l.as_bytes())).collect())
+}
+
+/// Literals one of which every match of `hir` contains, the most selective this can tell:
+/// from the whole pattern (what every match starts or ends with) and from each part of a
+/// top-level sequence (every match holds a match of each part, so one of the part's own
+/// prefixes). `\w{30}x17` has no prefix, but every match ends with `x17`; `\d+-(a|b)c/v2`
+/// contains `-`, and `ac` or `bc`, and `/v2`, of which `/v2` is kept (the longest shortest
+/// literal, then the fewest). `None` when no part gives a finite set without the empty string.
+pub(crate) fn required_literals(hir: &Hir) -> Option<Box<[Box<[u8]>]>> {
+    let mut best: Option<Vec<&[u8]>> = None;
+    let mut seqs = vec![
+        Extractor::new().kind(ExtractKind::Prefix).extract(hir),
+        Extractor::new().kind(ExtractKind::Suffix).extract(hir),
+    ];
+    let mut whole = hir;
+    while let HirKind::Capture(c) = whole.kind() {
+        whole = &c.sub;
+    }
+    if let HirKind::Concat(parts) = whole.kind() {
+        for part in parts {
+            seqs.push(Extractor::new().kind(ExtractKind::Prefix).extract(part));
+        }
+    }
+    for seq in &seqs {
+        let Some(literals) = seq.literals() else {
+            continue;
+        };
+        if literals.is_empty() || literals.iter().any(|l| l.as_bytes().is_empty()) {
+            continue;
+        }
+        let set: Vec<&[u8]> = literals.iter().map(|l| l.as_bytes()).collect();
+        if best
+            .as_ref()
+            .is_none_or(|b| selectivity(&set) > selectivity(b))
+        {
+            best = Some(set);
+        }
+    }
+    best.map(|set| set.into_iter().map(Box::from).collect())
+}
+
+/// How much a literal set narrows: its shortest literal's length, then fewer literals.
+fn selectivity(set: &[&[u8]]) -> (usize, std::cmp::Reverse<usize>) {
+    let shortest = set.iter().map(|l| l.len()).min().unwrap_or(0);
+    (shortest, std::cmp::Reverse(set.len()))
 }

@@ -19,6 +19,14 @@ use super::keyed::{sample, Keyed, Probe, WalkBufs};
 use super::requirement::{Disc, KeyKind, Requirement};
 use super::Entry;
 
+/// A field split is considered only among routes that name more distinct fields than this
+/// (counted as discs, which are at least as many). Every field of a field split is a key field,
+/// read in the first phase of a two-phase match (see `router/needs.rs`): worth it where fields
+/// are many and each few routes' (a header per tenant), where splits by value would chain one
+/// per field; not where a handful of fields would make a gateway read a query argument or a
+/// header for every request only because one route names it.
+const FIELD_SPLIT_FIELDS: usize = 16;
+
 /// How a node is split.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Choice {
@@ -74,7 +82,7 @@ pub(crate) fn choose(
     // The best so far: its worst case, then (between equal worst cases) the mean over the
     // routes' own requests, which prefers the choice that leaves less to split further.
     let mut best: Option<(usize, f64, Choice)> = None;
-    if by_disc.len() > 1 {
+    if by_disc.len() > FIELD_SPLIT_FIELDS {
         // A field split is never worth as many routes as the node: it does not make a request
         // that has every field skip anything.
         best = fields_score(table, idx)
@@ -96,6 +104,10 @@ pub(crate) fn choose(
     // yet, as many is enough (see `Level`).
     let limit = if filtered { n } else { n + 1 };
     for (disc, covered) in discs {
+        if disc.kind == KeyKind::Regex {
+            // Not a key (see `KeyKind::Regex`).
+            continue;
+        }
         let rest = n - covered.len();
         // At most `bound` routes (equal to the best so far), or fewer than `limit`.
         let bound = best.map_or(limit - 1, |b| b.0);
@@ -172,17 +184,7 @@ fn worst_case(
             *counts.entry(k, || 0) += 1;
         }
     }
-    if disc.kind == KeyKind::Regex {
-        // No sample text matches a regex key as such: assume a request matches one pattern
-        // (the automaton is the last kind a split is made by, see `KeyKind`).
-        let (mut worst, mut total, mut groups) = (0, 0, 0);
-        counts.for_each(|c| {
-            worst = worst.max(*c);
-            total += c * c;
-            groups += c;
-        });
-        return (worst <= bound).then(|| (worst, total as f64 / groups.max(1) as f64));
-    }
+    counts.seal();
     let (mut worst, mut total, mut probes) = (0, 0, 0);
     let mut bufs = WalkBufs::default();
     for &i in covered {

@@ -12,7 +12,6 @@ use super::contains_set::ContainsSet;
 use super::exact_map::ExactMap;
 use super::path_tree::PathTree;
 use super::prefix_tree::{PrefixTree, SegmentedPrefixTree};
-use super::regex_set::{Matched, RegexSet};
 use super::requirement::{Key, KeyKind};
 
 /// A request value as a structure looks it up (lowercased already where the key is).
@@ -33,14 +32,12 @@ pub(crate) enum Keyed<T> {
     /// Keys reversed: a value's suffixes are the prefixes of its reversal.
     Suffix(PrefixTree<T>),
     Contains(ContainsSet<T>),
-    Regex(RegexSet<T>),
 }
 
 /// Scratch space of a walk, reused across requests.
 #[derive(Debug, Default)]
 pub(crate) struct WalkBufs {
     reversed: Vec<u8>,
-    matched: Matched,
 }
 
 fn reversed(b: &[u8]) -> Vec<u8> {
@@ -57,7 +54,7 @@ impl<T> Keyed<T> {
             KeyKind::Prefix => Keyed::Prefix(SegmentedPrefixTree::default()),
             KeyKind::Suffix => Keyed::Suffix(PrefixTree::default()),
             KeyKind::Contains => Keyed::Contains(ContainsSet::default()),
-            KeyKind::Regex => Keyed::Regex(RegexSet::default()),
+            KeyKind::Regex => unreachable!("regex keys are never split by (see `KeyKind::Regex`)"),
         }
     }
 
@@ -71,7 +68,6 @@ impl<T> Keyed<T> {
             Keyed::Prefix(t) => t.len(),
             Keyed::Suffix(t) => t.len(),
             Keyed::Contains(s) => s.len(),
-            Keyed::Regex(s) => s.len(),
         }
     }
 
@@ -86,7 +82,6 @@ impl<T> Keyed<T> {
             (Keyed::Prefix(t), Key::Bytes(b)) => t.get_or_insert_with(b, make),
             (Keyed::Suffix(t), Key::Bytes(b)) => t.get_or_insert_with(&reversed(b), make),
             (Keyed::Contains(s), Key::Bytes(b)) => s.get_or_insert_with(b, make),
-            (Keyed::Regex(s), Key::Bytes(b)) => s.get_or_insert_with(source(b), make),
             (s, k) => unreachable!("a {k:?} key for a {} structure", s.kind_name()),
         }
     }
@@ -100,7 +95,6 @@ impl<T> Keyed<T> {
             (Keyed::Prefix(t), Key::Bytes(b)) => t.get_mut(b),
             (Keyed::Suffix(t), Key::Bytes(b)) => t.get_mut(&reversed(b)),
             (Keyed::Contains(s), Key::Bytes(b)) => s.get_mut(b),
-            (Keyed::Regex(s), Key::Bytes(b)) => s.get_mut(source(b)),
             _ => None,
         }
     }
@@ -114,8 +108,16 @@ impl<T> Keyed<T> {
             (Keyed::Prefix(t), Key::Bytes(b)) => t.remove(b),
             (Keyed::Suffix(t), Key::Bytes(b)) => t.remove(&reversed(b)),
             (Keyed::Contains(s), Key::Bytes(b)) => s.remove(b),
-            (Keyed::Regex(s), Key::Bytes(b)) => s.remove(source(b)),
             _ => None,
+        }
+    }
+
+    /// Makes the structure ready for walks after keys were added or removed (builds a contains
+    /// set's searchers, see `contains_set.rs`): the index seals every structure it changes
+    /// before the change returns, so that no request builds anything.
+    pub(crate) fn seal(&mut self) {
+        if let Keyed::Contains(s) = self {
+            s.seal();
         }
     }
 
@@ -148,7 +150,6 @@ impl<T> Keyed<T> {
                 t.walk(&bufs.reversed, visit);
             }
             (Keyed::Contains(s), Probe::Text(p)) => s.walk(p, visit),
-            (Keyed::Regex(s), Probe::Text(p)) => s.walk(p, &mut bufs.matched, visit),
             // A value of another type than the field's keys cannot satisfy any.
             _ => {}
         }
@@ -164,7 +165,6 @@ impl<T> Keyed<T> {
             Keyed::Prefix(t) => t.for_each(visit),
             Keyed::Suffix(t) => t.for_each(|_, v| visit(v)),
             Keyed::Contains(s) => s.for_each(visit),
-            Keyed::Regex(s) => s.for_each(visit),
         }
     }
 
@@ -177,14 +177,8 @@ impl<T> Keyed<T> {
             Keyed::Prefix(_) => "prefix",
             Keyed::Suffix(_) => "suffix",
             Keyed::Contains(_) => "contains",
-            Keyed::Regex(_) => "regex",
         }
     }
-}
-
-/// A regex key's source (requirements take it from a compiled regex: always UTF-8).
-fn source(b: &[u8]) -> &str {
-    std::str::from_utf8(b).unwrap_or_default()
 }
 
 /// A request value that satisfies `key` (the key's own text, a path its pattern accepts, the

@@ -22,7 +22,6 @@ mod exact_map;
 pub(crate) mod keyed;
 pub(crate) mod path_tree;
 mod prefix_tree;
-mod regex_set;
 pub(crate) mod requirement;
 mod small_key;
 pub(crate) mod tree;
@@ -120,6 +119,14 @@ impl Index {
             bufs.resize_with(self.stats.max_depth, LevelBufs::default);
         }
         self.root.collect(ctx, bufs, out);
+    }
+
+    /// The routes of a tree that is one leaf (no key tells its routes apart: a small table, or
+    /// routes without requirements), sorted by routing order: every request's candidates, with
+    /// nothing to collect.
+    #[inline]
+    pub(crate) fn only_leaf(&self) -> Option<&[Entry]> {
+        self.root.leaf_entries()
     }
 
     /// The fields some split looks values up in (the key fields of two-phase matching).

@@ -30,6 +30,10 @@ pub(crate) enum Seg {
     Param(ParamClass),
 }
 
+/// Bytes read at each end of a long segment to tell whether a class accepts it (see
+/// [`ParamClass::accepts`]).
+const CLASS_CHECKED: usize = 64;
+
 /// The bytes a parameter segment may hold. Bytes of non-ASCII characters are all let through
 /// when the class has any non-ASCII character (over-approximating a Unicode class is sound).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -47,16 +51,27 @@ impl ParamClass {
         empty: true,
     };
 
+    /// Whether a segment may belong to the class. A long segment is judged by its first and
+    /// last [`CLASS_CHECKED`] bytes only: saying yes to more segments than the class holds is
+    /// sound (the route is still evaluated), and a segment of a megabyte costs what a short one
+    /// does, where reading it all would cost more than the regex it stands for.
     #[inline]
     pub(crate) fn accepts(&self, seg: &[u8]) -> bool {
-        (self.empty || !seg.is_empty())
-            && seg.iter().all(|&b| {
-                if b < 0x80 {
-                    self.ascii & (1u128 << b) != 0
-                } else {
-                    self.non_ascii
-                }
-            })
+        if !self.empty && seg.is_empty() {
+            return false;
+        }
+        let ok = |b: &u8| {
+            if *b < 0x80 {
+                self.ascii & (1u128 << *b) != 0
+            } else {
+                self.non_ascii
+            }
+        };
+        if seg.len() <= 2 * CLASS_CHECKED {
+            seg.iter().all(ok)
+        } else {
+            seg[..CLASS_CHECKED].iter().all(ok) && seg[seg.len() - CLASS_CHECKED..].iter().all(ok)
+        }
     }
 
     /// A segment this class accepts (for estimating a pattern's neighbours).
@@ -146,7 +161,7 @@ impl PathPattern {
             return false;
         };
         for (n, seg) in self.segs.iter().enumerate() {
-            let (text, after) = match rest.iter().position(|&b| b == b'/') {
+            let (text, after) = match memchr::memchr(b'/', rest) {
                 Some(i) => (&rest[..i], Some(&rest[i + 1..])),
                 None => (rest, None),
             };
@@ -572,7 +587,7 @@ impl<T> PathTree<T> {
         }
         // `rest` is what follows the `/` that ends the segments walked so far: the next segment
         // and, after another `/`, the rest of the path.
-        let (seg, after) = match rest.iter().position(|&b| b == b'/') {
+        let (seg, after) = match memchr::memchr(b'/', rest) {
             Some(i) => (&rest[..i], Some(&rest[i + 1..])),
             None => (rest, None),
         };

@@ -278,7 +278,7 @@ impl<T> Default for SegmentedPrefixTree<T> {
 /// The first complete segment of `b` (up to and including its first `/`) and the rest.
 #[inline]
 fn segment(b: &[u8]) -> Option<(&[u8], &[u8])> {
-    let end = b.iter().position(|&c| c == b'/')? + 1;
+    let end = memchr::memchr(b'/', b)? + 1;
     Some((&b[..end], &b[end..]))
 }
 

@@ -55,8 +55,12 @@ pub(crate) enum KeyKind {
     Suffix,
     /// Some value contains a key.
     Contains,
-    /// Some value matches a key regex (the source is the key): for regexes no other kind
-    /// describes, searched together by one automaton.
+    /// Some value matches a key regex (the source is the key). Never a split: a regex that no
+    /// other kind describes (no literal every match holds, no path shape) runs in its own
+    /// route's evaluation, one by one as Kong's library runs every regex; one automaton over
+    /// many such patterns thrashes its cache on the texts that matter (hundreds of `\w{30}…`
+    /// patterns cost tens of milliseconds a request that way). Kept so that explain can name
+    /// the regex that ruled a route out.
     Regex,
 }
 
@@ -388,8 +392,8 @@ fn predicate(code: &Code<'_>, p: &Pred) -> Vec<Requirement> {
         (Op::Regex, Lit::Regex(re)) => {
             if let Some(prefixes) = re.anchored_prefixes() {
                 out.push(req(KeyKind::Prefix, Keys::Bytes(prefixes.to_vec())));
-            } else if let Some(inner) = re.match_prefixes() {
-                // Not anchored: every match starts with one of these, so the value contains it.
+            } else if let Some(inner) = re.required_literals().filter(|k| k.len() <= MAX_KEYS) {
+                // Not anchored: every matching value contains one of these.
                 out.push(req(KeyKind::Contains, Keys::Bytes(inner.to_vec())));
             }
             if let Some(path) = re.path_pattern() {

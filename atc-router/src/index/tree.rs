@@ -221,6 +221,15 @@ impl Node {
         self.routes() == 0
     }
 
+    /// A leaf's entries (sorted, distinct), or `None` for a split.
+    #[inline]
+    pub(crate) fn leaf_entries(&self) -> Option<&[Entry]> {
+        match self {
+            Node::Leaf(l) => Some(l.entries.as_slice()),
+            _ => None,
+        }
+    }
+
     /// The distinct routes below this node.
     fn routes(&self) -> usize {
         match self {
@@ -277,6 +286,7 @@ impl Node {
                                 .entry(k, Node::default)
                                 .insert(at.keyed(), e, reqs, all, st);
                         }
+                        s.keyed.seal();
                     }
                     None => s.rest.insert(at.rest(), e, reqs, all, st),
                 }
@@ -509,6 +519,7 @@ fn remove_under(
     let found = child.remove(e, reqs, st);
     if child.is_empty() {
         keyed.remove(k);
+        keyed.seal();
     }
     found
 }
@@ -673,6 +684,7 @@ pub(crate) fn build(
                 let child = build(table, group, at.keyed(), st);
                 keyed.entry(k, move || child);
             }
+            keyed.seal();
             Node::Split(Box::new(Split {
                 disc,
                 keyed,

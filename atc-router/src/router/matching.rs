@@ -87,7 +87,9 @@ impl Router {
         };
         let found = with_scratch(|scratch| {
             let candidates = if cached {
-                &mut cache
+                &mut cache[..]
+            } else if let Some(leaf) = self.index.only_leaf() {
+                leaf
             } else {
                 let candidates = &mut scratch.candidates;
                 candidates.clear();
@@ -96,7 +98,7 @@ impl Router {
                     candidates.sort_unstable();
                     candidates.dedup();
                 }
-                candidates
+                &candidates[..]
             };
             for &(order, slot) in candidates.iter() {
                 let program = &self.programs[slot as usize];
