@@ -600,4 +600,57 @@ function T.explain_summary_fits_a_header()
     eq(gateway.explain_summary(nil), nil)
 end
 
+-- Whether `s` is whole UTF-8: every lead byte followed by as many continuation bytes as it says.
+local function whole_utf8(s)
+    local i, n = 1, #s
+    while i <= n do
+        local b = s:byte(i)
+        local len = b < 0x80 and 1 or b >= 0xF0 and 4 or b >= 0xE0 and 3 or b >= 0xC2 and 2 or nil
+        if not len or i + len - 1 > n then
+            return false
+        end
+        for j = i + 1, i + len - 1 do
+            local c = s:byte(j)
+            if c < 0x80 or c >= 0xC0 then
+                return false
+            end
+        end
+        i = i + len
+    end
+    return true
+end
+
+-- The limit is on bytes, for every part of the summary (the head too), and a cut never splits a
+-- UTF-8 character.
+function T.explain_summary_cap_is_bytes_and_keeps_characters()
+    local why = { winner = U3, routes = 4, candidates = {
+        { id = U1, matched = false, predicates = { { text = 'http.path == "/caf\u{e9}/\u{1F600}"',
+            line = 1, column = 1, negated = false } } },
+        { id = U3, matched = true, predicates = {} },
+    } }
+    local full = gateway.explain_summary(why)
+    has(full, "\u{1F600}")
+    local errored = { error = "r\u{e9}gion \u{1F600} \u{4E2D}\u{6587} not found" }
+    local full_error = gateway.explain_summary(errored)
+    for _, case in ipairs({ { why, full }, { errored, full_error } }) do
+        for max = 0, #case[2] + 2 do
+            local s = gateway.explain_summary(case[1], max)
+            assert(#s <= max, ("%d bytes for a limit of %d: %q"):format(#s, max, s))
+            assert(whole_utf8(s), ("a character cut at limit %d: %q"):format(max, s))
+            if case[1] == errored then
+                eq(case[2]:sub(1, #s), s, "a prefix of the whole error")
+                assert(#s >= max - 3, "at most a character's tail is dropped")
+            end
+        end
+    end
+    -- The example of the issue: 10 bytes asked, not 33.
+    local s = gateway.explain_summary({ winner = nil, routes = 100, candidates = {} }, 10)
+    eq(s, "winner=non")
+    eq(gateway.explain_summary(why, 0), "")
+    eq(#gateway.explain_summary(why, 10.9), 10)
+    local ok, err = pcall(gateway.explain_summary, why, "10")
+    eq(ok, false)
+    has(err, "max_len must be a number")
+end
+
 return T

@@ -202,7 +202,7 @@ function _M:explain(opts)
 end
 
 -- The one-line summary of an explanation (for a response header), at most `max_len` bytes
--- (default 2048): see resty.router.gateway.explain.
+-- (default 2048), never cutting a UTF-8 character: see resty.router.gateway.explain.
 _M.explain_summary = explain.summary
 
 -- For tests: the values route() would read from the current request for every field in use,
