@@ -183,6 +183,17 @@ function T.update_applies_new_versions_only()
     eq(ok, nil)
     has(err, "the route loader failed: store unreachable")
     eq(gw:version(), 2)
+    -- Nor does one that raises: nil and why, not an error out of update().
+    local raised = { pcall(gw.update, gw, 3, function() error("store exploded") end) }
+    eq(raised[1], true, "update() does not raise: " .. tostring(raised[2]))
+    eq(raised[2], nil)
+    has(raised[3], "the route loader failed: raised ")
+    has(raised[3], "store exploded")
+    raised = { pcall(gw.update, gw, 3, function() error({ code = 7 }) end) }
+    eq(raised[1], true)
+    has(raised[3], "the route loader failed: raised table: ")
+    eq(gw:version(), 2)
+    eq(gw:route(), U2)
     ok, err = gw:update(nil, list())
     eq(ok, nil)
     has(err, "version must not be nil")

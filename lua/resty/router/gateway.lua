@@ -130,7 +130,8 @@ end
 --   true, report           applied (report as from router:sync; with "apply_valid" its errors
 --                          list the routes left out: the version counts as applied anyway)
 --   nil, err, errs         nothing changed: invalid routes (errs as from router:sync), or the
---                          loader failed; the previous version stays in force
+--                          loader failed (returned no table, or raised); the previous version
+--                          stays in force
 -- Versions are compared with ==.
 function _M:update(version, routes, mode)
     return updates.update(self, version, routes, mode)
