@@ -126,4 +126,5 @@ lua_tests!(
     explain_header,
     explain_summary_fits_a_header,
     explain_summary_cap_is_bytes_and_keeps_characters,
+    request_source_option,
 );

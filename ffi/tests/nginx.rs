@@ -648,6 +648,16 @@ fn nginx_routes_like_the_reference() {
         "routes not all loaded: {status}\n{}",
         running.logs()
     );
+    // The gateway reads requests through lua-nginx-module's FFI functions on the versions
+    // whose functions were reviewed (resty.router.gateway.sources; Debian 12 has 0.10.23), and
+    // through the plain ngx API otherwise: the comparison of the two in lua/t/gateway.lua only
+    // means something with the native one.
+    if !status.contains(" is not one reviewed ") {
+        assert!(
+            status.contains(" source native "),
+            "the gateway does not read requests natively: {status}"
+        );
+    }
     let pid = worker_pid(&status);
     println!(
         "nginx up with {} routes after {:.1?}",

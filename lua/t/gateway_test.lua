@@ -664,4 +664,46 @@ function T.explain_summary_cap_is_bytes_and_keeps_characters()
     has(err, "max_len must be a number")
 end
 
+-- The source of request values: lua-nginx-module's FFI functions only inside nginx, on a
+-- reviewed lua-nginx-module version, with lua-resty-core; the plain ngx API otherwise or when
+-- asked for. (ffi/tests/nginx.rs checks that a real nginx 0.10.23 gets the native source.)
+function T.request_source_option()
+    local sources = require("resty.router.gateway.sources")
+    eq(sources.native, nil, "no native source under the mock")
+    eq(sources.native_off, "not inside nginx")
+    eq(assert(gateway.new()):request_source(), "plain")
+    eq(assert(gateway.new({ request_source = "plain" })):request_source(), "plain")
+    local gw, err = gateway.new({ request_source = "native" })
+    eq(gw, nil)
+    eq(err, 'request_source "native" is not available: not inside nginx')
+    gw, err = gateway.new({ request_source = "fast" })
+    eq(gw, nil)
+    has(err, 'request_source must be "auto", "plain" or "native", got fast')
+
+    -- The version guard, with the module loaded again under other ngx.config values.
+    local name = "resty.router.gateway.sources"
+    local function off_with(config)
+        package.loaded[name] = nil
+        _G.ngx.config = config
+        local ok, fresh = pcall(require, name)
+        _G.ngx.config = nil
+        package.loaded[name] = sources
+        assert(ok, fresh)
+        eq(fresh.native, nil)
+        return fresh.native_off
+    end
+    eq(off_with({ subsystem = "stream", ngx_lua_version = 10023 }), "not the http subsystem")
+    local range = sources.NATIVE_VERSIONS
+    same(range, { min = 10016, max = 10029 })
+    for _, v in ipairs({ 10015, 10030, 10100, "10023" }) do
+        has(off_with({ subsystem = "http", ngx_lua_version = v }),
+            "lua-nginx-module version " .. v .. " is not one reviewed (10016 to 10029)")
+    end
+    -- A reviewed version gets past the version check (here to lua-resty-core, which the
+    -- mock does not have).
+    for _, v in ipairs({ 10016, 10023, 10029 }) do
+        has(off_with({ subsystem = "http", ngx_lua_version = v }), "resty.core")
+    end
+end
+
 return T
