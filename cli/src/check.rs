@@ -6,6 +6,7 @@ use std::sync::Arc;
 use atc_router::{Error, ExprError, Finding, Router, Schema, Uuid};
 
 use crate::routes::{Problem, ProblemKind, RouteFile};
+use crate::schema;
 
 /// What kind of error a route has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -15,6 +16,9 @@ pub enum ErrorKind {
     Expression,
     /// The router refused the route for another reason (a limit).
     Rejected,
+    /// The expression uses a field name no request can have (an empty segment:
+    /// `http.headers.`, `a..b`), which a wildcard of the schema lets through.
+    BadField,
 }
 
 impl ErrorKind {
@@ -27,6 +31,7 @@ impl ErrorKind {
             ErrorKind::Problem(ProblemKind::DuplicateId) => "duplicate-id",
             ErrorKind::Expression => "expression",
             ErrorKind::Rejected => "rejected",
+            ErrorKind::BadField => "bad-field",
         }
     }
 }
@@ -106,6 +111,7 @@ pub fn check(mut file: RouteFile, schema: Arc<Schema>) -> Checked {
             }),
         }
     }
+    drop_bad_fields(&mut router, &mut origins, &mut errors);
     errors.sort_by_key(|e| e.line);
     // By kind, then by where the routes are in the file.
     let mut findings = router.lint();
@@ -123,6 +129,49 @@ pub fn check(mut file: RouteFile, schema: Arc<Schema>) -> Checked {
         router,
         origins,
         findings,
+    }
+}
+
+/// Takes out of the router every route that uses a field name [`schema::check_name`]
+/// refuses, as a `bad-field` error. The core takes such a name when a wildcard of the schema
+/// covers it (`http.headers.*` covers `http.headers.`), but no request has that field: the
+/// route is a mistake. The routes are looked at only when the router's fields have such a
+/// name.
+fn drop_bad_fields(
+    router: &mut Router,
+    origins: &mut HashMap<Uuid, Origin>,
+    errors: &mut Vec<RouteError>,
+) {
+    if router
+        .fields()
+        .iter()
+        .all(|f| schema::check_name(f, false).is_ok())
+    {
+        return;
+    }
+    let schema = router.schema().clone();
+    let mut bad = Vec::new();
+    for route in router.routes() {
+        let first_bad = route
+            .field_ids()
+            .into_iter()
+            .filter_map(|id| schema.field(id))
+            .find_map(|(name, _)| schema::check_name(&name, false).err());
+        if let Some(message) = first_bad {
+            bad.push((route.id(), message));
+        }
+    }
+    for (id, message) in bad {
+        router.remove(id);
+        let line = origins.remove(&id).map_or(0, |o| o.line);
+        errors.push(RouteError {
+            line,
+            kind: ErrorKind::BadField,
+            id: Some(id),
+            message: format!("the expression has an {message}"),
+            first_line: None,
+            expr: None,
+        });
     }
 }
 

@@ -69,6 +69,16 @@ struct CheckArgs {
     /// With --explain: also list the routes the index ruled out, each with the key that did.
     #[arg(long, requires = "explain")]
     ruled_out: bool,
+
+    /// The most a route or schema file may hold (bytes, or with K, M, G): beyond it the file
+    /// is refused (exit status 2).
+    #[arg(long, value_name = "SIZE", default_value = "256M", value_parser = input::parse_size)]
+    max_file_size: u64,
+
+    /// The longest line of a TSV route file or a schema file (bytes, or with K, M, G): a longer
+    /// line is an error of its own. Default: 1 MiB (the longest expression) + 256 bytes.
+    #[arg(long, value_name = "SIZE", value_parser = input::parse_size)]
+    max_line_size: Option<u64>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -92,8 +102,14 @@ fn main() -> ExitCode {
 
 /// Runs `check`; an `Err` is a whole-file or command-line error (status 2).
 fn run_check(args: &CheckArgs) -> Result<ExitCode, String> {
-    let schema = schema::load(&args.schema)?;
-    let file = routes::load(&args.routes)?;
+    let caps = input::Caps {
+        max_file: args.max_file_size,
+        max_line: args.max_line_size.map_or(input::DEFAULT_MAX_LINE, |n| {
+            usize::try_from(n).unwrap_or(usize::MAX)
+        }),
+    };
+    let schema = schema::load(&args.schema, &caps)?;
+    let file = routes::load(&args.routes, &caps)?;
     let checked = check::check(file, schema);
     let explained = match &args.explain {
         Some(text) => {

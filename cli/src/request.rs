@@ -49,6 +49,8 @@ pub fn parse(text: &str, router: &Router) -> Result<Vec<(String, Value)>, String
                 name.to_ascii_lowercase().replace('-', "_")
             )
         };
+        // The core would take `http.headers.` (`:v`) or `a..b` through a wildcard.
+        crate::schema::check_name(&name, false).map_err(|e| format!("`{}`: {e}", excerpt(word)))?;
         let value = typed(schema, &name, value)?;
         fields.push((name, value));
     }
@@ -131,7 +133,7 @@ mod tests {
     use crate::schema;
 
     fn router(routes: &[&str]) -> Router {
-        let mut r = Router::new(schema::load("http").unwrap());
+        let mut r = Router::new(schema::load("http", &Default::default()).unwrap());
         for (i, e) in routes.iter().enumerate() {
             r.add(atc_router::Uuid::from_u128(i as u128 + 1), 1, e)
                 .unwrap();
@@ -159,6 +161,10 @@ mod tests {
         assert!(parse("GET a /x net.dst.port:https", &r).is_err());
         assert!(parse("GET a /x nope.field:1", &r).is_err());
         assert!(parse("GET a /x novalue", &r).is_err());
+        for bad in [":v", "http.headers.:v", "http.queries.a..b:v", "X@Y:v"] {
+            let err = parse(&format!("GET a /x {bad}"), &r).unwrap_err();
+            assert!(err.contains("invalid field name"), "{bad}: {err}");
+        }
     }
 
     #[test]

@@ -11,7 +11,7 @@ use atc_router::error::excerpt;
 use atc_router::Uuid;
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::input;
 
@@ -79,16 +79,16 @@ pub struct RouteFile {
     pub problems: Vec<Problem>,
 }
 
-/// Reads the route file at `path` (`-`: standard input).
-pub fn load(path: &str) -> Result<RouteFile, String> {
-    let bytes = input::read(path)?;
-    let head = String::from_utf8_lossy(&bytes[..bytes.len().min(4096)]);
-    let mut file = if input::is_json(path, &head) {
-        let text = std::str::from_utf8(&bytes)
-            .map_err(|e| format!("{}: not UTF-8 text: {e}", display_name(path)))?;
-        read_json(text).map_err(|e| format!("{}: {e}", display_name(path)))?
+/// Reads the route file at `path` (`-`: standard input) within `caps`.
+pub fn load(path: &str, caps: &input::Caps) -> Result<RouteFile, String> {
+    let name = display_name(path);
+    let file = input::read(path, caps)?;
+    let mut file = if file.json {
+        let text =
+            std::str::from_utf8(&file.bytes).map_err(|e| format!("{name}: not UTF-8 text: {e}"))?;
+        read_json(text).map_err(|e| format!("{name}: {e}"))?
     } else {
-        read_tsv(&bytes)
+        read_tsv(&file.bytes, &file.long_lines, caps.max_line)
     };
     file.drop_duplicates();
     Ok(file)
@@ -119,10 +119,27 @@ fn problem(line: usize, kind: ProblemKind, id: Option<Uuid>, message: String) ->
     })
 }
 
-fn read_tsv(bytes: &[u8]) -> RouteFile {
+/// The routes of a TSV file; `long` are its lines longer than `max_line` (left out of
+/// `bytes`: each is a malformed route).
+fn read_tsv(bytes: &[u8], long: &[input::LongLine], max_line: usize) -> RouteFile {
     let mut reads = Vec::new();
+    let mut long = long.iter().peekable();
     for (i, raw) in bytes.split(|&b| b == b'\n').enumerate() {
         let line = i + 1;
+        if let Some(l) = long.next_if(|l| l.line == line) {
+            reads.push(problem(
+                line,
+                ProblemKind::Malformed,
+                None,
+                format!(
+                    "malformed line: {} bytes, longer than the cap on a line ({max_line} bytes, \
+                     --max-line-size; an expression may have {} bytes)",
+                    l.len,
+                    input::MAX_EXPRESSION
+                ),
+            ));
+            continue;
+        }
         let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
         let Ok(text) = std::str::from_utf8(raw) else {
             reads.push(problem(
@@ -160,9 +177,9 @@ fn tsv_line(line: usize, text: &str) -> Read {
         Ok(id) => id,
         Err(m) => return problem(line, ProblemKind::BadId, None, m),
     };
-    let priority = match priority.trim().parse::<u64>() {
-        Ok(p) => p,
-        Err(_) => {
+    let priority = match parse_priority(priority) {
+        Some(p) => p,
+        None => {
             return problem(
                 line,
                 ProblemKind::BadPriority,
@@ -183,10 +200,25 @@ fn parse_id(text: &str) -> Result<Uuid, String> {
     Uuid::try_parse(text).map_err(|_| format!("bad id `{}`: not a UUID", excerpt(text)))
 }
 
+/// A priority as written: decimal digits only (no sign, no spaces, no fraction or
+/// exponent), at most 2^64 - 1.
+fn parse_priority(text: &str) -> Option<u64> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
+}
+
+/// The error of a priority, quoting it as written.
 fn bad_priority(text: &str) -> String {
+    let why = if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+        "larger than the largest priority"
+    } else {
+        "not written in decimal digits only (no sign, spaces, fraction or exponent)"
+    };
     format!(
-        "bad priority `{}`: expected an integer from 0 to {}",
-        excerpt(text.trim()),
+        "bad priority `{}`: {why}; expected an integer from 0 to {}",
+        excerpt(text),
         u64::MAX
     )
 }
@@ -226,49 +258,41 @@ fn read_json(text: &str) -> Result<RouteFile, String> {
 
 fn json_route(line: usize, text: &str) -> Read {
     let malformed = |m: String| problem(line, ProblemKind::Malformed, None, m);
-    let Ok(mut object) = serde_json::from_str::<Map<String, Value>>(text) else {
+    // Each member as written: a priority is judged (and quoted) as its text, not as the float
+    // a number too large for u64 would become.
+    let Ok(mut object) = serde_json::from_str::<HashMap<String, &RawValue>>(text) else {
         return malformed(
             "malformed route: expected an object with `id`, `priority` and `expression`".into(),
         );
     };
-    let id = match object.remove("id") {
-        Some(Value::String(s)) => match parse_id(&s) {
+    let member = |raw: &RawValue| serde_json::from_str::<Value>(raw.get()).ok();
+    let id = match object.remove("id").map(|raw| (member(raw), raw)) {
+        Some((Some(Value::String(s)), _)) => match parse_id(&s) {
             Ok(id) => id,
             Err(m) => return problem(line, ProblemKind::BadId, None, m),
         },
-        Some(other) => {
+        Some((_, raw)) => {
             return problem(
                 line,
                 ProblemKind::BadId,
                 None,
-                format!(
-                    "bad id {}: expected a UUID string",
-                    excerpt(&other.to_string())
-                ),
+                format!("bad id {}: expected a UUID string", excerpt(raw.get())),
             )
         }
         None => return malformed("malformed route: no `id`".into()),
     };
     let priority = match object.remove("priority") {
-        Some(Value::Number(n)) => match n.as_u64() {
+        Some(raw) => match parse_priority(raw.get()) {
             Some(p) => p,
             None => {
                 return problem(
                     line,
                     ProblemKind::BadPriority,
                     Some(id),
-                    bad_priority(&n.to_string()),
+                    bad_priority(raw.get()),
                 )
             }
         },
-        Some(other) => {
-            return problem(
-                line,
-                ProblemKind::BadPriority,
-                Some(id),
-                bad_priority(&other.to_string()),
-            )
-        }
         None => {
             return problem(
                 line,
@@ -278,8 +302,8 @@ fn json_route(line: usize, text: &str) -> Read {
             )
         }
     };
-    let expression = match object.remove("expression") {
-        Some(Value::String(s)) => s,
+    let expression = match object.remove("expression").map(member) {
+        Some(Some(Value::String(s))) => s,
         Some(_) => {
             return problem(
                 line,
@@ -368,7 +392,7 @@ mod tests {
         let text = format!(
             "# comment\n\n10\t{A}\thttp.path == \"/a\"\r\nx\t{B}\ttrue\n5\tnope\te\n1\t2\n3\t{A}\te\n"
         );
-        let f = read_tsv(text.as_bytes());
+        let f = read_tsv(text.as_bytes(), &[], 1000);
         let mut f = f;
         f.drop_duplicates();
         assert_eq!(f.count, 5);

@@ -504,3 +504,200 @@ fn usage_and_unreadable_files_exit_2() {
     assert_eq!(run(&["--help"]).code, 0);
     assert_eq!(run(&["check", "--help"]).code, 0);
 }
+
+/// A file under the system's temporary directory, for the cases no data file has.
+fn temp_file(name: &str, content: &[u8]) -> String {
+    let dir = std::env::temp_dir().join(format!("atc-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, content).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+const ID_A: &str = "00000000-0000-4000-8000-00000000000a";
+const ID_B: &str = "00000000-0000-4000-8000-00000000000b";
+
+#[test]
+fn priorities_are_decimal_digits_only() {
+    let mut tsv = String::new();
+    for (i, p) in [
+        "+5",
+        " 7 ",
+        "7 ",
+        "0x10",
+        "-0",
+        "",
+        "18446744073709551616",
+        "5",
+        "007",
+    ]
+    .iter()
+    .enumerate()
+    {
+        tsv.push_str(&format!(
+            "{p}\t00000000-0000-4000-8000-{i:012}\thttp.path == \"/{i}\"\n"
+        ));
+    }
+    let r = run_with(&["check", "-", "--format", "json"], Some(&tsv));
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let doc: Value = serde_json::from_str(&r.stdout).unwrap();
+    let lines: Vec<u64> = doc["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            assert_eq!(e["kind"], "bad-priority", "{e}");
+            e["line"].as_u64().unwrap()
+        })
+        .collect();
+    assert_eq!(lines, [1, 2, 3, 4, 5, 6, 7], "`5` and `007` are priorities");
+    assert_eq!(
+        doc["errors"][0]["message"],
+        "bad priority `+5`: not written in decimal digits only (no sign, spaces, fraction or \
+         exponent); expected an integer from 0 to 18446744073709551615"
+    );
+    assert!(doc["errors"][1]["message"]
+        .as_str()
+        .unwrap()
+        .starts_with("bad priority ` 7 `: not written in decimal digits only"));
+    // 2^64 is quoted as written (not as the float JSON numbers become), in TSV and JSON.
+    assert!(doc["errors"][6]["message"]
+        .as_str()
+        .unwrap()
+        .starts_with("bad priority `18446744073709551616`: larger than the largest priority"));
+    let json = format!(
+        r#"[{{"id": "{ID_A}", "priority": 18446744073709551616, "expression": "http.path == \"/a\""}},
+{{"id": "{ID_B}", "priority": 1e2, "expression": "http.path == \"/b\""}}]"#
+    );
+    let r = run_with(&["check", "-"], Some(&json));
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stdout.contains(
+            "<stdin>:1: error: bad priority `18446744073709551616`: larger than the largest \
+             priority; expected an integer from 0 to 18446744073709551615"
+        ),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout
+            .contains("<stdin>:2: error: bad priority `1e2`: not written in decimal"),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn field_names_with_an_empty_segment_are_refused() {
+    // In a schema file (lines or JSON): a whole-file error.
+    for (name, content) in [
+        (
+            "empty-last.schema",
+            "http.path String\nhttp.headers. String\n",
+        ),
+        ("double-dot.schema", "a..b String\n"),
+        ("double-dot.json", r#"{"a..b": "String"}"#),
+    ] {
+        let schema = temp_file(name, content.as_bytes());
+        let r = check("clean.tsv", &["--schema", &schema], 2);
+        assert!(r.stderr.contains("invalid field name `"), "{}", r.stderr);
+        assert!(r.stdout.is_empty());
+    }
+    let schema = temp_file("line.schema", b"http.path String\nhttp.headers. String\n");
+    let r = check("clean.tsv", &["--schema", &schema], 2);
+    assert!(
+        r.stderr.contains(
+            "line 2: invalid field name `http.headers.`: it ends with `.` (the name after the \
+             last `.` is empty)"
+        ),
+        "{}",
+        r.stderr
+    );
+    // In an expression, where the wildcard `http.headers.*` lets the core take it.
+    let tsv = format!(
+        "1\t{ID_A}\thttp.headers. == \"x\"\n2\t{ID_B}\thttp.headers.x == \"y\" && http.path == \"/\"\n"
+    );
+    let r = run_with(&["check", "-", "--format", "json"], Some(&tsv));
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let doc: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(error_kinds(&doc), [(1, "bad-field".to_owned())]);
+    assert_eq!(doc["errors"][0]["id"], ID_A);
+    assert_eq!(doc["valid"], 1);
+    // In an --explain request: a header without a name, a dotted name with `..`.
+    for word in [":v", "http.headers.:v", "http.queries.a..b:v"] {
+        let r = check("clean.tsv", &["--explain", &format!("GET a /x {word}")], 2);
+        assert!(
+            r.stderr.contains("invalid field name `"),
+            "{word}: {}",
+            r.stderr
+        );
+    }
+}
+
+#[test]
+fn reading_is_capped_per_file_and_per_line() {
+    // An endless file stops at the file cap, with a clear error (and little memory).
+    let r = run(&["check", "/dev/zero", "--max-file-size", "1M"]);
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stderr
+            .contains("/dev/zero: larger than 1048576 bytes, the cap on a file (--max-file-size)"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stdout.is_empty());
+    let big = "#".repeat(5000);
+    let r = run_with(&["check", "-", "--max-file-size", "4K"], Some(&big));
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stderr.contains("standard input: larger than 4096 bytes"),
+        "{}",
+        r.stderr
+    );
+    // A line over the line cap is an error of its own; the other routes are still checked.
+    let tsv = format!(
+        "1\t{ID_A}\thttp.path == \"/{}\"\n2\t{ID_B}\thttp.path == \"/b\"\n",
+        "a".repeat(2000)
+    );
+    let r = run_with(&["check", "-", "--max-line-size", "1K"], Some(&tsv));
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stdout.contains(
+            "<stdin>:1: error: malformed line: 2055 bytes, longer than the cap on a line (1024 \
+             bytes, --max-line-size; an expression may have 1048576 bytes)"
+        ),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("2 routes, 1 valid, 1 error"),
+        "{}",
+        r.stdout
+    );
+    // By default a line holds an expression as long as the router takes, with its priority
+    // and id: the expression's own limit speaks.
+    let tsv = format!("1\t{ID_A}\thttp.path == \"/{}\"\n", "a".repeat(1024 * 1024));
+    let r = run_with(&["check", "-"], Some(&tsv));
+    assert_eq!(r.code, 1);
+    assert!(r.stdout.contains("expression is too long"), "{}", r.stdout);
+    // A schema file too.
+    let schema = temp_file(
+        "long.schema",
+        format!("a{} String\n", "b".repeat(100)).as_bytes(),
+    );
+    let r = check(
+        "clean.tsv",
+        &["--schema", &schema, "--max-line-size", "64"],
+        2,
+    );
+    assert!(
+        r.stderr
+            .contains("line 1: 108 bytes, longer than the cap on a line (64 bytes"),
+        "{}",
+        r.stderr
+    );
+    for bad in ["0", "1.5M", "lots"] {
+        let r = check("clean.tsv", &["--max-file-size", bad], 2);
+        assert!(r.stderr.contains("--max-file-size"), "{}", r.stderr);
+    }
+}

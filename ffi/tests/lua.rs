@@ -125,4 +125,6 @@ lua_tests!(
     explain_header_is_off_by_default,
     explain_header,
     explain_summary_fits_a_header,
+    explain_summary_cap_is_bytes_and_keeps_characters,
+    request_source_option,
 );

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::collections::HashSet;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -29,8 +29,10 @@ use common::nginx::{self, free_port, send, Nginx, Response, Running};
 const ROUTES: usize = 10_000;
 const SEED: u64 = 0x5eed_1234;
 const PER_MIX: usize = 40;
-/// The whole test, start to stop.
-const DEADLINE: Duration = Duration::from_secs(600);
+/// How long nginx may take to build the table and answer (about 15 s in a debug build): only a
+/// guard against a start that failed without nginx exiting. Nothing else is timed: each request
+/// has its socket timeouts, and a slow machine is not a failure.
+const START_DEADLINE: Duration = Duration::from_secs(600);
 
 fn write_config(n: &Nginx, dir: &Path, libdir: &Path, port: u16) -> PathBuf {
     let lua = common::repo_root().join("lua");
@@ -637,7 +639,7 @@ fn nginx_routes_like_the_reference() {
             panic!("nginx exited with {code} during start:\n{}", running.logs());
         }
         assert!(
-            started.elapsed() < DEADLINE,
+            started.elapsed() < START_DEADLINE,
             "nginx did not answer in time:\n{}",
             running.logs()
         );
@@ -648,6 +650,16 @@ fn nginx_routes_like_the_reference() {
         "routes not all loaded: {status}\n{}",
         running.logs()
     );
+    // The gateway reads requests through lua-nginx-module's FFI functions on the versions
+    // whose functions were reviewed (resty.router.gateway.sources; Debian 12 has 0.10.23), and
+    // through the plain ngx API otherwise: the comparison of the two in lua/t/gateway.lua only
+    // means something with the native one.
+    if !status.contains(" is not one reviewed ") {
+        assert!(
+            status.contains(" source native "),
+            "the gateway does not read requests natively: {status}"
+        );
+    }
     let pid = worker_pid(&status);
     println!(
         "nginx up with {} routes after {:.1?}",
@@ -663,7 +675,6 @@ fn nginx_routes_like_the_reference() {
             .iter()
             .enumerate()
         {
-            assert!(started.elapsed() < DEADLINE, "out of time");
             let req = HttpReq::from_workload(&wreq.fields, port);
             if !req.survives_nginx() {
                 skipped += 1;
@@ -859,7 +870,7 @@ fn nginx_routes_like_the_reference() {
     );
     check(port, &router, &base, "after the bad requests").unwrap();
 
-    check_updates(port, &dir, &table, &mut router, started);
+    check_updates(port, &dir, &table, &mut router);
     let status = status_page(port).expect("nginx still answers");
     assert_eq!(
         worker_pid(&status),
@@ -951,7 +962,7 @@ fn check_all(port: u16, router: &Router, reqs: &[HttpReq], what: &str) {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-fn check_updates(port: u16, dir: &Path, table: &Table, router: &mut Router, started: Instant) {
+fn check_updates(port: u16, dir: &Path, table: &Table, router: &mut Router) {
     let t = Instant::now();
     // Version 2: 200 routes changed, 100 removed, 50 added.
     let mut v2 = table.with_changes(200, SEED ^ 2);
@@ -1080,12 +1091,14 @@ fn check_updates(port: u16, dir: &Path, table: &Table, router: &mut Router, star
     );
     let stop = Arc::new(AtomicBool::new(false));
     let cases = Arc::new(cases);
+    // Answers the prober got that only table a (`seen[0]`) or only table b (`seen[1]`) gives.
+    let seen = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
     let prober = {
-        let (stop, cases) = (stop.clone(), cases.clone());
+        let (stop, cases, seen) = (stop.clone(), cases.clone(), seen.clone());
         std::thread::spawn(move || {
-            let (mut as_a, mut as_b, mut wrong) = (0usize, 0usize, Vec::new());
+            let mut wrong = Vec::new();
             let mut i = 0;
-            while !stop.load(Ordering::Relaxed) || i < cases.len() {
+            while !stop.load(Ordering::SeqCst) || i < cases.len() {
                 let (req, ea, eb) = &cases[i % cases.len()];
                 i += 1;
                 let got = match send(port, &req.to_bytes()) {
@@ -1096,34 +1109,53 @@ fn check_updates(port: u16, dir: &Path, table: &Table, router: &mut Router, star
                     }
                 };
                 match (answers(ea, &got, req), answers(eb, &got, req)) {
-                    (true, false) => as_a += 1,
-                    (false, true) => as_b += 1,
-                    (true, true) => {}
-                    (false, false) => wrong.push(format!(
-                        "{:?}: got {} {:?}, want {ea:?} or {eb:?}",
-                        String::from_utf8_lossy(&req.path),
-                        got.status,
-                        route_header(&got)
-                    )),
-                }
+                    (true, false) => seen[0].fetch_add(1, Ordering::SeqCst),
+                    (false, true) => seen[1].fetch_add(1, Ordering::SeqCst),
+                    (true, true) => 0,
+                    (false, false) => {
+                        wrong.push(format!(
+                            "{:?}: got {} {:?}, want {ea:?} or {eb:?}",
+                            String::from_utf8_lossy(&req.path),
+                            got.status,
+                            route_header(&got)
+                        ));
+                        0
+                    }
+                };
             }
-            (as_a, as_b, wrong)
+            wrong
         })
     };
+    // Waits until the prober has had an answer only table `t` gives, after `before` of them:
+    // the prober does route by that table now. (No sleeping in the hope that it did: the
+    // deadline only keeps a broken prober from hanging the test.)
+    let wait_for = |t: usize, before: usize, what: &str| {
+        let until = Instant::now() + Duration::from_secs(120);
+        while seen[t].load(Ordering::SeqCst) <= before {
+            assert!(
+                !prober.is_finished() && Instant::now() < until,
+                "{what}: the prober got no answer of table {} in 120 s",
+                ["a", "b"][t]
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    };
+    // Version 3 (table a) is in force: the prober is routing by it before the first update.
+    wait_for(0, 0, "before the updates");
     // "a3" is a new version with the routes the worker already has: nothing changes but the
-    // version. Then b, a, b, a, b: each a real change of 300 routes.
-    for (k, (version, file)) in [
-        ("a3", &file_a),
-        ("b4", &file_b),
-        ("a5", &file_a),
-        ("b6", &file_b),
-        ("a7", &file_a),
-        ("b8", &file_b),
+    // version. Then b, a, b, a, b: each a real change of 300 routes, each applied while the
+    // prober routes, and the next one only once the prober has seen it in force.
+    for (k, (version, file, t)) in [
+        ("a3", &file_a, 0),
+        ("b4", &file_b, 1),
+        ("a5", &file_a, 0),
+        ("b6", &file_b, 1),
+        ("a7", &file_a, 0),
+        ("b8", &file_b, 1),
     ]
     .into_iter()
     .enumerate()
     {
-        std::thread::sleep(Duration::from_millis(150));
         let (status, body) = post_update(port, version, file, "apply_valid");
         assert_eq!(status, 200, "{version}: {body}");
         assert!(
@@ -1133,10 +1165,15 @@ fn check_updates(port: u16, dir: &Path, table: &Table, router: &mut Router, star
         if k == 0 {
             assert!(body.contains(" added 0 removed 0 changed 0 "), "{body}");
         }
+        // An answer counted now may have been routed before the update; the next one is not.
+        wait_for(t, seen[t].load(Ordering::SeqCst) + 1, version);
     }
-    std::thread::sleep(Duration::from_millis(150));
-    stop.store(true, Ordering::Relaxed);
-    let (as_a, as_b, wrong) = prober.join().unwrap();
+    stop.store(true, Ordering::SeqCst);
+    let wrong = prober.join().unwrap();
+    let (as_a, as_b) = (
+        seen[0].load(Ordering::SeqCst),
+        seen[1].load(Ordering::SeqCst),
+    );
     println!(
         "alternating versions: {as_a} answers by table a, {as_b} by table b, {} neither",
         wrong.len()
@@ -1148,5 +1185,4 @@ fn check_updates(port: u16, dir: &Path, table: &Table, router: &mut Router, star
     check_all(port, &rb, &final_reqs, "after the alternation (table b)");
     *router = rb;
     println!("updates checked in {:.1?}", t.elapsed());
-    assert!(started.elapsed() < DEADLINE, "out of time");
 }

@@ -101,7 +101,10 @@ function _M.init_worker(schema_file, routes_file)
 end
 
 function _M.status()
-    ngx.say("loaded ", STATUS.loaded, " pid ", ngx.worker.pid(), " version ", GW:version())
+    local sources = require("resty.router.gateway.sources")
+    ngx.say("loaded ", STATUS.loaded, " pid ", ngx.worker.pid(), " version ", GW:version(),
+        " source ", GW:request_source(), " (", sources.native_off or "reviewed",
+        " lua-nginx-module ", tostring(ngx.config.ngx_lua_version), ")")
     for _, e in ipairs(STATUS.errors) do
         ngx.say("error ", e)
     end

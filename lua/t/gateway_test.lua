@@ -183,6 +183,17 @@ function T.update_applies_new_versions_only()
     eq(ok, nil)
     has(err, "the route loader failed: store unreachable")
     eq(gw:version(), 2)
+    -- Nor does one that raises: nil and why, not an error out of update().
+    local raised = { pcall(gw.update, gw, 3, function() error("store exploded") end) }
+    eq(raised[1], true, "update() does not raise: " .. tostring(raised[2]))
+    eq(raised[2], nil)
+    has(raised[3], "the route loader failed: raised ")
+    has(raised[3], "store exploded")
+    raised = { pcall(gw.update, gw, 3, function() error({ code = 7 }) end) }
+    eq(raised[1], true)
+    has(raised[3], "the route loader failed: raised table: ")
+    eq(gw:version(), 2)
+    eq(gw:route(), U2)
     ok, err = gw:update(nil, list())
     eq(ok, nil)
     has(err, "version must not be nil")
@@ -598,6 +609,101 @@ function T.explain_summary_fits_a_header()
     eq(gateway.explain_summary({ error = "the context was\ncreated elsewhere" }),
         "error=the context was created elsewhere")
     eq(gateway.explain_summary(nil), nil)
+end
+
+-- Whether `s` is whole UTF-8: every lead byte followed by as many continuation bytes as it says.
+local function whole_utf8(s)
+    local i, n = 1, #s
+    while i <= n do
+        local b = s:byte(i)
+        local len = b < 0x80 and 1 or b >= 0xF0 and 4 or b >= 0xE0 and 3 or b >= 0xC2 and 2 or nil
+        if not len or i + len - 1 > n then
+            return false
+        end
+        for j = i + 1, i + len - 1 do
+            local c = s:byte(j)
+            if c < 0x80 or c >= 0xC0 then
+                return false
+            end
+        end
+        i = i + len
+    end
+    return true
+end
+
+-- The limit is on bytes, for every part of the summary (the head too), and a cut never splits a
+-- UTF-8 character.
+function T.explain_summary_cap_is_bytes_and_keeps_characters()
+    local why = { winner = U3, routes = 4, candidates = {
+        { id = U1, matched = false, predicates = { { text = 'http.path == "/caf\u{e9}/\u{1F600}"',
+            line = 1, column = 1, negated = false } } },
+        { id = U3, matched = true, predicates = {} },
+    } }
+    local full = gateway.explain_summary(why)
+    has(full, "\u{1F600}")
+    local errored = { error = "r\u{e9}gion \u{1F600} \u{4E2D}\u{6587} not found" }
+    local full_error = gateway.explain_summary(errored)
+    for _, case in ipairs({ { why, full }, { errored, full_error } }) do
+        for max = 0, #case[2] + 2 do
+            local s = gateway.explain_summary(case[1], max)
+            assert(#s <= max, ("%d bytes for a limit of %d: %q"):format(#s, max, s))
+            assert(whole_utf8(s), ("a character cut at limit %d: %q"):format(max, s))
+            if case[1] == errored then
+                eq(case[2]:sub(1, #s), s, "a prefix of the whole error")
+                assert(#s >= max - 3, "at most a character's tail is dropped")
+            end
+        end
+    end
+    -- The example of the issue: 10 bytes asked, not 33.
+    local s = gateway.explain_summary({ winner = nil, routes = 100, candidates = {} }, 10)
+    eq(s, "winner=non")
+    eq(gateway.explain_summary(why, 0), "")
+    eq(#gateway.explain_summary(why, 10.9), 10)
+    local ok, err = pcall(gateway.explain_summary, why, "10")
+    eq(ok, false)
+    has(err, "max_len must be a number")
+end
+
+-- The source of request values: lua-nginx-module's FFI functions only inside nginx, on a
+-- reviewed lua-nginx-module version, with lua-resty-core; the plain ngx API otherwise or when
+-- asked for. (ffi/tests/nginx.rs checks that a real nginx 0.10.23 gets the native source.)
+function T.request_source_option()
+    local sources = require("resty.router.gateway.sources")
+    eq(sources.native, nil, "no native source under the mock")
+    eq(sources.native_off, "not inside nginx")
+    eq(assert(gateway.new()):request_source(), "plain")
+    eq(assert(gateway.new({ request_source = "plain" })):request_source(), "plain")
+    local gw, err = gateway.new({ request_source = "native" })
+    eq(gw, nil)
+    eq(err, 'request_source "native" is not available: not inside nginx')
+    gw, err = gateway.new({ request_source = "fast" })
+    eq(gw, nil)
+    has(err, 'request_source must be "auto", "plain" or "native", got fast')
+
+    -- The version guard, with the module loaded again under other ngx.config values.
+    local name = "resty.router.gateway.sources"
+    local function off_with(config)
+        package.loaded[name] = nil
+        _G.ngx.config = config
+        local ok, fresh = pcall(require, name)
+        _G.ngx.config = nil
+        package.loaded[name] = sources
+        assert(ok, fresh)
+        eq(fresh.native, nil)
+        return fresh.native_off
+    end
+    eq(off_with({ subsystem = "stream", ngx_lua_version = 10023 }), "not the http subsystem")
+    local range = sources.NATIVE_VERSIONS
+    same(range, { min = 10016, max = 10029 })
+    for _, v in ipairs({ 10015, 10030, 10100, "10023" }) do
+        has(off_with({ subsystem = "http", ngx_lua_version = v }),
+            "lua-nginx-module version " .. v .. " is not one reviewed (10016 to 10029)")
+    end
+    -- A reviewed version gets past the version check (here to lua-resty-core, which the
+    -- mock does not have).
+    for _, v in ipairs({ 10016, 10023, 10029 }) do
+        has(off_with({ subsystem = "http", ngx_lua_version = v }), "resty.core")
+    end
 end
 
 return T

@@ -21,6 +21,12 @@ pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     h
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Draws made on this thread (tests count the generator's work with it).
+    pub(crate) static DRAWS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
 impl Rng {
     /// A generator for `seed`, on a stream named by `stream` (so that, e.g., route generation and
     /// priority assignment do not share draws).
@@ -31,6 +37,8 @@ impl Rng {
     }
 
     pub(crate) fn next_u64(&mut self) -> u64 {
+        #[cfg(test)]
+        DRAWS.with(|d| d.set(d.get() + 1));
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         mix64(self.0)
     }

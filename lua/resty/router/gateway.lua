@@ -36,7 +36,6 @@ local explain = require("resty.router.gateway.explain")
 local ipairs, setmetatable, tostring = ipairs, setmetatable, tostring
 
 local read, ALL = request.read, request.ALL
-local SOURCE = sources.native or sources.plain
 
 local _M = {}
 local mt = { __index = _M }
@@ -72,6 +71,10 @@ _M.SCHEMA = {
 --               default. A debugging aid: it reveals the route table and costs a full explain
 --   explain_allow  who may ask: an array of client addresses ($remote_addr), default
 --               { "127.0.0.1", "::1" }, or a function() returning true for a request that may
+--   request_source  how requests are read (resty.router.gateway.sources): "auto" (default:
+--               lua-nginx-module's FFI functions when sources.native is available, else the
+--               plain ngx API), "plain" (always the plain ngx API), or "native" (an error
+--               when it is not available, with the reason)
 -- Returns the gateway, or nil and an error.
 function _M.new(opts)
     opts = opts or {}
@@ -96,6 +99,21 @@ function _M.new(opts)
     if err then
         return nil, err
     end
+    local want, source = opts.request_source or "auto", nil
+    if want == "auto" then
+        source = sources.native or sources.plain
+    elseif want == "plain" then
+        source = sources.plain
+    elseif want == "native" then
+        source = sources.native
+        if not source then
+            return nil, "request_source \"native\" is not available: "
+                .. tostring(sources.native_off)
+        end
+    else
+        return nil, "request_source must be \"auto\", \"plain\" or \"native\", got "
+            .. tostring(want)
+    end
     return setmetatable({
         schema = s,
         router = r,
@@ -106,6 +124,7 @@ function _M.new(opts)
         max_args = opts.max_args or 100,
         read_all = opts.read_all_fields and true or false,
         explaining = explaining,
+        source = source,
         applied = nil,
         plan = updates.EMPTY,
         batch = request.batch(),
@@ -115,6 +134,12 @@ end
 -- The version last applied (nil before the first update).
 function _M:version()
     return self.applied
+end
+
+-- How route() reads requests: "native" (lua-nginx-module's FFI functions) or "plain" (the
+-- plain ngx API); see the request_source option.
+function _M:request_source()
+    return self.source == sources.native and "native" or "plain"
 end
 
 -- The names of the fields the routes use, sorted.
@@ -130,7 +155,8 @@ end
 --   true, report           applied (report as from router:sync; with "apply_valid" its errors
 --                          list the routes left out: the version counts as applied anyway)
 --   nil, err, errs         nothing changed: invalid routes (errs as from router:sync), or the
---                          loader failed; the previous version stays in force
+--                          loader failed (returned no table, or raised); the previous version
+--                          stays in force
 -- Versions are compared with ==.
 function _M:update(version, routes, mode)
     return updates.update(self, version, routes, mode)
@@ -166,17 +192,17 @@ end
 -- router:explain's table, or { error = message }; gateway.explain_summary() makes a header
 -- value of it.
 function _M:route()
-    local c, plan = self.context, self.plan
+    local c, plan, source = self.context, self.plan, self.source
     c:reset()
     local ok, err
     if plan.one_pass or self.read_all then
-        ok, err = read_into(self, SOURCE, plan.steps, ALL, ALL)
+        ok, err = read_into(self, source, plan.steps, ALL, ALL)
     else
-        ok, err = read_into(self, SOURCE, plan.key_steps, ALL, ALL)
+        ok, err = read_into(self, source, plan.key_steps, ALL, ALL)
         if ok then
             local lo, hi = self.router:needed_fields(c)
             if lo ~= 0 or hi ~= 0 then
-                ok, err = read_into(self, SOURCE, plan.lazy_steps, lo, hi)
+                ok, err = read_into(self, source, plan.lazy_steps, lo, hi)
             end
         end
     end
@@ -202,7 +228,7 @@ function _M:explain(opts)
 end
 
 -- The one-line summary of an explanation (for a response header), at most `max_len` bytes
--- (default 2048): see resty.router.gateway.explain.
+-- (default 2048), never cutting a UTF-8 character: see resty.router.gateway.explain.
 _M.explain_summary = explain.summary
 
 -- For tests: the values route() would read from the current request for every field in use,

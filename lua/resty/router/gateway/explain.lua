@@ -10,6 +10,7 @@
 -- anything else uses the context: it explains exactly the answer route() gives.
 
 local type, tostring, ipairs = type, tostring, ipairs
+local byte, floor = string.byte, math.floor
 local concat = table.concat
 
 local _M = {}
@@ -70,23 +71,46 @@ end
 
 _M.MAX_SUMMARY = 2048
 
+-- `s` cut to at most `max_len` bytes without cutting a UTF-8 character: the cut backs off
+-- while the first byte left out continues a character (10xxxxxx).
+local function cut(s, max_len)
+    if #s <= max_len then
+        return s
+    end
+    local n = max_len
+    while n > 0 do
+        local b = byte(s, n + 1)
+        if b < 0x80 or b >= 0xC0 then
+            break
+        end
+        n = n - 1
+    end
+    return s:sub(1, n)
+end
+
 -- One line for a response header: the winner, how many candidates of how many routes, then
 -- for each candidate that did not match, its id and the predicate that made it fail, with its
 -- line and column (a negated predicate shown as !(...), since it failed by holding):
 --   winner=<uuid> candidates=3 routes=10000; <uuid> failed at 1:31 http.path ^= "/v2"; ...
 -- `winner=none` when no route matched; `error=<message>` for an explanation that failed. At
--- most `max_len` bytes (default MAX_SUMMARY): the failures that do not fit are counted at the
--- end ("; +12 more failed").
+-- most `max_len` bytes (default MAX_SUMMARY), never cutting a UTF-8 character: the failures
+-- that do not fit are counted at the end ("; +12 more failed"), and a head or error longer
+-- than the limit is cut.
 function _M.summary(why, max_len)
-    max_len = max_len or _M.MAX_SUMMARY
+    if max_len == nil then
+        max_len = _M.MAX_SUMMARY
+    elseif type(max_len) ~= "number" or max_len ~= max_len then
+        error("max_len must be a number of bytes, got " .. tostring(max_len), 2)
+    end
+    max_len = math.max(0, floor(max_len))
     if type(why) ~= "table" then
         return nil
     end
     if why.error then
-        return one_line("error=" .. why.error):sub(1, max_len)
+        return cut(one_line("error=" .. tostring(why.error)), max_len)
     end
-    local head = "winner=" .. (why.winner or "none") .. " candidates=" .. #why.candidates
-        .. " routes=" .. tostring(why.routes)
+    local head = cut("winner=" .. (why.winner or "none") .. " candidates=" .. #why.candidates
+        .. " routes=" .. tostring(why.routes), max_len)
     local parts, len = { head }, #head
     local failed = {}
     for _, c in ipairs(why.candidates) do

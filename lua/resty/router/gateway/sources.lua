@@ -2,12 +2,14 @@
 -- resty.router.gateway.request, from one of two sources:
 --
 -- * `native`: lua-nginx-module's FFI functions, the ones lua-resty-core is built on, inside
---   nginx (http subsystem, lua-resty-core loaded; nil otherwise). They hand out pointers into
---   the request, which the reader puts in its atc_value batch as they are: reading a field
---   makes no Lua string (interning strings in a string table the route table has grown, and
---   collecting them, was most of what reading fields cost).
+--   nginx (http subsystem, lua-resty-core loaded, a lua-nginx-module version whose functions
+--   were reviewed: see NATIVE_VERSIONS; nil otherwise, and `native_off` says why). They hand
+--   out pointers into the request, which the reader puts in its atc_value batch as they are:
+--   reading a field makes no Lua string (interning strings in a string table the route table
+--   has grown, and collecting them, was most of what reading fields cost).
 -- * `plain`: the plain ngx API (ngx.var, ngx.req.get_headers, ngx.req.get_uri_args), for tests
---   with a mock `ngx` and nginx without lua-resty-core. Its strings are held until the next
+--   with a mock `ngx`, nginx without lua-resty-core or with a lua-nginx-module version not
+--   reviewed, and gateway.new{ request_source = "plain" }. Its strings are held until the next
 --   read.
 --
 -- lua/t/gateway.lua checks in nginx that both give the same values for every test request.
@@ -17,11 +19,23 @@
 --   into the request (nginx variables, header lines), into `qbuf` (unescaped query arguments,
 --   overwritten only by the next read), or into a Lua string the plain source holds.
 -- * Only lua-nginx-module functions that lua-resty-core declares are called, with the
---   signatures it declares (resty.core.base, resty.core.var, resty.core.request).
+--   signatures it declares (resty.core.base, resty.core.var, resty.core.request), and only on
+--   a lua-nginx-module version of NATIVE_VERSIONS. For those versions the C functions were
+--   read (0.10.16 to 0.10.29; lua-resty-core 0.1.18 to 0.1.32 declares them identically):
+--     ngx_http_lua_ffi_var_get(r, name, len, lowcase, 0, &ptr, &len, &err): writes `len`
+--       bytes of `lowcase` (ours has room for them); the value points into the request or
+--       its pool, for the request's lifetime; an error or no value is not NGX_OK.
+--     ngx_http_lua_ffi_req_get_headers_count(r, max, &truncated), ..._uri_args_count: a
+--       count (at most `max` when max > 0, then truncated = 1), or a negative error (no
+--       request: a timer, a fake request), which reads as "none".
+--     ngx_http_lua_ffi_req_get_headers(r, out, n, 0): fills at most n entries of `out`
+--       (ours has n), pointing into the request's header list.
+--     ngx_http_lua_ffi_req_get_uri_args(r, buf, out, n): copies querystring_len(r) bytes
+--       into `buf` (ours has that many), unescapes them in place, fills at most n entries.
 
 local ffi = require("ffi")
 
-local type, tonumber, pairs = type, tonumber, pairs
+local type, tonumber, tostring, pairs, ipairs = type, tonumber, tostring, pairs, ipairs
 local ffi_cast = ffi.cast
 
 local _M = {}
@@ -127,26 +141,71 @@ do
 end
 _M.plain = plain
 
--- lua-nginx-module's FFI functions; nil outside nginx or without lua-resty-core.
-local native = nil
-do
-    local ok = type(ngx) == "table" and type(ngx.config) == "table"
-        and ngx.config.subsystem == "http"
-    local base
-    if ok then
-        ok, base = pcall(require, "resty.core.base")
-        ok = ok and type(base.get_request) == "function"
+-- The lua-nginx-module versions (ngx.config.ngx_lua_version: 10023 is 0.10.23) whose FFI
+-- functions used here were reviewed against the calls below (see the invariants): on any
+-- other version the gateway reads requests through the plain ngx API.
+_M.NATIVE_VERSIONS = { min = 10016, max = 10029 }
+
+-- Why the native source cannot be used here (nil when it can): outside nginx's http
+-- subsystem, another lua-nginx-module version, no lua-resty-core (or not the declarations it
+-- should have).
+local function native_unavailable()
+    if type(ngx) ~= "table" or type(ngx.config) ~= "table" then
+        return "not inside nginx"
     end
-    -- They declare ngx_http_lua_ffi_var_get and the request functions (resty.core loads both
-    -- at startup; requiring them again is a table lookup).
-    ok = ok and pcall(require, "resty.core.var") and pcall(require, "resty.core.request")
+    if ngx.config.subsystem ~= "http" then
+        return "not the http subsystem"
+    end
+    local version = ngx.config.ngx_lua_version
+    local range = _M.NATIVE_VERSIONS
+    if type(version) ~= "number" or version < range.min or version > range.max then
+        return "lua-nginx-module version " .. tostring(version) .. " is not one reviewed ("
+            .. range.min .. " to " .. range.max .. ")"
+    end
+    -- resty.core.base declares the request type and get_request; resty.core.var and
+    -- resty.core.request declare ngx_http_lua_ffi_var_get and the request functions (resty.core
+    -- loads them at startup; requiring them again is a table lookup).
+    for _, name in ipairs({ "resty.core.base", "resty.core.var", "resty.core.request" }) do
+        local ok, err = pcall(require, name)
+        if not ok then
+            return "no " .. name .. " (lua-resty-core): " .. tostring(err)
+        end
+    end
+    if type(require("resty.core.base").get_request) ~= "function" then
+        return "resty.core.base has no get_request"
+    end
     local C = ffi.C
-    ok = ok and pcall(function()
+    local ok = pcall(function()
         return C.ngx_http_lua_ffi_var_get, C.ngx_http_lua_ffi_req_get_headers_count,
             C.ngx_http_lua_ffi_req_get_headers, C.ngx_http_lua_ffi_req_get_uri_args_count,
-            C.ngx_http_lua_ffi_req_get_querystring_len, C.ngx_http_lua_ffi_req_get_uri_args,
-            ffi.typeof("ngx_http_lua_ffi_table_elt_t")
+            C.ngx_http_lua_ffi_req_get_querystring_len, C.ngx_http_lua_ffi_req_get_uri_args
     end)
+    if not ok then
+        return "lua-resty-core does not declare the request functions"
+    end
+    -- The entry layout the C functions write: two { int len; const u_char *data; }.
+    ok = pcall(function()
+        local e = ffi.new("ngx_http_lua_ffi_table_elt_t[1]")
+        local _ = e[0].key.len, e[0].key.data, e[0].value.len, e[0].value.data
+        local str = ffi.sizeof("ngx_http_lua_ffi_str_t")
+        assert(ffi.offsetof("ngx_http_lua_ffi_str_t", "data") == ffi.sizeof("void *"))
+        assert(ffi.offsetof("ngx_http_lua_ffi_table_elt_t", "value") == str)
+        assert(ffi.sizeof("ngx_http_lua_ffi_table_elt_t") == 2 * str)
+    end)
+    if not ok then
+        return "ngx_http_lua_ffi_table_elt_t is not the layout reviewed"
+    end
+    return nil
+end
+
+-- lua-nginx-module's FFI functions; nil when native_unavailable() says why (in `native_off`).
+local native = nil
+do
+    local off = native_unavailable()
+    _M.native_off = off
+    local ok = off == nil
+    local C = ffi.C
+    local base = ok and require("resty.core.base")
     if ok then
         -- The list is two calls and pointers, cheaper than one $http_NAME lookup per header
         -- in use (each scans the list).

@@ -21,7 +21,7 @@ local bit = require("bit")
 local router = require("resty.router.router")
 local request = require("resty.router.gateway.request")
 
-local type, tostring, ipairs = type, tostring, ipairs
+local type, tostring, ipairs, pcall = type, tostring, ipairs, pcall
 local band, bor = bit.band, bit.bor
 
 local _M = {}
@@ -83,7 +83,12 @@ function _M.update(gw, version, routes, mode)
         return false
     end
     if type(routes) == "function" then
-        local list, err = routes()
+        -- A loader that raises is a loader that failed: nil and why, like one that returns
+        -- nil and an error (pcall lets it yield, in LuaJIT and OpenResty).
+        local ok, list, err = pcall(routes)
+        if not ok then
+            return nil, "the route loader failed: raised " .. tostring(list)
+        end
         if type(list) ~= "table" then
             return nil, "the route loader failed: " .. tostring(err)
         end
