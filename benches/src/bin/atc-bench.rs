@@ -232,7 +232,9 @@ fn candidates(a: &Parsed) -> Result<(), String> {
     }
     println!("{header}");
     let mut summary = None;
-    for family in Family::all() {
+    // The gateway families; a stress family only when asked for by name.
+    let stress = only.filter(Family::is_stress);
+    for family in Family::all().into_iter().chain(stress) {
         if only.is_some_and(|f| f != family) {
             continue;
         }
