@@ -18,8 +18,8 @@
 //!   worker" issue, ours next to Kong's library on the same routes and requests: 500 routes of
 //!   `\w{30}x<i>` on 250- and 1,000-byte paths, 200 of `\d{3,}-\w{10}/p<i>` on 1,000 bytes,
 //!   one anchored 1,000-way alternation on a 64 KB path (`<what>`: `hit`, a request for a route
-//!   in the middle of routing order, or `miss`, the table's miss-keys request, padded to the
-//!   path length); `stress/first-request/<case>/<impl>`, the first request after a build (a
+//!   in the middle of routing order; `miss`, the table's miss-keys request, padded to the path
+//!   length; for the alternation also `branch-then-64KB`, a branch's path followed by 64 KB); `stress/first-request/<case>/<impl>`, the first request after a build (a
 //!   fresh router each iteration); `stress/field-per-route/<n>/…`, a header per route at 1,000
 //!   and 10,000 routes: build route by route (`build-add`), by one sync (`build-sync`, ours),
 //!   `hit` and `miss`. A `candidates stress/<case> <what> mean <m> max <x>` line precedes each
@@ -643,6 +643,23 @@ impl StressCase {
         }
     }
 
+    /// Adds the side `name`: the `hit` requests with their paths grown to `len` bytes by a `/`
+    /// and letters (a branch's path, then what makes an anchored pattern fail only at its end).
+    fn with_long_hits(mut self, name: &'static str, len: usize) -> StressCase {
+        let mut long = self.requests[0].1.clone();
+        for req in &mut long {
+            for (f, v) in &mut req.fields {
+                if let (true, atc_workload::Value::Str(p)) = (f == "http.path", v) {
+                    p.push('/');
+                    let pad = len.saturating_sub(p.len());
+                    p.extend(std::iter::repeat_n('a', pad));
+                }
+            }
+        }
+        self.requests.push((name, long));
+        self
+    }
+
     fn ids(&self) -> Vec<String> {
         let mut ids = Vec::new();
         for i in ["ours", "kong"] {
@@ -780,11 +797,14 @@ fn stress_cases() -> Vec<StressCase> {
         (0..n).map(|i| stress::digits_word(i, 1000)).collect(),
     ));
     let branches = scaled(1000);
-    cases.push(StressCase::new(
-        format!("alternation-{branches}/64KB"),
-        Family::Alternations,
-        vec![stress::alternation(0, branches, 64 * 1024)],
-    ));
+    cases.push(
+        StressCase::new(
+            format!("alternation-{branches}/64KB"),
+            Family::Alternations,
+            vec![stress::alternation(0, branches, 64 * 1024)],
+        )
+        .with_long_hits("branch-then-64KB", 64 * 1024),
+    );
     cases.push(StressCase::new(
         "word-run-1/250B".into(),
         fam,
