@@ -14,12 +14,25 @@
 //!   the REST list itself, and 10,000, its copies under version and tenant prefixes), each
 //!   request's parameters read.
 //! * `update/<n>/…` and `sync/<n>/…`: build, replace, add / remove / change one route, sync.
+//! * `stress/<case>/<ours|kong>/<what>`: the shapes of the "no route table crashes or stalls a
+//!   worker" issue, ours next to Kong's library on the same routes and requests: 500 routes of
+//!   `\w{30}x<i>` on 250- and 1,000-byte paths, 200 of `\d{3,}-\w{10}/p<i>` on 1,000 bytes,
+//!   one anchored 1,000-way alternation on a 64 KB path (`<what>`: `hit`, a request for a route
+//!   in the middle of routing order; `miss`, the table's miss-keys request, padded to the path
+//!   length; for the alternation also `branch-then-64KB`, a branch's path followed by 64 KB); `stress/first-request/<case>/<impl>`, the first request after a build (a
+//!   fresh router each iteration); `stress/field-per-route/<n>/…`, a header per route at 1,000
+//!   and 10,000 routes: build route by route (`build-add`), by one sync (`build-sync`, ours),
+//!   `hit` and `miss`. A `candidates stress/<case> <what> mean <m> max <x>` line precedes each
+//!   case. Flat sampling, 10 samples: some of these take seconds per iteration.
 //!
 //! Kong and the reference evaluator scan every route per request: they run only on tables of at
 //! most `ATC_BENCH_LINEAR_MAX` routes (default 10,000), with 10 samples from 10,000 routes up.
 //!
 //! `ATC_BENCH_SIZES` (default 1000,10000,100000; 100 is allowed) sets the table sizes. With
-//! `--test` (CI: each benchmark once) the default is 1000 alone, and `paths` runs at 124 only.
+//! `--test` (CI: each benchmark once) the default is 1000 alone, `paths` runs at 124 only, and
+//! the `stress` cases run on a tenth of their routes (field-per-route at 1,000 only).
+//! `ATC_BENCH_FAMILIES` (names, comma-separated) sets the families of `match/`: the gateway
+//! families and the mixed table by default, stress families (`unanchored-regex`...) on demand.
 //! A filter (`cargo bench -p atc-benches --bench router -- 'match/rest-api/10000/'`) also skips
 //! building the tables of groups it leaves out.
 
@@ -32,8 +45,13 @@ use atc_benches::{
     specs, CountingAlloc, REQUEST_SEED, TABLE_SEED,
 };
 use atc_router::{Context, RouteSpec, Router, Schema, SyncMode, Uuid};
-use atc_workload::{requests, Cond, Family, FieldType, Mix, PathMatch, Request, Table, SCHEMA};
-use criterion::{criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Criterion};
+use atc_workload::{
+    requests, stress, Cond, Family, FieldType, Mix, PathMatch, Request, Shape, Table, SCHEMA,
+};
+use criterion::{
+    criterion_group, criterion_main, BatchSize, BenchmarkGroup, BenchmarkId, Criterion,
+    SamplingMode,
+};
 
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc;
@@ -59,6 +77,17 @@ fn sizes() -> Vec<usize> {
             vec![1_000, 10_000, 100_000]
         }
     })
+}
+
+/// The families of `match/` (`ATC_BENCH_FAMILIES`, names; default [`Family::all`]).
+fn families() -> Vec<Family> {
+    match std::env::var("ATC_BENCH_FAMILIES") {
+        Ok(names) => names
+            .split(',')
+            .map(|n| Family::from_name(n.trim()).unwrap_or_else(|| panic!("unknown family `{n}`")))
+            .collect(),
+        Err(_) => Family::all().to_vec(),
+    }
 }
 
 fn linear_max() -> usize {
@@ -190,7 +219,7 @@ fn matching(c: &mut Criterion) {
     let kschema = kong_schema();
     let linear = linear_max();
     for n in sizes() {
-        for family in Family::all() {
+        for family in families() {
             let group = format!("match/{}/{n}", family.name());
             let slow = n <= linear;
             let impls: &[&str] = if slow {
@@ -570,5 +599,280 @@ fn build_specs(schema: &Arc<Schema>, specs: &[RouteSpec<'_>]) -> Router {
     fresh
 }
 
-criterion_group!(benches, matching, paths, updates, syncs);
+// ---- stress: the shapes of the "no route table crashes or stalls a worker" issue ----
+
+/// `n` routes, a tenth of them with `--test` (at least one).
+fn scaled(n: usize) -> usize {
+    if test_mode() {
+        (n / 10).max(1)
+    } else {
+        n
+    }
+}
+
+/// One fixed stress case: its table and the requests of each side (`hit`, `miss`).
+struct StressCase {
+    name: String,
+    table: Table,
+    requests: Vec<(&'static str, Vec<Request>)>,
+}
+
+/// Requests in rotation per side.
+const STRESS_REQUESTS: usize = 16;
+
+impl StressCase {
+    fn new(name: String, family: Family, shapes: Vec<Shape>) -> StressCase {
+        let table = Table::from_shapes(family, shapes, TABLE_SEED);
+        // hit-first for a table of one route (its middle is its first)
+        let hit = if table.routes.len() == 1 {
+            Mix::HitFirst
+        } else {
+            Mix::HitMiddle
+        };
+        let requests = vec![
+            ("hit", requests(&table, hit, STRESS_REQUESTS, REQUEST_SEED)),
+            (
+                "miss",
+                requests(&table, Mix::MissKeys, STRESS_REQUESTS, REQUEST_SEED),
+            ),
+        ];
+        StressCase {
+            name,
+            table,
+            requests,
+        }
+    }
+
+    /// Adds the side `name`: the `hit` requests with their paths grown to `len` bytes by a `/`
+    /// and letters (a branch's path, then what makes an anchored pattern fail only at its end).
+    fn with_long_hits(mut self, name: &'static str, len: usize) -> StressCase {
+        let mut long = self.requests[0].1.clone();
+        for req in &mut long {
+            for (f, v) in &mut req.fields {
+                if let (true, atc_workload::Value::Str(p)) = (f == "http.path", v) {
+                    p.push('/');
+                    let pad = len.saturating_sub(p.len());
+                    p.extend(std::iter::repeat_n('a', pad));
+                }
+            }
+        }
+        self.requests.push((name, long));
+        self
+    }
+
+    fn ids(&self) -> Vec<String> {
+        let mut ids = Vec::new();
+        for i in ["ours", "kong"] {
+            for (what, _) in &self.requests {
+                ids.push(format!("stress/{}/{i}/{what}", self.name));
+            }
+            ids.push(format!("stress/first-request/{}/{i}", self.name));
+        }
+        ids
+    }
+}
+
+fn stress_group<'c>(
+    c: &'c mut Criterion,
+    name: &str,
+) -> BenchmarkGroup<'c, criterion::measurement::WallTime> {
+    let mut g = c.benchmark_group(name);
+    g.sampling_mode(SamplingMode::Flat);
+    g.sample_size(10);
+    g.warm_up_time(Duration::from_millis(300));
+    g.measurement_time(Duration::from_secs(2));
+    g
+}
+
+/// Times ours and Kong's on the case's requests, after printing our candidates per request and
+/// saying on stderr where Kong's answers differ.
+fn stress_match(c: &mut Criterion, case: &StressCase, schema: &Arc<Schema>) {
+    let kschema = kong_schema();
+    let router = build(&case.table, schema);
+    let krouter = kong_router(&case.table, &kschema);
+    let group = format!("stress/{}", case.name);
+    eprintln!(
+        "{group}: {} routes, {} regexes, {} unindexed",
+        router.len(),
+        router.regex_count(),
+        router.unindexed_count()
+    );
+    let mut g = stress_group(c, &group);
+    for (what, reqs) in &case.requests {
+        let mut ctxs: Vec<Context> = reqs
+            .iter()
+            .map(|req| {
+                let mut ctx = Context::new(schema.clone());
+                fill(&mut ctx, req);
+                ctx
+            })
+            .collect();
+        let (mean, max) = candidate_stats(&router, &mut ctxs);
+        println!("candidates {group} {what} mean {mean:.1} max {max}");
+        let mut kctxs: Vec<_> = reqs.iter().map(|r| kong_context(&kschema, r)).collect();
+        let differ = ctxs
+            .iter_mut()
+            .zip(kctxs.iter_mut())
+            .map(|(ours, k)| {
+                router.execute(ours);
+                krouter.execute(k);
+                ours.result().map(|m| m.id()) != k.result.as_ref().map(|m| m.uuid)
+            })
+            .filter(|&d| d)
+            .count();
+        if differ > 0 {
+            eprintln!(
+                "{group} {what}: Kong routes {differ} of {} requests elsewhere",
+                ctxs.len()
+            );
+        }
+        rotate(&mut g, BenchmarkId::new("ours", what), &mut ctxs, |ctx| {
+            execute_reading_captures(&router, ctx)
+        });
+        rotate(&mut g, BenchmarkId::new("kong", what), &mut kctxs, |ctx| {
+            krouter.execute(ctx)
+        });
+    }
+    g.finish();
+}
+
+/// The first request (the case's first miss) after a build: a fresh router each iteration, its
+/// build and drop outside the measurement.
+fn first_request(c: &mut Criterion, case: &StressCase, schema: &Arc<Schema>) {
+    let kschema = kong_schema();
+    let req = &case
+        .requests
+        .iter()
+        .find(|r| r.0 == "miss")
+        .expect("a miss")
+        .1[0];
+    let mut g = stress_group(c, &format!("stress/first-request/{}", case.name));
+    g.bench_function("ours", |b| {
+        b.iter_batched(
+            || {
+                let mut ctx = Context::new(schema.clone());
+                fill(&mut ctx, req);
+                (build(&case.table, schema), ctx)
+            },
+            |(router, mut ctx)| {
+                black_box(router.execute(&mut ctx));
+                (router, ctx)
+            },
+            BatchSize::PerIteration,
+        )
+    });
+    g.bench_function("kong", |b| {
+        b.iter_batched(
+            || {
+                (
+                    kong_router(&case.table, &kschema),
+                    kong_context(&kschema, req),
+                )
+            },
+            |(router, mut ctx)| {
+                black_box(router.execute(&mut ctx));
+                (router, ctx)
+            },
+            BatchSize::PerIteration,
+        )
+    });
+    g.finish();
+}
+
+fn stress_cases() -> Vec<StressCase> {
+    let fam = Family::UnanchoredRegex;
+    let mut cases = Vec::new();
+    for len in [250, 1000] {
+        let n = scaled(500);
+        cases.push(StressCase::new(
+            format!("word-run-{n}/{len}B"),
+            fam,
+            (0..n).map(|i| stress::word_run(i, len)).collect(),
+        ));
+    }
+    let n = scaled(200);
+    cases.push(StressCase::new(
+        format!("digits-word-{n}/1000B"),
+        fam,
+        (0..n).map(|i| stress::digits_word(i, 1000)).collect(),
+    ));
+    let branches = scaled(1000);
+    cases.push(
+        StressCase::new(
+            format!("alternation-{branches}/64KB"),
+            Family::Alternations,
+            vec![stress::alternation(0, branches, 64 * 1024)],
+        )
+        .with_long_hits("branch-then-64KB", 64 * 1024),
+    );
+    cases.push(StressCase::new(
+        "word-run-1/250B".into(),
+        fam,
+        vec![stress::word_run(0, 250)],
+    ));
+    cases
+}
+
+fn stresses(c: &mut Criterion) {
+    let schema = schema();
+    for case in stress_cases() {
+        let ids = case.ids();
+        let (first, matching): (Vec<String>, Vec<String>) =
+            ids.into_iter().partition(|i| i.contains("/first-request/"));
+        // `word-run-1`: the issue's first request of one route, nothing else
+        if case.name != "word-run-1/250B" && wanted(&matching) {
+            stress_match(c, &case, &schema);
+        }
+        if case.name.starts_with("word-run") && wanted(&first) {
+            first_request(c, &case, &schema);
+        }
+    }
+    field_per_route(c, &schema);
+}
+
+/// A header per route: build route by route (ours and Kong's), by one sync (ours), and match.
+fn field_per_route(c: &mut Criterion, schema: &Arc<Schema>) {
+    let kschema = kong_schema();
+    let ns: &[usize] = if test_mode() {
+        &[1_000]
+    } else {
+        &[1_000, 10_000]
+    };
+    for &n in ns {
+        let shapes = (0..n).map(stress::own_header).collect();
+        let case = StressCase::new(
+            format!("field-per-route/{n}"),
+            Family::FieldPerRoute,
+            shapes,
+        );
+        let group = format!("stress/{}", case.name);
+        let build_ids: Vec<String> = ["ours/build-add", "kong/build-add", "ours/build-sync"]
+            .iter()
+            .map(|b| format!("{group}/{b}"))
+            .collect();
+        if wanted(&build_ids) {
+            let specs = specs(&case.table);
+            let mut g = stress_group(c, &group);
+            g.bench_function("ours/build-add", |b| {
+                b.iter_with_large_drop(|| build(&case.table, schema))
+            });
+            g.bench_function("kong/build-add", |b| {
+                b.iter_with_large_drop(|| kong_router(&case.table, &kschema))
+            });
+            g.bench_function("ours/build-sync", |b| {
+                b.iter_with_large_drop(|| {
+                    let mut r = Router::new(schema.clone());
+                    r.sync(&specs, SyncMode::AllOrNothing).unwrap();
+                    r
+                })
+            });
+            g.finish();
+        }
+        if wanted(&case.ids()) {
+            stress_match(c, &case, schema);
+        }
+    }
+}
+
+criterion_group!(benches, matching, paths, updates, syncs, stresses);
 criterion_main!(benches);

@@ -88,7 +88,11 @@ impl Parsed {
     pub fn family(&self, name: &str, default: Option<Family>) -> Result<Family, String> {
         match self.value(name) {
             Some(v) => Family::from_name(v).ok_or_else(|| {
-                let all: Vec<_> = Family::all().iter().map(Family::name).collect();
+                let all: Vec<_> = Family::all()
+                    .iter()
+                    .chain(&Family::stress())
+                    .map(Family::name)
+                    .collect();
                 format!("unknown family `{v}`; one of: {}", all.join(", "))
             }),
             None => default.ok_or_else(|| format!("`{name}` is required")),

@@ -147,3 +147,33 @@ fn help_and_bad_command_lines() {
     ];
     assert!(refused(&both).contains("exclude each other"));
 }
+
+#[test]
+fn stress_families_by_name() {
+    let out = ok(&[
+        "candidates",
+        "--routes",
+        "40",
+        "--family",
+        "field-per-route",
+    ]);
+    assert!(
+        out.lines().any(|l| l.starts_with("field-per-route")),
+        "{out}"
+    );
+    assert!(out.contains("index summary:"), "{out}");
+    let out = ok(&[
+        "hot",
+        "--routes",
+        "6",
+        "--family",
+        "alternations",
+        "--mix",
+        "miss-keys",
+        "--iters",
+        "200",
+    ]);
+    assert!(out.contains("ns per request"), "{out}");
+    let err = refused(&["candidates", "--family", "stress"]);
+    assert!(err.contains("unanchored-regex"), "{err}");
+}

@@ -13,6 +13,8 @@
 //!   whose requests match and which changes the table several times, a sync among the changes
 //!   for half of them (`matcher`, run through `atc_testkit::check::run`), or the standard setup
 //!   followed by calls (`c_abi`).
+//! - `tables`: pseudo-random byte strings that decode (`atc_testkit::tables::decode`) to tables
+//!   of at least 8 routes with 4 changes or more, each run through the check first.
 //! - `kong_diff`: the expressions of Kong's own tests (its `t/*.t` and the tests in its Rust
 //!   sources, read from the crate the fuzz workspace depends on), as the text routes of the
 //!   input, each followed by pseudo-random bytes that decode to a case with requests. Every
@@ -25,7 +27,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use arbitrary::{Arbitrary, Unstructured};
-use atc_testkit::{check, Case};
+use atc_testkit::{check, table_check, tables, Case};
 use atc_workload::Table;
 
 /// Expressions taken from atc-router's tests (syntax.rs, semantics.rs, the former
@@ -332,6 +334,30 @@ fn main() {
         write(&dir, &data);
         n[3] += 1;
     }
+    // tables: byte strings that decode to tables of at least 8 routes with changes and
+    // requests (its own PRNG).
+    let dir = fresh(&root, "tables");
+    let mut rng = Rng(0x7ab1e5);
+    let mut tables_n = 0;
+    while tables_n < 16 {
+        let len = 512 + (rng.next() % 3584) as usize;
+        let data = rng.bytes(len);
+        let Ok(case) = tables::decode(&mut Unstructured::new(&data)) else {
+            continue;
+        };
+        if case.table.routes.len() < 8 || case.ops.len() < 4 {
+            continue;
+        }
+        table_check::churn(
+            table_check::router(&tables::schema()),
+            case.table,
+            case.ops,
+            &case.reqs,
+        );
+        write(&dir, &data);
+        tables_n += 1;
+    }
+
     // kong_diff: each expression of Kong's tests alone, and all of them together, as text
     // routes, each with a structured case (its own PRNG, so the other targets' seeds stay).
     let dir = fresh(&root, "kong_diff");
@@ -360,7 +386,7 @@ fn main() {
 
     println!(
         "seeds written to {}: parse/validate {} each, matcher {} (of {tries} tried), c_abi {}, \
-         kong_diff {kong_n} (from {} expressions of Kong's tests)",
+         tables {tables_n}, kong_diff {kong_n} (from {} expressions of Kong's tests)",
         root.display(),
         n[0],
         n[2],

@@ -12,9 +12,16 @@
 //! Invariant: every rendered route is valid against [`schema`] (the tests add them with
 //! `unwrap`); conditions describe what the route requires, and [`Table::request_for`] builds a
 //! request satisfying one route (one branch of each `||`), so hits are frequent.
+//!
+//! Scale shapes ([`scale_table_strategy`]): thousands of routes, most on a header field of
+//! their own ([`Cond::OwnField`], names sharing prefixes), nesting near the parser's limit
+//! ([`Cond::Deep`]), set literals of hundreds to thousands of elements ([`Cond::BigSet`]), long
+//! and Unicode regexes ([`Cond::Unicode`], a few per table: a debug build takes a tenth of a
+//! second to compile Unicode `\w{30}`), among ordinary gateway routes.
 
 use std::sync::Arc;
 
+use arbitrary::Unstructured;
 use atc_router::{Schema, Type, Value};
 use proptest::prelude::*;
 
@@ -57,6 +64,31 @@ pub const FREE_REGEXES: &[(&str, &str)] = &[
     ("(?i)ADMIN", "/Admin/x"),
     (r"\w+@\w+", "/u/me@host"),
 ];
+
+/// Long and Unicode regexes (classes in Unicode mode, `(?i)` on non-ASCII letters, long
+/// repetitions and alternations) with a text each matches; see [`unicode_regex`].
+pub const UNICODE_REGEXES: usize = 9;
+
+/// The `k`-th of [`UNICODE_REGEXES`] (modulo), with a path it matches.
+pub fn unicode_regex(k: usize) -> (String, String) {
+    match k % UNICODE_REGEXES {
+        0 => (r"\w{30}x1".into(), format!("/a/{}x1/b", "é".repeat(30))),
+        1 => (r"\p{L}+/ñ\d+$".into(), "/straße/ñ12".into()),
+        2 => ("[à-ÿ]{3,}-[0-9]+".into(), "/x/éàü-42".into()),
+        3 => (r"(?i)^/ÉTÉ/\w+".into(), "/été/ж".into()),
+        4 => (r"^/вики/\p{Cyrillic}+$".into(), "/вики/статья".into()),
+        5 => (r"\d{3,}-\w{10}/p".into(), "/x/1234-abcdefghij/p".into()),
+        6 => {
+            let alts: Vec<String> = (0..300).map(|i| format!("a{i}")).collect();
+            (format!("^/({})$", alts.join("|")), "/a150".into())
+        }
+        7 => (
+            "^/(?:[^/]+/){20}end$".to_string(),
+            format!("/{}end", "s/".repeat(20)),
+        ),
+        _ => (r"(?i)ǅ|straße|ΣΑΣ".into(), "/x/σας".into()),
+    }
+}
 
 /// The schema every table is written against.
 pub fn schema() -> Arc<Schema> {
@@ -123,6 +155,26 @@ pub enum Cond {
     Sni(usize),
     /// `!(…)` of another condition: never a key.
     Not(Box<Cond>),
+    /// `[any(][lower(]http.headers.x_f_<index>[)][)] == "v<value>"`: a field of the route's own
+    /// (scale tables give every route another index; names share prefixes: `x_f_1`, `x_f_12`).
+    OwnField {
+        index: usize,
+        value: usize,
+        lower: bool,
+        any: bool,
+    },
+    /// The condition inside `depth` levels of parentheses, every third pair of levels a double
+    /// negation `!(!(…))` (the same meaning).
+    Deep(usize, Box<Cond>),
+    /// `field in [...]` (or `not in`) of `size` elements: hosts `h<k>.example.com` (field 0),
+    /// ports `1000 + k` (field 1) or tenant header values `t<k>` (field 2).
+    BigSet {
+        field: usize,
+        size: usize,
+        not: bool,
+    },
+    /// `http.path ~ <one of the long and Unicode regexes>` ([`unicode_regex`]).
+    Unicode(usize),
     /// `a || b` of two conditions.
     Or(Box<Cond>, Box<Cond>),
 }
@@ -276,6 +328,58 @@ impl Cond {
             ),
             Cond::Not(c) => format!("!({})", c.render()),
             Cond::Or(a, b) => format!("({} || {})", a.render(), b.render()),
+            Cond::OwnField {
+                index,
+                value,
+                lower,
+                any,
+            } => {
+                let mut lhs = format!("http.headers.x_f_{index}");
+                if *lower {
+                    lhs = format!("lower({lhs})");
+                }
+                if *any {
+                    lhs = format!("any({lhs})");
+                }
+                format!("{lhs} == \"v{}\"", value % 4)
+            }
+            Cond::Deep(depth, c) => {
+                let (mut open, mut close) = (String::new(), String::new());
+                let mut level = 0;
+                while level < *depth {
+                    if level % 3 == 2 && level + 2 <= *depth {
+                        open.push_str("!(!(");
+                        close.push_str("))");
+                        level += 2;
+                    } else {
+                        open.push('(');
+                        close.push(')');
+                        level += 1;
+                    }
+                }
+                format!("{open}{}{close}", c.render())
+            }
+            Cond::BigSet { field, size, not } => {
+                let (name, values): (&str, Vec<String>) = match field % 3 {
+                    0 => (
+                        "http.host",
+                        (0..*size)
+                            .map(|k| quoted(&format!("h{k}.example.com")))
+                            .collect(),
+                    ),
+                    1 => (
+                        "net.dst.port",
+                        (0..*size).map(|k| (1000 + k).to_string()).collect(),
+                    ),
+                    _ => (
+                        "http.headers.x_tenant",
+                        (0..*size).map(|k| quoted(&format!("t{k}"))).collect(),
+                    ),
+                };
+                let op = if *not { "not in" } else { "in" };
+                format!("{name} {op} [{}]", values.join(", "))
+            }
+            Cond::Unicode(k) => format!("http.path ~ {}", quoted(&unicode_regex(*k).0)),
         }
     }
 
@@ -356,6 +460,38 @@ impl Cond {
                     b.satisfy(out, pick / 2)
                 }
             }
+            Cond::OwnField {
+                index,
+                value,
+                lower,
+                any,
+            } => {
+                let name = format!("http.headers.x_f_{index}");
+                if *any && pick.is_multiple_of(3) {
+                    out.push((name.clone(), s("decoy")));
+                }
+                let v = if *lower && pick.is_multiple_of(2) {
+                    format!("V{}", value % 4)
+                } else {
+                    format!("v{}", value % 4)
+                };
+                out.push((name, s(&v)));
+            }
+            Cond::Deep(_, c) => c.satisfy(out, pick),
+            Cond::BigSet { field, size, not } => {
+                // `not in`: a value just past the set
+                let k = if *not {
+                    *size
+                } else {
+                    pick as usize % size.max(&1)
+                };
+                out.push(match field % 3 {
+                    0 => ("http.host".into(), s(&format!("h{k}.example.com"))),
+                    1 => ("net.dst.port".into(), Value::Int(1000 + k as i64)),
+                    _ => ("http.headers.x_tenant".into(), s(&format!("t{k}"))),
+                });
+            }
+            Cond::Unicode(k) => out.push(("http.path".into(), s(&unicode_regex(*k).1))),
         }
     }
 }
@@ -510,4 +646,239 @@ pub fn ops_strategy(n: std::ops::Range<usize>) -> impl Strategy<Value = Vec<Op>>
         1 => Just(Op::Sync),
     ];
     prop::collection::vec(op, n)
+}
+
+/// A condition of a scale table's route (see the module docs): `own` is the route's own field
+/// index.
+fn scale_cond(own: usize) -> impl Strategy<Value = Cond> {
+    prop_oneof![
+        24 => (0usize..4, any::<bool>(), any::<bool>()).prop_map(move |(value, lower, any)| {
+            Cond::OwnField { index: own, value, lower, any }
+        }),
+        1 => (200usize..=250, leaf_cond()).prop_map(|(d, c)| Cond::Deep(d, Box::new(c))),
+        // thousands of elements now and then: their text is what a debug build parses slowest
+        2 => (0usize..3, prop_oneof![12 => 1usize..80, 1 => 200usize..3000], prop::bool::weighted(0.2))
+            .prop_map(|(field, size, not)| Cond::BigSet { field, size, not }),
+        12 => cond_strategy(),
+    ]
+}
+
+/// Tables of `n` routes (thousands) of the scale shapes: each route one to three conditions,
+/// the first on a field of its own most of the time; a few routes (at most `unicode`) get a long
+/// or Unicode regex.
+pub fn scale_table_strategy(
+    n: std::ops::Range<usize>,
+    unicode: usize,
+) -> impl Strategy<Value = Table> {
+    n.prop_flat_map(|n| {
+        let routes: Vec<_> = (0..n)
+            .map(|i| {
+                (0u64..8, prop::collection::vec(scale_cond(i), 1..3))
+                    .prop_map(|(priority, conds)| RouteShape { priority, conds })
+            })
+            .collect();
+        routes
+    })
+    .prop_flat_map(move |routes| {
+        let n = routes.len();
+        (
+            Just(routes),
+            prop::collection::vec((0..n.max(1), 0..UNICODE_REGEXES), 0..=unicode),
+        )
+    })
+    .prop_map(|(mut routes, regexes)| {
+        for (at, k) in regexes {
+            if let Some(r) = routes.get_mut(at) {
+                r.conds.push(Cond::Unicode(k));
+            }
+        }
+        Table { routes }
+    })
+}
+
+/// Changes of a scale table: adds of scale routes (field indices from `fresh` up), removes,
+/// changes and syncs.
+pub fn scale_ops_strategy(
+    n: std::ops::Range<usize>,
+    fresh: usize,
+) -> impl Strategy<Value = Vec<Op>> {
+    let route = (0u64..8, fresh..fresh + 1000).prop_flat_map(|(priority, own)| {
+        prop::collection::vec(scale_cond(own), 1..3)
+            .prop_map(move |conds| RouteShape { priority, conds })
+    });
+    let op = prop_oneof![
+        4 => route.clone().prop_map(Op::Add),
+        3 => any::<usize>().prop_map(Op::Remove),
+        2 => (any::<usize>(), route).prop_map(|(i, r)| Op::Change(i, r)),
+        1 => Just(Op::Sync),
+    ];
+    prop::collection::vec(op, n)
+}
+
+/// A table, changes to it and requests, decoded from a fuzzer's bytes ([`decode`]).
+#[derive(Debug, Clone)]
+pub struct Decoded {
+    pub table: Table,
+    pub ops: Vec<Op>,
+    pub reqs: Vec<crate::table_check::Req>,
+}
+
+/// Most routes, changes and requests a decoded case has (a fuzzer's input should run in
+/// milliseconds).
+pub const DECODED_ROUTES: usize = 64;
+pub const DECODED_OPS: usize = 32;
+pub const DECODED_REQUESTS: usize = 16;
+
+/// A field index of [`Cond::OwnField`] from up to four digits of 0–2, so names share prefixes
+/// (`x_f_1`, `x_f_12`, `x_f_120`) and collide now and then.
+fn decode_own(u: &mut Unstructured<'_>) -> arbitrary::Result<usize> {
+    let digits = u.int_in_range(1..=4)?;
+    let mut index = 0;
+    for _ in 0..digits {
+        index = index * 10 + usize::from(u.int_in_range(0u8..=2)?);
+    }
+    Ok(index)
+}
+
+fn decode_alts(u: &mut Unstructured<'_>) -> arbitrary::Result<Alts> {
+    Ok(match u.int_in_range(0u8..=4)? {
+        0 | 1 => Alts::Or,
+        2 | 3 => Alts::In,
+        _ => Alts::NotIn,
+    })
+}
+
+fn decode_path(u: &mut Unstructured<'_>) -> arbitrary::Result<PathShape> {
+    let n = u.int_in_range(0..=3)?;
+    let mut segs = Vec::with_capacity(n);
+    for _ in 0..n {
+        segs.push(if u.ratio(2, 5)? {
+            PathSeg::Param(u.choose_index(PARAMS.len())?)
+        } else {
+            PathSeg::Lit(u.choose_index(SEGMENTS.len())?)
+        });
+    }
+    let how = match u.int_in_range(0u8..=3)? {
+        0 => PathHow::Exact,
+        1 => PathHow::Prefix(u.arbitrary()?),
+        2 => PathHow::Regex {
+            end: u.arbitrary()?,
+        },
+        _ => PathHow::Suffix,
+    };
+    Ok(PathShape { segs, how })
+}
+
+/// A condition without nesting of its own (but for a method or port `||` chain).
+fn decode_leaf(u: &mut Unstructured<'_>, regexes: &mut usize) -> arbitrary::Result<Cond> {
+    Ok(match u.int_in_range(0u8..=15)? {
+        0..=3 => Cond::OwnField {
+            index: decode_own(u)?,
+            value: u.int_in_range(0..=3)?,
+            lower: u.arbitrary()?,
+            any: u.arbitrary()?,
+        },
+        4 => Cond::Host(u.choose_index(HOSTS.len())?),
+        5 => Cond::HostSuffix(u.choose_index(HOST_SUFFIXES.len())?),
+        6 => {
+            let n = u.int_in_range(1..=3)?;
+            let ms = (0..n)
+                .map(|_| u.choose_index(METHODS.len()))
+                .collect::<arbitrary::Result<_>>()?;
+            Cond::Methods(ms, decode_alts(u)?)
+        }
+        7 | 8 => Cond::Path(decode_path(u)?),
+        9 => Cond::Tenant {
+            tenant: u.choose_index(TENANTS.len())?,
+            lower: u.arbitrary()?,
+        },
+        10 => {
+            let n = u.int_in_range(1..=2)?;
+            let ps = (0..n)
+                .map(|_| u.choose_index(PORTS.len()))
+                .collect::<arbitrary::Result<_>>()?;
+            Cond::Ports(ps, decode_alts(u)?)
+        }
+        11 => match u.int_in_range(0u8..=2)? {
+            0 => Cond::SrcIn(u.choose_index(CIDRS.len())?),
+            1 => Cond::SrcIs(u.choose_index(IPS.len())?),
+            _ => Cond::Sni(u.choose_index(HOSTS.len())?),
+        },
+        12 => Cond::Contains(u.choose_index(CONTAINS.len())?),
+        13 => Cond::BigSet {
+            field: u.int_in_range(0..=2)?,
+            size: u.int_in_range(1..=300)?,
+            not: u.ratio(1, 5)?,
+        },
+        // at most two long or Unicode regexes a case: they take milliseconds to compile
+        14 if *regexes < 2 => {
+            *regexes += 1;
+            Cond::Unicode(u.choose_index(UNICODE_REGEXES)?)
+        }
+        _ => Cond::Regex(u.choose_index(FREE_REGEXES.len())?),
+    })
+}
+
+fn decode_cond(
+    u: &mut Unstructured<'_>,
+    depth: u32,
+    regexes: &mut usize,
+) -> arbitrary::Result<Cond> {
+    Ok(match u.int_in_range(0u8..=9)? {
+        7 if depth < 3 => Cond::Not(Box::new(decode_cond(u, depth + 1, regexes)?)),
+        8 if depth < 3 => Cond::Or(
+            Box::new(decode_cond(u, depth + 1, regexes)?),
+            Box::new(decode_cond(u, depth + 1, regexes)?),
+        ),
+        // up to 250 levels around a leaf (which adds at most two): under the parser's 256
+        9 => Cond::Deep(u.int_in_range(1..=250)?, Box::new(decode_leaf(u, regexes)?)),
+        _ => decode_leaf(u, regexes)?,
+    })
+}
+
+fn decode_route(u: &mut Unstructured<'_>, regexes: &mut usize) -> arbitrary::Result<RouteShape> {
+    let priority = u.int_in_range(0..=7)?;
+    let n = u.int_in_range(0..=3)?;
+    let conds = (0..n)
+        .map(|_| decode_cond(u, 0, regexes))
+        .collect::<arbitrary::Result<_>>()?;
+    Ok(RouteShape { priority, conds })
+}
+
+/// Decodes a case: up to [`DECODED_ROUTES`] routes over every [`Cond`] (fields of their own with
+/// names sharing prefixes, nesting up to 250 levels, sets of up to 300 elements, at most two long
+/// or Unicode regexes), then up to [`DECODED_OPS`] changes (adds, removes, changes, syncs) and
+/// up to [`DECODED_REQUESTS`] requests (built for a route, or from the pools). Any bytes decode:
+/// what runs out reads as zeros.
+pub fn decode(u: &mut Unstructured<'_>) -> arbitrary::Result<Decoded> {
+    let mut regexes = 0;
+    let n = u.int_in_range(0..=DECODED_ROUTES)?;
+    let routes = (0..n)
+        .map(|_| decode_route(u, &mut regexes))
+        .collect::<arbitrary::Result<_>>()?;
+    let n = u.int_in_range(0..=DECODED_OPS)?;
+    let mut ops = Vec::with_capacity(n);
+    for _ in 0..n {
+        ops.push(match u.int_in_range(0u8..=9)? {
+            0..=3 => Op::Add(decode_route(u, &mut regexes)?),
+            4..=6 => Op::Remove(u.arbitrary()?),
+            7 | 8 => Op::Change(u.arbitrary()?, decode_route(u, &mut regexes)?),
+            _ => Op::Sync,
+        });
+    }
+    let n = u.int_in_range(1..=DECODED_REQUESTS)?;
+    let mut reqs = Vec::with_capacity(n);
+    for _ in 0..n {
+        reqs.push((
+            u.arbitrary()?,
+            u.arbitrary()?,
+            u.arbitrary()?,
+            u.ratio(1, 4)?,
+        ));
+    }
+    Ok(Decoded {
+        table: Table { routes },
+        ops,
+        reqs,
+    })
 }

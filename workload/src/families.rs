@@ -17,7 +17,7 @@ use crate::words::{
     EXCLUDED, HOSTED_ROOTS, INGRESS_ROOTS, METHOD_ROOTS, OTHER_ROOTS, PATH_ROOTS, PORT_ROOTS,
     SNI_ROOTS, SOURCE_ROOTS, TENANT_ROOTS, WORDS,
 };
-use crate::Family;
+use crate::{stress, Family};
 
 /// The host of the `rest-api` and `tenant-header` families (the busiest host of the mixed table).
 pub const API_HOST: &str = "api.example.com";
@@ -550,6 +550,19 @@ pub(crate) fn generate(counts: &[(Family, usize)], rng: &mut Rng) -> Vec<(Family
     }
     for _ in 0..count(Family::PathOnly) {
         out.push((Family::PathOnly, path_only(&mut hostless, rng)));
+    }
+    type Stress = fn(usize, &mut Rng) -> Vec<Shape>;
+    let stress: [(Family, Stress); 4] = [
+        (Family::FieldPerRoute, stress::field_per_route),
+        (Family::UnanchoredRegex, stress::unanchored_regexes),
+        (Family::Alternations, stress::alternations),
+        (Family::UnicodeClasses, stress::unicode_classes),
+    ];
+    for (family, generate) in stress {
+        let n = count(family);
+        if n > 0 {
+            out.extend(generate(n, rng).into_iter().map(|s| (family, s)));
+        }
     }
     out
 }

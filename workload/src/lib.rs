@@ -18,6 +18,9 @@
 //!   last family taking the remainder), in a shuffled order. [`Table::generate`] is the mixed
 //!   table, plus one [`CATCH_ALL_EXPRESSION`] route at priority 0 (the lowest; every other
 //!   priority is ≥ 4096), appended last, when asked.
+//! * **Stress families** ([`Family::stress`], module [`stress`]) are outside the mixed table's
+//!   shares and outside [`Family::all`]: adding them changed no gateway table or request. Each
+//!   route of one has a key or a regex tag of its own, so a request built for it reaches it.
 //! * **Shared keys, no accidental overlap.** Routes share hosts, ports, SNIs, methods, tenants
 //!   as real tables do, but never a path key that is another's prefix on the same keys (see
 //!   `families.rs`), so a hit request nearly always reaches the route it was built for; where
@@ -38,6 +41,7 @@ mod families;
 mod rest;
 mod rng;
 mod shape;
+pub mod stress;
 #[cfg(test)]
 mod tests;
 mod words;
@@ -47,7 +51,10 @@ use std::net::IpAddr;
 
 pub use crate::families::API_HOST;
 pub use crate::rest::ParamKind;
-pub use crate::shape::{Cidr, Cond, Header, Part, PathMatch, PathRegex, Shape};
+pub use crate::shape::{
+    Alternation, CharClass, Cidr, Cond, FreePart, FreeRegex, Header, Part, PathMatch, PathRegex,
+    Shape,
+};
 
 use crate::rng::{fnv1a, mix64, Rng};
 use crate::shape::{DEFAULT_HOSTS, DEFAULT_SOURCE};
@@ -145,6 +152,17 @@ pub enum Family {
     PathOnly,
     /// All of the above in the spec's shares.
     Mixed,
+    /// Stress: every route on a header of its own, `http.headers.x_tenant_<i>` (some under
+    /// `lower`/`any`, a quarter with a host). See [`stress`].
+    FieldPerRoute,
+    /// Stress: unanchored path regexes without a literal prefix (`\w{30}x<tag>`,
+    /// `\d{3,}-\w{10}/p<tag>`) on paths of 64 to 1,000 bytes.
+    UnanchoredRegex,
+    /// Stress: anchored alternations of many literal paths (`^/(a|b|…)$`) and `||` chains of
+    /// paths.
+    Alternations,
+    /// Stress: regexes of Unicode classes (`\p{L}+`, `[à-ÿ]`, `\w`) on non-ASCII paths.
+    UnicodeClasses,
 }
 
 impl Family {
@@ -163,7 +181,9 @@ impl Family {
         (Family::PathOnly, 0.02),
     ];
 
-    /// Every family, the mixed table last.
+    /// The gateway families and the mixed table (last): what the benchmarks' `match/` group and
+    /// the `candidates` report cover by default. The stress families are apart
+    /// ([`Family::stress`]).
     pub fn all() -> [Family; 11] {
         [
             Family::HostPrefixes,
@@ -194,12 +214,36 @@ impl Family {
             Family::OtherOperators => "other-operators",
             Family::PathOnly => "path-only",
             Family::Mixed => "mixed",
+            Family::FieldPerRoute => "field-per-route",
+            Family::UnanchoredRegex => "unanchored-regex",
+            Family::Alternations => "alternations",
+            Family::UnicodeClasses => "unicode-classes",
         }
     }
 
-    /// The family of a [`Family::name`].
+    /// The stress families ([`stress`]): outside the mixed table and [`Family::all`], each
+    /// benchmarked and tested on its own, at sizes of its own (their routes cost far more to
+    /// build and, for the regex families, to match than a gateway family's).
+    pub fn stress() -> [Family; 4] {
+        [
+            Family::FieldPerRoute,
+            Family::UnanchoredRegex,
+            Family::Alternations,
+            Family::UnicodeClasses,
+        ]
+    }
+
+    /// Whether this is one of [`Family::stress`].
+    pub fn is_stress(&self) -> bool {
+        Family::stress().contains(self)
+    }
+
+    /// The family of a [`Family::name`] (gateway and stress families alike).
     pub fn from_name(name: &str) -> Option<Family> {
-        Family::all().into_iter().find(|f| f.name() == name)
+        Family::all()
+            .into_iter()
+            .chain(Family::stress())
+            .find(|f| f.name() == name)
     }
 
     /// Exact number of routes of each family in a mixed table of `n`: each share times `n`
@@ -321,7 +365,19 @@ pub struct SharedKeys {
     pub source: Option<Cidr>,
     /// `(header field name, value)`.
     pub headers: Vec<(String, String)>,
+    /// Header names routes test that `headers` does not cover (a route's own header, as in the
+    /// field-per-route family), the first eight by name: a miss-keys request sends each with a
+    /// value no route takes ([`MISS_VALUE`]).
+    pub other_headers: Vec<String>,
+    /// The longest path, in bytes, the table's requests are padded to (unanchored regexes and
+    /// alternations: [`FreeRegex::path_len`], [`Alternation::path_len`]); 0 when none is.
+    pub path_len: usize,
+    /// Whether that padding is of non-ASCII letters (a route on such paths asks for it).
+    pub unicode_paths: bool,
 }
+
+/// The value of a miss-keys request's [`SharedKeys::other_headers`].
+pub const MISS_VALUE: &str = "no-such-value";
 
 const STREAM_FAMILIES: u64 = 1;
 const STREAM_SHAPES: u64 = 2;
@@ -373,7 +429,24 @@ impl Table {
         let family_seed = seed ^ mix64(fnv1a(family.name().as_bytes()));
         let mut shapes = families::generate(&counts, &mut Rng::new(family_seed, STREAM_SHAPES));
         Rng::new(family_seed, STREAM_FAMILIES).shuffle(&mut shapes);
+        Table::assign(shapes, family_seed)
+    }
 
+    /// A table of these shapes, in this order, all of `family`: ids and priorities are drawn as
+    /// [`Table::family`] draws them (deterministic in `seed`). For fixed benchmark cases built
+    /// from the [`stress`] constructors (500 routes of [`stress::word_run`], one
+    /// [`stress::alternation`]...).
+    pub fn from_shapes(family: Family, shapes: Vec<Shape>, seed: u64) -> Table {
+        let family_seed = seed ^ mix64(fnv1a(family.name().as_bytes()));
+        Table::assign(
+            shapes.into_iter().map(|s| (family, s)).collect(),
+            family_seed,
+        )
+    }
+
+    /// Routes of these shapes with random ids and priorities (see the crate docs).
+    fn assign(shapes: Vec<(Family, Shape)>, family_seed: u64) -> Table {
+        let n = shapes.len();
         let mut irng = Rng::new(family_seed, STREAM_IDS);
         let mut used = HashSet::with_capacity(n + 1);
         let mut routes: Vec<Route> = shapes
@@ -456,8 +529,40 @@ impl Table {
         let mut snis: BTreeMap<&str, usize> = BTreeMap::new();
         let mut sources: BTreeMap<(IpAddr, u8), usize> = BTreeMap::new();
         let mut headers: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+        let mut header_names: std::collections::BTreeSet<&str> = Default::default();
+        let mut any_path_headers: HashSet<(&str, &str)> = HashSet::new();
+        let (mut path_len, mut unicode_paths) = (0, false);
         for (i, r) in self.routes.iter().enumerate() {
-            if Some(i) == skip || r.shape.takes_any_path() {
+            if Some(i) == skip {
+                continue;
+            }
+            for c in &r.shape.conds {
+                match c {
+                    Cond::Header(h) => {
+                        header_names.insert(&h.name);
+                    }
+                    Cond::Path(alts) => {
+                        for m in alts {
+                            let (len, unicode) = match m {
+                                PathMatch::Free(f) if !f.anchored => (f.path_len, f.unicode),
+                                PathMatch::Free(f) => (0, f.unicode),
+                                PathMatch::Alternation(a) => (a.path_len, false),
+                                _ => (0, false),
+                            };
+                            path_len = path_len.max(len);
+                            unicode_paths |= unicode;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            if r.shape.takes_any_path() {
+                // Its header values are no shared key: a request sending one would match it.
+                for c in &r.shape.conds {
+                    if let Cond::Header(h) = c {
+                        any_path_headers.insert((&h.name, &h.value));
+                    }
+                }
                 continue;
             }
             for c in &r.shape.conds {
@@ -478,11 +583,21 @@ impl Table {
             }
         }
         let mut by_name: BTreeMap<&str, BTreeMap<&str, usize>> = BTreeMap::new();
+        headers.retain(|k, _| !any_path_headers.contains(k));
         for ((name, value), c) in headers {
             by_name.entry(name).or_default().insert(value, c);
         }
         let host = busiest(&hosts);
+        let other_headers = header_names
+            .into_iter()
+            .filter(|n| !by_name.contains_key(n))
+            .take(8)
+            .map(str::to_string)
+            .collect();
         SharedKeys {
+            other_headers,
+            path_len,
+            unicode_paths,
             host_routes: host.as_ref().map_or(0, |h| h.1),
             host: host.map(|h| h.0),
             method: busiest(&methods).map(|m| m.0.to_string()),
@@ -647,7 +762,12 @@ fn miss(rng: &mut Rng) -> Vec<(String, Value)> {
 }
 
 fn miss_keys(keys: &SharedKeys, rng: &mut Rng) -> Vec<(String, Value)> {
-    let path = format!("/{}/{}", rng.pick_str(words::MISS_ROOTS), rng.id_digits());
+    let mut path = format!("/{}/{}", rng.pick_str(words::MISS_ROOTS), rng.id_digits());
+    if keys.path_len > path.len() + 1 {
+        path.push('/');
+        let pad = keys.path_len - path.len();
+        shape::push_filler(&mut path, rng, pad, keys.unicode_paths);
+    }
     let host = keys
         .host
         .clone()
@@ -663,6 +783,12 @@ fn miss_keys(keys: &SharedKeys, rng: &mut Rng) -> Vec<(String, Value)> {
     let mut rest: BTreeMap<String, Value> = BTreeMap::new();
     for (name, value) in &keys.headers {
         rest.insert(format!("http.headers.{name}"), Value::Str(value.clone()));
+    }
+    for name in &keys.other_headers {
+        rest.insert(
+            format!("http.headers.{name}"),
+            Value::Str(MISS_VALUE.into()),
+        );
     }
     if let Some(s) = &keys.sni {
         rest.insert("tls.sni".into(), Value::Str(s.clone()));

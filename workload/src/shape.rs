@@ -150,6 +150,220 @@ impl PathRegex {
     }
 }
 
+/// A class of characters a [`FreePart::Run`] repeats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CharClass {
+    /// `\w` (Unicode word characters, the regex crate's default).
+    Word,
+    /// `\d`.
+    Digit,
+    /// `\p{L}`: any letter.
+    Letter,
+    /// `[à-ÿ]`: the small letters of Latin-1 (and `÷`).
+    LatinSmall,
+}
+
+impl CharClass {
+    /// The class in regex syntax.
+    pub fn regex(&self) -> &'static str {
+        match self {
+            CharClass::Word => r"\w",
+            CharClass::Digit => r"\d",
+            CharClass::Letter => r"\p{L}",
+            CharClass::LatinSmall => "[à-ÿ]",
+        }
+    }
+
+    /// Characters a request puts in a run of the class: never a digit but for [`CharClass::Digit`]
+    /// (see [`FreeRegex`]), non-ASCII ones when `unicode`.
+    fn samples(&self, unicode: bool) -> &'static [char] {
+        match (self, unicode) {
+            (CharClass::Digit, _) => &['0', '1', '2', '3', '4', '5', '6', '7', '8', '9'],
+            (CharClass::LatinSmall, _) => &['à', 'ç', 'é', 'ï', 'ñ', 'ö', 'ø', 'ü', 'ÿ', 'þ'],
+            (CharClass::Word | CharClass::Letter, false) => FILLER_ASCII,
+            (CharClass::Word | CharClass::Letter, true) => FILLER_UNICODE,
+        }
+    }
+}
+
+/// Filler of long paths and runs of word characters: letters, no digit, no `p` or `x` (the
+/// markers of the unanchored family's tags).
+const FILLER_ASCII: &[char] = &[
+    'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j', 'k', 'l', 'm', 'n', 'o', 'q', 'r', 's', 't',
+    'u', 'v', 'w',
+];
+/// The same for Unicode paths: letters of two, three and four bytes (Latin, Greek, Cyrillic,
+/// CJK, a letter outside the BMP), all of `\w` and `\p{L}`, no digit.
+const FILLER_UNICODE: &[char] = &[
+    'é', 'ø', 'ł', 'ß', 'λ', 'Ω', 'ж', 'Я', 'ק', 'ب', 'ह', '中', '文', 'ア', '한', '𝒜',
+];
+
+/// A piece of a [`FreeRegex`].
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum FreePart {
+    /// Literal text, escaped when rendered.
+    Lit(String),
+    /// A run of `class`: `{min}`, `{min,max}`, `{min,}`, `+` or `*`.
+    Run {
+        /// What the run repeats.
+        class: CharClass,
+        /// Fewest characters.
+        min: usize,
+        /// Most characters; `None`: unbounded.
+        max: Option<usize>,
+    },
+}
+
+/// A path regex that is not a REST pattern: runs of character classes and literals, unanchored
+/// (no literal prefix for an index to key on) or anchored `^…$`, case-sensitive or `(?i)`.
+///
+/// Invariant of the families that use it (unanchored-regex, unicode-classes): each route's
+/// regex holds a literal *tag* of its own, a marker and six digits (`x000042`), and no request
+/// puts a digit anywhere but in its own tag, in [`CharClass::Digit`] runs (always after a `/`)
+/// and in ids after a `/`; so a request built for one route matches no other route of its table.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct FreeRegex {
+    /// The pieces, in order.
+    pub parts: Vec<FreePart>,
+    /// `^…$`: requests' paths are exactly the pieces (so they start with a `/` literal).
+    pub anchored: bool,
+    /// `(?i)`: literals are written in upper case and requests send them in lower case.
+    pub caseless: bool,
+    /// Requests fill runs and padding with non-ASCII letters.
+    pub unicode: bool,
+    /// Unanchored regexes: the length, in bytes, requests' paths are padded to (the match sits
+    /// in the middle of letters); miss-keys requests of a table are padded to its longest.
+    pub path_len: usize,
+}
+
+fn escape_into(re: &mut String, s: &str) {
+    for c in s.chars() {
+        if "\\.+*?()|[]{}^$".contains(c) {
+            re.push('\\');
+        }
+        re.push(c);
+    }
+}
+
+impl FreeRegex {
+    /// The regex text (`\w{30}x000042`, `(?i)^/WIKI/\p{L}+/ü000007$`).
+    pub fn regex(&self) -> String {
+        let mut re = String::new();
+        if self.caseless {
+            re.push_str("(?i)");
+        }
+        if self.anchored {
+            re.push('^');
+        }
+        for p in &self.parts {
+            match p {
+                FreePart::Lit(s) => escape_into(&mut re, s),
+                FreePart::Run { class, min, max } => {
+                    re.push_str(class.regex());
+                    let _ = match (*min, *max) {
+                        (1, None) => write!(re, "+"),
+                        (0, None) => write!(re, "*"),
+                        (m, None) => write!(re, "{{{m},}}"),
+                        (m, Some(x)) if m == x => write!(re, "{{{m}}}"),
+                        (m, Some(x)) => write!(re, "{{{m},{x}}}"),
+                    };
+                }
+            }
+        }
+        if self.anchored {
+            re.push('$');
+        }
+        re
+    }
+
+    /// The text the pieces match: literals (lower-cased when caseless), runs of sample
+    /// characters a little longer than their minimum.
+    fn core(&self, rng: &mut Rng) -> String {
+        let mut out = String::new();
+        for p in &self.parts {
+            match p {
+                FreePart::Lit(s) if self.caseless => out.push_str(&s.to_lowercase()),
+                FreePart::Lit(s) => out.push_str(s),
+                FreePart::Run { class, min, max } => {
+                    let extra = max.unwrap_or(min + 3).saturating_sub(*min).min(3);
+                    let len = (min + rng.below(extra + 1)).max(1);
+                    let samples = class.samples(self.unicode);
+                    out.extend((0..len).map(|_| *rng.pick(samples)));
+                }
+            }
+        }
+        out
+    }
+
+    fn build(&self, rng: &mut Rng) -> String {
+        let core = self.core(rng);
+        if self.anchored {
+            return core;
+        }
+        // Half the padding before the match, half after; a `/` on each side of the match.
+        let pad = self.path_len.saturating_sub(core.len() + 3);
+        let mut path = String::from("/");
+        push_filler(&mut path, rng, pad / 2, self.unicode);
+        if !path.ends_with('/') {
+            path.push('/');
+        }
+        path.push_str(&core);
+        path.push('/');
+        push_filler(&mut path, rng, pad - pad / 2, self.unicode);
+        path
+    }
+}
+
+/// `bytes` more bytes (or a character more) of letters, a `/` every 40-odd characters: a path's
+/// words, with no digit and no marker (see [`FreeRegex`]).
+pub(crate) fn push_filler(out: &mut String, rng: &mut Rng, bytes: usize, unicode: bool) {
+    let samples = if unicode {
+        FILLER_UNICODE
+    } else {
+        FILLER_ASCII
+    };
+    let end = out.len() + bytes;
+    let mut word = 0;
+    while out.len() < end {
+        if word >= 40 + rng.below(8) {
+            out.push('/');
+            word = 0;
+        } else {
+            out.push(*rng.pick(samples));
+            word += 1;
+        }
+    }
+}
+
+/// An anchored alternation of literal paths, `^<prefix>(a|b|…)$` (a capturing group, as
+/// hand-written routes have it).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Alternation {
+    /// Literal text before the group (`/`).
+    pub prefix: String,
+    /// The branches, each literal text.
+    pub branches: Vec<String>,
+    /// The length, in bytes, a miss-keys request's path is padded to (see [`FreeRegex`]).
+    pub path_len: usize,
+}
+
+impl Alternation {
+    /// The regex text.
+    pub fn regex(&self) -> String {
+        let mut re = String::from("^");
+        escape_into(&mut re, &self.prefix);
+        re.push('(');
+        for (k, b) in self.branches.iter().enumerate() {
+            if k > 0 {
+                re.push('|');
+            }
+            escape_into(&mut re, b);
+        }
+        re.push_str(")$");
+        re
+    }
+}
+
 /// One way of matching the path.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum PathMatch {
@@ -163,6 +377,10 @@ pub enum PathMatch {
     Contains(String),
     /// `http.path =^ "s"`.
     Suffix(String),
+    /// `http.path ~ "…"`, a regex of character-class runs and literals.
+    Free(FreeRegex),
+    /// `http.path ~ "^/(a|b|…)$"`.
+    Alternation(Alternation),
 }
 
 /// A header predicate: `[any(][lower(]http.headers.NAME[)][)] == "value"`.
@@ -268,6 +486,8 @@ fn render_path(m: &PathMatch) -> String {
         }
         PathMatch::Contains(s) => format!("http.path contains {}", quote(s)),
         PathMatch::Suffix(s) => format!("http.path =^ {}", quote(s)),
+        PathMatch::Free(r) => format!("http.path ~ {}", quote(&r.regex())),
+        PathMatch::Alternation(a) => format!("http.path ~ {}", quote(&a.regex())),
     }
 }
 
@@ -412,6 +632,16 @@ impl Shape {
                                 PathMatch::Suffix(s) if first => {
                                     PathMatch::Suffix(format!("-{token}{s}"))
                                 }
+                                PathMatch::Free(r) => {
+                                    let mut r = r.clone();
+                                    r.parts.insert(0, FreePart::Lit(under("/")));
+                                    PathMatch::Free(r)
+                                }
+                                PathMatch::Alternation(a) => {
+                                    let mut a = a.clone();
+                                    a.prefix = under(&a.prefix);
+                                    PathMatch::Alternation(a)
+                                }
                                 m => m.clone(),
                             })
                             .collect(),
@@ -463,6 +693,10 @@ impl Shape {
                         }
                         (None, PathMatch::Exact(p)) => p.clone(),
                         (None, PathMatch::Regex(r)) => r.build(rng, with_ids),
+                        (None, PathMatch::Free(r)) => r.build(rng),
+                        (None, PathMatch::Alternation(a)) => {
+                            format!("{}{}", a.prefix, rng.pick(&a.branches))
+                        }
                         (None, PathMatch::Contains(s)) => {
                             format!("/{}{s}{}", rng.pick_str(WORDS), rng.id_digits())
                         }

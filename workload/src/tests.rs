@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use atc_router::{Context, Router, Schema, Type, Uuid};
+use atc_router::{Context, Limits, Router, Schema, Type, Uuid};
 
 use crate::rest::{self, ParamKind, Piece};
 use crate::words::{self, ALL_ROOTS, WORDS};
@@ -19,8 +19,19 @@ fn schema() -> Arc<Schema> {
     Arc::new(s)
 }
 
+/// The reference evaluator builds each regex with the `regex` crate under the router's
+/// `regex_size_limit`, and takes a regex it cannot build for one that never matches; the
+/// `regex` crate counts `\w{30}` (Unicode) as more than the default 1 MiB, the router's own
+/// engine does not. A larger limit keeps the stress families' regexes in reach of both.
+fn limits() -> Limits {
+    Limits {
+        regex_size_limit: 16 << 20,
+        ..Limits::default()
+    }
+}
+
 fn router(table: &Table, schema: &Arc<Schema>) -> Router {
-    let mut r = Router::new(schema.clone());
+    let mut r = Router::with_limits(schema.clone(), limits());
     for route in &table.routes {
         r.add(
             Uuid::from_bytes(route.id),
@@ -701,5 +712,165 @@ fn generation_work_grows_linearly() {
             ratio < 20.0,
             "{what}: {b} for 100,000 routes, {s} for 10,000: {ratio:.1} times"
         );
+    }
+}
+
+/// The stress families: valid expressions rendered from their shapes, requests that reach their
+/// own route and no other (every route of a stress table has a key or tag of its own), misses
+/// that match nothing, at sizes a debug build runs in seconds.
+#[test]
+fn stress_families_reach_every_target() {
+    let schema = schema();
+    for family in Family::stress() {
+        assert!(family.is_stress() && !Family::all().contains(&family));
+        assert_eq!(Family::from_name(family.name()), Some(family));
+        // Unicode `\w{30}` takes a debug build a tenth of a second to compile, and the
+        // reference evaluator compiles it again: few routes of the regex families.
+        let big = match family {
+            Family::UnanchoredRegex | Family::UnicodeClasses => 16,
+            _ => 60,
+        };
+        for n in [0, 1, 7, big] {
+            let t = Table::family(family, n, 3);
+            assert_eq!(t.routes.len(), n);
+            router(&t, &schema);
+            for r in &t.routes {
+                assert_eq!(r.expression, r.shape.expression());
+                assert_eq!(r.family, family);
+            }
+        }
+        for (n, count) in [(1, 8), (7, 12), (big, 12)] {
+            let hits = check_requests(&Table::family(family, n, 6), count);
+            assert!(hits.values().all(|h| h.1 == 0), "{family:?} {n}: {hits:?}");
+        }
+    }
+    assert_eq!(Family::from_name("no-such-family"), None);
+}
+
+fn path_of(req: &Request) -> &str {
+    match req.fields.iter().find(|(n, _)| n == "http.path") {
+        Some((_, Value::Str(p))) => p,
+        _ => panic!("no path: {req:?}"),
+    }
+}
+
+#[test]
+fn stress_shapes_are_what_their_names_say() {
+    // field-per-route: one header name per route, names sharing prefixes
+    let t = Table::family(Family::FieldPerRoute, 300, 1);
+    let names: HashSet<&str> = t
+        .routes
+        .iter()
+        .flat_map(|r| &r.shape.conds)
+        .filter_map(|c| match c {
+            Cond::Header(h) => Some(h.name.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(names.len(), 300);
+    assert!(names.contains("x_tenant_1") && names.contains("x_tenant_10"));
+    let exprs: String = t.routes.iter().map(|r| r.expression.clone()).collect();
+    for piece in ["any(", "lower(", "http.host == "] {
+        assert!(exprs.contains(piece), "{piece}");
+    }
+    // miss-keys requests carry some of those names, with a value no route takes
+    let keys = t.shared_keys();
+    assert_eq!(keys.other_headers.len(), 8);
+    let miss = &requests(&t, Mix::MissKeys, 1, 1)[0];
+    assert!(miss.fields.contains(&(
+        "http.headers.x_tenant_0".into(),
+        Value::Str(MISS_VALUE.into())
+    )));
+
+    // unanchored regexes: no anchor, no literal prefix; paths of 64 to 1,000 bytes
+    let t = Table::family(Family::UnanchoredRegex, 200, 1);
+    for r in &t.routes {
+        assert!(
+            r.expression.starts_with(r#"http.path ~ "\\w{30}x"#)
+                || r.expression
+                    .starts_with(r#"http.path ~ "\\d{3,}-\\w{10}/p"#),
+            "{}",
+            r.expression
+        );
+    }
+    let lens: Vec<usize> = requests(&t, Mix::Realistic, 200, 1)
+        .iter()
+        .map(|r| path_of(r).len())
+        .collect();
+    assert!(lens.iter().all(|&l| (64..1100).contains(&l)), "{lens:?}");
+    assert!(lens.iter().any(|&l| l >= 1000));
+    assert_eq!(t.shared_keys().path_len, 1000);
+    for r in requests(&t, Mix::MissKeys, 8, 1) {
+        assert!(path_of(&r).len() >= 1000);
+    }
+    assert_eq!(
+        stress::word_run(7, 250).expression(),
+        r#"http.path ~ "\\w{30}x000007""#
+    );
+    assert_eq!(
+        stress::digits_word(7, 250).expression(),
+        r#"http.path ~ "\\d{3,}-\\w{10}/p000007""#
+    );
+
+    // alternations: hundreds of branches, and `||` chains
+    let t = Table::family(Family::Alternations, 100, 1);
+    let most = t
+        .routes
+        .iter()
+        .map(|r| r.expression.matches('|').count())
+        .max()
+        .unwrap();
+    assert!(most >= 200, "{most}");
+    assert!(t.routes.iter().any(|r| r.expression.contains(" || ")));
+    let one = stress::alternation(0, 1000, 65536);
+    assert_eq!(one.expression().matches('|').count(), 999);
+
+    // unicode classes: the classes, and non-ASCII paths
+    let t = Table::family(Family::UnicodeClasses, 100, 1);
+    let exprs: String = t.routes.iter().map(|r| r.expression.clone()).collect();
+    for piece in [
+        r"\\p{L}+",
+        "[à-ÿ]{3,}",
+        r"(?i)ÉTÉ-\\w{4,}",
+        r"\\w{8}ö",
+        "^/вики/",
+    ] {
+        assert!(exprs.contains(piece), "{piece}");
+    }
+    for r in requests(&t, Mix::Realistic, 50, 1)
+        .into_iter()
+        .chain(requests(&t, Mix::MissKeys, 5, 1))
+    {
+        assert!(!path_of(&r).is_ascii(), "{r:?}");
+    }
+}
+
+#[test]
+fn tables_from_shapes_get_ids_and_priorities() {
+    let shapes: Vec<Shape> = (0..10).map(|i| stress::word_run(i, 250)).collect();
+    let a = Table::from_shapes(Family::UnanchoredRegex, shapes.clone(), 1);
+    assert_eq!(a, Table::from_shapes(Family::UnanchoredRegex, shapes, 1));
+    assert_eq!(a.routes.len(), 10);
+    assert_eq!(a.routes[3].shape, stress::word_run(3, 250));
+    let ids: HashSet<[u8; 16]> = a.routes.iter().map(|r| r.id).collect();
+    assert_eq!(ids.len(), 10);
+    for r in requests(&a, Mix::HitMiddle, 20, 1) {
+        assert!((250..260).contains(&path_of(&r).len()), "{r:?}");
+    }
+    check_requests(&a, 8);
+}
+
+#[test]
+fn stress_tables_change_and_grow() {
+    for family in Family::stress() {
+        let t = Table::family(family, 12, 2);
+        let c = t.with_changes(4, 5);
+        let mut grown = c.clone();
+        for s in 0..3 {
+            let r = grown.extra_route(s);
+            grown.routes.push(r);
+        }
+        // A copy keeps its original's tag or header, so the original may take its requests.
+        check_requests(&grown, 8);
     }
 }

@@ -59,14 +59,16 @@ const COMMANDS: &[Command] = &[
     Command {
         name: "candidates",
         synopsis: "[--routes N] [--family F]",
-        about: "candidates per request (mean / max) of every family and mix; \
-                with one family, also the index summary",
+        about: "candidates per request (mean / max) of every gateway family and mix; \
+                with one family (stress families too), also the index summary",
         opts: &[
             ROUTES_10K,
             Opt {
                 name: "--family",
                 value: Some("F"),
-                help: "only this family (WORKLOAD.md name, or `mixed`); prints the index summary",
+                help: "only this family (WORKLOAD.md name, `mixed`, or a stress family: \
+                       field-per-route, unanchored-regex, alternations, unicode-classes); \
+                       prints the index summary",
             },
         ],
         run: candidates,
@@ -96,7 +98,7 @@ const COMMANDS: &[Command] = &[
             Opt {
                 name: "--family",
                 value: Some("F"),
-                help: "the table's family (`mixed` for the mixed table)",
+                help: "the table's family (`mixed` for the mixed table; stress families too)",
             },
             Opt {
                 name: "--mix",
@@ -230,7 +232,9 @@ fn candidates(a: &Parsed) -> Result<(), String> {
     }
     println!("{header}");
     let mut summary = None;
-    for family in Family::all() {
+    // The gateway families; a stress family only when asked for by name.
+    let stress = only.filter(Family::is_stress);
+    for family in Family::all().into_iter().chain(stress) {
         if only.is_some_and(|f| f != family) {
             continue;
         }
