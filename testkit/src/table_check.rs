@@ -71,15 +71,9 @@ pub fn id(i: usize) -> Uuid {
     Uuid::from_u128((i as u128 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835))
 }
 
-/// Limits of the scale and stress tests' routers: the defaults, but a regex size limit the
-/// reference evaluator can build Unicode `\w{30}` under (see
-/// `the_reference_builds_what_the_router_builds`).
+/// A router of the scale and stress tests: the default limits.
 pub fn router(schema: &Arc<Schema>) -> Router {
-    let limits = Limits {
-        regex_size_limit: 16 << 20,
-        ..Limits::default()
-    };
-    Router::with_limits(schema.clone(), limits)
+    Router::with_limits(schema.clone(), Limits::default())
 }
 
 /// Runs `ops` on a router loaded with `initial`, checking every request after every step.
