@@ -304,8 +304,11 @@ mod tests {
                 shared.sync(&desired, SyncMode::AllOrNothing).unwrap();
             })
         };
-        // Give the writer time to queue for the write lock behind our guard.
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        // Wait until the writer has queued for the write lock behind our guard: parking_lot
+        // marks a writer before it waits for readers to leave, and a plain read fails from then.
+        while shared.router.try_read().is_some() {
+            std::thread::yield_now();
+        }
         let mut c = request(&s, 1);
         assert!(
             shared.execute(&mut c).unwrap(),
