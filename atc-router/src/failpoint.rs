@@ -8,6 +8,22 @@
 #[cfg(any(test, feature = "failpoints"))]
 mod armed {
     use std::cell::Cell;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// The next build a builder thread starts panics (process-wide: the thread is not the
+    /// test's).
+    static BUILDER: AtomicBool = AtomicBool::new(false);
+
+    /// Makes the next build of any builder thread panic.
+    pub fn panic_next_build() {
+        BUILDER.store(true, Ordering::SeqCst);
+    }
+
+    pub(crate) fn build_hit() {
+        if BUILDER.swap(false, Ordering::SeqCst) {
+            panic!("injected failure in a background build (failpoint)");
+        }
+    }
 
     thread_local! {
         static COUNTDOWN: Cell<u64> = const { Cell::new(0) };
@@ -31,10 +47,14 @@ mod armed {
 }
 
 #[cfg(any(test, feature = "failpoints"))]
-pub(crate) use armed::hit;
+pub(crate) use armed::{build_hit, hit};
 #[cfg(any(test, feature = "failpoints"))]
-pub use armed::panic_at;
+pub use armed::{panic_at, panic_next_build};
 
 #[cfg(not(any(test, feature = "failpoints")))]
 #[inline(always)]
 pub(crate) fn hit() {}
+
+#[cfg(not(any(test, feature = "failpoints")))]
+#[inline(always)]
+pub(crate) fn build_hit() {}

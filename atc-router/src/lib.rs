@@ -103,8 +103,9 @@ pub use lint::{Finding, FindingKind, Linter};
 pub use router::needs::FieldMask;
 pub use router::shared::{ReadGuard, SharedRouter};
 pub use router::{
-    CandidateReport, ExplainOptions, Explanation, PredicateOutcome, Route, RouteMatch, RouteSpec,
-    Router, RuledOut, SyncError, SyncMode, SyncPlan, SyncReport,
+    BuildState, Builder, CandidateReport, ExplainOptions, Explanation, ListError, Outcome,
+    OwnedRoute, PredicateOutcome, Route, RouteInput, RouteMatch, RouteSpec, Router, RuledOut,
+    SyncError, SyncMode, SyncPlan, SyncReport,
 };
 pub use schema::{
     CaptureKey, Context, FieldId, IdState, IpCidr, MatchResult, MatchedValue, Schema, Type, Value,
@@ -116,3 +117,9 @@ pub use uuid::Uuid;
 #[cfg(feature = "failpoints")]
 #[doc(hidden)]
 pub use failpoint::panic_at as panic_at_failpoint;
+
+/// Test support: makes the next build of any background builder panic (see `failpoint.rs`).
+/// Only with the `failpoints` feature, which nothing shipped enables.
+#[cfg(feature = "failpoints")]
+#[doc(hidden)]
+pub use failpoint::panic_next_build as panic_next_build_failpoint;

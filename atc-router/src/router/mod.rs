@@ -14,6 +14,7 @@
 //!   that uses them.
 //! - An execute leaves either the first matching route's result in the context or no result.
 
+mod builder;
 mod catalog;
 mod explain;
 mod matching;
@@ -22,6 +23,7 @@ mod route;
 pub(crate) mod shared;
 mod sync;
 
+pub use builder::{BuildState, Builder, ListError, Outcome, OwnedRoute, RouteInput};
 pub use explain::{
     CandidateReport, ExplainOptions, Explanation, PredicateOutcome, RouteMatch, RuledOut,
 };

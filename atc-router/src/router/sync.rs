@@ -68,6 +68,17 @@ impl std::fmt::Display for SyncError {
 
 impl std::error::Error for SyncError {}
 
+/// Why [`Router::prepare_sync_with`] gave no plan.
+#[derive(Debug)]
+pub(crate) enum Stopped {
+    /// Invalid routes (all or nothing).
+    Refused(SyncError),
+    /// The plan would build a fresh router, which the caller did not allow.
+    Rebuild,
+    /// The caller asked it to stop.
+    Cancelled,
+}
+
 /// What a desired route is to the router (first pass of [`Router::prepare_sync`]).
 #[derive(Debug, Clone, Copy)]
 enum Status {
@@ -171,6 +182,26 @@ impl Router {
         desired: &[RouteSpec<'_>],
         mode: SyncMode,
     ) -> Result<SyncPlan, SyncError> {
+        match self.prepare_sync_with(desired, mode, &|| false, true) {
+            Ok(plan) => Ok(plan),
+            Err(Stopped::Refused(e)) => Err(e),
+            Err(Stopped::Rebuild | Stopped::Cancelled) => {
+                unreachable!("neither a rebuild refused nor a stop asked for")
+            }
+        }
+    }
+
+    /// [`Router::prepare_sync`] for the builder thread: it gives up when `stop` says so
+    /// (asked between routes) and, unless `rebuild` allows it, before building a fresh
+    /// router (the builder then drops its copy first, so that memory never holds three
+    /// tables).
+    pub(crate) fn prepare_sync_with(
+        &self,
+        desired: &[RouteSpec<'_>],
+        mode: SyncMode,
+        stop: &dyn Fn() -> bool,
+        rebuild_allowed: bool,
+    ) -> Result<SyncPlan, Stopped> {
         // First pass, no parsing: what each desired route is to the router.
         let mut seen = vec![false; self.catalog.rows.len()];
         let mut new_ids: HashSet<Uuid> = HashSet::default();
@@ -216,6 +247,9 @@ impl Router {
         // split and re-key its nodes again each time they grow.
         let added = status.iter().filter(|s| matches!(s, Status::Added)).count();
         let rebuild = self.broken || (changed + removed) * 2 > self.len() || added > self.len();
+        if rebuild && !rebuild_allowed {
+            return Err(Stopped::Rebuild);
+        }
         let mut errors = Vec::new();
         let mut regexes = match rebuild {
             true => PreparedRegexes::for_new_router(&self.regexes),
@@ -238,7 +272,10 @@ impl Router {
             p.instance = row.instance;
             Some(p)
         };
-        for (spec, st) in desired.iter().zip(&status) {
+        for (i, (spec, st)) in desired.iter().zip(&status).enumerate() {
+            if i % 64 == 0 && stop() {
+                return Err(Stopped::Cancelled);
+            }
             let expression = match (*st, &mut fresh) {
                 (Status::Duplicate, _) => {
                     errors.push((spec.id, Error::DuplicateRoute(spec.id)));
@@ -283,7 +320,7 @@ impl Router {
             }
         }
         if !errors.is_empty() && mode == SyncMode::AllOrNothing {
-            return Err(SyncError { errors });
+            return Err(Stopped::Refused(SyncError { errors }));
         }
         for (slot, row) in self.catalog.rows.iter().enumerate() {
             if let (Some(row), false) = (row, seen[slot]) {
