@@ -137,6 +137,38 @@
 #define ATC_UUID_LEN 36
 
 /**
+ * `atc_router_sync_state`: nothing submitted that is not applied.
+ */
+#define ATC_BUILD_IDLE 0
+
+/**
+ * `atc_router_sync_state`: a list is queued or being built.
+ */
+#define ATC_BUILD_BUILDING 1
+
+/**
+ * `atc_router_sync_state`: an outcome waits for `atc_router_sync_apply`.
+ */
+#define ATC_BUILD_READY 2
+
+/**
+ * `atc_router_sync_start_text`: the text is copied before the call returns.
+ */
+#define ATC_TEXT_COPY 0
+
+/**
+ * `atc_router_sync_start_text`: the text is read where it is, on the builder thread. The
+ * caller keeps it valid and unchanged until `atc_router_sync_apply` has returned the outcome
+ * of this version or of a later one, or the router is freed.
+ */
+#define ATC_TEXT_BORROW 1
+
+/**
+ * `atc_router_sync_apply`: no outcome is ready yet (`atc_router_sync_state` says when).
+ */
+#define ATC_ERR_NOT_READY (-17)
+
+/**
  * The `"version"` of the JSON reports this library writes.
  */
 #define ATC_JSON_VERSION 1
@@ -164,6 +196,11 @@
 typedef struct atc_context atc_context;
 
 /**
+ * A route list being collected for `atc_router_sync_start`. Opaque.
+ */
+typedef struct AtcRouteList AtcRouteList;
+
+/**
  * A router: routes in priority order over one schema. Opaque.
  */
 typedef struct atc_router atc_router;
@@ -172,70 +209,6 @@ typedef struct atc_router atc_router;
  * A schema: field names and types. Opaque.
  */
 typedef struct atc_schema atc_schema;
-
-/**
- * One value of a batch (`atc_context_add_values`).
- */
-typedef struct {
-  /**
-   * A field id from `atc_context_field_id`.
-   */
-  uint32_t field;
-  /**
-   * The `ATC_TYPE_*` code of the value; it must be the field's type.
-   */
-  int32_t value_type;
-  /**
-   * The value of an `ATC_TYPE_INT`.
-   */
-  int64_t int_value;
-  /**
-   * The bytes of an `ATC_TYPE_STRING` (UTF-8), or the text of an `ATC_TYPE_IPADDR`
-   * (`192.0.2.1`, `2001:db8::1`) or `ATC_TYPE_IPCIDR` (`10.0.0.0/8`).
-   */
-  const char *ptr;
-  size_t len;
-} atc_value;
-
-/**
- * A matched value, as read by `atc_context_result`.
- */
-typedef struct {
-  /**
-   * `ATC_TYPE_NONE` when the field recorded no value, else the value's `ATC_TYPE_*`.
-   */
-  int32_t value_type;
-  /**
-   * The value of an `ATC_TYPE_INT`.
-   */
-  int64_t int_value;
-  /**
-   * The value as text (not NUL-terminated): the string itself, or the integer, address or
-   * CIDR written out. Points into the context.
-   */
-  const char *ptr;
-  size_t len;
-} atc_matched;
-
-/**
- * A regex capture, as read by `atc_context_captures`.
- */
-typedef struct {
-  /**
-   * The group number (0 is the whole match), or -1 for a named group.
-   */
-  int64_t index;
-  /**
-   * The group name when `index` is -1 (not NUL-terminated), else NULL.
-   */
-  const char *name;
-  size_t name_len;
-  /**
-   * The captured text (not NUL-terminated). Points into the context.
-   */
-  const char *value;
-  size_t value_len;
-} atc_capture;
 
 /**
  * One route of the list given to `atc_router_sync`.
@@ -310,6 +283,70 @@ typedef struct {
   size_t message_len;
 } atc_sync_error;
 
+/**
+ * One value of a batch (`atc_context_add_values`).
+ */
+typedef struct {
+  /**
+   * A field id from `atc_context_field_id`.
+   */
+  uint32_t field;
+  /**
+   * The `ATC_TYPE_*` code of the value; it must be the field's type.
+   */
+  int32_t value_type;
+  /**
+   * The value of an `ATC_TYPE_INT`.
+   */
+  int64_t int_value;
+  /**
+   * The bytes of an `ATC_TYPE_STRING` (UTF-8), or the text of an `ATC_TYPE_IPADDR`
+   * (`192.0.2.1`, `2001:db8::1`) or `ATC_TYPE_IPCIDR` (`10.0.0.0/8`).
+   */
+  const char *ptr;
+  size_t len;
+} atc_value;
+
+/**
+ * A matched value, as read by `atc_context_result`.
+ */
+typedef struct {
+  /**
+   * `ATC_TYPE_NONE` when the field recorded no value, else the value's `ATC_TYPE_*`.
+   */
+  int32_t value_type;
+  /**
+   * The value of an `ATC_TYPE_INT`.
+   */
+  int64_t int_value;
+  /**
+   * The value as text (not NUL-terminated): the string itself, or the integer, address or
+   * CIDR written out. Points into the context.
+   */
+  const char *ptr;
+  size_t len;
+} atc_matched;
+
+/**
+ * A regex capture, as read by `atc_context_captures`.
+ */
+typedef struct {
+  /**
+   * The group number (0 is the whole match), or -1 for a named group.
+   */
+  int64_t index;
+  /**
+   * The group name when `index` is -1 (not NUL-terminated), else NULL.
+   */
+  const char *name;
+  size_t name_len;
+  /**
+   * The captured text (not NUL-terminated). Points into the context.
+   */
+  const char *value;
+  size_t value_len;
+} atc_capture;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -318,6 +355,128 @@ extern "C" {
  * A static, NUL-terminated description of a status code (never NULL).
  */
 const char *atc_strerror(int32_t status);
+
+/**
+ * A new, empty route list. Free it with `atc_route_list_free`, unless
+ * `atc_router_sync_start` took it.
+ */
+AtcRouteList *atc_route_list_new(void);
+
+/**
+ * Frees a route list (NULL is ignored).
+ *
+ * # Safety
+ * `list` is NULL or a list from `atc_route_list_new` not yet freed or taken.
+ */
+void atc_route_list_free(AtcRouteList *list);
+
+/**
+ * Appends `n` routes to `list`, copying them: the caller's memory is not used after the call.
+ * A route that cannot be read (an id that is not a UUID or repeats an earlier one of the
+ * list, text that is not UTF-8, a NULL pointer with a length) is kept as a problem of the
+ * list, reported by `atc_router_sync_apply` with its position. `ATC_ERR_NULL` for a NULL
+ * `list`, or `routes` NULL with `n` > 0 (nothing appended).
+ *
+ * # Safety
+ * `list` is a live list; `routes` points to `n` routes whose pointers are valid for their
+ * lengths; `errbuf` to `*errbuf_len` bytes (or NULLs).
+ */
+int32_t atc_route_list_add(AtcRouteList *list,
+                           const atc_route *routes,
+                           size_t n,
+                           char *errbuf,
+                           size_t *errbuf_len);
+
+/**
+ * Starts bringing the router to the routes of `list`, as version `version`, on the router's
+ * builder thread, and returns: the current table keeps answering until
+ * `atc_router_sync_apply` swaps the new one in. Takes `list` on `ATC_OK` (do not free it);
+ * on failure nothing changes and `list` stays the caller's.
+ *
+ * A list started while an earlier one waits to be built replaces it; one being built is
+ * finished. Versions are the caller's numbers: outcomes come in the order lists were started,
+ * and an outcome not applied when a newer list is started is dropped (never applied after
+ * it). `mode` is `ATC_SYNC_ALL_OR_NOTHING` or `ATC_SYNC_APPLY_VALID`, as for
+ * `atc_router_sync`.
+ *
+ * # Safety
+ * `router` is a live handle; `list` a live list; `errbuf` points to `*errbuf_len` bytes (or
+ * NULLs).
+ */
+int32_t atc_router_sync_start(atc_router *router,
+                              uint64_t version,
+                              AtcRouteList *list,
+                              int32_t mode,
+                              char *errbuf,
+                              size_t *errbuf_len);
+
+/**
+ * Starts bringing the router to the route list in `text` (`len` bytes, TSV or JSON as
+ * `atc-router check` reads route files), read and built on the router's builder thread;
+ * otherwise as `atc_router_sync_start`. `flags` is `ATC_TEXT_COPY` (the text is copied; a
+ * 10 MB list costs about a millisecond) or `ATC_TEXT_BORROW` (no copy: the caller keeps the
+ * text valid and unchanged until `atc_router_sync_apply` has returned the outcome of this
+ * version or a later one, or the router is freed).
+ *
+ * # Safety
+ * `router` is a live handle; `text` points to `len` bytes (see `flags` for how long);
+ * `errbuf` points to `*errbuf_len` bytes (or NULLs).
+ */
+int32_t atc_router_sync_start_text(atc_router *router,
+                                   uint64_t version,
+                                   const char *text,
+                                   size_t len,
+                                   int32_t flags,
+                                   int32_t mode,
+                                   char *errbuf,
+                                   size_t *errbuf_len);
+
+/**
+ * Where the router's background sync is: `ATC_BUILD_IDLE`, `ATC_BUILD_BUILDING` (a list is
+ * queued or being built; `*version` is the newest started) or `ATC_BUILD_READY` (an outcome
+ * waits for `atc_router_sync_apply`; `*version` is its version). `version` may be NULL.
+ * `ATC_BUILD_READY` is answered from one atomic load, cheap enough for every request.
+ *
+ * # Safety
+ * `router` is a live handle; `version` is NULL or writable.
+ */
+int32_t atc_router_sync_state(atc_router *router, uint64_t *version);
+
+/**
+ * Whether an outcome is ready: 1 or 0 (or `ATC_ERR_NULL`). One atomic load and no lock: what a
+ * gateway asks before every request.
+ *
+ * # Safety
+ * `router` is a live handle.
+ */
+int32_t atc_router_sync_ready(const atc_router *router);
+
+/**
+ * Applies the outcome of the background sync, if one is ready, between two requests:
+ * - `ATC_OK`: the new table is swapped in (in O(1); the replaced one is freed, or kept up to
+ *   date for the next sync, on the builder thread). `*version` is its version; `report`, and
+ *   for `ATC_SYNC_APPLY_VALID` the routes left out, are written as by `atc_router_sync`.
+ * - `ATC_ERR_ROUTES`: the list of `*version` was refused (some route invalid, or the text is
+ *   not a route list: then `errbuf` says why and no route is listed); the current table stays.
+ * - `ATC_ERR_PANIC`: building `*version` panicked (a bug); the current table stays.
+ * - `ATC_ERR_NOT_READY`: nothing to apply (`atc_router_sync_state` says whether a build runs).
+ *
+ * Errors are written as by `atc_router_sync`: `index` is the route's position in the list
+ * (from 0) for a list of routes, its line minus one for a text. `version`, `report`,
+ * `errors`/`errors_len` and `msgbuf`/`msgbuf_len` may be NULL.
+ *
+ * # Safety
+ * `router` is a live handle; the output pointers are NULL or valid as for `atc_router_sync`.
+ */
+int32_t atc_router_sync_apply(atc_router *router,
+                              uint64_t *version,
+                              atc_sync_report *report,
+                              atc_sync_error *errors,
+                              size_t *errors_len,
+                              char *msgbuf,
+                              size_t *msgbuf_len,
+                              char *errbuf,
+                              size_t *errbuf_len);
 
 /**
  * A new, empty context over `schema`, which from now on accepts no more fields. NULL when

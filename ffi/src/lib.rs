@@ -40,6 +40,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use atc_router::{Error, Type};
 
+pub mod background;
 pub mod context;
 pub mod explain;
 mod json;
@@ -47,6 +48,7 @@ pub mod router;
 pub mod schema;
 pub mod sync;
 
+pub use background::*;
 pub use context::*;
 pub use explain::*;
 pub use router::*;
@@ -129,6 +131,7 @@ pub extern "C" fn atc_strerror(status: i32) -> *const c_char {
         ATC_ERR_PANIC => c"internal error",
         ATC_ERR_ROUTES => c"invalid routes, nothing changed",
         ATC_ERR_BROKEN => c"the router is broken (a change was interrupted); sync to rebuild it",
+        ATC_ERR_NOT_READY => c"no background sync outcome is ready",
         _ => c"unknown status code",
     };
     s.as_ptr()

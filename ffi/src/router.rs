@@ -17,6 +17,9 @@ use crate::{
 /// A router: routes in priority order over one schema. Opaque.
 pub struct AtcRouter {
     pub(crate) router: Router,
+    /// Builds the next table off the calling thread (`background.rs`); made by the first
+    /// background sync.
+    pub(crate) builder: Option<atc_router::Builder>,
 }
 
 pub(crate) fn parse_uuid(text: &str) -> Res<Uuid> {
@@ -47,6 +50,7 @@ pub unsafe extern "C" fn atc_router_new(
         let schema = handle(schema, "schema")?.share();
         Ok(Box::into_raw(Box::new(AtcRouter {
             router: Router::new(schema),
+            builder: None,
         })))
     })
 }
@@ -88,6 +92,7 @@ pub unsafe extern "C" fn atc_router_add(
         let id = parse_uuid(str_arg(id, id_len, "id")?)?;
         let expr = str_arg(expr, expr_len, "expr")?;
         r.router.add(id, priority, expr)?;
+        crate::background::changed_directly(r);
         Ok(ATC_OK)
     })
 }
@@ -108,6 +113,7 @@ pub unsafe extern "C" fn atc_router_remove(
         let r = handle_mut(router, "router")?;
         let id = parse_uuid(str_arg(id, id_len, "id")?)?;
         if r.router.remove(id) {
+            crate::background::changed_directly(r);
             Ok(ATC_OK)
         } else {
             Err(Fail::new(

@@ -83,10 +83,10 @@ enum Entry<'a> {
     Kept(Uuid, usize),
 }
 
-struct RouteError {
-    index: usize,
-    code: i32,
-    msg: String,
+pub(crate) struct RouteError {
+    pub(crate) index: usize,
+    pub(crate) code: i32,
+    pub(crate) msg: String,
 }
 
 /// Reads the list: what goes to the core, the index of each id's first occurrence, and (in
@@ -192,19 +192,8 @@ pub unsafe extern "C" fn atc_router_sync(
 ) -> i32 {
     guard(errbuf, errbuf_len, || {
         let r = handle_mut(router, "router")?;
-        let mode = match mode {
-            ATC_SYNC_ALL_OR_NOTHING => SyncMode::AllOrNothing,
-            ATC_SYNC_APPLY_VALID => SyncMode::ApplyValid,
-            _ => {
-                return Err(Fail::new(
-                    ATC_ERR_INVALID,
-                    format_args!(
-                        "{mode} is not a sync mode (expected ATC_SYNC_ALL_OR_NOTHING or \
-                         ATC_SYNC_APPLY_VALID)"
-                    ),
-                ))
-            }
-        };
+        let mode = sync_mode(mode)?;
+        crate::background::changed_directly(r);
         let errors_cap = errors_len.as_ref().copied().unwrap_or(0);
         if errors_cap > 0 && errors.is_null() {
             return Err(Fail::new(
@@ -293,9 +282,24 @@ pub unsafe extern "C" fn atc_router_sync(
     })
 }
 
+/// The core's mode for an `ATC_SYNC_*` code.
+pub(crate) fn sync_mode(mode: i32) -> Res<SyncMode> {
+    match mode {
+        ATC_SYNC_ALL_OR_NOTHING => Ok(SyncMode::AllOrNothing),
+        ATC_SYNC_APPLY_VALID => Ok(SyncMode::ApplyValid),
+        _ => Err(Fail::new(
+            ATC_ERR_INVALID,
+            format_args!(
+                "{mode} is not a sync mode (expected ATC_SYNC_ALL_OR_NOTHING or \
+                 ATC_SYNC_APPLY_VALID)"
+            ),
+        )),
+    }
+}
+
 /// # Safety
 /// `routes` points to `n` routes, or is NULL with `n` 0.
-unsafe fn route_slice<'a>(routes: *const AtcRoute, n: usize) -> Res<&'a [AtcRoute]> {
+pub(crate) unsafe fn route_slice<'a>(routes: *const AtcRoute, n: usize) -> Res<&'a [AtcRoute]> {
     if n == 0 {
         return Ok(&[]);
     }
@@ -319,7 +323,7 @@ unsafe fn route_slice<'a>(routes: *const AtcRoute, n: usize) -> Res<&'a [AtcRout
 /// # Safety
 /// `errors` holds `*errors_len` elements (checked non-NULL when that is > 0); `msgbuf` holds
 /// `*msgbuf_len` bytes, or one of them is NULL.
-unsafe fn write_route_errors(
+pub(crate) unsafe fn write_route_errors(
     errs: &[RouteError],
     errors: *mut AtcSyncError,
     errors_len: *mut usize,

@@ -546,6 +546,7 @@ impl Worker {
             mode,
         } = job;
         crate::failpoint::build_hit();
+        let stop = || self.shared.stop.load(Ordering::Relaxed);
         let (routes, lines, problems) = match read(input, &self.limits) {
             Ok(read) => read,
             Err(message) => {
@@ -559,91 +560,137 @@ impl Worker {
         };
         let mut errors: Vec<ListError> = problems.into_iter().map(ListError::Unreadable).collect();
         if mode == SyncMode::AllOrNothing && !errors.is_empty() {
+            // Refused: but every route is still checked, so that all invalid ones are reported
+            // at once (each on its own, nothing built).
+            for (r, &line) in routes.iter().zip(&lines) {
+                if stop() {
+                    return None;
+                }
+                if let Err(error) =
+                    Router::validate_with_limits(&self.schema, &r.expression, &self.limits)
+                {
+                    errors.push(ListError::Invalid {
+                        line,
+                        id: r.id,
+                        error,
+                    });
+                }
+            }
             self.shadow = shadow;
+            errors.sort_by_key(ListError::line);
             return Some(refused(version, errors));
         }
+        // A route of the caller's current table, as far as the thread knows it: the list of
+        // the last table built (what the shadow holds too; cleared when the caller changes its
+        // router directly).
+        let last = self.last.take();
+        // By id, made the first time an error asks (most builds have none).
+        let index: std::cell::OnceCell<HashMap<Uuid, &OwnedRoute>> = std::cell::OnceCell::new();
+        let previous = |id: Uuid| -> Option<OwnedRoute> {
+            let list = last.as_ref().map_or(&[][..], |(list, _)| list);
+            index
+                .get_or_init(|| list.iter().map(|r| (r.id, r)).collect())
+                .get(&id)
+                .map(|r| (*r).clone())
+        };
         // Apply-valid: a known route whose new version could not be read keeps its current
-        // version, as a known route whose new version is invalid does (only the shadow knows
-        // the current version; without one the route is left out).
+        // version, as a known route whose new version is invalid does.
         let mut kept: Vec<OwnedRoute> = Vec::new();
-        if let Some(s) = &shadow {
-            for e in &errors {
-                if let Some(route) = e.id().and_then(|id| s.get(id)) {
-                    if !routes.iter().any(|r| r.id == route.id()) {
-                        kept.push(OwnedRoute {
-                            id: route.id(),
-                            priority: route.priority(),
-                            expression: route.source().to_owned(),
-                        });
-                    }
+        for e in &errors {
+            if let Some(route) = e.id().and_then(&previous) {
+                if !routes.iter().any(|r| r.id == route.id) {
+                    kept.push(route);
                 }
             }
         }
-        let specs: Vec<RouteSpec<'_>> = routes
-            .iter()
-            .chain(&kept)
-            .map(|r| RouteSpec {
-                id: r.id,
-                priority: r.priority,
-                expression: &r.expression,
-            })
-            .collect();
-        let stop = || self.shared.stop.load(Ordering::Relaxed);
-        let stop = &stop;
-        // The base the list is applied to, and whether it is the shadow (a mirror of the
-        // caller's table) or a fresh router.
-        let mut base = match shadow {
-            Some(mut s) => match s.prepare_sync_with(&specs, mode, stop, false) {
+        let specs: Vec<RouteSpec<'_>> = routes.iter().chain(&kept).map(spec).collect();
+        // The list applied to the shadow; or a fresh router when there is none, or when most
+        // routes change (the shadow is dropped first: never three tables at once).
+        let mut diff = None;
+        let from_shadow = match shadow {
+            Some(mut s) => match s.prepare_sync_with(&specs, mode, &stop, false) {
                 Ok(plan) => {
                     let report = s.apply(plan);
-                    Some((s, true, Ok(report)))
+                    Some((s, Ok(report)))
                 }
-                Err(Stopped::Rebuild) => {
-                    // Most routes change: a fresh router, built once the shadow is gone.
+                Err(Stopped::Rebuild(counts)) => {
+                    diff = Some(counts);
                     drop(s);
                     None
                 }
                 Err(Stopped::Cancelled) => return None,
-                Err(Stopped::Refused(e)) => Some((s, true, Err(e))),
+                Err(Stopped::Refused(e)) => Some((s, Err(e))),
             },
             None => None,
         };
-        if base.is_none() {
-            let fresh = Box::new(Router::with_limits(self.schema.clone(), self.limits));
-            base = match fresh.prepare_sync_with(&specs, mode, stop, true) {
-                Ok(plan) => {
-                    let mut fresh = fresh;
-                    let report = fresh.apply(plan);
-                    Some((fresh, false, Ok(report)))
-                }
-                Err(Stopped::Cancelled) => return None,
-                Err(Stopped::Refused(e)) => Some((fresh, false, Err(e))),
-                Err(Stopped::Rebuild) => unreachable!("a rebuild was allowed"),
-            };
-        }
-        let (router, mirrors, result) = base.expect("set above");
+        let (router, mirrors, result) = match from_shadow {
+            Some((s, result)) => (s, true, result),
+            None => {
+                let mut fresh = Box::new(Router::with_limits(self.schema.clone(), self.limits));
+                let result = match fresh.prepare_sync_with(&specs, mode, &stop, true) {
+                    Ok(plan) => {
+                        let mut report = fresh.apply(plan);
+                        // A known route whose new version is invalid keeps its current version
+                        // (which was valid): the fresh router does not know it, the thread does.
+                        // What the list is to the caller's table, not to the empty router: counted
+                        // before parsing, so an invalid route counts as added or changed there;
+                        // it is neither (a known one keeps its current version).
+                        let counts = diff
+                            .or_else(|| last.as_ref().map(|(list, _)| diff_counts(list, &specs)));
+                        if let Some(c) = &counts {
+                            report.added = c.added;
+                            report.removed = c.removed;
+                            report.changed = c.changed;
+                            report.unchanged = c.unchanged;
+                        }
+                        for (id, _) in &report.errors {
+                            match previous(*id) {
+                                Some(prev) => {
+                                    report.changed = report.changed.saturating_sub(1);
+                                    let _ = fresh.add(prev.id, prev.priority, &prev.expression);
+                                }
+                                None if counts.is_some() => {
+                                    report.added = report.added.saturating_sub(1)
+                                }
+                                None => {}
+                            }
+                        }
+                        Ok(report)
+                    }
+                    Err(Stopped::Cancelled) => return None,
+                    Err(Stopped::Refused(e)) => Err(e),
+                    Err(Stopped::Rebuild(_)) => unreachable!("a rebuild was allowed"),
+                };
+                (fresh, false, result)
+            }
+        };
         drop(specs);
         // Each route's line, for the errors (routes kept at their current version: 0).
-        let line_of = |id: Uuid, map: &mut Option<HashMap<Uuid, usize>>| {
-            *map.get_or_insert_with(|| {
-                routes
-                    .iter()
-                    .map(|r| r.id)
-                    .zip(lines.iter().copied())
-                    .collect()
-            })
-            .get(&id)
-            .unwrap_or(&0)
+        let mut lines_by_id: Option<HashMap<Uuid, usize>> = None;
+        let mut line_of = |id: Uuid| {
+            *lines_by_id
+                .get_or_insert_with(|| {
+                    routes
+                        .iter()
+                        .map(|r| r.id)
+                        .zip(lines.iter().copied())
+                        .collect()
+                })
+                .get(&id)
+                .unwrap_or(&0)
         };
-        let mut lines_by_id = None;
         match result {
             Ok(mut report) => {
+                // Routes kept at their current version went in unchanged, but they are errors.
+                report.unchanged = report.unchanged.saturating_sub(kept.len());
                 for (id, error) in report.errors.drain(..) {
-                    let line = line_of(id, &mut lines_by_id);
+                    let line = line_of(id);
                     errors.push(ListError::Invalid { line, id, error });
                 }
                 errors.sort_by_key(ListError::line);
-                self.last = Some((routes, mode));
+                let mut built = routes;
+                built.extend(kept);
+                self.last = Some((built, mode));
                 Some(Outcome::Built {
                     version,
                     router,
@@ -654,8 +701,9 @@ impl Worker {
             Err(refusal) => {
                 // Nothing changed: a shadow is still the current table's copy.
                 self.shadow = Some(router).filter(|_| mirrors);
+                self.last = last;
                 for (id, error) in refusal.errors {
-                    let line = line_of(id, &mut lines_by_id);
+                    let line = line_of(id);
                     errors.push(ListError::Invalid { line, id, error });
                 }
                 errors.sort_by_key(ListError::line);
@@ -707,15 +755,34 @@ fn refused(version: u64, errors: Vec<ListError>) -> Outcome {
     }
 }
 
+fn spec(r: &OwnedRoute) -> RouteSpec<'_> {
+    RouteSpec {
+        id: r.id,
+        priority: r.priority,
+        expression: &r.expression,
+    }
+}
+
 fn specs_of(routes: &[OwnedRoute]) -> Vec<RouteSpec<'_>> {
-    routes
-        .iter()
-        .map(|r| RouteSpec {
-            id: r.id,
-            priority: r.priority,
-            expression: &r.expression,
-        })
-        .collect()
+    routes.iter().map(spec).collect()
+}
+
+/// What `desired` is to a table holding exactly `current`: routes added, removed, changed
+/// (another priority or text) and unchanged.
+fn diff_counts(current: &[OwnedRoute], desired: &[RouteSpec<'_>]) -> SyncReport {
+    let by_id: HashMap<Uuid, &OwnedRoute> = current.iter().map(|r| (r.id, r)).collect();
+    let mut report = SyncReport::default();
+    for d in desired {
+        match by_id.get(&d.id) {
+            Some(c) if c.priority == d.priority && c.expression == d.expression => {
+                report.unchanged += 1
+            }
+            Some(_) => report.changed += 1,
+            None => report.added += 1,
+        }
+    }
+    report.removed = current.len() - (report.unchanged + report.changed);
+    report
 }
 
 /// The routes of `input`, their lines, and the routes that could not be read.

@@ -73,8 +73,10 @@ impl std::error::Error for SyncError {}
 pub(crate) enum Stopped {
     /// Invalid routes (all or nothing).
     Refused(SyncError),
-    /// The plan would build a fresh router, which the caller did not allow.
-    Rebuild,
+    /// The plan would build a fresh router, which the caller did not allow; what the list is
+    /// to this router, counted before any route is parsed (an invalid route counts as added or
+    /// changed).
+    Rebuild(SyncReport),
     /// The caller asked it to stop.
     Cancelled,
 }
@@ -185,7 +187,7 @@ impl Router {
         match self.prepare_sync_with(desired, mode, &|| false, true) {
             Ok(plan) => Ok(plan),
             Err(Stopped::Refused(e)) => Err(e),
-            Err(Stopped::Rebuild | Stopped::Cancelled) => {
+            Err(Stopped::Rebuild(_) | Stopped::Cancelled) => {
                 unreachable!("neither a rebuild refused nor a stop asked for")
             }
         }
@@ -248,7 +250,13 @@ impl Router {
         let added = status.iter().filter(|s| matches!(s, Status::Added)).count();
         let rebuild = self.broken || (changed + removed) * 2 > self.len() || added > self.len();
         if rebuild && !rebuild_allowed {
-            return Err(Stopped::Rebuild);
+            return Err(Stopped::Rebuild(SyncReport {
+                added,
+                removed,
+                changed,
+                unchanged: plan.report.unchanged,
+                ..SyncReport::default()
+            }));
         }
         let mut errors = Vec::new();
         let mut regexes = match rebuild {

@@ -37,33 +37,20 @@ static const int ATC_TYPE_IPCIDR = 3;
 static const int ATC_TYPE_NONE = -1;
 static const int ATC_FIELD_MASK_LAST_BIT = 63;
 static const int ATC_UUID_LEN = 36;
+static const int ATC_BUILD_IDLE = 0;
+static const int ATC_BUILD_BUILDING = 1;
+static const int ATC_BUILD_READY = 2;
+static const int ATC_TEXT_COPY = 0;
+static const int ATC_TEXT_BORROW = 1;
+static const int ATC_ERR_NOT_READY = -17;
 static const int ATC_JSON_VERSION = 1;
 static const int ATC_EXPLAIN_RULED_OUT = 1;
 static const int ATC_SYNC_ALL_OR_NOTHING = 0;
 static const int ATC_SYNC_APPLY_VALID = 1;
 typedef struct atc_context atc_context;
+typedef struct AtcRouteList AtcRouteList;
 typedef struct atc_router atc_router;
 typedef struct atc_schema atc_schema;
-typedef struct {
-  uint32_t field;
-  int32_t value_type;
-  int64_t int_value;
-  const char *ptr;
-  size_t len;
-} atc_value;
-typedef struct {
-  int32_t value_type;
-  int64_t int_value;
-  const char *ptr;
-  size_t len;
-} atc_matched;
-typedef struct {
-  int64_t index;
-  const char *name;
-  size_t name_len;
-  const char *value;
-  size_t value_len;
-} atc_capture;
 typedef struct {
   const char *id;
   size_t id_len;
@@ -85,7 +72,59 @@ typedef struct {
   const char *message;
   size_t message_len;
 } atc_sync_error;
+typedef struct {
+  uint32_t field;
+  int32_t value_type;
+  int64_t int_value;
+  const char *ptr;
+  size_t len;
+} atc_value;
+typedef struct {
+  int32_t value_type;
+  int64_t int_value;
+  const char *ptr;
+  size_t len;
+} atc_matched;
+typedef struct {
+  int64_t index;
+  const char *name;
+  size_t name_len;
+  const char *value;
+  size_t value_len;
+} atc_capture;
 const char *atc_strerror(int32_t status);
+AtcRouteList *atc_route_list_new(void);
+void atc_route_list_free(AtcRouteList *list);
+int32_t atc_route_list_add(AtcRouteList *list,
+                           const atc_route *routes,
+                           size_t n,
+                           char *errbuf,
+                           size_t *errbuf_len);
+int32_t atc_router_sync_start(atc_router *router,
+                              uint64_t version,
+                              AtcRouteList *list,
+                              int32_t mode,
+                              char *errbuf,
+                              size_t *errbuf_len);
+int32_t atc_router_sync_start_text(atc_router *router,
+                                   uint64_t version,
+                                   const char *text,
+                                   size_t len,
+                                   int32_t flags,
+                                   int32_t mode,
+                                   char *errbuf,
+                                   size_t *errbuf_len);
+int32_t atc_router_sync_state(atc_router *router, uint64_t *version);
+int32_t atc_router_sync_ready(const atc_router *router);
+int32_t atc_router_sync_apply(atc_router *router,
+                              uint64_t *version,
+                              atc_sync_report *report,
+                              atc_sync_error *errors,
+                              size_t *errors_len,
+                              char *msgbuf,
+                              size_t *msgbuf_len,
+                              char *errbuf,
+                              size_t *errbuf_len);
 atc_context *atc_context_new(const atc_schema *schema, char *errbuf, size_t *errbuf_len);
 void atc_context_free(atc_context *context);
 int32_t atc_context_reset(atc_context *context);
