@@ -67,11 +67,12 @@ fn explain() {
                 assert!(r.execute(&mut ctx));
             }
         });
+        let (_, parse) = timed(|| atc_router::parse(&text).unwrap());
         let (why, took) = timed(|| r.explain(&mut ctx).unwrap());
         let (report, shown) = timed(|| why.to_string());
         println!(
-            "explain, {routes} route(s) of {terms} `&&` terms: execute {:.3?}, explain {took:.2?}, \
-             report {} bytes (written in {shown:.2?})",
+            "explain, {routes} route(s) of {terms} `&&` terms: execute {:.3?}, parse {parse:.3?}, \
+             explain {took:.2?}, report {} bytes (written in {shown:.2?})",
             exec / rounds,
             report.len()
         );

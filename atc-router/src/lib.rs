@@ -91,6 +91,7 @@ mod lint;
 mod reference;
 mod router;
 mod schema;
+mod work;
 
 pub use error::{Error, ExprError, ExprErrorKind, Location};
 pub use language::{
@@ -108,6 +109,9 @@ pub use schema::{
     CaptureKey, Context, FieldId, IdState, IpCidr, MatchResult, MatchedValue, Schema, Type, Value,
 };
 pub use uuid::Uuid;
+#[cfg(feature = "diagnostics")]
+#[doc(hidden)]
+pub use work::diagnostic_steps;
 
 /// Test support: makes the `n`-th step of router changes on this thread panic (see
 /// `failpoint.rs`). Only with the `failpoints` feature, which nothing shipped enables.

@@ -14,9 +14,14 @@
 //! - A route ruled out by the index has a requirement (an index key) that no value of the
 //!   request meets; an explanation names the first such requirement.
 //! - Neither call changes the context's result.
+//! - The cost is linear in what an explanation evaluates and reports: each reported route's
+//!   text is scanned once for its predicates' places (a scan of its tokens, not a parse) and
+//!   each predicate is placed through one [`Locator`] over it, never by scanning the text per
+//!   predicate (`tests/explain.rs` counts the work, with the `diagnostics` feature).
 
 use std::collections::HashSet;
 use std::fmt;
+use std::ops::Range;
 use std::sync::Arc;
 
 use uuid::Uuid;
@@ -24,7 +29,7 @@ use uuid::Uuid;
 use super::Router;
 use crate::compile::eval::{eval_traced, Trace};
 use crate::compile::program::{Code, Instr};
-use crate::error::{Error, Location};
+use crate::error::{Error, Location, Locator};
 use crate::index::requirements;
 use crate::language::parse_with_limits;
 use crate::schema::context::{Context, MatchRecord};
@@ -166,13 +171,9 @@ impl Router {
         for &slot in &slots {
             let mut trace = Trace::default();
             record.clear();
-            let matched = eval_traced(
-                &self.programs[slot as usize],
-                ctx,
-                &mut lowered,
-                &mut record,
-                &mut trace,
-            );
+            let program = &self.programs[slot as usize];
+            crate::work::add(program.view().code().len());
+            let matched = eval_traced(program, ctx, &mut lowered, &mut record, &mut trace);
             let row = self.route(slot).row;
             if matched && winner.is_none() {
                 winner = Some(row.id);
@@ -180,7 +181,7 @@ impl Router {
             let shown = if matched {
                 trace.decisive
             } else {
-                trace.evaluated.last().copied().into_iter().collect()
+                trace.last.into_iter().collect()
             };
             candidates.push(CandidateReport {
                 id: row.id,
@@ -290,32 +291,44 @@ impl Router {
     }
 
     /// The outcomes of the predicates at instruction positions `at` of a route's program.
+    /// Linear in the route's text and in `at`.
     fn outcomes(&self, slot: u32, at: &[(usize, bool)]) -> Vec<PredicateOutcome> {
+        if at.is_empty() {
+            return Vec::new();
+        }
         let code = self.programs[slot as usize].view();
         let shape = PredicateShape::of(&code);
         let text = self.catalog.text(slot as usize);
-        // The route's own text passed these limits when it was added (see the module
-        // invariants of `router`); positions are only missing if that ever changed.
-        let spans = parse_with_limits(text, &self.limits)
-            .map(|p| p.spans)
-            .unwrap_or_default();
-        let spans = if spans.len() == shape.ordinal.iter().flatten().count() {
+        // The route's text was accepted when it was added: its predicates are found by a scan
+        // of its tokens, which costs a fraction of a parse (building the tree is most of that).
+        // Should the scan ever disagree with the program, the parser decides; positions are
+        // only missing if the limits the text passed ever changed.
+        crate::work::add(text.len());
+        let spans = match predicate_spans(text) {
+            Some(spans) if spans.len() == shape.predicates => spans,
+            _ => {
+                crate::work::add(text.len());
+                parse_with_limits(text, &self.limits)
+                    .map(|p| p.spans.into_iter().map(|s| s.predicate).collect())
+                    .unwrap_or_default()
+            }
+        };
+        let spans = if spans.len() == shape.predicates {
             spans
         } else {
             Vec::new()
         };
+        let locator = Locator::new(text);
         at.iter()
             .filter_map(|&(i, holds)| {
                 let index = shape.ordinal.get(i).copied().flatten()?;
-                let span = spans
-                    .get(index)
-                    .map_or(0..text.len(), |s| s.predicate.clone());
+                let span = spans.get(index).cloned().unwrap_or(0..text.len());
                 Some(PredicateOutcome {
                     index,
                     text: text.get(span.clone()).unwrap_or(text).to_owned(),
                     holds,
                     negated: shape.negated[i],
-                    location: Location::new(text, span),
+                    location: locator.locate(span),
                 })
             })
             .collect()
@@ -327,29 +340,39 @@ impl Router {
 struct PredicateShape {
     ordinal: Vec<Option<usize>>,
     negated: Vec<bool>,
+    /// How many predicates the program has.
+    predicates: usize,
 }
 
 impl PredicateShape {
+    /// One pass over the program: the `!`s around an instruction are those on a stack of the
+    /// open ones (each closed at its end), so the cost does not depend on how they nest.
     fn of(code: &Code<'_>) -> PredicateShape {
         let instrs = code.code();
+        crate::work::add(instrs.len());
         let mut ordinal = vec![None; instrs.len()];
         let mut negated = vec![false; instrs.len()];
+        let mut open_nots: Vec<usize> = Vec::new();
         let mut next = 0;
         for (i, instr) in instrs.iter().enumerate() {
+            while open_nots.last().is_some_and(|&end| end <= i) {
+                open_nots.pop();
+            }
+            negated[i] = open_nots.len() % 2 == 1;
             match instr {
                 Instr::Pred(_) => {
                     ordinal[i] = Some(next);
                     next += 1;
                 }
-                Instr::Not { end, .. } => {
-                    for n in &mut negated[i + 1..(*end as usize).min(instrs.len())] {
-                        *n = !*n;
-                    }
-                }
+                Instr::Not { end, .. } => open_nots.push(*end as usize),
                 _ => {}
             }
         }
-        PredicateShape { ordinal, negated }
+        PredicateShape {
+            ordinal,
+            negated,
+            predicates: next,
+        }
     }
 }
 
@@ -405,4 +428,247 @@ fn indent(s: &str) -> String {
         .map(|l| format!("    {l}"))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// The span of each predicate of `text`, an expression the parser accepted, in order (what
+/// `parse_with_limits(text, …).spans[i].predicate` gives): one pass over its tokens, without
+/// building a tree. `None` where the text is not what the grammar (`language/grammar.pest`)
+/// allows.
+fn predicate_spans(text: &str) -> Option<Vec<Range<usize>>> {
+    let b = text.as_bytes();
+    let mut pos = 0;
+    let ws = |pos: &mut usize| {
+        while b
+            .get(*pos)
+            .is_some_and(|c| matches!(c, b' ' | b'\t' | b'\r' | b'\n'))
+        {
+            *pos += 1;
+        }
+    };
+    let ident = |pos: &mut usize| {
+        let start = *pos;
+        while b
+            .get(*pos)
+            .is_some_and(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.'))
+        {
+            *pos += 1;
+        }
+        (*pos > start).then_some(())
+    };
+    let eat = |pos: &mut usize, c: u8| (b.get(*pos) == Some(&c)).then(|| *pos += 1);
+    let mut spans = Vec::new();
+    ws(&mut pos);
+    loop {
+        // A term: `!(`, `(`, or a predicate.
+        match b.get(pos)? {
+            b'!' => {
+                pos += 1;
+                ws(&mut pos);
+                eat(&mut pos, b'(')?;
+                ws(&mut pos);
+                continue;
+            }
+            b'(' => {
+                pos += 1;
+                ws(&mut pos);
+                continue;
+            }
+            _ => {}
+        }
+        let start = pos;
+        // `ident ["(" lhs ")"]`: a name followed by `(` is a transformation.
+        ident(&mut pos)?;
+        let mut depth = 0;
+        loop {
+            let mut at = pos;
+            ws(&mut at);
+            if eat(&mut at, b'(').is_none() {
+                break;
+            }
+            ws(&mut at);
+            pos = at;
+            ident(&mut pos)?;
+            depth += 1;
+        }
+        for _ in 0..depth {
+            ws(&mut pos);
+            eat(&mut pos, b')')?;
+        }
+        ws(&mut pos);
+        pos += match &b[pos..] {
+            [b'=' | b'!' | b'^' | b'>' | b'<', b'=', ..] | [b'=', b'^', ..] => 2,
+            [b'~' | b'>' | b'<', ..] => 1,
+            [b'n', b'o', b't', rest @ ..] => {
+                let gap = rest
+                    .iter()
+                    .take_while(|c| matches!(c, b' ' | b'\t' | b'\r' | b'\n'))
+                    .count();
+                rest[gap..].starts_with(b"in").then_some(3 + gap + 2)?
+            }
+            [b'i', b'n', ..] => 2,
+            [b'c', b'o', b'n', b't', b'a', b'i', b'n', b's', ..] => 8,
+            _ => return None,
+        };
+        ws(&mut pos);
+        // The right side: a set, a string, a raw string, or an address or integer (which, in
+        // accepted text, runs up to a space, a `)` or the next `&&` / `||`).
+        match &b[pos..] {
+            [b'[', ..] => {
+                pos += 1;
+                while *b.get(pos)? != b']' {
+                    pos = skip_string(b, pos)?.unwrap_or(pos + 1);
+                }
+                pos += 1;
+            }
+            [b'"', ..] | [b'r', b'#', b'"', ..] => pos = skip_string(b, pos)??,
+            _ => {
+                let run = b[pos..]
+                    .iter()
+                    .take_while(|c| !matches!(c, b' ' | b'\t' | b'\r' | b'\n' | b')' | b'&' | b'|'))
+                    .count();
+                if run == 0 {
+                    return None;
+                }
+                pos += run;
+            }
+        }
+        spans.push(start..pos);
+        // Closing groups, then the end or `&&` / `||` and the next term.
+        ws(&mut pos);
+        while eat(&mut pos, b')').is_some() {
+            ws(&mut pos);
+        }
+        if pos == b.len() {
+            return Some(spans);
+        }
+        match &b[pos..] {
+            [b'&', b'&', ..] | [b'|', b'|', ..] => pos += 2,
+            _ => return None,
+        }
+        ws(&mut pos);
+    }
+}
+
+/// At a string literal (`"…"` with `\` escapes, or `r#"…"#`) at `pos` of `b`: where it ends
+/// (`None` if it never does). Not at one: `Some(None)`.
+fn skip_string(b: &[u8], pos: usize) -> Option<Option<usize>> {
+    if b[pos] == b'"' {
+        let mut i = pos + 1;
+        loop {
+            match *b.get(i)? {
+                b'"' => return Some(Some(i + 1)),
+                b'\\' => i += 2,
+                _ => i += 1,
+            }
+        }
+    }
+    if b[pos..].starts_with(b"r#\"") {
+        let body = pos + 3;
+        let end = memchr::memmem::find(&b[body..], b"\"#")?;
+        return Some(Some(body + end + 2));
+    }
+    Some(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limits::Limits;
+    use proptest::prelude::*;
+
+    fn spans_by_parser(text: &str) -> Option<Vec<Range<usize>>> {
+        let parsed = parse_with_limits(text, &Limits::default()).ok()?;
+        Some(parsed.spans.into_iter().map(|s| s.predicate).collect())
+    }
+
+    fn gap() -> impl Strategy<Value = &'static str> {
+        prop::sample::select(vec!["", " ", " ", "  ", "\t", "\n", "\r\n "])
+    }
+
+    fn predicate() -> impl Strategy<Value = String> {
+        let lhs = prop::sample::select(vec![
+            "http.path",
+            "a_b.c2",
+            "lower(http.host)",
+            "lower( any (x) )",
+            "any(http.headers.x_y)",
+        ]);
+        let op = prop::sample::select(vec![
+            "==", "!=", "~", "^=", "=^", ">=", ">", "<=", "<", "in", "not in", "not\t in",
+            "not\nin", "contains",
+        ]);
+        let rhs = prop::sample::select(vec![
+            r#""/a""#,
+            r#""""#,
+            r#""q\"(&&) \\""#,
+            r#""é||)""#,
+            r##"r#"a"b)&&|| "#"##,
+            "-12",
+            "0x1F",
+            "017",
+            "10.0.0.1",
+            "10.0.0.0/8",
+            "::1",
+            "fe80::1/64",
+            r#"["a", "]", ]"#,
+            "[1,2]",
+            r##"[ r#"x]"# ,10.0.0.1]"##,
+        ]);
+        (lhs, gap(), op, gap(), rhs).prop_map(|(l, g1, o, g2, r)| {
+            // An operator made of letters needs a space before it.
+            let g1 = if o.starts_with(['i', 'n', 'c']) && g1.is_empty() {
+                " "
+            } else {
+                g1
+            };
+            format!("{l}{g1}{o}{g2}{r}")
+        })
+    }
+
+    fn expression() -> impl Strategy<Value = String> {
+        predicate().prop_recursive(4, 24, 4, |inner| {
+            prop_oneof![
+                (prop::collection::vec((inner.clone(), gap(), any::<bool>(), gap()), 1..4))
+                    .prop_map(|terms| {
+                        let mut out = String::new();
+                        for (i, (t, g1, and, g2)) in terms.iter().enumerate() {
+                            if i > 0 {
+                                out.push_str(g1);
+                                out.push_str(if *and { "&&" } else { "||" });
+                                out.push_str(g2);
+                            }
+                            out.push_str(t);
+                        }
+                        out
+                    }),
+                (inner.clone(), gap(), gap()).prop_map(|(e, g1, g2)| format!("({g1}{e}{g2})")),
+                (inner, gap(), gap()).prop_map(|(e, g1, g2)| format!("!{g1}({e}{g2})")),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn the_token_scan_finds_the_predicates_the_parser_finds(
+            e in expression(), lead in gap(), trail in gap()
+        ) {
+            let text = format!("{lead}{e}{trail}");
+            let want = spans_by_parser(&text);
+            prop_assume!(want.is_some());
+            prop_assert_eq!(predicate_spans(&text), want, "{:?}", text);
+        }
+    }
+
+    #[test]
+    fn the_token_scan_reads_long_chains_and_refuses_what_is_not_an_expression() {
+        let long = vec![r#"http.path ^= "/""#; 16_383].join(" && ");
+        assert_eq!(predicate_spans(&long), spans_by_parser(&long));
+        for bad in ["", "a", "a ==", "a == \"x", "(a == 1", "a == 1 &", "a ?? 1"] {
+            let scanned = predicate_spans(bad);
+            assert!(
+                scanned.is_none() || spans_by_parser(bad).is_none(),
+                "{bad:?}: {scanned:?}"
+            );
+        }
+    }
 }
