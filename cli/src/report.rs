@@ -98,8 +98,8 @@ fn indent(s: &str, by: &str) -> String {
         .join("\n")
 }
 
-/// The version of the JSON document's shape.
-const VERSION: u32 = 1;
+/// The version of the JSON document's shape (2: bounded explanations, see docs/cli.md).
+const VERSION: u32 = 2;
 
 #[derive(Serialize)]
 struct Report<'a> {
@@ -174,7 +174,9 @@ struct ExplainOut {
     winner: Option<String>,
     routes: usize,
     candidates: Vec<CandidateOut>,
+    candidates_omitted: usize,
     ruled_out: Vec<RuledOutOut>,
+    ruled_out_omitted: usize,
 }
 
 #[derive(Serialize)]
@@ -190,13 +192,16 @@ struct CandidateOut {
     priority: u64,
     matched: bool,
     expression: String,
+    expression_truncated: bool,
     predicates: Vec<PredicateOut>,
+    predicates_omitted: usize,
 }
 
 #[derive(Serialize)]
 struct PredicateOut {
     index: usize,
     text: String,
+    text_truncated: bool,
     holds: bool,
     negated: bool,
     location: LocationOut,
@@ -283,19 +288,23 @@ pub fn json(c: &Checked, cx: &Context) -> String {
                         priority: c.priority,
                         matched: c.matched,
                         expression: c.expression.clone(),
+                        expression_truncated: c.expression_truncated,
                         predicates: c
                             .predicates
                             .iter()
                             .map(|p| PredicateOut {
                                 index: p.index,
                                 text: p.text.clone(),
+                                text_truncated: p.text_truncated,
                                 holds: p.holds,
                                 negated: p.negated,
                                 location: LocationOut::from(&p.location),
                             })
                             .collect(),
+                        predicates_omitted: c.predicates_omitted,
                     })
                     .collect(),
+                candidates_omitted: e.candidates_omitted,
                 ruled_out: e
                     .ruled_out
                     .iter()
@@ -306,6 +315,7 @@ pub fn json(c: &Checked, cx: &Context) -> String {
                         key: r.key.clone(),
                     })
                     .collect(),
+                ruled_out_omitted: e.ruled_out_omitted,
             }
         }),
     };

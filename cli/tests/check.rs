@@ -69,7 +69,7 @@ fn check_json(file: &str, args: &[&str], code: i32) -> Value {
     all.extend_from_slice(args);
     let r = check(file, &all, code);
     let doc: Value = serde_json::from_str(&r.stdout).expect("one JSON document");
-    assert_eq!(doc["version"], 1);
+    assert_eq!(doc["version"], 2);
     doc
 }
 
@@ -441,6 +441,17 @@ fn explain_in_json() {
     assert_eq!(x["ruled_out"][0]["id"], API_04);
     assert_eq!(x["ruled_out"][0]["line"], 5);
     assert_eq!(x["ruled_out"][0]["key"], "http.host == \"www.example.com\"");
+    // Nothing was left out, and the report says so.
+    assert_eq!(
+        (
+            x["candidates_omitted"].as_u64(),
+            x["ruled_out_omitted"].as_u64()
+        ),
+        (Some(0), Some(0))
+    );
+    assert_eq!(first["expression_truncated"], false);
+    assert_eq!(first["predicates_omitted"], 0);
+    assert_eq!(failed["text_truncated"], false);
 
     // Without --ruled-out, the list is empty.
     let doc = check_json("api.tsv", &["--explain", "GET www.example.com /"], 0);

@@ -14,6 +14,8 @@
 //! - A route ruled out by the index has a requirement (an index key) that no value of the
 //!   request meets; an explanation names the first such requirement.
 //! - Neither call changes the context's result.
+//! - An explanation is bounded ([`ExplainOptions`]' caps: candidates, ruled-out routes,
+//!   predicates per candidate, bytes of text), and every cut is marked in it.
 //! - The cost is linear in what an explanation evaluates and reports: each reported route's
 //!   text is scanned once for its predicates' places (a scan of its tokens, not a parse) and
 //!   each predicate is placed through one [`Locator`] over it, never by scanning the text per
@@ -35,12 +37,74 @@ use crate::language::parse_with_limits;
 use crate::schema::context::{Context, MatchRecord};
 use crate::schema::value::Value;
 
-/// What to include in an [`Explanation`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// What to include in an [`Explanation`], and how much of it.
+///
+/// The caps bound the report whatever the table: at most `max_candidates + 1` candidates
+/// (the winner is reported even when it comes later), `max_ruled_out` ruled-out routes, and
+/// for each candidate `max_predicates` predicates and `max_text_bytes` bytes of expression and
+/// of each predicate's text (a predicate's place is shown as a line of at most
+/// [`crate::error::SHOWN_CHARS`] characters). What a cap leaves out is counted or marked in
+/// the report: [`Explanation::candidates_omitted`], [`Explanation::ruled_out_omitted`],
+/// [`CandidateReport::predicates_omitted`], [`CandidateReport::expression_truncated`],
+/// [`PredicateOutcome::text_truncated`], and [`Explanation::is_truncated`] for any of them.
+///
+/// ```
+/// use atc_router::ExplainOptions;
+///
+/// let opts = ExplainOptions { ruled_out: true, max_candidates: 10, ..ExplainOptions::default() };
+/// assert_eq!(opts.max_predicates, ExplainOptions::DEFAULT_MAX_PREDICATES);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ExplainOptions {
     /// Also list the routes the index ruled out, each with the key that ruled it out. This
-    /// visits every route of the table.
+    /// visits every route of the table. Default `false`.
     pub ruled_out: bool,
+    /// Most candidates reported, the first ones in routing order; the winner is reported too
+    /// when it comes after them. Default [`ExplainOptions::DEFAULT_MAX_CANDIDATES`].
+    pub max_candidates: usize,
+    /// Most ruled-out routes listed, the first ones in routing order. Default
+    /// [`ExplainOptions::DEFAULT_MAX_RULED_OUT`].
+    pub max_ruled_out: usize,
+    /// Most predicates reported for one candidate, the first ones in evaluation order. Default
+    /// [`ExplainOptions::DEFAULT_MAX_PREDICATES`].
+    pub max_predicates: usize,
+    /// Longest expression, predicate text or ruled-out key reported, in bytes; a longer one is
+    /// cut at a character boundary and ends with `…`. Default
+    /// [`ExplainOptions::DEFAULT_MAX_TEXT_BYTES`].
+    pub max_text_bytes: usize,
+}
+
+impl ExplainOptions {
+    /// Default of [`ExplainOptions::max_candidates`].
+    pub const DEFAULT_MAX_CANDIDATES: usize = 50;
+    /// Default of [`ExplainOptions::max_ruled_out`].
+    pub const DEFAULT_MAX_RULED_OUT: usize = 1000;
+    /// Default of [`ExplainOptions::max_predicates`].
+    pub const DEFAULT_MAX_PREDICATES: usize = 32;
+    /// Default of [`ExplainOptions::max_text_bytes`].
+    pub const DEFAULT_MAX_TEXT_BYTES: usize = 1024;
+
+    /// No cap: every candidate, ruled-out route (when asked for), deciding predicate and byte
+    /// of text, as tests want. A report can then grow with the table and the routes' texts.
+    pub const UNBOUNDED: ExplainOptions = ExplainOptions {
+        ruled_out: false,
+        max_candidates: usize::MAX,
+        max_ruled_out: usize::MAX,
+        max_predicates: usize::MAX,
+        max_text_bytes: usize::MAX,
+    };
+}
+
+impl Default for ExplainOptions {
+    fn default() -> Self {
+        ExplainOptions {
+            ruled_out: false,
+            max_candidates: Self::DEFAULT_MAX_CANDIDATES,
+            max_ruled_out: Self::DEFAULT_MAX_RULED_OUT,
+            max_predicates: Self::DEFAULT_MAX_PREDICATES,
+            max_text_bytes: Self::DEFAULT_MAX_TEXT_BYTES,
+        }
+    }
 }
 
 /// Why a request matched the route it matched (see [`Router::explain`]).
@@ -48,13 +112,33 @@ pub struct ExplainOptions {
 pub struct Explanation {
     /// The route `execute` chooses, if any.
     pub winner: Option<Uuid>,
-    /// Every route the index left for the request, in routing order, evaluated (also those
-    /// after the winner, which `execute` does not reach).
+    /// The routes the index left for the request, in routing order, evaluated (also those
+    /// after the winner, which `execute` does not reach): the first
+    /// [`ExplainOptions::max_candidates`], and the winner if it comes after them.
     pub candidates: Vec<CandidateReport>,
-    /// With [`ExplainOptions::ruled_out`]: every other route, in routing order.
+    /// Candidates not reported, because of [`ExplainOptions::max_candidates`].
+    pub candidates_omitted: usize,
+    /// With [`ExplainOptions::ruled_out`]: the other routes, in routing order (the first
+    /// [`ExplainOptions::max_ruled_out`]).
     pub ruled_out: Vec<RuledOut>,
+    /// Ruled-out routes not listed, because of [`ExplainOptions::max_ruled_out`].
+    pub ruled_out_omitted: usize,
     /// How many routes the router holds.
     pub routes: usize,
+}
+
+impl Explanation {
+    /// Whether a cap of [`ExplainOptions`] left something out of the report: candidates,
+    /// ruled-out routes, predicates, or part of a text.
+    pub fn is_truncated(&self) -> bool {
+        self.candidates_omitted > 0
+            || self.ruled_out_omitted > 0
+            || self.candidates.iter().any(|c| {
+                c.predicates_omitted > 0
+                    || c.expression_truncated
+                    || c.predicates.iter().any(|p| p.text_truncated)
+            })
+    }
 }
 
 /// One candidate of an explained request.
@@ -68,10 +152,15 @@ pub struct CandidateReport {
     pub matched: bool,
     /// For a route that matches, the predicates that decided it, in evaluation order (those
     /// of alternatives that failed are left out); for one that does not, the one predicate
-    /// that decided it (see the module docs).
+    /// that decided it (see the module docs). At most [`ExplainOptions::max_predicates`].
     pub predicates: Vec<PredicateOutcome>,
-    /// The route's expression text, as it was added.
+    /// Deciding predicates not reported, because of [`ExplainOptions::max_predicates`].
+    pub predicates_omitted: usize,
+    /// The route's expression text, as it was added (cut to
+    /// [`ExplainOptions::max_text_bytes`], and then ending with `…`).
     pub expression: String,
+    /// Whether `expression` was cut.
+    pub expression_truncated: bool,
 }
 
 /// One predicate of a route and what it gave for the request.
@@ -79,8 +168,11 @@ pub struct CandidateReport {
 pub struct PredicateOutcome {
     /// Position of the predicate in the expression's text, counting from 0.
     pub index: usize,
-    /// The predicate's text.
+    /// The predicate's text (cut to [`ExplainOptions::max_text_bytes`], and then ending
+    /// with `…`).
     pub text: String,
+    /// Whether `text` was cut.
+    pub text_truncated: bool,
     /// Whether the predicate itself holds.
     pub holds: bool,
     /// Whether it stands under an odd number of `!`, so that what it contributes is the
@@ -105,8 +197,9 @@ pub struct RuledOut {
     /// The route's priority.
     pub priority: u64,
     /// The route's requirement that no value of the request meets, written as a condition
-    /// (`http.host == "a.example"`, `http.path follows /users/{[0-9]+}`); `None` only if the
-    /// index's reason cannot be named, which would be a bug.
+    /// (`http.host == "a.example"`, `http.path follows /users/{[0-9]+}`), cut to
+    /// [`ExplainOptions::max_text_bytes`]; `None` only if the index's reason cannot be named,
+    /// which would be a bug.
     pub key: Option<String>,
 }
 
@@ -167,8 +260,12 @@ impl Router {
         let mut lowered = String::new();
         let mut record = MatchRecord::default();
         let mut winner = None;
-        let mut candidates = Vec::with_capacity(slots.len());
-        for &slot in &slots {
+        let mut candidates = Vec::with_capacity(slots.len().min(options.max_candidates) + 1);
+        for (n, &slot) in slots.iter().enumerate() {
+            // Past the cap, only the winner is still looked for (and reported).
+            if n >= options.max_candidates && winner.is_some() {
+                break;
+            }
             let mut trace = Trace::default();
             record.clear();
             let program = &self.programs[slot as usize];
@@ -177,28 +274,31 @@ impl Router {
             let row = self.route(slot).row;
             if matched && winner.is_none() {
                 winner = Some(row.id);
+            } else if n >= options.max_candidates {
+                continue;
             }
             let shown = if matched {
                 trace.decisive
             } else {
                 trace.last.into_iter().collect()
             };
-            candidates.push(CandidateReport {
-                id: row.id,
-                priority: row.priority,
-                matched,
-                predicates: self.outcomes(slot, &shown),
-                expression: self.catalog.text(slot as usize).to_owned(),
-            });
+            candidates.push(self.report(slot, matched, &shown, &options));
         }
+        let candidates_omitted = slots.len() - candidates.len();
         let mut ruled_out = Vec::new();
+        let mut ruled_out_omitted = 0;
         if options.ruled_out {
             let taken: HashSet<u32> = slots.iter().copied().collect();
             for (_, &slot) in self.order.iter() {
                 if taken.contains(&slot) {
                     continue;
                 }
-                let reqs = requirements(&self.programs[slot as usize].view());
+                if ruled_out.len() == options.max_ruled_out {
+                    break;
+                }
+                let program = self.programs[slot as usize].view();
+                crate::work::add(program.code().len());
+                let reqs = requirements(&program);
                 // Regex keys last: testing one compiles its regex.
                 let is_regex = |r: &&crate::index::Requirement| {
                     r.disc.kind == crate::index::requirement::KeyKind::Regex
@@ -208,7 +308,7 @@ impl Router {
                     .filter(|r| !is_regex(r))
                     .chain(reqs.iter().filter(is_regex))
                     .find(|r| !r.admits(ctx))
-                    .map(|r| r.describe(&self.schema));
+                    .map(|r| cut(&r.describe(&self.schema), options.max_text_bytes).0);
                 let row = self.route(slot).row;
                 ruled_out.push(RuledOut {
                     id: row.id,
@@ -216,13 +316,40 @@ impl Router {
                     key,
                 });
             }
+            ruled_out_omitted = self.len() - slots.len() - ruled_out.len();
         }
         Ok(Explanation {
             winner,
             candidates,
+            candidates_omitted,
             ruled_out,
+            ruled_out_omitted,
             routes: self.len(),
         })
+    }
+
+    /// The report of one candidate, whose evaluation gave `matched` and showed the predicates
+    /// at instruction positions `shown` (see [`CandidateReport::predicates`]).
+    fn report(
+        &self,
+        slot: u32,
+        matched: bool,
+        shown: &[(usize, bool)],
+        options: &ExplainOptions,
+    ) -> CandidateReport {
+        let row = self.route(slot).row;
+        let text = self.catalog.text(slot as usize);
+        let kept = shown.len().min(options.max_predicates);
+        let (expression, expression_truncated) = cut(text, options.max_text_bytes);
+        CandidateReport {
+            id: row.id,
+            priority: row.priority,
+            matched,
+            predicates: self.outcomes(slot, &shown[..kept], options.max_text_bytes),
+            predicates_omitted: shown.len() - kept,
+            expression,
+            expression_truncated,
+        }
     }
 
     /// Every route whose expression holds for the request, in routing order, each with the
@@ -290,9 +417,9 @@ impl Router {
         Ok(found.into_iter().map(|(_, slot)| slot).collect())
     }
 
-    /// The outcomes of the predicates at instruction positions `at` of a route's program.
-    /// Linear in the route's text and in `at`.
-    fn outcomes(&self, slot: u32, at: &[(usize, bool)]) -> Vec<PredicateOutcome> {
+    /// The outcomes of the predicates at instruction positions `at` of a route's program, their
+    /// texts cut to `max_text` bytes. Linear in the route's text and in `at`.
+    fn outcomes(&self, slot: u32, at: &[(usize, bool)], max_text: usize) -> Vec<PredicateOutcome> {
         if at.is_empty() {
             return Vec::new();
         }
@@ -323,9 +450,11 @@ impl Router {
             .filter_map(|&(i, holds)| {
                 let index = shape.ordinal.get(i).copied().flatten()?;
                 let span = spans.get(index).cloned().unwrap_or(0..text.len());
+                let (shown, text_truncated) = cut(text.get(span.clone()).unwrap_or(text), max_text);
                 Some(PredicateOutcome {
                     index,
-                    text: text.get(span.clone()).unwrap_or(text).to_owned(),
+                    text: shown,
+                    text_truncated,
                     holds,
                     negated: shape.negated[i],
                     location: locator.locate(span),
@@ -386,7 +515,7 @@ impl fmt::Display for Explanation {
         writeln!(
             f,
             "{} candidate(s) of {} route(s), in routing order:",
-            self.candidates.len(),
+            self.candidates.len() + self.candidates_omitted,
             self.routes
         )?;
         for c in &self.candidates {
@@ -396,6 +525,9 @@ impl fmt::Display for Explanation {
                 _ => "failed",
             };
             writeln!(f, "- {} (priority {}): {verdict}", c.id, c.priority)?;
+            if c.expression_truncated {
+                writeln!(f, "  expression (cut): {}", c.expression)?;
+            }
             for p in &c.predicates {
                 let what = match (p.holds, p.negated) {
                     (true, false) => "holds",
@@ -412,12 +544,33 @@ impl fmt::Display for Explanation {
                     indent(&p.location.to_string())
                 )?;
             }
+            if c.predicates_omitted > 0 {
+                writeln!(
+                    f,
+                    "  … and {} more predicate(s), not shown (report truncated)",
+                    c.predicates_omitted
+                )?;
+            }
+        }
+        if self.candidates_omitted > 0 {
+            writeln!(
+                f,
+                "- … and {} more candidate(s), not shown (report truncated)",
+                self.candidates_omitted
+            )?;
         }
         for r in &self.ruled_out {
             match &r.key {
                 Some(k) => writeln!(f, "- {} ruled out by the index: {k}", r.id)?,
                 None => writeln!(f, "- {} ruled out by the index", r.id)?,
             }
+        }
+        if self.ruled_out_omitted > 0 {
+            writeln!(
+                f,
+                "- … and {} more route(s) ruled out by the index, not shown (report truncated)",
+                self.ruled_out_omitted
+            )?;
         }
         Ok(())
     }
@@ -428,6 +581,19 @@ fn indent(s: &str) -> String {
         .map(|l| format!("    {l}"))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// `text`, cut to at most `max` bytes (at a character boundary) followed by `…` when longer;
+/// and whether it was cut.
+fn cut(text: &str, max: usize) -> (String, bool) {
+    if text.len() <= max {
+        return (text.to_owned(), false);
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    (format!("{}…", &text[..end]), true)
 }
 
 /// The span of each predicate of `text`, an expression the parser accepted, in order (what
