@@ -284,3 +284,39 @@ fn a_method_set_shadows_a_route_on_one_of_its_methods() {
     // Route 3 also takes POSTs, which route 1 does not: only route 2 never wins.
     assert_eq!(kinds(&r), [(FindingKind::NeverWins, vec![id(2), id(1)])]);
 }
+
+/// Routes of `n` terms `http.path ^= "/"`.
+fn chain(n: usize) -> String {
+    vec![r#"http.path ^= "/""#; n].join(" && ")
+}
+
+#[test]
+fn long_routes_are_compared_in_work_linear_in_their_predicates() {
+    // Two routes of 4,001 distinct predicates each on one field: comparing them predicate by
+    // predicate would be 16 million comparisons (past the cap of comparisons, so no finding);
+    // the same predicates are found by a lookup.
+    let text = (0..4_000)
+        .map(|i| format!(r#"http.path ^= "/{i:04}""#))
+        .collect::<Vec<_>>()
+        .join(" || ");
+    let text = format!(r#"http.host == "a.example" && ({text})"#);
+    let same = (0..4_000)
+        .map(|i| format!(r#" && http.path != "/x{i:04}""#))
+        .collect::<String>();
+    let same = format!(r#"http.path ^= "/api"{same}"#);
+    let mut r = router();
+    r.add(id(1), 20, &same).unwrap();
+    r.add(id(2), 10, &same).unwrap();
+    r.add(id(3), 5, &text).unwrap();
+    r.add(id(4), 4, &chain(4_000)).unwrap();
+    let before = atc_router::diagnostic_steps();
+    let found = r.lint();
+    let steps = atc_router::diagnostic_steps() - before;
+    assert!(
+        steps < 200 * (2 * same.len() + text.len()) as u64,
+        "{steps} steps"
+    );
+    assert!(found
+        .iter()
+        .any(|f| f.kind == FindingKind::NeverWins && f.routes == [id(2), id(1)]));
+}
