@@ -98,7 +98,7 @@ pub use language::{
     parse, parse_with_limits, Expr, Lhs, Op, Parsed, Predicate, PredicateSpans, Rhs, Transform,
 };
 pub use limits::Limits;
-pub use lint::{Finding, FindingKind, Linter};
+pub use lint::{Finding, FindingKind, LintOptions, Linter};
 pub use router::needs::FieldMask;
 pub use router::shared::{ReadGuard, SharedRouter};
 pub use router::{

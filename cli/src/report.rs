@@ -69,13 +69,25 @@ pub fn text(c: &Checked, cx: &Context) -> String {
                 }
             }
         }
+        if f.more > 0 {
+            let _ = writeln!(
+                out,
+                "  … and {}{} more route(s)",
+                if f.at_least { "at least " } else { "" },
+                f.more
+            );
+        }
         if let Some(l) = &f.location {
             let _ = writeln!(out, "{}", indent(&l.to_string(), "  "));
         }
     }
+    let omitted = match c.findings_omitted {
+        0 => String::new(),
+        n => format!(" ({n} more not shown)"),
+    };
     let _ = writeln!(
         out,
-        "{file}: {}, {} valid, {}, {}",
+        "{file}: {}, {} valid, {}, {}{omitted}",
         count(c.file.count, "route", "routes"),
         c.valid(),
         count(c.errors.len(), "error", "errors"),
@@ -98,7 +110,8 @@ fn indent(s: &str, by: &str) -> String {
         .join("\n")
 }
 
-/// The version of the JSON document's shape (2: bounded explanations, see docs/cli.md).
+/// The version of the JSON document's shape (2: findings about groups, bounded explanations;
+/// see docs/cli.md).
 const VERSION: u32 = 2;
 
 #[derive(Serialize)]
@@ -111,6 +124,7 @@ struct Report<'a> {
     valid: usize,
     errors: Vec<ErrorOut>,
     findings: Vec<FindingOut>,
+    findings_omitted: usize,
     explain: Option<ExplainOut>,
 }
 
@@ -140,6 +154,8 @@ struct FindingOut {
     kind: &'static str,
     message: String,
     routes: Vec<RouteRef>,
+    more: usize,
+    at_least: bool,
     location: Option<LocationOut>,
 }
 
@@ -262,9 +278,12 @@ pub fn json(c: &Checked, cx: &Context) -> String {
                         priority: c.origins.get(id).map(|o| o.priority),
                     })
                     .collect(),
+                more: f.more,
+                at_least: f.at_least,
                 location: f.location.as_ref().map(LocationOut::from),
             })
             .collect(),
+        findings_omitted: c.findings_omitted,
         explain: cx.explained.as_ref().map(|x| {
             let e = &x.explanation;
             ExplainOut {

@@ -515,3 +515,40 @@ fn usage_and_unreadable_files_exit_2() {
     assert_eq!(run(&["--help"]).code, 0);
     assert_eq!(run(&["check", "--help"]).code, 0);
 }
+
+#[test]
+fn findings_about_many_routes_are_groups_and_their_number_is_bounded() {
+    // 1,200 identical routes: in version 1, 1,438,801 findings about pairs.
+    let n = 1_200;
+    let file: String = (1..=n)
+        .map(|i| format!("1\t00000000-0000-4000-8000-{i:012}\thttp.path ^= \"/api\"\n"))
+        .collect();
+    let r = run_with(&["check", "-"], Some(&file));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let last = r.stdout.lines().last().unwrap();
+    assert_eq!(
+        last,
+        format!("<stdin>: {n} routes, {n} valid, 0 errors, 1002 findings (199 more not shown)")
+    );
+    assert!(r.stdout.contains("  … and 1191 more route(s)\n"), "{last}");
+
+    let r = run_with(&["check", "--format", "json", "-"], Some(&file));
+    let doc: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(doc["version"], 2);
+    assert_eq!(doc["findings_omitted"], 199);
+    let dup = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["kind"] == "duplicate-expression")
+        .unwrap();
+    assert_eq!(dup["routes"].as_array().unwrap().len(), 9);
+    assert_eq!(
+        dup["routes"][0]["line"], n,
+        "routing order: the highest id first"
+    );
+    assert_eq!(
+        (dup["more"].as_u64(), dup["at_least"].as_bool()),
+        (Some(1191), Some(false))
+    );
+}

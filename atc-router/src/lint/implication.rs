@@ -37,6 +37,7 @@ use crate::schema::value::{cidr_contains, IpCidr, Value};
 pub(crate) const MAX_COMPARISONS: usize = 1 << 16;
 
 /// Whether every request `r` matches, `s` matches (see the module docs).
+#[cfg(test)]
 pub(crate) fn implies(r: &Code<'_>, s: &Code<'_>) -> bool {
     Conjuncts::of(r).imply(s)
 }
