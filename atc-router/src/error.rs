@@ -84,6 +84,9 @@ pub struct Location {
 impl Location {
     /// The location of `span` (clamped to `source` and to character boundaries) in `source`.
     pub fn new(source: &str, span: Range<usize>) -> Location {
+        // It scans the source up to the span's line: to place many spans of one source, see
+        // `Locator`.
+        crate::work::add(source.len());
         let start = floor_char_boundary(source, span.start.min(source.len()));
         let end = floor_char_boundary(source, span.end.clamp(start, source.len()));
         let line_start = source[..start].rfind('\n').map_or(0, |i| i + 1);
@@ -165,22 +168,28 @@ const SHOWN_BEFORE: usize = 40;
 /// windowed so that a 1 MiB expression on one line gives a readable error, not 2 MiB of text.
 fn snippet(line: &str, col: usize, len: usize) -> (String, String, usize) {
     let total = line.chars().count();
+    window(total, col, len, |from| line.chars().skip(from))
+}
+
+/// [`snippet`] of a line of `total` characters, whose characters from number `from` on
+/// `chars_from(from)` gives.
+fn window<I: Iterator<Item = char>>(
+    total: usize,
+    col: usize,
+    len: usize,
+    chars_from: impl FnOnce(usize) -> I,
+) -> (String, String, usize) {
     // The position can lie in trailing carriage returns, which the shown line leaves out: the
     // caret then goes just past its end.
     let col = col.min(total);
-    let (from, to) = if total <= SHOWN_CHARS {
-        (0, total)
-    } else {
-        let from = col.saturating_sub(SHOWN_BEFORE);
-        (from, (from + SHOWN_CHARS).min(total))
-    };
+    let (from, to) = shown_range(total, col);
     let mut shown = String::new();
     let mut indent = String::new();
     if from > 0 {
         shown.push('…');
         indent.push(' ');
     }
-    for (i, c) in line.chars().enumerate().skip(from).take(to - from) {
+    for (i, c) in (from..).zip(chars_from(from).take(to - from)) {
         // Tabs stay tabs so the caret lines up under the source line whatever the tab width.
         let c = if c.is_control() && c != '\t' { ' ' } else { c };
         shown.push(c);
@@ -194,6 +203,111 @@ fn snippet(line: &str, col: usize, len: usize) -> (String, String, usize) {
     // At least one caret (an error at the end of the line points just past it); none past a cut.
     let caret_len = len.min(to.saturating_sub(col)).max(1);
     (shown, indent, caret_len)
+}
+
+/// The characters `from..to` of a line of `total` that are shown, for a position at `col`.
+fn shown_range(total: usize, col: usize) -> (usize, usize) {
+    if total <= SHOWN_CHARS {
+        (0, total)
+    } else {
+        let from = col.saturating_sub(SHOWN_BEFORE);
+        (from, (from + SHOWN_CHARS).min(total))
+    }
+}
+
+/// Places many spans of one source: what [`Location::new`] gives, in time proportional to the
+/// shown window rather than to the source (which `Location::new` scans up to the span's line
+/// for each span). Explaining a route places each of its predicates: with thousands of them on
+/// one line, scanning the line for each would be quadratic.
+pub(crate) struct Locator<'a> {
+    source: &'a str,
+    /// Each line's start and the end of its text (before the `\n` and any `\r` before it).
+    lines: Vec<(usize, usize)>,
+    /// The characters in `source[..i * MARK_EVERY]`, for each `i`.
+    marks: Vec<usize>,
+}
+
+/// Bytes between two character counts a [`Locator`] keeps.
+const MARK_EVERY: usize = 256;
+
+impl<'a> Locator<'a> {
+    /// One pass over `source`.
+    pub(crate) fn new(source: &'a str) -> Locator<'a> {
+        crate::work::add(source.len());
+        let bytes = source.as_bytes();
+        let mut lines = Vec::new();
+        let mut start = 0;
+        for nl in memchr::memchr_iter(b'\n', bytes).chain([bytes.len()]) {
+            let text = source[start..nl].trim_end_matches('\r');
+            lines.push((start, start + text.len()));
+            start = nl + 1;
+        }
+        let mut marks = Vec::with_capacity(bytes.len() / MARK_EVERY + 1);
+        marks.push(0);
+        for chunk in bytes.chunks(MARK_EVERY) {
+            let before = marks.last().copied().unwrap_or(0);
+            marks.push(before + char_starts(chunk));
+        }
+        Locator {
+            source,
+            lines,
+            marks,
+        }
+    }
+
+    /// Characters in `source[..i]` (`i` a character boundary).
+    fn chars_before(&self, i: usize) -> usize {
+        let m = i / MARK_EVERY;
+        crate::work::add(i - m * MARK_EVERY);
+        self.marks[m] + char_starts(&self.source.as_bytes()[m * MARK_EVERY..i])
+    }
+
+    /// What `Location::new(source, span)` gives.
+    pub(crate) fn locate(&self, span: Range<usize>) -> Location {
+        let source = self.source;
+        let start = floor_char_boundary(source, span.start.min(source.len()));
+        let end = floor_char_boundary(source, span.end.clamp(start, source.len()));
+        // The line holding `start`: the last one starting at or before it.
+        let line = self.lines.partition_point(|&(s, _)| s <= start) - 1;
+        let (line_start, text_end) = self.lines[line];
+        let line_end = self
+            .lines
+            .get(line + 1)
+            .map_or(source.len(), |&(next, _)| next - 1);
+        let at = self.chars_before(line_start);
+        let column = self.chars_before(start) - at + 1;
+        let total = self.chars_before(text_end) - at;
+        let len = self.chars_before(end.min(line_end)) - self.chars_before(start);
+        // The byte where character `col` (clamped as `window` clamps it) of the line starts;
+        // the window begins at most `SHOWN_BEFORE` characters before it.
+        let col = (column - 1).min(total);
+        let mut at_col = start.min(text_end);
+        let (from, _) = shown_range(total, col);
+        let (source_line, caret_indent, caret_len) = window(total, col, len, |from| {
+            let mut back = col - from;
+            while back > 0 {
+                at_col -= 1;
+                if source.is_char_boundary(at_col) {
+                    back -= 1;
+                }
+            }
+            source[at_col..text_end].chars()
+        });
+        crate::work::add(SHOWN_CHARS + (col - from) * 4);
+        Location {
+            span: start..end,
+            line: line + 1,
+            column,
+            source_line,
+            caret_indent,
+            caret_len,
+        }
+    }
+}
+
+/// Characters starting in `bytes` (bytes that are not UTF-8 continuation bytes).
+fn char_starts(bytes: &[u8]) -> usize {
+    bytes.iter().filter(|&&b| (b as i8) >= -0x40).count()
 }
 
 fn floor_char_boundary(s: &str, mut i: usize) -> usize {
@@ -339,6 +453,30 @@ mod tests {
         let e = ExprError::new(ExprErrorKind::Syntax, src, 5..6, "m");
         assert_eq!(e.source_line(), "a ==  1");
         assert_eq!(e.column, 6);
+    }
+
+    #[test]
+    fn a_locator_places_every_span_as_location_new_does() {
+        let long = format!("{}é = \"ü\" {}", "x".repeat(300), "y".repeat(300));
+        let sources = [
+            String::new(),
+            "a == 1".to_owned(),
+            "a == 1 &&\n\tb ~ \"(\"\r\n\r\rc\n".to_owned(),
+            "é\r\r\n\né == \"ü\" &&\r\nx".to_owned(),
+            long.clone(),
+            format!("{long}\n{long}\r\n\n{}", "z".repeat(1000)),
+        ];
+        for src in &sources {
+            let locator = Locator::new(src);
+            let mut ends: Vec<usize> = (0..=src.len() + 2).step_by(29).collect();
+            ends.extend([1, src.len(), src.len() + 1]);
+            for start in (0..=src.len() + 1).filter(|i| i % 5 == 0 || src.len() < 64) {
+                for &end in &ends {
+                    let want = Location::new(src, start..end);
+                    assert_eq!(locator.locate(start..end), want, "{src:?} {start}..{end}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -93,13 +93,14 @@ pub mod route_list;
 mod router;
 mod schema;
 mod stack;
+mod work;
 
 pub use error::{Error, ExprError, ExprErrorKind, Location};
 pub use language::{
     parse, parse_with_limits, Expr, Lhs, Op, Parsed, Predicate, PredicateSpans, Rhs, Transform,
 };
 pub use limits::Limits;
-pub use lint::{Finding, FindingKind, Linter};
+pub use lint::{Finding, FindingKind, LintOptions, Linter};
 pub use router::needs::FieldMask;
 pub use router::shared::{ReadGuard, SharedRouter};
 pub use router::{
@@ -111,6 +112,9 @@ pub use schema::{
     CaptureKey, Context, FieldId, IdState, IpCidr, MatchResult, MatchedValue, Schema, Type, Value,
 };
 pub use uuid::Uuid;
+#[cfg(feature = "diagnostics")]
+#[doc(hidden)]
+pub use work::diagnostic_steps;
 
 /// Test support: makes the `n`-th step of router changes on this thread panic (see
 /// `failpoint.rs`). Only with the `failpoints` feature, which nothing shipped enables.

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use atc_router::{Error, ExprError, Finding, Router, Schema, Uuid};
+use atc_router::{Error, ExprError, Finding, Linter, Router, Schema, Uuid};
 
 use crate::routes::{Problem, ProblemKind, RouteFile};
 use crate::schema;
@@ -66,8 +66,11 @@ pub struct Checked {
     pub router: Router,
     /// The line and priority of each valid route.
     pub origins: HashMap<Uuid, Origin>,
-    /// The lint findings, by kind, then by the lines of their routes.
+    /// The lint findings, by kind, then by the lines of their routes (at most
+    /// `LintOptions::DEFAULT_MAX_PER_KIND` of each kind).
     pub findings: Vec<Finding>,
+    /// Findings the linter left out past that limit.
+    pub findings_omitted: usize,
 }
 
 impl Checked {
@@ -114,7 +117,9 @@ pub fn check(mut file: RouteFile, schema: Arc<Schema>) -> Checked {
     drop_bad_fields(&mut router, &mut origins, &mut errors);
     errors.sort_by_key(|e| e.line);
     // By kind, then by where the routes are in the file.
-    let mut findings = router.lint();
+    let lint = Linter::new(&router);
+    let mut findings: Vec<Finding> = lint.findings().cloned().collect();
+    let findings_omitted = lint.omitted();
     findings.sort_by_cached_key(|f| {
         let lines: Vec<usize> = f
             .routes
@@ -129,6 +134,7 @@ pub fn check(mut file: RouteFile, schema: Arc<Schema>) -> Checked {
         router,
         origins,
         findings,
+        findings_omitted,
     }
 }
 

@@ -123,6 +123,7 @@ fn run_check(args: &CheckArgs) -> Result<ExitCode, String> {
                     &mut ctx,
                     ExplainOptions {
                         ruled_out: args.ruled_out,
+                        ..ExplainOptions::default()
                     },
                 )
                 .map_err(|e| format!("--explain: {e}"))?;

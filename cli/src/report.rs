@@ -69,13 +69,25 @@ pub fn text(c: &Checked, cx: &Context) -> String {
                 }
             }
         }
+        if f.more > 0 {
+            let _ = writeln!(
+                out,
+                "  … and {}{} more route(s)",
+                if f.at_least { "at least " } else { "" },
+                f.more
+            );
+        }
         if let Some(l) = &f.location {
             let _ = writeln!(out, "{}", indent(&l.to_string(), "  "));
         }
     }
+    let omitted = match c.findings_omitted {
+        0 => String::new(),
+        n => format!(" ({n} more not shown)"),
+    };
     let _ = writeln!(
         out,
-        "{file}: {}, {} valid, {}, {}",
+        "{file}: {}, {} valid, {}, {}{omitted}",
         count(c.file.count, "route", "routes"),
         c.valid(),
         count(c.errors.len(), "error", "errors"),
@@ -98,8 +110,9 @@ fn indent(s: &str, by: &str) -> String {
         .join("\n")
 }
 
-/// The version of the JSON document's shape.
-const VERSION: u32 = 1;
+/// The version of the JSON document's shape (2: findings about groups, bounded explanations;
+/// see docs/cli.md).
+const VERSION: u32 = 2;
 
 #[derive(Serialize)]
 struct Report<'a> {
@@ -111,6 +124,7 @@ struct Report<'a> {
     valid: usize,
     errors: Vec<ErrorOut>,
     findings: Vec<FindingOut>,
+    findings_omitted: usize,
     explain: Option<ExplainOut>,
 }
 
@@ -140,6 +154,8 @@ struct FindingOut {
     kind: &'static str,
     message: String,
     routes: Vec<RouteRef>,
+    more: usize,
+    at_least: bool,
     location: Option<LocationOut>,
 }
 
@@ -174,7 +190,9 @@ struct ExplainOut {
     winner: Option<String>,
     routes: usize,
     candidates: Vec<CandidateOut>,
+    candidates_omitted: usize,
     ruled_out: Vec<RuledOutOut>,
+    ruled_out_omitted: usize,
 }
 
 #[derive(Serialize)]
@@ -190,13 +208,16 @@ struct CandidateOut {
     priority: u64,
     matched: bool,
     expression: String,
+    expression_truncated: bool,
     predicates: Vec<PredicateOut>,
+    predicates_omitted: usize,
 }
 
 #[derive(Serialize)]
 struct PredicateOut {
     index: usize,
     text: String,
+    text_truncated: bool,
     holds: bool,
     negated: bool,
     location: LocationOut,
@@ -257,9 +278,12 @@ pub fn json(c: &Checked, cx: &Context) -> String {
                         priority: c.origins.get(id).map(|o| o.priority),
                     })
                     .collect(),
+                more: f.more,
+                at_least: f.at_least,
                 location: f.location.as_ref().map(LocationOut::from),
             })
             .collect(),
+        findings_omitted: c.findings_omitted,
         explain: cx.explained.as_ref().map(|x| {
             let e = &x.explanation;
             ExplainOut {
@@ -283,19 +307,23 @@ pub fn json(c: &Checked, cx: &Context) -> String {
                         priority: c.priority,
                         matched: c.matched,
                         expression: c.expression.clone(),
+                        expression_truncated: c.expression_truncated,
                         predicates: c
                             .predicates
                             .iter()
                             .map(|p| PredicateOut {
                                 index: p.index,
                                 text: p.text.clone(),
+                                text_truncated: p.text_truncated,
                                 holds: p.holds,
                                 negated: p.negated,
                                 location: LocationOut::from(&p.location),
                             })
                             .collect(),
+                        predicates_omitted: c.predicates_omitted,
                     })
                     .collect(),
+                candidates_omitted: e.candidates_omitted,
                 ruled_out: e
                     .ruled_out
                     .iter()
@@ -306,6 +334,7 @@ pub fn json(c: &Checked, cx: &Context) -> String {
                         key: r.key.clone(),
                     })
                     .collect(),
+                ruled_out_omitted: e.ruled_out_omitted,
             }
         }),
     };

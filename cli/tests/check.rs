@@ -69,7 +69,7 @@ fn check_json(file: &str, args: &[&str], code: i32) -> Value {
     all.extend_from_slice(args);
     let r = check(file, &all, code);
     let doc: Value = serde_json::from_str(&r.stdout).expect("one JSON document");
-    assert_eq!(doc["version"], 1);
+    assert_eq!(doc["version"], 2);
     doc
 }
 
@@ -441,6 +441,17 @@ fn explain_in_json() {
     assert_eq!(x["ruled_out"][0]["id"], API_04);
     assert_eq!(x["ruled_out"][0]["line"], 5);
     assert_eq!(x["ruled_out"][0]["key"], "http.host == \"www.example.com\"");
+    // Nothing was left out, and the report says so.
+    assert_eq!(
+        (
+            x["candidates_omitted"].as_u64(),
+            x["ruled_out_omitted"].as_u64()
+        ),
+        (Some(0), Some(0))
+    );
+    assert_eq!(first["expression_truncated"], false);
+    assert_eq!(first["predicates_omitted"], 0);
+    assert_eq!(failed["text_truncated"], false);
 
     // Without --ruled-out, the list is empty.
     let doc = check_json("api.tsv", &["--explain", "GET www.example.com /"], 0);
@@ -705,4 +716,40 @@ fn reading_is_capped_per_file_and_per_line() {
         let r = check("clean.tsv", &["--max-file-size", bad], 2);
         assert!(r.stderr.contains("--max-file-size"), "{}", r.stderr);
     }
+}
+#[test]
+fn findings_about_many_routes_are_groups_and_their_number_is_bounded() {
+    // 1,200 identical routes: in version 1, 1,438,801 findings about pairs.
+    let n = 1_200;
+    let file: String = (1..=n)
+        .map(|i| format!("1\t00000000-0000-4000-8000-{i:012}\thttp.path ^= \"/api\"\n"))
+        .collect();
+    let r = run_with(&["check", "-"], Some(&file));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let last = r.stdout.lines().last().unwrap();
+    assert_eq!(
+        last,
+        format!("<stdin>: {n} routes, {n} valid, 0 errors, 1002 findings (199 more not shown)")
+    );
+    assert!(r.stdout.contains("  … and 1191 more route(s)\n"), "{last}");
+
+    let r = run_with(&["check", "--format", "json", "-"], Some(&file));
+    let doc: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(doc["version"], 2);
+    assert_eq!(doc["findings_omitted"], 199);
+    let dup = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["kind"] == "duplicate-expression")
+        .unwrap();
+    assert_eq!(dup["routes"].as_array().unwrap().len(), 9);
+    assert_eq!(
+        dup["routes"][0]["line"], n,
+        "routing order: the highest id first"
+    );
+    assert_eq!(
+        (dup["more"].as_u64(), dup["at_least"].as_bool()),
+        (Some(1191), Some(false))
+    );
 }

@@ -169,9 +169,9 @@
 #define ATC_ERR_NOT_READY (-17)
 
 /**
- * The `"version"` of the JSON reports this library writes.
+ * The `"version"` of the JSON reports this library writes (2: explain reports are bounded).
  */
-#define ATC_JSON_VERSION 1
+#define ATC_JSON_VERSION 2
 
 /**
  * `atc_router_explain` flag: also list the routes the index ruled out for the request, each
@@ -610,17 +610,19 @@ int32_t atc_context_captures(const atc_context *context, atc_capture *captures, 
 
 /**
  * Explains how the router routes the context's values: the route `atc_router_execute` would
- * choose (`"winner"`), every candidate the index left for the request in routing order (also
+ * choose (`"winner"`), the candidates the index left for the request in routing order (also
  * those after the winner) with whether it matched and the predicates that decided it (for a
  * route that failed, the one that made it fail), with their line, column and source line
- * with a caret; with `ATC_EXPLAIN_RULED_OUT` in `flags`, also every other route with the
- * condition that ruled it out. JSON (see `ATC_JSON_VERSION` and ffi/README.md) in `buf`, not
- * NUL-terminated (`*buf_len`: capacity in, bytes written out); a NULL or too small `buf` is
- * `ATC_ERR_BUFFER` with the size needed in `*buf_len` and nothing written (each call explains
- * again: keep a buffer across calls). Other failures: `ATC_ERR_NULL`, `ATC_ERR_INVALID`
+ * with a caret; with `ATC_EXPLAIN_RULED_OUT` in `flags`, also the other routes with the
+ * condition that ruled each out. The report is bounded (the core's default `ExplainOptions`:
+ * 50 candidates and the winner, 1,000 ruled-out routes, 32 predicates per candidate, 1,024
+ * bytes per text), and says what it left out (`*_omitted`, `*_truncated`). JSON (see
+ * `ATC_JSON_VERSION` and ffi/README.md) in `buf`, not NUL-terminated (`*buf_len`: capacity
+ * in, bytes written out); a NULL or too small `buf` is `ATC_ERR_BUFFER` with the size needed
+ * in `*buf_len` and nothing written (each call explains again: keep a buffer across calls). Other failures: `ATC_ERR_NULL`, `ATC_ERR_INVALID`
  * (unknown flag bits), `ATC_ERR_SCHEMA_MISMATCH`, `ATC_ERR_BROKEN`. The context's values and
- * result are left as they were. Costs a full evaluation of every candidate: not for the
- * request path.
+ * result are left as they were. Costs an evaluation of every reported candidate (and of those
+ * before the winner): not for the request path.
  *
  * # Safety
  * `router` and `context` are live handles; `buf` is NULL or points to `*buf_len` bytes;

@@ -6,22 +6,30 @@
 //! the size needed in the length argument and nothing written, so a caller can size first. Both
 //! leave the context's values and its result as they were (results read before stay valid).
 //!
-//! Format, version 1 (members always present, in this order; integers are exact 64-bit values):
+//! Format, version 2 (members always present, in this order; integers are exact 64-bit values):
 //!
 //! ```text
-//! explain: {"version":1, "winner": UUID | null, "routes": N,
+//! explain: {"version":2, "winner": UUID | null, "routes": N,
 //!           "candidates": [{"id", "priority", "matched", "expression",
-//!                           "predicates": [{"index", "text", "holds", "negated", "line",
-//!                                           "column", "span": [start, end],
-//!                                           "source_line", "caret"}]}],
-//!           "ruled_out": [{"id", "priority", "key": TEXT | null}]}
-//! matches: {"version":1,
+//!                           "expression_truncated",
+//!                           "predicates": [{"index", "text", "text_truncated", "holds",
+//!                                           "negated", "line", "column", "span": [start, end],
+//!                                           "source_line", "caret"}],
+//!                           "predicates_omitted"}],
+//!           "candidates_omitted": N,
+//!           "ruled_out": [{"id", "priority", "key": TEXT | null}],
+//!           "ruled_out_omitted": N}
+//! matches: {"version":2,
 //!           "matches": [{"id", "priority", "expression",
 //!                        "matched_values": [{"field", "type", "value"}],
 //!                        "captures": [{"key": NUMBER | NAME, "value"}]}]}
 //! ```
 //!
 //! New members may be added within a version; a change of meaning of a member gets a new one.
+//! Version 2: an explain report is bounded by `ExplainOptions::default()` (the first 50
+//! candidates and the winner, 1,000 ruled-out routes, 32 predicates per candidate, 1,024 bytes
+//! per text), with what it leaves out counted in the `_omitted` members and cuts marked by the
+//! `_truncated` ones; in version 1 it listed everything. The matches report is unchanged.
 
 use std::ffi::c_char;
 
@@ -35,8 +43,8 @@ use crate::{
     ATC_ERR_INVALID, ATC_ERR_NOT_FOUND, ATC_OK,
 };
 
-/// The `"version"` of the JSON reports this library writes.
-pub const ATC_JSON_VERSION: i32 = 1;
+/// The `"version"` of the JSON reports this library writes (2: explain reports are bounded).
+pub const ATC_JSON_VERSION: i32 = 2;
 
 /// `atc_router_explain` flag: also list the routes the index ruled out for the request, each
 /// with the condition no value of the request meets (visits every route of the router).
@@ -80,6 +88,8 @@ fn explanation_json(e: &Explanation) -> String {
         candidate_json(&mut j, c);
     }
     j.end_array();
+    j.key("candidates_omitted")
+        .uint(e.candidates_omitted as u64);
     j.key("ruled_out").begin_array();
     for r in &e.ruled_out {
         j.begin_object();
@@ -93,6 +103,7 @@ fn explanation_json(e: &Explanation) -> String {
         j.end_object();
     }
     j.end_array();
+    j.key("ruled_out_omitted").uint(e.ruled_out_omitted as u64);
     j.end_object();
     j.finish()
 }
@@ -103,12 +114,14 @@ fn candidate_json(j: &mut Json, c: &CandidateReport) {
     j.key("priority").uint(c.priority);
     j.key("matched").bool(c.matched);
     j.key("expression").string(&c.expression);
+    j.key("expression_truncated").bool(c.expression_truncated);
     j.key("predicates").begin_array();
     for p in &c.predicates {
         let at = &p.location;
         j.begin_object();
         j.key("index").uint(p.index as u64);
         j.key("text").string(&p.text);
+        j.key("text_truncated").bool(p.text_truncated);
         j.key("holds").bool(p.holds);
         j.key("negated").bool(p.negated);
         j.key("line").uint(at.line as u64);
@@ -121,6 +134,8 @@ fn candidate_json(j: &mut Json, c: &CandidateReport) {
         j.end_object();
     }
     j.end_array();
+    j.key("predicates_omitted")
+        .uint(c.predicates_omitted as u64);
     j.end_object();
 }
 
@@ -170,17 +185,19 @@ fn matches_json(matches: &[RouteMatch]) -> String {
 }
 
 /// Explains how the router routes the context's values: the route `atc_router_execute` would
-/// choose (`"winner"`), every candidate the index left for the request in routing order (also
+/// choose (`"winner"`), the candidates the index left for the request in routing order (also
 /// those after the winner) with whether it matched and the predicates that decided it (for a
 /// route that failed, the one that made it fail), with their line, column and source line
-/// with a caret; with `ATC_EXPLAIN_RULED_OUT` in `flags`, also every other route with the
-/// condition that ruled it out. JSON (see `ATC_JSON_VERSION` and ffi/README.md) in `buf`, not
-/// NUL-terminated (`*buf_len`: capacity in, bytes written out); a NULL or too small `buf` is
-/// `ATC_ERR_BUFFER` with the size needed in `*buf_len` and nothing written (each call explains
-/// again: keep a buffer across calls). Other failures: `ATC_ERR_NULL`, `ATC_ERR_INVALID`
+/// with a caret; with `ATC_EXPLAIN_RULED_OUT` in `flags`, also the other routes with the
+/// condition that ruled each out. The report is bounded (the core's default `ExplainOptions`:
+/// 50 candidates and the winner, 1,000 ruled-out routes, 32 predicates per candidate, 1,024
+/// bytes per text), and says what it left out (`*_omitted`, `*_truncated`). JSON (see
+/// `ATC_JSON_VERSION` and ffi/README.md) in `buf`, not NUL-terminated (`*buf_len`: capacity
+/// in, bytes written out); a NULL or too small `buf` is `ATC_ERR_BUFFER` with the size needed
+/// in `*buf_len` and nothing written (each call explains again: keep a buffer across calls). Other failures: `ATC_ERR_NULL`, `ATC_ERR_INVALID`
 /// (unknown flag bits), `ATC_ERR_SCHEMA_MISMATCH`, `ATC_ERR_BROKEN`. The context's values and
-/// result are left as they were. Costs a full evaluation of every candidate: not for the
-/// request path.
+/// result are left as they were. Costs an evaluation of every reported candidate (and of those
+/// before the winner): not for the request path.
 ///
 /// # Safety
 /// `router` and `context` are live handles; `buf` is NULL or points to `*buf_len` bytes;
@@ -210,6 +227,7 @@ pub unsafe extern "C" fn atc_router_explain(
         }
         let options = ExplainOptions {
             ruled_out: flags & ATC_EXPLAIN_RULED_OUT != 0,
+            ..ExplainOptions::default()
         };
         let explanation = r.router.explain_with(&mut c.ctx, options)?;
         write_report(&explanation_json(&explanation), buf, len)

@@ -222,7 +222,8 @@ fn explain_names_the_winner_and_each_failing_predicate() {
     assert_eq!(
         pred[0],
         json!({
-            "index": 1, "text": "http.path ^= \"/v1\"", "holds": true, "negated": true,
+            "index": 1, "text": "http.path ^= \"/v1\"", "text_truncated": false,
+            "holds": true, "negated": true,
             "line": 2, "column": 8, "span": [34, 52],
             "source_line": "  && !(http.path ^= \"/v1\")", "caret": "       ^^^^^^^^^^^^^^^^^^",
         })
@@ -246,6 +247,14 @@ fn explain_names_the_winner_and_each_failing_predicate() {
     assert_eq!(cands[2]["matched"], json!(true));
     assert_eq!(cands[2]["predicates"][0]["text"], json!(CATCH_ALL));
     assert_eq!(cands[2]["predicates"][0]["holds"], json!(true));
+
+    // Nothing left out, and every member says so.
+    assert_eq!(v["candidates_omitted"], json!(0));
+    assert_eq!(v["ruled_out_omitted"], json!(0));
+    for c in cands {
+        assert_eq!(c["expression_truncated"], json!(false));
+        assert_eq!(c["predicates_omitted"], json!(0));
+    }
 
     // Nothing matches: winner null.
     let g = Fixture::new(&[(10, U1, API)]);
@@ -315,7 +324,7 @@ fn matches_lists_every_matching_route_with_values_and_captures() {
     assert_eq!(
         m,
         json!({
-            "version": 1,
+            "version": 2,
             "matches": [
                 {
                     "id": U1, "priority": 30, "expression": capture,
@@ -345,7 +354,7 @@ fn matches_lists_every_matching_route_with_values_and_captures() {
     );
 
     let none = Fixture::new(&[(1, U1, API)]);
-    assert_eq!(none.matches(), json!({ "version": 1, "matches": [] }));
+    assert_eq!(none.matches(), json!({ "version": 2, "matches": [] }));
 }
 
 #[test]
@@ -527,5 +536,38 @@ fn route_expression_gives_the_text_as_added() {
             ATC_ERR_UTF8
         );
         assert!(ptr.is_null());
+    }
+}
+
+#[test]
+fn a_report_is_bounded_whatever_the_routes_and_says_what_it_left_out() {
+    // 60 routes of 4,000 predicates each (the 100 routes of 16,383 made a report of
+    // 579 MB in version 1, which listed every candidate, expression and deciding predicate).
+    let long = vec![CATCH_ALL; 4_000].join(" && ");
+    let ids: Vec<String> = (0..60)
+        .map(|i| format!("a8f2c1e4-0000-4000-8000-{i:012}"))
+        .collect();
+    let routes: Vec<(u64, &str, &str)> = ids
+        .iter()
+        .map(|id| (1, id.as_str(), long.as_str()))
+        .collect();
+    let f = Fixture::new(&routes);
+    f.add_str("http.path", "/x");
+    let mut len = 0usize;
+    let rc =
+        unsafe { atc_router_explain(f.r, f.c, 0, null_mut(), &mut len, null_mut(), null_mut()) };
+    assert_eq!(rc, ATC_ERR_BUFFER);
+    assert!(len < 50 * (1024 + 32 * 512), "{len} bytes");
+    let v = f.explain(0);
+    assert_eq!(v["version"], json!(2));
+    let cands = v["candidates"].as_array().unwrap();
+    assert_eq!(v["winner"], cands[0]["id"]);
+    assert_eq!(cands.len(), 50);
+    assert_eq!(v["candidates_omitted"], json!(10));
+    for c in cands {
+        assert_eq!(c["expression_truncated"], json!(true));
+        assert!(c["expression"].as_str().unwrap().ends_with('…'));
+        assert_eq!(c["predicates"].as_array().unwrap().len(), 32);
+        assert_eq!(c["predicates_omitted"], json!(4_000 - 32));
     }
 }

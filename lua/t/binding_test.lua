@@ -937,7 +937,8 @@ function T.explain_report()
     eq(#c1.predicates, 1)
     local p = c1.predicates[1]
     same(p, {
-        index = 1, text = 'http.path ^= "/v1"', holds = true, negated = true, line = 2,
+        index = 1, text = 'http.path ^= "/v1"', text_truncated = false, holds = true,
+        negated = true, line = 2,
         column = 8, span = p.span, source_line = '  && !(http.path ^= "/v1")',
         caret = "       " .. string.rep("^", 18),
     }, "predicate")

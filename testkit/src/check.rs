@@ -456,7 +456,13 @@ impl<'c> Run<'c> {
     fn check_explain(&mut self, winner: &Option<Outcome>, when: &str, n: usize) {
         let why = self
             .router
-            .explain_with(&mut self.ctx, ExplainOptions { ruled_out: true })
+            .explain_with(
+                &mut self.ctx,
+                ExplainOptions {
+                    ruled_out: true,
+                    ..ExplainOptions::UNBOUNDED
+                },
+            )
             .expect("explain on the router's own schema");
         assert_eq!(outcome(&self.ctx), *winner, "explain changed the result");
         assert_eq!(

@@ -1,17 +1,20 @@
 //! The linter never raises a false alarm, and keeps up with changes, on gateway-shaped tables
 //! (`atc_testkit::tables`):
-//! - a route reported as never winning is matched by the route named with it on every request
+//! - a route reported as never winning is matched by every route named with it on every request
 //!   it matches (requests built for it and random ones), and so never wins;
-//! - routes reported as overlapping have equal priority and both match some request;
+//! - routes reported as overlapping have equal priority, and a group names at most
+//!   `max_named + 1` routes, counting the others;
+//! - routes reported as duplicates match the same requests;
 //! - after every add, remove and change, `Linter::update` gives the findings `Linter::new`
-//!   gives for the new table.
+//!   gives for the new table (all of them: kinds, routes, counts, messages, places), with a
+//!   small `max_named` so that groups are cut and counted too.
 //!
 //! `PROPTEST_CASES=N` raises the number of cases.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use atc_router::{Context, FindingKind, Linter, Router, Schema, Uuid, Value};
+use atc_router::{Context, FindingKind, LintOptions, Linter, Router, Schema, Uuid, Value};
 use atc_testkit::tables::{self, Op, RouteShape, Table};
 use proptest::prelude::*;
 use proptest::test_runner::Config;
@@ -37,10 +40,14 @@ fn context(schema: &Arc<Schema>, values: &[(String, Value)]) -> Context {
 }
 
 fn findings(lint: &Linter) -> Vec<String> {
-    lint.findings()
-        .map(|f| format!("{:?} {:?}", f.kind, f.routes))
-        .collect()
+    lint.findings().map(|f| format!("{f:?}")).collect()
 }
+
+/// Groups cut after two other routes, so that the counts of the rest are compared too.
+const FEW: LintOptions = LintOptions {
+    max_per_kind: 1000,
+    max_named: 2,
+};
 
 /// Requests for every route of the table (several picks each) and random ones.
 fn requests(table: &Table, random: &[[u64; 6]]) -> Vec<Vec<(String, Value)>> {
@@ -76,17 +83,23 @@ proptest! {
             router.execute(&mut ctx);
             let winner = ctx.result().map(|m| m.id());
             for f in &lint {
+                prop_assert!(f.routes.len() <= LintOptions::DEFAULT_MAX_NAMED + 1, "{}", f);
                 match f.kind {
                     FindingKind::NeverWins => {
-                        let (never, before) = (f.routes[0], f.routes[1]);
+                        let never = f.routes[0];
+                        prop_assert!(f.routes.len() >= 2, "{}", f);
                         prop_assert_ne!(winner, Some(never), "{}", f);
                         if all.contains(&never) {
-                            prop_assert!(all.contains(&before), "{} on {:?}", f, values);
+                            for before in &f.routes[1..] {
+                                prop_assert!(all.contains(before), "{} on {:?}", f, values);
+                            }
                         }
                     }
                     FindingKind::EqualPriorityOverlap => {
-                        let (a, b) = (f.routes[0], f.routes[1]);
-                        prop_assert_eq!(priority[&a], priority[&b]);
+                        prop_assert!(f.routes.len() >= 2, "{}", f);
+                        for r in &f.routes[1..] {
+                            prop_assert_eq!(priority[&f.routes[0]], priority[r]);
+                        }
                     }
                     FindingKind::DuplicateExpression => {
                         let first = all.contains(&f.routes[0]);
@@ -114,7 +127,7 @@ proptest! {
             model.push((id(next), r));
             next += 1;
         }
-        let mut lint = Linter::new(&router);
+        let mut lint = Linter::with_options(&router, FEW);
         for op in ops {
             let changed = match op {
                 Op::Add(r) => {
@@ -139,7 +152,7 @@ proptest! {
                 _ => continue,
             };
             lint.update(&router, &changed);
-            prop_assert_eq!(findings(&lint), findings(&Linter::new(&router)));
+            prop_assert_eq!(findings(&lint), findings(&Linter::with_options(&router, FEW)));
         }
     }
 }

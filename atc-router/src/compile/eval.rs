@@ -110,8 +110,8 @@ fn instr(p: &Code<'_>, i: usize, ctx: &Context, lowered: &mut String, w: &mut Ma
 /// instruction positions in the program's code.
 #[derive(Debug, Default)]
 pub(crate) struct Trace {
-    /// Every predicate evaluated, in order, with its outcome.
-    pub(crate) evaluated: Vec<(usize, bool)>,
+    /// The last predicate evaluated, with its outcome.
+    pub(crate) last: Option<(usize, bool)>,
     /// Those of them that decided the result: what a false sub-expression evaluated is taken
     /// out again, as its matched values are.
     pub(crate) decisive: Vec<(usize, bool)>,
@@ -147,6 +147,8 @@ fn instr_traced(
     w: &mut MatchRecord,
     t: &mut Trace,
 ) -> bool {
+    // Recursion only into nested `&&`, `||` and `!`: as deep as the expression's nesting, which
+    // the parser bounds (`Limits::HARD_MAX_DEPTH`).
     match &p.code()[i] {
         &Instr::And { end, .. } => {
             let (mark, kept) = (w.mark(), t.decisive.len());
@@ -183,7 +185,7 @@ fn instr_traced(
         }
         Instr::Pred(pred) => {
             let r = predicate(p, pred, ctx, lowered, w);
-            t.evaluated.push((i, r));
+            t.last = Some((i, r));
             t.decisive.push((i, r));
             r
         }

@@ -58,8 +58,9 @@ const IN_SLOT: usize = 5;
 const IN_SLOT_TEXT: usize = 32;
 
 /// A route's program, as stored in the router's slot array: see the module docs for the layout.
-/// Aligned to a cache line so that a program in its slot touches no line of another.
-#[derive(Debug)]
+/// Aligned to a cache line so that a program in its slot touches no line of another. Cloned
+/// only by the linter, which keeps one program per distinct expression.
+#[derive(Debug, Clone)]
 #[repr(C, align(64))]
 pub(crate) struct Program {
     head: [Instr; IN_SLOT],

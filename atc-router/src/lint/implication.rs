@@ -15,19 +15,111 @@
 //! an `||` when one is, a predicate when one of `r`'s predicates on the same field implies it
 //! value by value with a mode at least as strong (a predicate over all values implies one over
 //! any value, not the reverse; every predicate is false on a field without values).
+//!
+//! Cost: linear in the two programs for predicates `r` has word for word (a hash lookup), and
+//! otherwise a comparison with each of `r`'s conjuncts on the same field, at most
+//! [`MAX_COMPARISONS`] of them in all: past that the answer is `false`, which is always sound.
+//! So two routes of thousands of predicates on one field cost no more than that. The walks
+//! recurse only into nested `&&` and `||`, as deep as the expression's nesting, which the
+//! parser bounds.
+
+use std::net::IpAddr;
+
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::compile::eval::test_value;
 use crate::compile::program::{Code, Instr, Lit, Pred, Set};
 use crate::language::Op;
+use crate::schema::names::FieldId;
 use crate::schema::value::{cidr_contains, IpCidr, Value};
 
+/// Most comparisons of two predicates one [`implies`] makes (see the module docs).
+pub(crate) const MAX_COMPARISONS: usize = 1 << 16;
+
 /// Whether every request `r` matches, `s` matches (see the module docs).
+#[cfg(test)]
 pub(crate) fn implies(r: &Code<'_>, s: &Code<'_>) -> bool {
-    let mut conjuncts = Vec::new();
-    for i in r.runs() {
-        conjunct_predicates(r, i, &mut conjuncts);
+    Conjuncts::of(r).imply(s)
+}
+
+/// The predicates of `r`'s top-level `&&` (its conjuncts), arranged to decide whether `r`
+/// implies other programs: made once for a route compared with many.
+pub(crate) struct Conjuncts<'r> {
+    r: Code<'r>,
+    by_field: FxHashMap<FieldId, Vec<&'r Pred>>,
+    /// The conjuncts as [`key`]s.
+    verbatim: FxHashSet<PredKey<'r>>,
+    /// Comparisons left in the current [`Conjuncts::imply`].
+    budget: usize,
+}
+
+impl<'r> Conjuncts<'r> {
+    pub(crate) fn of(r: &Code<'r>) -> Conjuncts<'r> {
+        let mut conjuncts = Vec::new();
+        for i in r.runs() {
+            conjunct_predicates(r, i, &mut conjuncts);
+        }
+        crate::work::add(conjuncts.len());
+        let mut by_field: FxHashMap<FieldId, Vec<&Pred>> = FxHashMap::default();
+        let mut verbatim = FxHashSet::default();
+        for &p in &conjuncts {
+            by_field.entry(p.field).or_default().push(p);
+            if let Some(k) = key(r, p, p.any) {
+                verbatim.insert(k);
+            }
+        }
+        Conjuncts {
+            r: *r,
+            by_field,
+            verbatim,
+            budget: 0,
+        }
     }
-    s.runs().all(|i| part_implied(r, &conjuncts, s, i))
+
+    /// Whether every request `r` matches, `s` matches (see the module docs).
+    pub(crate) fn imply(&mut self, s: &Code<'_>) -> bool {
+        crate::work::add(s.code().len());
+        self.budget = MAX_COMPARISONS;
+        s.runs().all(|i| part_implied(self, s, i))
+    }
+}
+
+/// A predicate word for word: field, operator, lowering, mode and literal.
+#[derive(PartialEq, Eq, Hash)]
+struct PredKey<'a> {
+    field: FieldId,
+    op: Op,
+    lower: bool,
+    any: bool,
+    lit: LitKey<'a>,
+}
+
+#[derive(PartialEq, Eq, Hash)]
+enum LitKey<'a> {
+    Bytes(&'a [u8]),
+    Regex(&'a str),
+    Int(i64),
+    Addr(IpAddr),
+    Cidr(IpCidr),
+}
+
+/// `p` (of `code`) as a [`PredKey`] in mode `any`; `None` for a set, which is compared instead.
+fn key<'a>(code: &Code<'a>, p: &'a Pred, any: bool) -> Option<PredKey<'a>> {
+    let lit = match &p.lit {
+        Lit::Regex(re) => LitKey::Regex(re.as_str()),
+        Lit::Int(i) => LitKey::Int(*i),
+        Lit::IpAddr(a) => LitKey::Addr(*a),
+        Lit::IpCidr(c) => LitKey::Cidr(*c),
+        Lit::Set(_) => return None,
+        Lit::Inline { .. } | Lit::Str { .. } => LitKey::Bytes(code.bytes(&p.lit)?),
+    };
+    Some(PredKey {
+        field: p.field,
+        op: p.op,
+        lower: p.lower,
+        any,
+        lit,
+    })
 }
 
 /// The predicates that must all hold for instruction `i` of `code` to hold, as far as `&&`
@@ -46,7 +138,7 @@ fn conjunct_predicates<'a>(code: &Code<'a>, i: usize, out: &mut Vec<&'a Pred>) {
     }
 }
 
-fn part_implied(r: &Code<'_>, conjuncts: &[&Pred], s: &Code<'_>, i: usize) -> bool {
+fn part_implied(conj: &mut Conjuncts<'_>, s: &Code<'_>, i: usize) -> bool {
     let children = |end: u32| {
         let mut c = i + 1;
         std::iter::from_fn(move || {
@@ -58,12 +150,33 @@ fn part_implied(r: &Code<'_>, conjuncts: &[&Pred], s: &Code<'_>, i: usize) -> bo
         })
     };
     match &s.code()[i] {
-        &Instr::And { end, .. } => children(end).all(|c| part_implied(r, conjuncts, s, c)),
-        &Instr::Or { end, .. } => children(end).any(|c| part_implied(r, conjuncts, s, c)),
-        Instr::Pred(p) => conjuncts.iter().any(|q| predicate_implies(r, q, s, p)),
+        &Instr::And { end, .. } => children(end).all(|c| part_implied(conj, s, c)),
+        &Instr::Or { end, .. } => children(end).any(|c| part_implied(conj, s, c)),
+        Instr::Pred(p) => pred_implied(conj, s, p),
         Instr::Not { .. } => false,
         Instr::End | Instr::OnHeap(_) => true,
     }
+}
+
+/// Whether one of `r`'s conjuncts implies `p` (of `s`): the same predicate (over every value,
+/// which implies one over any value), or one on the field that implies it.
+fn pred_implied(conj: &mut Conjuncts<'_>, s: &Code<'_>, p: &Pred) -> bool {
+    let same = |any| key(s, p, any).is_some_and(|k| conj.verbatim.contains(&k));
+    if same(p.any) || (p.any && same(false)) {
+        return true;
+    }
+    let Some(candidates) = conj.by_field.get(&p.field) else {
+        return false;
+    };
+    if candidates.len() > conj.budget {
+        conj.budget = 0;
+        return false;
+    }
+    conj.budget -= candidates.len();
+    crate::work::add(candidates.len());
+    candidates
+        .iter()
+        .any(|q| predicate_implies(&conj.r, q, s, p))
 }
 
 /// Whether `rp` (of `r`) holding implies `sp` (of `s`) holding.

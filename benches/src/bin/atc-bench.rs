@@ -577,7 +577,13 @@ fn lint_times(a: &Parsed) -> Result<(), String> {
         let t = Instant::now();
         black_box(
             router
-                .explain_with(ctx, ExplainOptions { ruled_out: true })
+                .explain_with(
+                    ctx,
+                    ExplainOptions {
+                        ruled_out: true,
+                        ..ExplainOptions::default()
+                    },
+                )
                 .map_err(|e| e.to_string())?,
         );
         ruled.push(t.elapsed());

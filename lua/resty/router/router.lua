@@ -155,10 +155,17 @@ end
 
 -- Why the context's values route where they do (see ffi/README.md, "Explain and all matches"):
 --   { winner = uuid or nil, routes = n,
---     candidates = { { id =, priority =, matched =, expression =,
---                      predicates = { { index =, text =, holds =, negated =, line =, column =,
---                                       span = { first, last }, source_line =, caret = } } } },
---     ruled_out = { { id =, priority =, key = } } }     -- with opts.ruled_out only
+--     candidates = { { id =, priority =, matched =, expression =, expression_truncated =,
+--                      predicates = { { index =, text =, text_truncated =, holds =, negated =,
+--                                       line =, column =, span = { first, last },
+--                                       source_line =, caret = } },
+--                      predicates_omitted = } },
+--     candidates_omitted = n,
+--     ruled_out = { { id =, priority =, key = } },      -- with opts.ruled_out only
+--     ruled_out_omitted = n }
+-- The report is bounded (50 candidates and the winner, 1,000 ruled-out routes, 32 predicates
+-- per candidate, 1,024 bytes per text): the *_omitted and *_truncated members say what it left
+-- out.
 -- `span` is 1-based and inclusive (expression:sub(span[1], span[2]) is the text); index counts
 -- from 0. Priorities are numbers, or uint64_t cdata from 2^53 on. nil and an error for a context
 -- of another schema or a broken router. The context's result is left as it was.
