@@ -241,12 +241,9 @@ impl Schema {
         }
     }
 
-    /// The type of a name under a wildcard: `prefix.` and a non-empty last segment (no request
-    /// can carry a header or argument with an empty name, so `http.headers.` is unknown rather
-    /// than a field no value ever reaches).
     fn wildcard_type(&self, name: &str) -> Option<Type> {
         let dot = name.rfind('.')?;
-        if !is_identifier(name) || dot + 1 == name.len() {
+        if !is_identifier(name) {
             return None;
         }
         self.wildcards.get(&name[..=dot]).copied()
