@@ -177,10 +177,19 @@ impl AsRef<[u8]> for Borrowed {
     }
 }
 
+/// The router's builder, made on first use and told what the router holds if it was changed
+/// directly since (a copy of its routes: O(routes), once per background sync after direct
+/// changes, never for a router only changed in the background).
 fn builder(r: &mut AtcRouter) -> &mut Builder {
     let (schema, limits) = (r.router.schema().clone(), *r.router.limits());
-    r.builder
-        .get_or_insert_with(|| Builder::new(schema, limits))
+    let fresh = r.builder.is_none();
+    let b = r
+        .builder
+        .get_or_insert_with(|| Builder::new(schema, limits));
+    if std::mem::take(&mut r.changed) || (fresh && !r.router.is_empty()) {
+        b.rebase(&r.router);
+    }
+    b
 }
 
 /// Starts bringing the router to the routes of `list`, as version `version`, on the router's
@@ -426,9 +435,8 @@ fn route_errors(list: Vec<ListError>) -> Vec<RouteError> {
         .collect()
 }
 
-/// Marks the builder's copy of the table stale after a synchronous change of the router.
+/// Notes a synchronous change of the router: the builder learns what the router holds before
+/// its next background sync.
 pub(crate) fn changed_directly(r: &mut AtcRouter) {
-    if let Some(b) = r.builder.as_mut() {
-        b.diverged();
-    }
+    r.changed = true;
 }

@@ -20,6 +20,9 @@ pub struct AtcRouter {
     /// Builds the next table off the calling thread (`background.rs`); made by the first
     /// background sync.
     pub(crate) builder: Option<atc_router::Builder>,
+    /// The router was changed directly since the builder last learned what it holds (see
+    /// `background::rebase_if_changed`).
+    pub(crate) changed: bool,
 }
 
 pub(crate) fn parse_uuid(text: &str) -> Res<Uuid> {
@@ -51,6 +54,7 @@ pub unsafe extern "C" fn atc_router_new(
         Ok(Box::into_raw(Box::new(AtcRouter {
             router: Router::new(schema),
             builder: None,
+            changed: false,
         })))
     })
 }

@@ -37,8 +37,9 @@
 use std::sync::Arc;
 
 use atc_router::{
-    parse_with_limits, CaptureKey, Context, Error, ExplainOptions, ExprError, Limits, MatchedValue,
-    RouteSpec, Router, Schema, SyncMode, Uuid, Value,
+    parse_with_limits, Builder, CaptureKey, Context, Error, ExplainOptions, ExprError, Limits,
+    ListError, MatchedValue, Outcome as BuiltOutcome, OwnedRoute, RouteInput, RouteSpec, Router,
+    Schema, SyncMode, Uuid, Value,
 };
 
 use crate::gen::{Desired, Edit, Rendered, RenderedRequest, Step};
@@ -71,7 +72,22 @@ type Held = Option<(u64, usize)>;
 
 /// Runs `case` and checks it (see the module's docs); panics on any difference.
 pub fn run(case: &Rendered) -> Stats {
+    run_with(case, false)
+}
+
+/// [`run`], with every sync made in the background: the list submitted to a [`Builder`], its
+/// outcome waited for and swapped in, the replaced router handed back (so later syncs start
+/// from the builder's shadow; after direct adds and removes the builder is told what the router
+/// holds first). The same checks hold after every swap, the report included.
+pub fn run_in_background(case: &Rendered) -> Stats {
+    run_with(case, true)
+}
+
+fn run_with(case: &Rendered, background: bool) -> Stats {
     let mut run = Run::new(case);
+    if background {
+        run.builder = Some(Builder::new(run.router.schema().clone(), case.limits));
+    }
     for i in 0..case.routes.len() {
         run.add(i, i, case.routes[i].priority);
     }
@@ -102,6 +118,10 @@ struct Run<'c> {
     model: Vec<Held>,
     ctx: Context,
     stats: Stats,
+    /// Syncs go through it (see [`run_in_background`]).
+    builder: Option<Builder>,
+    /// A direct change happened since the builder last learned what the router holds.
+    diverged: bool,
 }
 
 impl<'c> Run<'c> {
@@ -113,6 +133,8 @@ impl<'c> Run<'c> {
             model: vec![None; case.slots.len()],
             ctx: Context::new(schema),
             stats: Stats::default(),
+            builder: None,
+            diverged: false,
         }
     }
 
@@ -130,6 +152,7 @@ impl<'c> Run<'c> {
             Step::Remove { slot } => {
                 let removed = self.router.remove(self.case.slots[*slot]);
                 assert_eq!(removed, self.model[*slot].take().is_some(), "remove");
+                self.changed_directly();
             }
             Step::Sync { mode, edits, extra } => self.sync(*mode, edits, extra),
             Step::StaleSync {
@@ -172,6 +195,7 @@ impl<'c> Run<'c> {
                 assert!(self.model[slot].is_none(), "a duplicate id was accepted");
                 self.model[slot] = Some((priority, route));
                 self.stats.added += 1;
+                self.changed_directly();
                 let held = self.router.get(id).expect("an added route is held");
                 assert_eq!(held.source(), text);
                 // A route's tree is its text parsed again: its print parses to the same tree.
@@ -291,7 +315,11 @@ impl<'c> Run<'c> {
         let removed = (0..self.model.len())
             .filter(|s| self.model[*s].is_some() && !listed[*s])
             .count();
-        match self.router.sync(&specs, mode) {
+        let result = match self.builder.is_some() {
+            true => self.sync_in_background(&specs, mode),
+            false => self.router.sync(&specs, mode),
+        };
+        match result {
             Ok(report) => {
                 assert!(
                     errors == 0 || mode == SyncMode::ApplyValid,
@@ -324,6 +352,67 @@ impl<'c> Run<'c> {
                 assert!(errors > 0, "a valid list refused: {e}");
                 let _ = e.to_string();
             }
+        }
+    }
+
+    /// A direct change of the router: the builder's copy no longer mirrors it.
+    fn changed_directly(&mut self) {
+        self.diverged = self.builder.is_some();
+    }
+
+    /// A sync made by the builder: submitted, waited for, swapped in, the old router handed
+    /// back; the outcome as `Router::sync` gives it.
+    fn sync_in_background(
+        &mut self,
+        specs: &[RouteSpec<'_>],
+        mode: SyncMode,
+    ) -> Result<atc_router::SyncReport, atc_router::SyncError> {
+        let b = self.builder.as_mut().expect("background");
+        if std::mem::take(&mut self.diverged) {
+            b.rebase(&self.router);
+        }
+        let routes = specs
+            .iter()
+            .map(|s| OwnedRoute {
+                id: s.id,
+                priority: s.priority,
+                expression: s.expression.to_owned(),
+            })
+            .collect();
+        b.submit(0, RouteInput::routes(routes), mode);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+        while !b.is_ready() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no background outcome"
+            );
+            std::thread::yield_now();
+        }
+        let as_pairs = |errors: Vec<ListError>| {
+            errors
+                .into_iter()
+                .map(|e| match e {
+                    ListError::Invalid { id, error, .. } => (id, error),
+                    ListError::Unreadable(p) => panic!("an unreadable route: {p:?}"),
+                })
+                .collect::<Vec<_>>()
+        };
+        match b.take().expect("ready") {
+            BuiltOutcome::Built {
+                router,
+                mut report,
+                errors,
+                ..
+            } => {
+                report.errors = as_pairs(errors);
+                let old = std::mem::replace(&mut self.router, *router);
+                b.recycle(old);
+                Ok(report)
+            }
+            BuiltOutcome::Refused { errors, .. } => Err(atc_router::SyncError {
+                errors: as_pairs(errors),
+            }),
+            BuiltOutcome::Panicked { message, .. } => panic!("the builder panicked: {message}"),
         }
     }
 
@@ -415,11 +504,20 @@ impl<'c> Run<'c> {
             .iter()
             .filter(|f| !self.case.schema.iter().any(|(n, _)| n == *f))
             .count();
-        assert_eq!(
-            schema.names_in_use(),
-            under_wildcards,
-            "wildcard names registered"
-        );
+        if self.builder.is_some() {
+            // The builder's copy of the table registers the names its routes use, too (checked
+            // exact once the builder is gone, at the end).
+            assert!(
+                schema.names_in_use() >= under_wildcards,
+                "wildcard names registered"
+            );
+        } else {
+            assert_eq!(
+                schema.names_in_use(),
+                under_wildcards,
+                "wildcard names registered"
+            );
+        }
     }
 
     fn check_requests(&mut self, when: &str) {
@@ -534,6 +632,8 @@ impl<'c> Run<'c> {
     }
 
     fn remove_all(&mut self) {
+        // The builder's copy of the table holds names of its own: gone with the builder.
+        self.builder = None;
         for slot in 0..self.model.len() {
             if self.model[slot].take().is_some() {
                 assert!(

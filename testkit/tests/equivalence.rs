@@ -61,6 +61,16 @@ proptest! {
     ) {
         check::run(&gen::Case { steps: syncs, ..case }.render());
     }
+
+    /// The same, with every sync built in the background and swapped in (later syncs start
+    /// from the builder's copy of the table, refreshed from the router each swap hands back).
+    #[test]
+    fn background_syncs_equal_building_from_scratch(
+        case in gen::case_strategy(10..80, 1..24),
+        syncs in prop::collection::vec(gen::sync_strategy(), 1..6),
+    ) {
+        check::run_in_background(&gen::Case { steps: syncs, ..case }.render());
+    }
 }
 
 proptest! {

@@ -229,8 +229,9 @@ struct State {
     result: Option<Outcome>,
     /// Routers the caller replaced, to become the shadow or be freed here.
     recycled: Vec<Router>,
-    /// The caller changed its router directly: the shadow no longer mirrors it.
-    diverged: bool,
+    /// The caller changed its router directly: the shadow no longer mirrors it, and this is
+    /// what the router holds now.
+    rebased: Option<Vec<OwnedRoute>>,
 }
 
 /// Builds a router's next tables on a thread of its own (see the module docs).
@@ -369,13 +370,15 @@ impl Builder {
         self.shared.wake.notify_one();
     }
 
-    /// Tells the builder that the caller changed its router directly: the shadow no longer
-    /// mirrors it, and is dropped before the next build.
-    pub fn diverged(&mut self) {
+    /// Tells the builder what the caller's router holds after the caller changed it directly
+    /// (an add, a remove, a synchronous sync): its copy no longer mirrors it and is dropped,
+    /// and the next build counts against, and keeps current versions from, `current`. Copies
+    /// the routes' ids, priorities and texts (O(routes)): call it once before the next
+    /// submission, not after every direct change.
+    pub fn rebase(&mut self, current: &Router) {
         self.check_process();
-        if self.thread.is_some() {
-            lock(&self.shared.state).diverged = true;
-        }
+        let held = held_routes(current);
+        lock(&self.shared.state).rebased = Some(held);
     }
 
     fn spawn(&self) -> JoinHandle<()> {
@@ -394,7 +397,12 @@ impl Drop for Builder {
     fn drop(&mut self) {
         self.check_process();
         if let Some(t) = self.thread.take() {
-            self.shared.stop.store(true, Ordering::Release);
+            {
+                // Under the lock: the thread checks `stop` under it before it waits, so the
+                // wake-up cannot fall between its check and its wait.
+                let _st = lock(&self.shared.state);
+                self.shared.stop.store(true, Ordering::Release);
+            }
             self.shared.wake.notify_one();
             let _ = t.join();
         }
@@ -511,10 +519,10 @@ impl Worker {
             if self.shared.stop.load(Ordering::Acquire) {
                 return Task::Stop;
             }
-            if std::mem::take(&mut st.diverged) {
+            if let Some(held) = st.rebased.take() {
                 self.shadow = None;
-                self.last = None;
-                self.want_shadow = false;
+                self.last = Some((held, SyncMode::AllOrNothing));
+                self.want_shadow = true;
             }
             if let Some(old) = st.recycled.pop() {
                 return Task::Recycle(Box::new(old));
@@ -643,7 +651,11 @@ impl Worker {
                             report.changed = c.changed;
                             report.unchanged = c.unchanged;
                         }
-                        for (id, _) in &report.errors {
+                        for (id, error) in &report.errors {
+                            if matches!(error, crate::Error::DuplicateRoute(_)) {
+                                // Counted as no route at all already.
+                                continue;
+                            }
                             match previous(*id) {
                                 Some(prev) => {
                                     report.changed = report.changed.saturating_sub(1);
@@ -688,9 +700,9 @@ impl Worker {
                     errors.push(ListError::Invalid { line, id, error });
                 }
                 errors.sort_by_key(ListError::line);
-                let mut built = routes;
-                built.extend(kept);
-                self.last = Some((built, mode));
+                // What the table holds (not the list: its invalid or repeated routes are not
+                // in it, and apply-valid kept current versions).
+                self.last = Some((held_routes(&router), mode));
                 Some(Outcome::Built {
                     version,
                     router,
@@ -755,6 +767,18 @@ fn refused(version: u64, errors: Vec<ListError>) -> Outcome {
     }
 }
 
+/// The routes `router` holds, as a list.
+fn held_routes(router: &Router) -> Vec<OwnedRoute> {
+    router
+        .routes()
+        .map(|r| OwnedRoute {
+            id: r.id(),
+            priority: r.priority(),
+            expression: r.source().to_owned(),
+        })
+        .collect()
+}
+
 fn spec(r: &OwnedRoute) -> RouteSpec<'_> {
     RouteSpec {
         id: r.id,
@@ -771,8 +795,13 @@ fn specs_of(routes: &[OwnedRoute]) -> Vec<RouteSpec<'_>> {
 /// (another priority or text) and unchanged.
 fn diff_counts(current: &[OwnedRoute], desired: &[RouteSpec<'_>]) -> SyncReport {
     let by_id: HashMap<Uuid, &OwnedRoute> = current.iter().map(|r| (r.id, r)).collect();
+    let mut seen = std::collections::HashSet::new();
     let mut report = SyncReport::default();
     for d in desired {
+        if !seen.insert(d.id) {
+            // A repeated id: an error of the list, not a route (the first one counts).
+            continue;
+        }
         match by_id.get(&d.id) {
             Some(c) if c.priority == d.priority && c.expression == d.expression => {
                 report.unchanged += 1
