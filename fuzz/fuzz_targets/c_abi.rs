@@ -303,6 +303,48 @@ struct SyncOut {
     msgbuf: OutSpec,
 }
 
+/// The text of a background sync: a TSV or JSON list built from the pools, or any bytes.
+#[derive(Arbitrary, Debug)]
+enum ListText {
+    Tsv(Vec<(u8, u8, u8)>),
+    Json(Vec<(u8, u8, u8)>),
+    Bytes(Vec<u8>),
+}
+
+impl ListText {
+    fn bytes(&self) -> Vec<u8> {
+        let pick = |(p, i, e): &(u8, u8, u8)| {
+            (
+                *p,
+                UUIDS[*i as usize % UUIDS.len()],
+                EXPRS[*e as usize % EXPRS.len()],
+            )
+        };
+        match self {
+            ListText::Tsv(rows) => rows
+                .iter()
+                .map(|r| {
+                    let (p, id, e) = pick(r);
+                    format!("{p}\t{id}\t{e}\n")
+                })
+                .collect::<String>()
+                .into_bytes(),
+            ListText::Json(rows) => {
+                let items: Vec<String> = rows
+                    .iter()
+                    .map(|r| {
+                        let (p, id, e) = pick(r);
+                        let e = e.replace('\\', "\\\\").replace('"', "\\\"");
+                        format!(r#"{{"id": "{id}", "priority": {p}, "expression": "{e}"}}"#)
+                    })
+                    .collect();
+                format!("[{}]", items.join(",")).into_bytes()
+            }
+            ListText::Bytes(b) => b.clone(),
+        }
+    }
+}
+
 /// A handle by index into the live ones; `None` (or no live handle) is NULL.
 type H = Option<u8>;
 
@@ -332,6 +374,24 @@ enum Op {
     Result(H, Option<FieldRef>, OutSpec, bool, bool),
     Captures(H, OutSpec),
     Strerror(i32),
+    Explain(H, H, u32, OutSpec, ErrSpec),
+    Matches(H, H, OutSpec, ErrSpec),
+    RouteExpression(H, Str, bool),
+    KeyFields(H, bool),
+    NeededFields(H, H, bool),
+    ListNew,
+    ListFree(u8),
+    ListAdd(H, Vec<SyncRoute>, bool, ErrSpec),
+    /// Router, version, list, mode, error buffer.
+    SyncStart(H, u64, H, TypeCode, ErrSpec),
+    /// Router, version, the list's text, flags (0 copy, 1 borrow, else raw), mode.
+    SyncStartText(H, u64, ListText, i32, TypeCode, ErrSpec),
+    SyncState(H, bool),
+    SyncReady(H),
+    /// Router, NULL version pointer, the outputs.
+    SyncApply(H, bool, SyncOut, ErrSpec),
+    /// Waits (up to a bound) for the router's outcome, so that sequences reach apply.
+    SyncWait(H),
 }
 
 #[derive(Default)]
@@ -339,7 +399,10 @@ struct State {
     schemas: Vec<*mut AtcSchema>,
     routers: Vec<*mut AtcRouter>,
     contexts: Vec<*mut AtcContext>,
+    lists: Vec<*mut AtcRouteList>,
     field_ids: Vec<u32>,
+    /// Texts lent to builders (`ATC_TEXT_BORROW`): kept until every router is freed.
+    lent: Vec<Vec<u8>>,
 }
 
 fn get<T>(v: &[*mut T], h: &H) -> *mut T {
@@ -715,6 +778,203 @@ impl State {
                     }
                 }
             }
+            Op::Explain(r, c, flags, out, e) => {
+                let mut e = Err::new(e);
+                let (eb, el) = (e.buf(), e.len());
+                let (rc, _) = text_call(out, |buf, len| {
+                    atc_router_explain(
+                        get(&self.routers, r),
+                        get(&self.contexts, c),
+                        *flags,
+                        buf,
+                        len,
+                        eb,
+                        el,
+                    )
+                });
+                e.check(rc);
+            }
+            Op::Matches(r, c, out, e) => {
+                let mut e = Err::new(e);
+                let (eb, el) = (e.buf(), e.len());
+                let (rc, _) = text_call(out, |buf, len| {
+                    atc_router_matches(
+                        get(&self.routers, r),
+                        get(&self.contexts, c),
+                        buf,
+                        len,
+                        eb,
+                        el,
+                    )
+                });
+                e.check(rc);
+            }
+            Op::RouteExpression(h, id, null_out) => {
+                let id = Arg::new(id, UUIDS);
+                let mut expr: *const c_char = null();
+                let mut len = usize::MAX;
+                let (ep, lp): (*mut *const c_char, *mut usize) = if *null_out {
+                    (null_mut(), null_mut())
+                } else {
+                    (&mut expr, &mut len)
+                };
+                let rc = atc_router_route_expression(
+                    get(&self.routers, h),
+                    id.ptr(),
+                    id.len(),
+                    ep,
+                    lp,
+                );
+                check_status(rc);
+                if rc == ATC_OK && !*null_out {
+                    read_text(expr, len);
+                }
+            }
+            Op::KeyFields(h, null_out) => {
+                let mut mask = 0u64;
+                let out: *mut u64 = if *null_out { null_mut() } else { &mut mask };
+                check_status(atc_router_key_fields(get(&self.routers, h), out));
+            }
+            Op::NeededFields(r, c, null_out) => {
+                let mut mask = 0u64;
+                let out: *mut u64 = if *null_out { null_mut() } else { &mut mask };
+                check_status(atc_router_needed_fields(
+                    get(&self.routers, r),
+                    get(&self.contexts, c),
+                    out,
+                ));
+            }
+            Op::ListNew => {
+                if self.lists.len() < MAX_HANDLES {
+                    let l = atc_route_list_new();
+                    assert!(!l.is_null());
+                    self.lists.push(l);
+                }
+            }
+            Op::ListFree(i) => {
+                if let Some(l) = take(&mut self.lists, *i) {
+                    atc_route_list_free(l);
+                }
+            }
+            Op::ListAdd(h, list, null_routes, e) => {
+                let ids: Vec<Arg> = list.iter().map(|r| Arg::new(&r.id, UUIDS)).collect();
+                let exprs: Vec<Arg> = list.iter().map(|r| Arg::new(&r.expr, EXPRS)).collect();
+                let routes: Vec<AtcRoute> = list
+                    .iter()
+                    .zip(ids.iter().zip(&exprs))
+                    .map(|(r, (id, expr))| AtcRoute {
+                        id: id.ptr(),
+                        id_len: id.len(),
+                        priority: r.priority,
+                        expr: expr.ptr(),
+                        expr_len: expr.len(),
+                    })
+                    .collect();
+                let ptr = if *null_routes || routes.is_empty() {
+                    null()
+                } else {
+                    routes.as_ptr()
+                };
+                let mut e = Err::new(e);
+                let rc = atc_route_list_add(
+                    get(&self.lists, h),
+                    ptr,
+                    routes.len(),
+                    e.buf(),
+                    e.len(),
+                );
+                e.check(rc);
+            }
+            Op::SyncStart(r, version, l, mode, e) => {
+                let list = get(&self.lists, l);
+                let mut e = Err::new(e);
+                let rc = atc_router_sync_start(
+                    get(&self.routers, r),
+                    *version,
+                    list,
+                    mode.sync_mode(),
+                    e.buf(),
+                    e.len(),
+                );
+                e.check(rc);
+                if rc == ATC_OK {
+                    // Taken by the router.
+                    self.lists.retain(|x| *x != list);
+                }
+            }
+            Op::SyncStartText(r, version, text, flags, mode, e) => {
+                let flags = match flags {
+                    0 | 1 => *flags,
+                    f if f % 2 == 0 => ATC_TEXT_COPY,
+                    f if f % 3 == 0 => ATC_TEXT_BORROW,
+                    f => *f,
+                };
+                let bytes = text.bytes();
+                let mut e = Err::new(e);
+                let rc = atc_router_sync_start_text(
+                    get(&self.routers, r),
+                    *version,
+                    bytes.as_ptr().cast(),
+                    bytes.len(),
+                    flags,
+                    mode.sync_mode(),
+                    e.buf(),
+                    e.len(),
+                );
+                e.check(rc);
+                // Lent or not, kept until the routers are freed (a Vec's buffer does not move
+                // when the Vec itself does).
+                self.lent.push(bytes);
+            }
+            Op::SyncState(h, null_version) => {
+                let mut version = 0u64;
+                let out: *mut u64 = if *null_version {
+                    null_mut()
+                } else {
+                    &mut version
+                };
+                let rc = atc_router_sync_state(get(&self.routers, h), out);
+                check_status(rc);
+                assert!(rc <= ATC_BUILD_READY);
+            }
+            Op::SyncReady(h) => {
+                let rc = atc_router_sync_ready(get(&self.routers, h));
+                check_status(rc);
+                assert!(rc <= 1);
+            }
+            Op::SyncWait(h) => {
+                let r = get(&self.routers, h);
+                for _ in 0..2000 {
+                    if r.is_null() || atc_router_sync_state(r, null_mut()) != ATC_BUILD_BUILDING {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_micros(500));
+                }
+            }
+            Op::SyncApply(h, null_version, out, e) => {
+                let mut version = 0u64;
+                let vp: *mut u64 = if *null_version {
+                    null_mut()
+                } else {
+                    &mut version
+                };
+                let mut outs = SyncOuts::new(out);
+                let (report, errors, errors_len, msg, msg_len) = outs.ptrs(out);
+                let mut e = Err::new(e);
+                let rc = atc_router_sync_apply(
+                    get(&self.routers, h),
+                    vp,
+                    report,
+                    errors,
+                    errors_len,
+                    msg,
+                    msg_len,
+                    e.buf(),
+                    e.len(),
+                );
+                e.check(rc);
+                outs.check(out, rc == ATC_OK || rc == ATC_ERR_ROUTES);
+            }
             Op::Result(h, field, uuid_out, null_matched, null_captures) => {
                 let field_id = field.as_ref().map(|f| self.field(f));
                 let field_ptr: *const u32 = field_id.as_ref().map_or(null(), |f| f as *const u32);
@@ -832,6 +1092,121 @@ impl State {
         for r in self.routers.drain(..) {
             atc_router_free(r);
         }
+        for l in self.lists.drain(..) {
+            atc_route_list_free(l);
+        }
+        // Only now: a builder may read a lent text until its router is freed.
+        self.lent.clear();
+    }
+}
+
+/// The outputs of a sync-like call, allocated to exactly what `out` claims.
+struct SyncOuts {
+    report: AtcSyncReport,
+    errors: Vec<AtcSyncError>,
+    errors_cap: usize,
+    errors_len: usize,
+    msgbuf: Vec<c_char>,
+    msg_len: usize,
+    msg_null_len: bool,
+}
+
+impl SyncOuts {
+    fn new(out: &SyncOut) -> SyncOuts {
+        let errors_cap = match out.errors {
+            OutSpec::Cap(c) => c as usize % 32,
+            _ => 0,
+        };
+        let errors = (0..errors_cap)
+            .map(|_| AtcSyncError {
+                index: usize::MAX,
+                code: 0,
+                message: null(),
+                message_len: 0,
+            })
+            .collect();
+        let errors_len = match out.errors {
+            OutSpec::Null(claimed) => claimed,
+            _ => errors_cap,
+        };
+        let (msgbuf, msg_len, msg_null_len) = out_buf(&out.msgbuf);
+        SyncOuts {
+            report: AtcSyncReport::default(),
+            errors,
+            errors_cap,
+            errors_len,
+            msgbuf,
+            msg_len,
+            msg_null_len,
+        }
+    }
+
+    /// The pointers to pass: report, errors, errors_len, msgbuf, msgbuf_len.
+    #[allow(clippy::type_complexity)]
+    fn ptrs(
+        &mut self,
+        out: &SyncOut,
+    ) -> (
+        *mut AtcSyncReport,
+        *mut AtcSyncError,
+        *mut usize,
+        *mut c_char,
+        *mut usize,
+    ) {
+        let report: *mut AtcSyncReport = if out.null_report {
+            null_mut()
+        } else {
+            &mut self.report
+        };
+        let errors = match out.errors {
+            OutSpec::Null(_) => null_mut(),
+            _ if self.errors.is_empty() => std::ptr::NonNull::dangling().as_ptr(),
+            _ => self.errors.as_mut_ptr(),
+        };
+        let errors_len: *mut usize = if matches!(out.errors, OutSpec::NullLen) {
+            null_mut()
+        } else {
+            &mut self.errors_len
+        };
+        let msg = match out.msgbuf {
+            OutSpec::Null(_) => null_mut(),
+            _ if self.msgbuf.is_empty() => std::ptr::NonNull::dangling().as_ptr(),
+            _ => self.msgbuf.as_mut_ptr(),
+        };
+        let msg_len: *mut usize = if self.msg_null_len {
+            null_mut()
+        } else {
+            &mut self.msg_len
+        };
+        (report, errors, errors_len, msg, msg_len)
+    }
+
+    /// The errors written, each inside `msgbuf` and NUL-terminated (`written` when the errors
+    /// output was given).
+    fn check(&self, out: &SyncOut, written: bool) {
+        if !written || matches!(out.errors, OutSpec::Null(_) | OutSpec::NullLen) {
+            return;
+        }
+        assert!(
+            self.errors_len <= self.errors_cap,
+            "{} errors written, capacity {}",
+            self.errors_len,
+            self.errors_cap
+        );
+        if !out.null_report {
+            assert!(self.report.errors >= self.errors_len);
+        }
+        for err in &self.errors[..self.errors_len] {
+            assert!(err.code < 0);
+            check_status(err.code);
+            if !err.message.is_null() {
+                let start = err.message as usize - self.msgbuf.as_ptr() as usize;
+                assert!(start + err.message_len < self.msgbuf.len());
+                assert_eq!(self.msgbuf[start + err.message_len], 0);
+                // SAFETY: checked above to lie inside `msgbuf`.
+                unsafe { read_text(err.message, err.message_len) };
+            }
+        }
     }
 }
 
@@ -886,6 +1261,34 @@ unsafe fn names_call(
         assert!(!n.is_empty());
     }
     (rc, Some(names.len()))
+}
+
+/// Calls `f` with an output buffer for text that is not NUL-terminated (explain's JSON):
+/// `ATC_ERR_BUFFER` writes nothing and says how much is needed; success writes UTF-8 within
+/// the capacity.
+unsafe fn text_call(
+    spec: &OutSpec,
+    f: impl FnOnce(*mut c_char, *mut usize) -> i32,
+) -> (i32, usize) {
+    let (mut buf, mut len, null_len) = out_buf(spec);
+    let cap = len;
+    let ptr = match spec {
+        OutSpec::Null(_) => null_mut(),
+        _ if buf.is_empty() => std::ptr::NonNull::<c_char>::dangling().as_ptr(),
+        _ => buf.as_mut_ptr(),
+    };
+    let len_ptr: *mut usize = if null_len { null_mut() } else { &mut len };
+    let rc = f(ptr, len_ptr);
+    check_status(rc);
+    if rc == ATC_ERR_BUFFER && !null_len {
+        assert!(len > cap || ptr.is_null(), "ATC_ERR_BUFFER with room");
+        assert!(buf.iter().all(|&b| b == 0x11), "written although too small");
+    }
+    if rc == ATC_OK && !null_len {
+        assert!(len <= cap);
+        read_text(buf.as_ptr(), len);
+    }
+    (rc, len)
 }
 
 /// Reads `len` bytes at `ptr` (AddressSanitizer checks the pointer) and checks they are UTF-8.

@@ -29,6 +29,29 @@
 //! - **Faults.** A panic while building is caught: the result reports it, the shadow is
 //!   dropped (it may be half-changed), the caller's router keeps serving. Dropping the
 //!   [`Builder`] stops the thread between two routes and joins it.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use atc_router::{Builder, Outcome, OwnedRoute, RouteInput, Router, Schema, SyncMode, Type, Uuid};
+//!
+//! let mut schema = Schema::new();
+//! schema.add_field("http.path", Type::String).unwrap();
+//! let schema = Arc::new(schema);
+//! let mut current = Router::new(schema.clone());
+//! let mut builder = Builder::new(schema, Default::default());
+//!
+//! let list = vec![OwnedRoute { id: Uuid::from_u128(1), priority: 1, expression: r#"http.path ^= "/a""#.into() }];
+//! builder.submit(7, RouteInput::routes(list), SyncMode::AllOrNothing);
+//! // ... `current` answers requests meanwhile; between two of them:
+//! while !builder.is_ready() {
+//!     std::thread::sleep(std::time::Duration::from_millis(1));
+//! }
+//! if let Some(Outcome::Built { version, router, .. }) = builder.take() {
+//!     let old = std::mem::replace(&mut current, *router);
+//!     builder.recycle(old);
+//!     assert_eq!((version, current.len()), (7, 1));
+//! }
+//! ```
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
