@@ -8,19 +8,24 @@
 #[cfg(any(test, feature = "failpoints"))]
 mod armed {
     use std::cell::Cell;
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::atomic::{AtomicU64, Ordering};
 
-    /// The next build a builder thread starts panics (process-wide: the thread is not the
-    /// test's).
-    static BUILDER: AtomicBool = AtomicBool::new(false);
+    /// A builder thread's next build of this version panics (process-wide, as the thread is
+    /// not the test's; by version, so that tests running side by side do not hit each
+    /// other's). 0: none.
+    static BUILDER: AtomicU64 = AtomicU64::new(0);
 
-    /// Makes the next build of any builder thread panic.
-    pub fn panic_next_build() {
-        BUILDER.store(true, Ordering::SeqCst);
+    /// Makes the next build of `version` (not 0) by any builder thread panic.
+    pub fn panic_next_build(version: u64) {
+        BUILDER.store(version, Ordering::SeqCst);
     }
 
-    pub(crate) fn build_hit() {
-        if BUILDER.swap(false, Ordering::SeqCst) {
+    pub(crate) fn build_hit(version: u64) {
+        if version != 0
+            && BUILDER
+                .compare_exchange(version, 0, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+        {
             panic!("injected failure in a background build (failpoint)");
         }
     }
@@ -57,4 +62,4 @@ pub(crate) fn hit() {}
 
 #[cfg(not(any(test, feature = "failpoints")))]
 #[inline(always)]
-pub(crate) fn build_hit() {}
+pub(crate) fn build_hit(_version: u64) {}

@@ -122,7 +122,8 @@ pub use work::diagnostic_steps;
 #[doc(hidden)]
 pub use failpoint::panic_at as panic_at_failpoint;
 
-/// Test support: makes the next build of any background builder panic (see `failpoint.rs`).
+/// Test support: makes the next build of a version by any background builder panic (see
+/// `failpoint.rs`).
 /// Only with the `failpoints` feature, which nothing shipped enables.
 #[cfg(feature = "failpoints")]
 #[doc(hidden)]

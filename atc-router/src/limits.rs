@@ -22,7 +22,8 @@ pub struct Limits {
     /// the work of compiling them is bounded by [`Limits::regex_total_size_limit`].
     pub max_regexes: usize,
     /// Largest compiled size of one regex, in bytes (the `regex` crate's `size_limit`).
-    /// Default 1 MiB.
+    /// Default 10 MiB, the `regex` crate's own and so Kong's library's: every regex Kong
+    /// takes loads here (Unicode `\w{1,64}` is over 1 MiB).
     pub regex_size_limit: usize,
     /// Largest compiled size of all the regexes of one expression together, in bytes (each
     /// occurrence counts). Default 32 MiB.
@@ -52,7 +53,7 @@ impl Default for Limits {
             max_depth: Limits::HARD_MAX_DEPTH,
             max_predicates: 16_384,
             max_regexes: 16_384,
-            regex_size_limit: 1024 * 1024,
+            regex_size_limit: 10 * 1024 * 1024,
             regex_total_size_limit: 32 * 1024 * 1024,
             max_values_per_field: 1024,
             max_wildcard_fields: 65_536,

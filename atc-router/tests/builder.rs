@@ -320,15 +320,16 @@ fn a_panic_while_building_is_reported_and_the_next_build_works() {
         let out = wait(&mut b);
         swap_in(&mut b, &mut current, out)
     };
-    atc_router::panic_next_build_failpoint();
+    // By version: tests running side by side do not hit each other's builds.
+    atc_router::panic_next_build_failpoint(0xbad_0002);
     b.submit(
-        2,
+        0xbad_0002,
         RouteInput::routes(table(10, "b")),
         SyncMode::AllOrNothing,
     );
     match wait(&mut b) {
         Outcome::Panicked { version, message } => {
-            assert_eq!(version, 2);
+            assert_eq!(version, 0xbad_0002);
             assert!(message.contains("injected"), "{message}");
         }
         other => panic!("{other:?}"),

@@ -357,11 +357,18 @@ fn a_panic_in_the_builder_is_reported_and_the_table_serves() {
         start(r, 1, &Table::new(10, "a"), 100, ATC_SYNC_ALL_OR_NOTHING);
         wait_ready(r);
         assert_eq!(apply(r).0, ATC_OK);
-        atc_router::panic_next_build_failpoint();
-        start(r, 2, &Table::new(10, "b"), 100, ATC_SYNC_ALL_OR_NOTHING);
+        // By version: tests running side by side do not hit each other's builds.
+        atc_router::panic_next_build_failpoint(0xbad_0002);
+        start(
+            r,
+            0xbad_0002,
+            &Table::new(10, "b"),
+            100,
+            ATC_SYNC_ALL_OR_NOTHING,
+        );
         wait_ready(r);
         let (rc, version, ..) = apply(r);
-        assert_eq!((rc, version), (ATC_ERR_PANIC, 2));
+        assert_eq!((rc, version), (ATC_ERR_PANIC, 0xbad_0002));
         assert_eq!(route_of(s, r, "/r2/a").as_deref(), Some(id(2).as_str()));
         start(r, 3, &Table::new(10, "c"), 100, ATC_SYNC_ALL_OR_NOTHING);
         wait_ready(r);

@@ -253,7 +253,7 @@ fn expression_limits_are_expression_errors_naming_the_limit() {
         ),
         (
             r#"http.path ~ "a{1000}{1000}""#.to_owned(),
-            "regex is too large once compiled (limit: 1048576 bytes)",
+            "regex is too large once compiled (limit: 10485760 bytes)",
         ),
         (
             // About 200 KB each once compiled: together they go past 32 MiB.

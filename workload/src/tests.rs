@@ -21,8 +21,8 @@ fn schema() -> Arc<Schema> {
 
 /// The reference evaluator builds each regex with the `regex` crate under the router's
 /// `regex_size_limit`, and takes a regex it cannot build for one that never matches; the
-/// `regex` crate counts `\w{30}` (Unicode) as more than the default 1 MiB, the router's own
-/// engine does not. A larger limit keeps the stress families' regexes in reach of both.
+/// stress families' longest Unicode regexes come near the default 10 MiB; a larger limit keeps
+/// them in reach of both.
 fn limits() -> Limits {
     Limits {
         regex_size_limit: 16 << 20,

@@ -47,7 +47,8 @@ use regex_automata::util::primitives::NonMaxUsize;
 use regex_automata::{Input, PatternID};
 use regex_syntax::hir::Hir;
 use std::cell::RefCell;
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
 
 use crate::compile::path_regex::PathRegex;
 use crate::compile::regex_long_text::{LongText, LONG_TEXT};
@@ -78,9 +79,14 @@ pub struct CompiledRegex {
     size_limit: usize,
     /// Bytes of the compiled engines (see [`CompiledRegex::compiled_size`]).
     compiled_size: usize,
-    /// The engine for long texts, built on first use (`None`: over budget, see the module docs);
-    /// for every text when `meta_always`, and then built with the pattern.
+    /// The engine for long texts, built off the request path once a long text asked for it
+    /// (`None`: over budget, see the module docs).
     long_text: OnceLock<Option<LongText>>,
+    /// A long text asked for `long_text` (it is queued or built).
+    long_text_asked: AtomicBool,
+    /// The `Arc` this regex lives in (set by [`CompiledRegex::shared`]): what the thread that
+    /// builds long-text engines is handed.
+    me: OnceLock<Weak<CompiledRegex>>,
     /// The meta engine every text runs on (every ASCII text, when the flag says it is built
     /// from the ASCII narrowing), for a pattern not anchored at the start (see the module docs).
     unanchored: Option<(LongText, bool)>,
@@ -259,10 +265,36 @@ impl CompiledRegex {
             size_limit,
             compiled_size,
             long_text: OnceLock::new(),
+            long_text_asked: AtomicBool::new(false),
+            me: OnceLock::new(),
             unanchored,
             #[cfg(feature = "diagnostics")]
             reference: OnceLock::new(),
         })
+    }
+
+    /// The regex in an `Arc`, knowing it (so that a long text can have its long-text engine
+    /// built on another thread).
+    pub(crate) fn shared(self) -> Arc<CompiledRegex> {
+        let arc = Arc::new(self);
+        let _ = arc.me.set(Arc::downgrade(&arc));
+        arc
+    }
+
+    /// Stores the long-text engine the warming thread built (unless one is there).
+    pub(crate) fn store_long_text(&self, built: Option<LongText>) {
+        let _ = self.long_text.set(built);
+    }
+
+    /// The size limit it was compiled under (its long-text engine is built under it too).
+    pub(crate) fn size_limit(&self) -> usize {
+        self.size_limit
+    }
+
+    /// A request to build the long-text engine could not be queued: the next long text asks
+    /// again.
+    pub(crate) fn long_text_wanted_again(&self) {
+        self.long_text_asked.store(false, Ordering::Release);
     }
 
     pub fn as_str(&self) -> &str {
@@ -366,9 +398,23 @@ impl CompiledRegex {
         if s.len() <= LONG_TEXT {
             return None;
         }
-        self.long_text
-            .get_or_init(|| LongText::build(&self.source, self.size_limit))
-            .as_ref()
+        if let Some(built) = self.long_text.get() {
+            return built.as_ref();
+        }
+        // Not built yet: this text runs on the NFA simulations, and the engine is built on the
+        // warming thread (a regex outside an `Arc`, as in unit tests, builds it here).
+        if !self.long_text_asked.swap(true, Ordering::AcqRel) {
+            match self.me.get() {
+                Some(me) => crate::compile::regex_long_text::warm(me.clone(), self),
+                None => {
+                    return self
+                        .long_text
+                        .get_or_init(|| LongText::build(&self.source, self.size_limit))
+                        .as_ref()
+                }
+            }
+        }
+        None
     }
 
     fn find_literal<'s>(&self, s: &'s str) -> Option<&'s str> {

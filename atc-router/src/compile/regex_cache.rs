@@ -64,7 +64,7 @@ impl RegexSource for PreparedRegexes<'_> {
         let r = match self.base.get(source) {
             Some(r) if !self.records_all => return Ok(r),
             Some(r) => r,
-            None => Arc::new(CompiledRegex::new(source, size_limit)?),
+            None => CompiledRegex::new(source, size_limit)?.shared(),
         };
         self.new.insert(source.to_owned(), r.clone());
         Ok(r)

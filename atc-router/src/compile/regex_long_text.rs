@@ -1,5 +1,7 @@
-//! The engine for long texts: regex-automata's meta engine, built per pattern the first time a
-//! text longer than [`LONG_TEXT`] meets it (see `regex.rs`'s module docs for why).
+//! The engine for long texts: regex-automata's meta engine, built per pattern once a text
+//! longer than [`LONG_TEXT`] meets it (see `regex.rs`'s module docs for why), on a thread of
+//! its own ([`warm`]): building one can take tens of milliseconds, which no request waits for
+//! (the text that asked, and any until the engine is ready, run on the NFA simulations).
 //!
 //! Invariant: every live [`LongText`] is counted in [`LONG_TEXT_BYTES`] with its caches at their
 //! maximum, from `build` until it is dropped, and none is built once the count has reached
@@ -7,6 +9,10 @@
 //! requests and routes.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{channel, Sender};
+use std::sync::{Mutex, Weak};
+
+use super::regex::CompiledRegex;
 
 use regex_automata::meta;
 use regex_automata::util::primitives::NonMaxUsize;
@@ -93,5 +99,80 @@ impl LongText {
 impl Drop for LongText {
     fn drop(&mut self) {
         LONG_TEXT_BYTES.fetch_sub(self.bytes, Ordering::Relaxed);
+    }
+}
+
+/// The thread that builds long-text engines, and the process it was started in (a forked child
+/// has the sender but not the thread: it starts its own). A job is the regex (not kept alive
+/// by the queue) and what building its engine needs.
+struct Warmer {
+    queue: Sender<Job>,
+    pid: u32,
+}
+
+struct Job {
+    re: Weak<CompiledRegex>,
+    source: Box<str>,
+    size_limit: usize,
+}
+
+/// Jobs queued or being built (for tests that must see the regexes' own references only).
+static PENDING: AtomicUsize = AtomicUsize::new(0);
+
+/// Waits until no long-text engine is queued or being built (diagnostics: a regex is held,
+/// for the moment its engine is stored, by the thread too).
+#[cfg(feature = "diagnostics")]
+pub(crate) fn settle() {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while PENDING.load(Ordering::Acquire) > 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+static WARMER: Mutex<Option<Warmer>> = Mutex::new(None);
+
+/// Has the long-text engine of `re` built off the calling thread (see the module docs). Never
+/// blocks: if the queue's lock is taken (or was at a fork), the request is dropped and a later
+/// long text asks again. The queue holds no strong reference: a regex whose last route goes
+/// before its turn is freed (and skipped) as usual.
+pub(crate) fn warm(me: Weak<CompiledRegex>, re: &CompiledRegex) {
+    let Ok(mut w) = WARMER.try_lock() else {
+        re.long_text_wanted_again();
+        return;
+    };
+    let pid = std::process::id();
+    if w.as_ref().is_none_or(|w| w.pid != pid) {
+        let (queue, jobs) = channel::<Job>();
+        let started = std::thread::Builder::new()
+            .name("atc-router-regex".into())
+            .spawn(move || {
+                for job in jobs {
+                    // Built without holding the regex: a route removed meanwhile frees it.
+                    if job.re.strong_count() > 0 {
+                        let built = LongText::build(&job.source, job.size_limit);
+                        if let Some(re) = job.re.upgrade() {
+                            re.store_long_text(built);
+                        }
+                    }
+                    PENDING.fetch_sub(1, Ordering::AcqRel);
+                }
+            });
+        if started.is_err() {
+            re.long_text_wanted_again();
+            return;
+        }
+        *w = Some(Warmer { queue, pid });
+    }
+    if let Some(w) = w.as_ref() {
+        PENDING.fetch_add(1, Ordering::AcqRel);
+        let job = Job {
+            re: me,
+            source: re.as_str().into(),
+            size_limit: re.size_limit(),
+        };
+        if w.queue.send(job).is_err() {
+            PENDING.fetch_sub(1, Ordering::AcqRel);
+            re.long_text_wanted_again();
+        }
     }
 }

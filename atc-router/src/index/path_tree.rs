@@ -32,7 +32,7 @@ pub(crate) enum Seg {
 
 /// Bytes read at each end of a long segment to tell whether a class accepts it (see
 /// [`ParamClass::accepts`]).
-const CLASS_CHECKED: usize = 64;
+const CLASS_CHECKED: usize = 16;
 
 /// The bytes a parameter segment may hold. Bytes of non-ASCII characters are all let through
 /// when the class has any non-ASCII character (over-approximating a Unicode class is sound).

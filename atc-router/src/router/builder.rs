@@ -576,7 +576,7 @@ impl Worker {
             input,
             mode,
         } = job;
-        crate::failpoint::build_hit();
+        crate::failpoint::build_hit(version);
         let stop = || self.shared.stop.load(Ordering::Relaxed);
         let (routes, lines, problems) = match read(input, &self.limits) {
             Ok(read) => read,

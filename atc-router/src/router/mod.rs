@@ -460,9 +460,11 @@ impl Router {
         f
     }
 
-    /// Number of distinct compiled regexes held.
+    /// Number of distinct compiled regexes held (after waiting for the long-text engines being
+    /// built in the background, whose thread holds a regex for a moment).
     #[cfg(feature = "diagnostics")]
     pub fn regex_count(&self) -> usize {
+        crate::compile::regex_long_text::settle();
         self.regexes.len()
     }
 
