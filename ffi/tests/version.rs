@@ -181,3 +181,27 @@ fn the_binding_refuses_a_library_of_another_version() {
         );
     }
 }
+
+#[test]
+fn the_rockspec_has_the_version() {
+    let name = format!("atc-router-{VERSION}-1.rockspec");
+    let rockspecs: Vec<String> = std::fs::read_dir(root())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".rockspec"))
+        .collect();
+    assert_eq!(
+        rockspecs,
+        std::slice::from_ref(&name),
+        "one rockspec, for this version (`luarocks make` takes the only one)"
+    );
+    let text = read(&root().join(&name));
+    assert_eq!(
+        quoted_value(&text, "version"),
+        Some(format!("{VERSION}-1").as_str())
+    );
+    assert_eq!(
+        quoted_value(&text, "tag"),
+        Some(format!("v{VERSION}").as_str())
+    );
+}
