@@ -91,11 +91,22 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 
 /// Reads `path` (`-`: standard input) within `caps`.
 pub fn read(path: &str, caps: &Caps) -> Result<Input, String> {
+    read_as(path, caps, false)
+}
+
+/// Reads `path` (`-`: standard input) within the file cap, as one text: no line is cut (a
+/// YAML document's structure is in its lines).
+pub fn read_whole(path: &str, caps: &Caps) -> Result<Vec<u8>, String> {
+    Ok(read_as(path, caps, true)?.bytes)
+}
+
+fn read_as(path: &str, caps: &Caps, whole: bool) -> Result<Input, String> {
     if path == "-" {
-        read_from(std::io::stdin().lock(), path, caps).map_err(|e| format!("standard input: {e}"))
+        read_from(std::io::stdin().lock(), path, caps, whole)
+            .map_err(|e| format!("standard input: {e}"))
     } else {
         let file = std::fs::File::open(path).map_err(|e| format!("cannot read {path}: {e}"))?;
-        read_from(file, path, caps).map_err(|e| format!("{path}: {e}"))
+        read_from(file, path, caps, whole).map_err(|e| format!("{path}: {e}"))
     }
 }
 
@@ -107,9 +118,13 @@ fn blank(b: u8) -> bool {
 }
 
 /// Reads everything from `source` within `caps`; `path` only decides the format by its
-/// extension.
-fn read_from(source: impl Read, path: &str, caps: &Caps) -> Result<Input, String> {
-    let by_extension = json_by_extension(path);
+/// extension. `whole`: no line is cut, whatever the format (`json` is then meaningless).
+fn read_from(source: impl Read, path: &str, caps: &Caps, whole: bool) -> Result<Input, String> {
+    let by_extension = if whole {
+        Some(true)
+    } else {
+        json_by_extension(path)
+    };
     let mut reader = BufReader::with_capacity(64 * 1024, source);
     let mut bytes = Vec::new();
     let mut long_lines = Vec::new();
@@ -216,7 +231,7 @@ mod tests {
     #[test]
     fn lines_over_the_cap_are_counted_not_kept() {
         let text = b"a\nbbbbbb\ncc\ndddddddd";
-        let got = read_from(&text[..], "x.tsv", &caps(100, 5)).unwrap();
+        let got = read_from(&text[..], "x.tsv", &caps(100, 5), false).unwrap();
         assert_eq!(got.bytes, b"a\n\ncc\n");
         assert!(!got.json);
         assert_eq!(
@@ -224,7 +239,7 @@ mod tests {
             [LongLine { line: 2, len: 6 }, LongLine { line: 4, len: 8 }]
         );
         // At the cap exactly: kept.
-        let got = read_from(&b"12345\n"[..], "x", &caps(100, 5)).unwrap();
+        let got = read_from(&b"12345\n"[..], "x", &caps(100, 5), false).unwrap();
         assert_eq!(
             (got.bytes.as_slice(), got.long_lines.len()),
             (&b"12345\n"[..], 0)
@@ -245,32 +260,43 @@ mod tests {
                 Ok(1)
             }
         }
-        let got = read_from(Slow(b"ok\n0123456789\nok"), "-", &caps(100, 4)).unwrap();
+        let got = read_from(Slow(b"ok\n0123456789\nok"), "-", &caps(100, 4), false).unwrap();
         assert_eq!(got.bytes, b"ok\n\nok");
         assert_eq!(got.long_lines, [LongLine { line: 2, len: 10 }]);
     }
 
     #[test]
+    fn a_whole_read_cuts_no_line() {
+        let text = b"key:\n  - 0123456789\n";
+        let got = read_from(&text[..], "kong.yml", &caps(100, 4), true).unwrap();
+        assert_eq!(got.bytes, text);
+        assert!(got.long_lines.is_empty());
+        // The file cap still holds.
+        assert!(read_from(std::io::repeat(b'a'), "-", &caps(1 << 10, 4), true).is_err());
+    }
+
+    #[test]
     fn the_file_cap_stops_an_endless_source() {
-        let err = read_from(std::io::repeat(0), "-", &caps(1 << 20, 64)).unwrap_err();
+        let err = read_from(std::io::repeat(0), "-", &caps(1 << 20, 64), false).unwrap_err();
         assert!(err.starts_with("larger than 1048576 bytes"), "{err}");
         // Exactly at the cap: read.
-        let got = read_from(&[b'x'; 10][..], "-", &caps(10, 64)).unwrap();
+        let got = read_from(&[b'x'; 10][..], "-", &caps(10, 64), false).unwrap();
         assert_eq!(got.bytes.len(), 10);
     }
 
     #[test]
     fn json_is_not_cut_into_lines() {
         let text = br#"  [{"id": "x", "expression": "a long line"}]"#;
-        let got = read_from(&text[..], "-", &caps(100, 5)).unwrap();
+        let got = read_from(&text[..], "-", &caps(100, 5), false).unwrap();
         assert!(got.json);
         assert_eq!(got.bytes, text);
         assert!(got.long_lines.is_empty());
         let bom = b"\xEF\xBB\xBF{\"routes\": []}";
-        let got = read_from(&bom[..], "-", &caps(100, 5)).unwrap();
+        let got = read_from(&bom[..], "-", &caps(100, 5), false).unwrap();
         assert!(got.json);
         assert_eq!(got.bytes, b"{\"routes\": []}");
-        let json = |text: &[u8], path: &str| read_from(text, path, &caps(100, 5)).unwrap().json;
+        let json =
+            |text: &[u8], path: &str| read_from(text, path, &caps(100, 5), false).unwrap().json;
         assert!(!json(b"[]", "r.tsv") && json(b"x", "r.JSON"));
         assert!(!json(b" 1\t", "r") && json(b"\n {", "r") && !json(b"", "r"));
     }

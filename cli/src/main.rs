@@ -1,14 +1,16 @@
 //! `atc-router`: the route engine's command for configuration pipelines (`docs/cli.md`).
 //!
-//! `atc-router check ROUTES` reads a route file, reports every route with an error (by line)
-//! and the lint findings of the valid ones, and with `--explain` why a request goes where it
-//! goes. Exit status: 0 clean, 1 when a route has an error (or, with `--strict`, there is a
+//! `atc-router check ROUTES` reads a route file (a TSV or JSON route list, Kong's declarative
+//! configuration in YAML or JSON, or the Admin API's listing of routes), reports every route
+//! with an error (by line) and the lint findings of the valid ones, and with `--explain` why a
+//! request goes where it goes. Exit status: 0 clean, 1 when a route has an error (or, with `--strict`, there is a
 //! finding), 2 for a bad command line or a file that cannot be read as a whole.
 
 #![forbid(unsafe_code)]
 
 mod check;
 mod input;
+mod kong;
 mod report;
 mod request;
 mod routes;
@@ -17,8 +19,26 @@ mod schema;
 use std::io::Write;
 use std::process::ExitCode;
 
-use atc_router::ExplainOptions;
+use atc_router::{ExplainOptions, Type, Value};
 use clap::{Parser, Subcommand, ValueEnum};
+
+use routes::InputFormat;
+
+const CHECK_EXAMPLES: &str = "\
+Examples:
+  atc-router check routes.tsv                  a route list; exit status 1 on a bad route
+  atc-router check kong.yml                    Kong's declarative configuration (YAML or JSON)
+  curl -s localhost:8001/routes?size=1000 | atc-router check --input kong-admin -
+                                               the routes a running Kong holds (Admin API)
+  atc-router check --strict --format json kong.yml > report.json
+                                               fail on shadowed and ambiguous routes too
+  atc-router check --schema stream kong.yml    the routes of Kong's stream router (tcp, tls, udp)
+  atc-router check kong.yml --explain 'GET api.example.com /users/42 X-Tenant:acme'
+                                               why a request goes where it goes
+
+Kong's routes are taken as Kong's expressions router takes them: ids from `name` (UUID v5, as
+Kong derives them) when `id` is absent, priority 0 when absent, the `net.protocol` term of
+their `protocols` appended. docs/cli.md has the details.";
 
 #[derive(Parser)]
 #[command(
@@ -35,17 +55,25 @@ struct Cli {
 enum Command {
     /// Check a route file: every route's errors by line, then lint findings of the valid routes.
     ///
-    /// Exit status: 0 clean, 1 when a route has an error (or, with --strict, a finding), 2 for a
-    /// bad command line or a file that cannot be read as a whole.
+    /// Reads route lists (TSV, JSON), Kong's declarative configuration (kong.yml, or its JSON
+    /// form) and the Admin API's listing of routes (GET /routes). Exit status: 0 clean, 1 when a
+    /// route has an error (or, with --strict, a finding), 2 for a bad command line or a file
+    /// that cannot be read as a whole.
+    #[command(after_help = CHECK_EXAMPLES)]
     Check(CheckArgs),
 }
 
 #[derive(clap::Args)]
 struct CheckArgs {
-    /// The route file: TSV (`priority<TAB>id<TAB>expression` per line) or JSON (an array of
-    /// {"id", "priority", "expression"} objects, or {"routes": [...]}); `-` reads standard input.
+    /// The route file: TSV (`priority<TAB>id<TAB>expression` per line), JSON (an array of
+    /// {"id", "priority", "expression"} objects, or {"routes": [...]}), Kong's kong.yml (or its
+    /// JSON form) or an Admin API listing ({"data": [...]}); `-` reads standard input.
     #[arg(value_name = "ROUTES")]
     routes: String,
+
+    /// What the route file is; `auto` tells by its name and first lines (docs/cli.md).
+    #[arg(long = "input", value_enum, value_name = "FORMAT", default_value_t = InputFormat::Auto)]
+    input: InputFormat,
 
     /// The fields routes may use: `http` or `stream` (Kong's fields), or a schema file
     /// (`name TYPE` lines, or a JSON object of names to types).
@@ -109,12 +137,32 @@ fn run_check(args: &CheckArgs) -> Result<ExitCode, String> {
         }),
     };
     let schema = schema::load(&args.schema, &caps)?;
-    let file = routes::load(&args.routes, &caps)?;
-    let checked = check::check(file, schema);
+    let options = kong::Options {
+        subsystem: match args.schema.as_str() {
+            "http" => Some(kong::Subsystem::Http),
+            "stream" => Some(kong::Subsystem::Stream),
+            _ => None,
+        },
+        protocol_term: schema.field_type("net.protocol") == Some(Type::String),
+    };
+    let loaded = routes::load(&args.routes, &caps, args.input, options)?;
+    for note in &loaded.notes {
+        eprintln!("atc-router check: note: {note}");
+    }
+    let checked = check::check(loaded.file, schema);
     let explained = match &args.explain {
         Some(text) => {
-            let fields =
+            let mut fields =
                 request::parse(text, &checked.router).map_err(|e| format!("--explain: {e}"))?;
+            // Kong's HTTP routes test the request's protocol (the term it appends): a request
+            // is plain HTTP unless `net.protocol:https` says otherwise.
+            if loaded.kong
+                && options.protocol_term
+                && options.subsystem == Some(kong::Subsystem::Http)
+                && !fields.iter().any(|(name, _)| name == "net.protocol")
+            {
+                fields.push(("net.protocol".to_owned(), Value::String("http".to_owned())));
+            }
             let mut ctx = request::context(&checked.router, &fields)
                 .map_err(|e| format!("--explain: {e}"))?;
             let explanation = checked
@@ -137,7 +185,9 @@ fn run_check(args: &CheckArgs) -> Result<ExitCode, String> {
     };
     let cx = report::Context {
         file: routes::display_name(&args.routes),
+        format: loaded.format,
         schema: &args.schema,
+        names: &loaded.names,
         explained,
     };
     let out = match args.format {

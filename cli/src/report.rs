@@ -1,6 +1,7 @@
 //! The report of `check`: text for people, or one JSON document (`docs/cli.md` describes its
 //! shape, version 1).
 
+use std::collections::HashMap;
 use std::fmt::Write;
 
 use atc_router::{Explanation, Location, Uuid, Value};
@@ -19,9 +20,26 @@ pub struct Explained {
 pub struct Context<'a> {
     /// The route file as named in messages.
     pub file: &'a str,
+    /// How it was read: `tsv`, `json`, `kong-yaml`, `kong-json`, `kong-admin`.
+    pub format: &'static str,
     /// The schema as given to `--schema`.
     pub schema: &'a str,
+    /// Route names (Kong's documents).
+    pub names: &'a HashMap<Uuid, String>,
     pub explained: Option<Explained>,
+}
+
+impl Context<'_> {
+    /// `` `name` `` after a route id, when the route has a name.
+    fn named(&self, id: &Uuid) -> String {
+        self.names.get(id).map_or_else(String::new, |n| {
+            format!(" `{}`", atc_router::error::excerpt(n))
+        })
+    }
+
+    fn name(&self, id: &Uuid) -> Option<String> {
+        self.names.get(id).cloned()
+    }
 }
 
 /// The text report: errors, findings, a summary line, then the explanation.
@@ -33,13 +51,20 @@ pub fn text(c: &Checked, cx: &Context) -> String {
             (Some(x), Some(id)) => {
                 let _ = writeln!(
                     out,
-                    "{file}:{}: error: route {id}: invalid expression\n{}",
+                    "{file}:{}: error: route {id}{}: invalid expression\n{}",
                     e.line,
+                    cx.named(&id),
                     indent(&x.to_string(), "  ")
                 );
             }
             (None, Some(id)) if e.kind == ErrorKind::Rejected => {
-                let _ = writeln!(out, "{file}:{}: error: route {id}: {}", e.line, e.message);
+                let _ = writeln!(
+                    out,
+                    "{file}:{}: error: route {id}{}: {}",
+                    e.line,
+                    cx.named(&id),
+                    e.message
+                );
             }
             _ => {
                 let _ = writeln!(out, "{file}:{}: error: {}", e.line, e.message);
@@ -63,8 +88,10 @@ pub fn text(c: &Checked, cx: &Context) -> String {
                 if let Some(o) = c.origins.get(id) {
                     let _ = writeln!(
                         out,
-                        "  {file}:{}: route {id} (priority {})",
-                        o.line, o.priority
+                        "  {file}:{}: route {id}{} (priority {})",
+                        o.line,
+                        cx.named(id),
+                        o.priority
                     );
                 }
             }
@@ -133,6 +160,8 @@ struct ErrorOut {
     line: usize,
     kind: &'static str,
     id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
     message: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     first_line: Option<usize>,
@@ -162,6 +191,8 @@ struct FindingOut {
 #[derive(Serialize)]
 struct RouteRef {
     id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
     line: Option<usize>,
     priority: Option<u64>,
 }
@@ -204,6 +235,8 @@ struct FieldOut {
 #[derive(Serialize)]
 struct CandidateOut {
     id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
     line: Option<usize>,
     priority: u64,
     matched: bool,
@@ -226,6 +259,8 @@ struct PredicateOut {
 #[derive(Serialize)]
 struct RuledOutOut {
     id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
     line: Option<usize>,
     priority: u64,
     key: Option<String>,
@@ -237,7 +272,7 @@ pub fn json(c: &Checked, cx: &Context) -> String {
     let report = Report {
         version: VERSION,
         file: cx.file,
-        format: c.file.format.name(),
+        format: cx.format,
         schema: cx.schema,
         routes: c.file.count,
         valid: c.valid(),
@@ -248,6 +283,7 @@ pub fn json(c: &Checked, cx: &Context) -> String {
                 line: e.line,
                 kind: e.kind.name(),
                 id: e.id.map(|id| id.to_string()),
+                name: e.id.and_then(|id| cx.name(&id)),
                 message: e.message.clone(),
                 first_line: e.first_line,
                 expression_error: e.expr.as_ref().map(|x| ExprErrorOut {
@@ -274,6 +310,7 @@ pub fn json(c: &Checked, cx: &Context) -> String {
                     .iter()
                     .map(|id| RouteRef {
                         id: id.to_string(),
+                        name: cx.name(id),
                         line: line(id),
                         priority: c.origins.get(id).map(|o| o.priority),
                     })
@@ -303,6 +340,7 @@ pub fn json(c: &Checked, cx: &Context) -> String {
                     .iter()
                     .map(|c| CandidateOut {
                         id: c.id.to_string(),
+                        name: cx.name(&c.id),
                         line: line(&c.id),
                         priority: c.priority,
                         matched: c.matched,
@@ -329,6 +367,7 @@ pub fn json(c: &Checked, cx: &Context) -> String {
                     .iter()
                     .map(|r| RuledOutOut {
                         id: r.id.to_string(),
+                        name: cx.name(&r.id),
                         line: line(&r.id),
                         priority: r.priority,
                         key: r.key.clone(),

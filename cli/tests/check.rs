@@ -749,3 +749,261 @@ fn findings_about_many_routes_are_groups_and_their_number_is_bounded() {
         (Some(1191), Some(false))
     );
 }
+
+// Kong's documents: tests/data/kong.yml, the same configuration as JSON (kong.json), and the
+// Admin API's listing of the routes a Kong loaded with it holds (kong-admin.json, one line).
+
+/// The ids Kong's declarative loader gives these named routes: UUID v5 of the name in
+/// v5(fd02801f-0957-4a15-a55a-c8d9606f30b5, "routes"), computed with another implementation
+/// (Python's uuid.uuid5).
+const KONG_USERS_GET: &str = "3f46dfe1-11cb-5d77-9b26-06acabbd28ae";
+const KONG_USERS_LIST: &str = "ecf99b16-dd67-542d-9308-a9138e7e1af2";
+const KONG_ORDERS: &str = "3c6a1f9e-7d2b-4e58-9a41-0f3b6c8d2e71"; // given in the file
+const KONG_ORDERS_V2: &str = "6f2308b5-2804-5e7c-ad4f-47b1b5c0f6f2";
+const KONG_ORDERS_TYPO: &str = "2d4a440d-1da0-517d-903f-12b8affe12dd";
+const KONG_HEALTH: &str = "544b4b1c-ef62-5e59-9045-09068ca86ecd";
+
+/// (id, name) of every route an error or a finding of a JSON report names, sorted.
+fn routes_of(doc: &Value) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = doc["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(
+            doc["findings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .flat_map(|f| f["routes"].as_array().unwrap().iter()),
+        )
+        .map(|r| {
+            (
+                r["id"].as_str().unwrap().to_owned(),
+                r["name"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+#[test]
+fn kong_yml_is_checked_as_kong_takes_it() {
+    let r = check("kong.yml", &[], 1);
+    let path = data("kong.yml");
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    // The misspelt field, at the route's line, with its name; the expression as Kong's router
+    // builds it (the protocol test appended).
+    assert_eq!(
+        lines[0],
+        format!("{path}:28: error: route {KONG_ORDERS_TYPO} `orders-typo`: invalid expression"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains(
+        r#"http.host == "shop.example" && http.paht ^= "/cart" && net.protocol in ["http", "https"]"#
+    ));
+    // orders (priority 100, /orders) takes every request of orders-v2 (priority 50,
+    // /orders/v2): the linter says so, with names and lines.
+    assert!(
+        r.stdout.contains(&format!(
+            "{path}:25: warning: never-wins: route {KONG_ORDERS_V2} can never win"
+        )),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains(&format!(
+        "  {path}:21: route {KONG_ORDERS} `orders` (priority 100)"
+    )));
+    assert!(r
+        .stdout
+        .ends_with(&format!("{path}: 6 routes, 5 valid, 1 error, 1 finding\n")));
+    // The stream route and the traditional one are left out, and said so.
+    assert!(
+        r.stderr
+            .contains("note: 1 stream route(s) left out (line(s) 35)")
+            && r.stderr.contains("--schema stream")
+            && r.stderr
+                .contains("note: 1 route(s) without `expression` left out (line(s) 43)"),
+        "{}",
+        r.stderr
+    );
+
+    let doc = check_json("kong.yml", &[], 1);
+    assert_eq!(doc["format"], "kong-yaml");
+    assert_eq!(
+        (doc["routes"].as_u64(), doc["valid"].as_u64()),
+        (Some(6), Some(5))
+    );
+    assert_eq!(doc["errors"][0]["name"], "orders-typo");
+    assert_eq!(doc["errors"][0]["id"], KONG_ORDERS_TYPO);
+    assert_eq!(doc["findings"][0]["routes"][1]["name"], "orders");
+}
+
+#[test]
+fn kong_routes_get_kongs_ids_and_priorities() {
+    // A request no route takes lists every valid route as a candidate or ruled out, with
+    // its id, name and priority.
+    let doc = check_json(
+        "kong.yml",
+        &[
+            "--explain",
+            "DELETE nowhere.example /nothing",
+            "--ruled-out",
+        ],
+        1,
+    );
+    let e = &doc["explain"];
+    let mut got: Vec<(String, String, u64)> = e["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(e["ruled_out"].as_array().unwrap().iter())
+        .map(|c| {
+            (
+                c["id"].as_str().unwrap().to_owned(),
+                c["name"].as_str().unwrap().to_owned(),
+                c["priority"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    got.sort();
+    let mut want: Vec<(String, String, u64)> = [
+        (KONG_USERS_GET, "users-get", 200),
+        (KONG_USERS_LIST, "users-list", 100),
+        (KONG_ORDERS, "orders", 100),
+        (KONG_ORDERS_V2, "orders-v2", 50),
+        (KONG_HEALTH, "health", 1000),
+    ]
+    .map(|(id, name, p)| (id.to_owned(), name.to_owned(), p))
+    .to_vec();
+    want.sort();
+    assert_eq!(got, want);
+    // orders-typo has no priority: Kong's default, 0 (its error names it).
+    assert_eq!(routes_of(&doc)[0].0, KONG_ORDERS_TYPO);
+}
+
+#[test]
+fn kong_json_and_the_admin_listing_say_the_same() {
+    let yaml = check_json("kong.yml", &[], 1);
+    let json = check_json("kong.json", &[], 1);
+    assert_eq!(json["format"], "kong-json");
+    let admin = check_json("kong-admin.json", &[], 1);
+    assert_eq!(admin["format"], "kong-admin");
+    for doc in [&json, &admin] {
+        assert_eq!(routes_of(doc), routes_of(&yaml));
+        assert_eq!(doc["valid"], yaml["valid"]);
+        assert_eq!(doc["findings"].as_array().unwrap().len(), 1);
+    }
+    // kong.json is pretty-printed: a route's line is its object's.
+    assert_eq!(json["errors"][0]["line"], 37);
+    // The Admin API's listing is one line.
+    assert_eq!(admin["errors"][0]["line"], 1);
+
+    // From standard input: told by its content, or by --input.
+    let listing = std::fs::read_to_string(data("kong-admin.json")).unwrap();
+    let r = run_with(&["check", "-", "--format", "json"], Some(&listing));
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let doc: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(doc["format"], "kong-admin");
+    let yml = std::fs::read_to_string(data("kong.yml")).unwrap();
+    for args in [&["check", "-"][..], &["check", "--input", "kong", "-"]] {
+        let r = run_with(args, Some(&yml));
+        assert_eq!(r.code, 1, "{args:?}: {}", r.stderr);
+        assert!(r
+            .stdout
+            .ends_with("<stdin>: 6 routes, 5 valid, 1 error, 1 finding\n"));
+    }
+    // --input tsv takes the file as TSV, whatever it looks like.
+    let r = check("kong.yml", &["--input", "tsv"], 1);
+    assert!(r.stdout.contains("malformed line"), "{}", r.stdout);
+}
+
+#[test]
+fn kong_explain_routes_a_plain_http_request() {
+    // net.protocol is http unless the request says otherwise (Kong's routes test it).
+    let r = check(
+        "kong.yml",
+        &["--explain", "GET shop.example /orders/v2/7"],
+        1,
+    );
+    assert!(
+        r.stdout.contains(&format!("matched route {KONG_ORDERS}")),
+        "{}",
+        r.stdout
+    );
+    let doc = check_json(
+        "kong.yml",
+        &["--explain", "GET shop.example /users/42 net.protocol:https"],
+        1,
+    );
+    assert_eq!(doc["explain"]["winner"], KONG_USERS_GET);
+    let protocols: Vec<&Value> = doc["explain"]["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["name"] == "net.protocol")
+        .collect();
+    assert_eq!(protocols.len(), 1);
+    assert_eq!(protocols[0]["value"], "https");
+}
+
+#[test]
+fn kong_stream_routes_with_the_stream_schema() {
+    let r = check("kong.yml", &["--schema", "stream"], 0);
+    assert!(r
+        .stdout
+        .ends_with(": 1 route, 1 valid, 0 errors, 0 findings\n"));
+    assert!(
+        r.stderr.contains("7 HTTP route(s) left out"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn kong_documents_that_cannot_be_read_exit_2() {
+    for (name, text, message) in [
+        ("bad.yml", "routes: [\n", "not YAML or JSON: line"),
+        ("list.yml", "- a\n", "expected a mapping"),
+        ("routes.yaml", "routes: 3\n", "`routes` is not a list"),
+    ] {
+        let path = temp_file(name, text.as_bytes());
+        let r = run(&["check", &path]);
+        assert_eq!(r.code, 2, "{name}: {}", r.stdout);
+        assert!(r.stdout.is_empty());
+        assert!(r.stderr.contains(message), "{name}: {}", r.stderr);
+    }
+    // A route with neither id nor name: an error of its own, the rest is checked.
+    let path = temp_file(
+        "anonymous.yml",
+        b"_format_version: \"3.0\"\nroutes:\n  - expression: http.path == \"/\"\n  - name: ok\n    expression: http.path == \"/ok\"\n",
+    );
+    let r = run(&["check", &path]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stdout
+            .contains(":3: error: malformed route: neither `id` nor `name`"),
+        "{}",
+        r.stdout
+    );
+    assert!(r
+        .stdout
+        .ends_with(": 2 routes, 1 valid, 1 error, 0 findings\n"));
+}
+
+#[test]
+fn help_has_examples() {
+    let r = run(&["check", "--help"]);
+    assert_eq!(r.code, 0);
+    for text in [
+        "Examples:",
+        "atc-router check kong.yml",
+        "--input kong-admin -",
+        "--explain",
+        "kong-admin",
+    ] {
+        assert!(r.stdout.contains(text), "{text}:\n{}", r.stdout);
+    }
+}

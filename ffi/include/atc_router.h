@@ -137,6 +137,22 @@
 #define ATC_UUID_LEN 36
 
 /**
+ * Major version of the library (and of the project: crates, header, Lua modules). The shared
+ * object's SONAME is `libatc_router.so.<major>`.
+ */
+#define ATC_VERSION_MAJOR 0
+
+/**
+ * Minor version of the library.
+ */
+#define ATC_VERSION_MINOR 2
+
+/**
+ * Patch version of the library.
+ */
+#define ATC_VERSION_PATCH 0
+
+/**
  * `atc_router_sync_state`: nothing submitted that is not applied.
  */
 #define ATC_BUILD_IDLE 0
@@ -350,6 +366,13 @@ typedef struct {
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
+
+/**
+ * The library's version, `"MAJOR.MINOR.PATCH"`: a static, NUL-terminated string (never NULL).
+ * A program compiled against one header can compare it with `ATC_VERSION_*` at run time; the
+ * Lua binding refuses a library whose version differs from its own.
+ */
+const char *atc_router_version(void);
 
 /**
  * A static, NUL-terminated description of a status code (never NULL).

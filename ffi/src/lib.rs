@@ -110,6 +110,46 @@ pub const ATC_FIELD_MASK_LAST_BIT: u32 = 63;
 /// Length of a UUID in its hyphenated text form, the form results are written in.
 pub const ATC_UUID_LEN: usize = 36;
 
+/// Major version of the library (and of the project: crates, header, Lua modules). The shared
+/// object's SONAME is `libatc_router.so.<major>`.
+pub const ATC_VERSION_MAJOR: u32 = 0;
+/// Minor version of the library.
+pub const ATC_VERSION_MINOR: u32 = 2;
+/// Patch version of the library.
+pub const ATC_VERSION_PATCH: u32 = 0;
+
+/// The crate's version as a number, at compile time (the constants above must say the same).
+const fn version_part(text: &str) -> u32 {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    let mut n = 0;
+    while i < bytes.len() {
+        n = n * 10 + (bytes[i] - b'0') as u32;
+        i += 1;
+    }
+    n
+}
+
+// The header's constants are literals (cbindgen writes only those); these make a version bump
+// that forgets them fail to compile.
+const _: () = assert!(ATC_VERSION_MAJOR == version_part(env!("CARGO_PKG_VERSION_MAJOR")));
+const _: () = assert!(ATC_VERSION_MINOR == version_part(env!("CARGO_PKG_VERSION_MINOR")));
+const _: () = assert!(ATC_VERSION_PATCH == version_part(env!("CARGO_PKG_VERSION_PATCH")));
+
+/// The library's version, `"MAJOR.MINOR.PATCH"`: a static, NUL-terminated string (never NULL).
+/// A program compiled against one header can compare it with `ATC_VERSION_*` at run time; the
+/// Lua binding refuses a library whose version differs from its own.
+#[no_mangle]
+pub extern "C" fn atc_router_version() -> *const c_char {
+    const VERSION: &std::ffi::CStr = match std::ffi::CStr::from_bytes_with_nul(
+        concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes(),
+    ) {
+        Ok(s) => s,
+        Err(_) => panic!("the crate version has a NUL byte"),
+    };
+    VERSION.as_ptr()
+}
+
 /// A static, NUL-terminated description of a status code (never NULL).
 #[no_mangle]
 pub extern "C" fn atc_strerror(status: i32) -> *const c_char {

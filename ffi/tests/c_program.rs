@@ -52,6 +52,15 @@ fn c_program_against_the_library() {
         .arg(&exe));
     let out = run(Command::new(&exe).env("LD_LIBRARY_PATH", &dir));
     assert_eq!(out.trim(), "ok");
+    // It asked for the library by its SONAME, the major version's name.
+    if have("readelf") {
+        let dynamic = run(Command::new("readelf").arg("-d").arg(&exe));
+        assert!(
+            dynamic.contains(&format!("Shared library: [{}]", common::SONAME)),
+            "smoke does not need {}:\n{dynamic}",
+            common::SONAME
+        );
+    }
 
     // Statically linked.
     let staticlib = libdir.join("libatc_router_ffi.a");

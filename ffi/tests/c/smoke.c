@@ -18,6 +18,12 @@ int main(void) {
     char err[256];
     size_t errlen;
 
+    /* The library is the release this header was generated for. */
+    char header_version[32];
+    snprintf(header_version, sizeof header_version, "%d.%d.%d", ATC_VERSION_MAJOR,
+             ATC_VERSION_MINOR, ATC_VERSION_PATCH);
+    CHECK(strcmp(atc_router_version(), header_version) == 0);
+
     atc_schema *schema = atc_schema_new();
     CHECK(schema != NULL);
     CHECK(atc_schema_add_field(schema, S("http.path"), ATC_TYPE_STRING, NULL, NULL) == ATC_OK);

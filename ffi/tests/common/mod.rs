@@ -53,13 +53,18 @@ pub fn cdylib() -> PathBuf {
     .clone()
 }
 
+/// The library's SONAME, `libatc_router.so.<major>` (ffi/build.rs): the name a program linked
+/// with `-latc_router` asks the dynamic loader for.
+pub const SONAME: &str = concat!("libatc_router.so.", env!("CARGO_PKG_VERSION_MAJOR"));
+
 /// A fresh directory holding `libatc_router.so` (a symlink to [`cdylib`]), for `package.cpath`
-/// or nginx's `lua_package_cpath`.
+/// or nginx's `lua_package_cpath`, and [`SONAME`] (the same), for a program linked against it.
 pub fn cpath_dir(tag: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("atc-router-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("create temp dir");
     std::os::unix::fs::symlink(cdylib(), dir.join("libatc_router.so")).expect("symlink");
+    std::os::unix::fs::symlink(cdylib(), dir.join(SONAME)).expect("symlink");
     dir
 }
 

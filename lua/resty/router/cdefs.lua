@@ -11,6 +11,10 @@
 
 local ffi = require("ffi")
 
+-- The project's version (Cargo.toml, the C header's ATC_VERSION_*, every resty.router module;
+-- ffi/tests/version.rs checks they agree).
+local VERSION = "0.2.0"
+
 local DECLS = [=[
 -- BEGIN GENERATED (ffi/tests/header.rs)
 static const int ATC_OK = 0;
@@ -37,6 +41,9 @@ static const int ATC_TYPE_IPCIDR = 3;
 static const int ATC_TYPE_NONE = -1;
 static const int ATC_FIELD_MASK_LAST_BIT = 63;
 static const int ATC_UUID_LEN = 36;
+static const int ATC_VERSION_MAJOR = 0;
+static const int ATC_VERSION_MINOR = 2;
+static const int ATC_VERSION_PATCH = 0;
 static const int ATC_BUILD_IDLE = 0;
 static const int ATC_BUILD_BUILDING = 1;
 static const int ATC_BUILD_READY = 2;
@@ -92,6 +99,7 @@ typedef struct {
   const char *value;
   size_t value_len;
 } atc_capture;
+const char *atc_router_version(void);
 const char *atc_strerror(int32_t status);
 AtcRouteList *atc_route_list_new(void);
 void atc_route_list_free(AtcRouteList *list);
@@ -262,11 +270,29 @@ end
 
 local lib = load_library()
 
+-- The modules are generated against one header (the block above) and refuse any other
+-- library: a library of another version (a half-done upgrade or rollback, an old copy earlier
+-- on package.cpath) would otherwise be called with declarations that may not fit it.
+do
+    local ok, version = pcall(function()
+        return ffi.string(lib.atc_router_version())
+    end)
+    if not ok then
+        version = "older than 0.2.0 (it has no atc_router_version)"
+    end
+    if version ~= VERSION then
+        local path = package.searchpath("libatc_router", package.cpath) or "libatc_router"
+        error("resty.router " .. VERSION .. " needs libatc_router " .. VERSION .. ", but "
+            .. path .. " is " .. version .. ": install the library and the modules of one release", 2)
+    end
+end
+
 local ERRBUF_SIZE = 4096
 local errbuf = ffi.new("char[?]", ERRBUF_SIZE)
 local errlen = ffi.new("size_t[1]")
 
 local _M = {
+    _VERSION = VERSION,
     lib = lib,
     errbuf = errbuf,
     errlen = errlen,

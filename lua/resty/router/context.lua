@@ -42,6 +42,7 @@ local UUID_LEN = lib.ATC_UUID_LEN
 local ERR_BUFFER = lib.ATC_ERR_BUFFER
 
 local _M = {}
+_M._VERSION = "0.2.0"
 local mt = { __index = _M }
 
 local function free(p)

@@ -38,6 +38,7 @@ local ipairs, setmetatable, tostring = ipairs, setmetatable, tostring
 local read, ALL = request.read, request.ALL
 
 local _M = {}
+_M._VERSION = "0.2.0"
 local mt = { __index = _M }
 
 -- The fields a gateway routes on (the schema of atc-workload and Kong's router).

@@ -28,6 +28,7 @@ local U64_MAX = "18446744073709551615"
 local I64_MIN_DIGITS = "9223372036854775808"
 
 local _M = {}
+_M._VERSION = "0.2.0"
 
 -- The failure marker: decode errors are raised as this table (with the message set) and caught
 -- by decode().

@@ -33,6 +33,7 @@ local type, tonumber, tostring, ipairs = type, tonumber, tostring, ipairs
 local ffi_string = ffi.string
 
 local _M = {}
+_M._VERSION = "0.2.0"
 local mt = { __index = _M }
 
 local function free(p)

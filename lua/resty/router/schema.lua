@@ -23,6 +23,7 @@ local errbuf, errlen = cdefs.errbuf, cdefs.errlen
 local TYPE_CODES, TYPE_NAMES = cdefs.TYPE_CODES, cdefs.TYPE_NAMES
 
 local _M = {}
+_M._VERSION = "0.2.0"
 local mt = { __index = _M }
 
 -- A closure, not the bare function pointer, so that the finalizer itself keeps `lib` alive.

@@ -14,6 +14,7 @@ local byte, floor = string.byte, math.floor
 local concat = table.concat
 
 local _M = {}
+_M._VERSION = "0.2.0"
 
 -- The clients that may ask by default: the host itself.
 _M.DEFAULT_ALLOW = { "127.0.0.1", "::1" }

@@ -39,6 +39,7 @@ local ffi_string = ffi.string
 local T_INT = cdefs.TYPE_CODES.Int
 
 local _M = {}
+_M._VERSION = "0.2.0"
 
 -- Where each field's values come from (see the header comment).
 local K_METHOD, K_HOST, K_PATH, K_SEGMENT, K_HEADER, K_QUERY = 1, 2, 3, 4, 5, 6

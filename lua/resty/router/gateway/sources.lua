@@ -39,6 +39,7 @@ local type, tonumber, tostring, pairs, ipairs = type, tonumber, tostring, pairs,
 local ffi_cast = ffi.cast
 
 local _M = {}
+_M._VERSION = "0.2.0"
 
 -- Each source has:
 --   presence_first     whether to ask $http_NAME before reading the header list (the list is

@@ -25,6 +25,7 @@ local type, tostring, ipairs, pcall = type, tostring, ipairs, pcall
 local band, bor = bit.band, bit.bor
 
 local _M = {}
+_M._VERSION = "0.2.0"
 
 -- The plan of a router without routes: nothing to read.
 _M.EMPTY = { fields = {}, steps = {}, key_steps = {}, lazy_steps = {}, one_pass = true }
