@@ -109,6 +109,10 @@ lua_tests!(
     matches_report,
     explain_and_matches_errors,
     route_expressions,
+    background_sync_steps,
+    background_sync_text,
+    background_sync_supersedes,
+    background_sync_chunks_and_yields,
 );
 
 lua_tests!(
