@@ -131,4 +131,11 @@ lua_tests!(
     explain_summary_fits_a_header,
     explain_summary_cap_is_bytes_and_keeps_characters,
     request_source_option,
+    async_update_applies_on_route,
+    async_update_applies_on_timer,
+    async_refusals,
+    async_supersede_orderings,
+    async_overlapping_loaders,
+    async_string_lists,
+    updates_in_init_phases_are_applied_at_once,
 );

@@ -1108,6 +1108,24 @@ fn check_updates(port: u16, dir: &Path, table: &Table, router: &mut Router) {
                         continue;
                     }
                 };
+                // The version that routed the request ("3" and the a-versions hold table a,
+                // the b-versions table b): the answer is that version's, wholly.
+                let by = got
+                    .headers
+                    .iter()
+                    .find(|(k, _)| k == "x-gw-version")
+                    .map(|(_, v)| usize::from(v.starts_with('b')));
+                if let Some(t) = by {
+                    if !answers([ea, eb][t], &got, req) {
+                        wrong.push(format!(
+                            "{:?}: routed by table {} (X-Gw-Version) but answered {} {:?}",
+                            String::from_utf8_lossy(&req.path),
+                            ["a", "b"][t],
+                            got.status,
+                            route_header(&got)
+                        ));
+                    }
+                }
                 match (answers(ea, &got, req), answers(eb, &got, req)) {
                     (true, false) => seen[0].fetch_add(1, Ordering::SeqCst),
                     (false, true) => seen[1].fetch_add(1, Ordering::SeqCst),
@@ -1168,6 +1186,39 @@ fn check_updates(port: u16, dir: &Path, table: &Table, router: &mut Router) {
         // An answer counted now may have been routed before the update; the next one is not.
         wait_for(t, seen[t].load(Ordering::SeqCst) + 1, version);
     }
+    // A burst: versions handed over back to back without waiting (each supersedes what the
+    // builder has not applied yet), then the last one waited for. The prober keeps routing.
+    for version in ["a9", "b10", "a11", "b12"] {
+        let target = format!(
+            "/__update?version={version}&file={}&mode=apply_valid&nowait=1",
+            percent_encode(
+                if version.starts_with('a') {
+                    &file_a
+                } else {
+                    &file_b
+                }
+                .to_str()
+                .unwrap()
+                .as_bytes(),
+                false
+            )
+        );
+        let raw = format!("POST {target} HTTP/1.0\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n");
+        let r = send(port, raw.as_bytes()).expect("update request");
+        let body = String::from_utf8_lossy(&r.body);
+        assert_eq!(r.status, 200, "{version}: {body}");
+        assert!(
+            body.starts_with(&format!("started version {version} ")),
+            "{body}"
+        );
+    }
+    let (status, body) = post_update(port, "b12", &file_b, "apply_valid");
+    assert_eq!(status, 200, "b12: {body}");
+    assert!(
+        body.starts_with("applied version b12 ") || body == "unchanged version b12\n",
+        "{body}"
+    );
+    wait_for(1, seen[1].load(Ordering::SeqCst) + 1, "b12");
     stop.store(true, Ordering::SeqCst);
     let wrong = prober.join().unwrap();
     let (as_a, as_b) = (
