@@ -1237,3 +1237,130 @@ fn check_updates(port: u16, dir: &Path, table: &Table, router: &mut Router) {
     *router = rb;
     println!("updates checked in {:.1?}", t.elapsed());
 }
+
+/// A gateway made in `init_by_lua` (nginx's master, before it forks 2 workers): each worker
+/// routes by the table applied in init, then builds the later versions on a builder thread of
+/// its own (the first one started after the fork) and swaps them in.
+#[test]
+fn gateway_made_before_the_fork_builds_in_every_worker() {
+    let Some(nginx) =
+        nginx::required_or_skip("gateway_made_before_the_fork_builds_in_every_worker")
+    else {
+        return;
+    };
+    let dir = common::cpath_dir("nginx-fork");
+    let lua = common::repo_root().join("lua");
+    let u = |i: u32| format!("a8f2c1e4-0000-4000-8000-{i:012}");
+    // Version 1: /one; version 2: /two (every id new); version 3: /three and /one again.
+    let tables = [
+        ("1", vec![(u(1), "/one")]),
+        ("2", vec![(u(2), "/two")]),
+        ("3", vec![(u(3), "/three"), (u(1), "/one")]),
+    ];
+    for (v, routes) in &tables {
+        let tsv: String = routes
+            .iter()
+            .map(|(id, p)| format!("10\t{id}\thttp.path ^= \"{p}\"\n"))
+            .collect();
+        std::fs::write(dir.join(format!("routes-{v}.tsv")), tsv).unwrap();
+    }
+    let port = free_port();
+    let conf = format!(
+        r#"
+worker_processes 2;
+daemon off;
+master_process on;
+pid {dir}/nginx.pid;
+error_log {dir}/error.log info;
+{load_modules}
+events {{ worker_connections 256; }}
+http {{
+    access_log off;
+    client_body_temp_path {dir}/tmp_body;
+    proxy_temp_path {dir}/tmp_proxy;
+    fastcgi_temp_path {dir}/tmp_fastcgi;
+    uwsgi_temp_path {dir}/tmp_uwsgi;
+    scgi_temp_path {dir}/tmp_scgi;
+    lua_package_path "{lua}/?.lua;{lua}/t/?.lua;{share}/?.lua;;";
+    lua_package_cpath "{dir}/?.so;;";
+    lua_shared_dict versions 1m;
+    init_by_lua_block {{ require("gateway_init").init("{dir}") }}
+    init_worker_by_lua_block {{ require("gateway_init").init_worker() }}
+    server {{
+        listen 127.0.0.1:{port} reuseport;
+        location = /set {{ content_by_lua_block {{ require("gateway_init").set() }} }}
+        location / {{ content_by_lua_block {{ require("gateway_init").route() }} }}
+    }}
+}}
+"#,
+        dir = dir.display(),
+        load_modules = nginx::load_modules(&nginx),
+        lua = lua.display(),
+        share = nginx.lua_share.display(),
+    );
+    let conf_path = dir.join("nginx.conf");
+    std::fs::write(&conf_path, conf).unwrap();
+    let mut running = Running::start(&nginx, &dir, &conf_path);
+    let get = |path: &str| -> Result<String, String> {
+        let raw = format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n");
+        send(port, raw.as_bytes()).map(|r| String::from_utf8_lossy(&r.body).into_owned())
+    };
+    let started = Instant::now();
+    while get("/one").is_err() {
+        assert!(
+            started.elapsed() < START_DEADLINE,
+            "nginx did not answer:\n{}",
+            running.logs()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Until every worker answers `path` by `version` with `want`: each has built it itself.
+    let until_all = |version: &str, path: &str, want: &str| {
+        let until = Instant::now() + Duration::from_secs(120);
+        let mut pids = std::collections::BTreeMap::new();
+        loop {
+            let body = get(path).expect("request");
+            let parts: Vec<&str> = body.split_whitespace().collect();
+            assert_eq!(parts.len(), 3, "{body}");
+            if parts[1] == version {
+                assert_eq!(
+                    parts[2], want,
+                    "version {version} answers {path} with its table"
+                );
+            }
+            pids.insert(parts[0].to_string(), parts[1].to_string());
+            if pids.len() >= 2 && pids.values().all(|v| v == version) {
+                return pids;
+            }
+            assert!(
+                Instant::now() < until,
+                "not every worker reached version {version}: {pids:?}\n{}",
+                running.logs()
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    };
+    let before = until_all("1", "/one", &u(1));
+    assert_eq!(before.len(), 2, "two workers answered");
+    for (v, path, want) in [("2", "/two", u(2)), ("3", "/three", u(3))] {
+        assert_eq!(
+            get(&format!("/set?version={v}")).unwrap(),
+            format!("version {v}\n")
+        );
+        let pids = until_all(v, path, &want);
+        assert_eq!(
+            pids.keys().collect::<Vec<_>>(),
+            before.keys().collect::<Vec<_>>(),
+            "the same workers (none crashed)"
+        );
+    }
+    assert!(
+        get("/two").unwrap().ends_with(" 3 -\n"),
+        "version 3 has no /two"
+    );
+    running.stop();
+    let logs = running.logs();
+    nginx::assert_clean_logs(&logs);
+    assert!(!logs.contains("gateway_init: version"), "{logs}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

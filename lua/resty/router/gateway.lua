@@ -180,11 +180,12 @@ end
 -- wait()). Returns:
 --   true, "applied"[, report]   `version` is in force (already, or applied by this call where
 --                               updates are applied at once: then the report, as r:sync's)
---   true, "building"            handed over (or already being built): wait(version) tells how
---                               it ends
---   nil, err, errs              refused where updates are applied at once, or this version was
---                               refused already (a refused version stays refused until the
---                               version or the mode changes); the loader failed (returned no
+--   true, "building"            handed over (or, for a loader, already being built):
+--                               wait(version) tells how it ends
+--   nil, err, errs              refused where updates are applied at once, or, for a loader,
+--                               this version was refused already (the loader is not called
+--                               again for the version refused last, in the same mode); the
+--                               loader failed (returned no
 --                               list, or raised); a later update() got its list in while this
 --                               one's loader or hand-over yielded (superseded); a bad argument.
 --                               The applied version stays in force; gw:last_error() keeps it

@@ -32,7 +32,8 @@ local ffi = require("ffi")
 local router = require("resty.router.router")
 local request = require("resty.router.gateway.request")
 
-local type, tostring, ipairs, pairs, pcall, next = type, tostring, ipairs, pairs, pcall, next
+local type, tostring, tonumber, ipairs, pairs, pcall, next =
+    type, tostring, tonumber, ipairs, pairs, pcall, next
 local band, bor = bit.band, bit.bor
 
 local _M = {}
@@ -129,6 +130,19 @@ do
     end
 end
 
+-- A monotonic clock in milliseconds: what each update holds the worker is measured (and
+-- reported with the outcome, report.worker).
+pcall(ffi.cdef, [[
+typedef struct { long tv_sec; long tv_nsec; } atc_gw_timespec;
+int clock_gettime(int clk_id, atc_gw_timespec *tp);
+]])
+local ts = ffi.new("atc_gw_timespec")
+local function now_ms()
+    ffi.C.clock_gettime(1, ts) -- CLOCK_MONOTONIC
+    return tonumber(ts.tv_sec) * 1e3 + tonumber(ts.tv_nsec) / 1e6
+end
+_M.now_ms = now_ms
+
 local function log(level, ...)
     local ngx = ngx_api()
     if ngx and ngx.log and ngx[level] then
@@ -188,6 +202,7 @@ function _M.poll(gw)
     if not r:sync_ready() then
         return false
     end
+    local t0 = now_ms()
     local v, a, b, c = r:sync_apply()
     if v == false then
         return false
@@ -205,6 +220,9 @@ function _M.poll(gw)
     end
     if v then
         installed(gw, job, a)
+        job.apply_ms = now_ms() - t0
+        a.worker = { handover_ms = job.handover_ms, longest_ms = job.longest_ms,
+            apply_ms = job.apply_ms }
     else
         finish(gw, job, "refused", nil, a, b)
         set_error(gw, job.version, a, b)
@@ -253,14 +271,16 @@ function _M.arm_timer(gw)
 end
 
 -- What update() answers when `version` needs no new list: true and "applied" or "building",
--- nil and the refusal, or nothing (a list is to be handed over).
-local function settled(gw, version, mode)
+-- nil and the refusal, or nothing (a list is to be handed over). `loader`: the list comes from
+-- a loader, which is not called for the version being built or refused last (a poller asking
+-- every second); a list given as such is handed over again.
+local function settled(gw, version, mode, loader)
     local newest = gw.newest
     local pending = newest ~= nil and newest.status == "pending"
     if version == gw.applied and not pending then
         return true, "applied"
     end
-    if newest ~= nil and newest.version == version and newest.mode == mode then
+    if loader and newest ~= nil and newest.version == version and newest.mode == mode then
         if pending then
             return true, "building"
         end
@@ -318,7 +338,8 @@ function _M.update(gw, version, routes, mode)
     end
     mode = mode or gw.mode
     poll(gw)
-    local ok, a, b = settled(gw, version, mode)
+    local loader = type(routes) == "function"
+    local ok, a, b = settled(gw, version, mode, loader)
     if ok ~= nil or a ~= nil then
         return ok, a, b
     end
@@ -341,7 +362,7 @@ function _M.update(gw, version, routes, mode)
         -- The loader may have yielded: another update may have settled this version, or
         -- handed a later list over, meanwhile.
         poll(gw)
-        ok, a, b = settled(gw, version, mode)
+        ok, a, b = settled(gw, version, mode, true)
         if ok ~= nil or a ~= nil then
             return ok, a, b
         end
@@ -357,11 +378,17 @@ function _M.update(gw, version, routes, mode)
         gw.started = ticket
         return update_now(gw, version, routes, mode)
     end
+    -- What the hand-over holds the worker: its time less the yields, and the longest stretch
+    -- without a yield.
+    local held, longest, since = 0, 0, now_ms()
     local opts = { chunk = gw.chunk }
     local ngx = ngx_api()
     if ngx_phase_sleeps[phase()] and ngx.sleep then
         opts.yield = function()
+            local t = now_ms()
+            held, longest = held + (t - since), math.max(longest, t - since)
             ngx.sleep(0)
+            since = now_ms()
             if gw.started > ticket then
                 return "version " .. tostring(version) .. " was superseded by version "
                     .. tostring(gw.newest.version) .. " while its list was handed over"
@@ -385,6 +412,8 @@ function _M.update(gw, version, routes, mode)
     gw.newest = job
     gw.latest[version] = job
     _M.arm_timer(gw)
+    local t = now_ms()
+    job.handover_ms, job.longest_ms = held + (t - since), math.max(longest, t - since)
     return true, "building"
 end
 
