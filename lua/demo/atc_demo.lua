@@ -25,7 +25,6 @@
 -- The benchmark's pushes (churn) change STORE in place and do not wait: each push is a new
 -- version, and the gateway never applies an older one after a newer one.
 
-local ffi = require("ffi")
 local gateway = require("resty.router.gateway")
 
 local ngx = ngx
@@ -37,15 +36,8 @@ local GW
 local STORE
 local STATS = { routed = 0, unrouted = 0, bad = 0, route_ms = 0 }
 
-pcall(ffi.cdef, [[
-typedef struct { long tv_sec; long tv_nsec; } atc_demo_timespec;
-int clock_gettime(int clk_id, atc_demo_timespec *tp);
-]])
-local ts = ffi.new("atc_demo_timespec")
-local function now_ms()
-    ffi.C.clock_gettime(1, ts) -- CLOCK_MONOTONIC
-    return tonumber(ts.tv_sec) * 1e3 + tonumber(ts.tv_nsec) / 1e6
-end
+-- The gateway's monotonic clock (ms).
+local now_ms = require("resty.router.gateway.updates").now_ms
 
 local function new_store()
     return { ids = {}, priorities = {}, expressions = {}, pos = {} }

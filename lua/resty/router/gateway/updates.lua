@@ -132,11 +132,11 @@ end
 
 -- A monotonic clock in milliseconds: what each update holds the worker is measured (and
 -- reported with the outcome, report.worker).
-pcall(ffi.cdef, [[
-typedef struct { long tv_sec; long tv_nsec; } atc_gw_timespec;
-int clock_gettime(int clk_id, atc_gw_timespec *tp);
-]])
-local ts = ffi.new("atc_gw_timespec")
+-- Declared as the C library declares it (each part on its own: another module may have
+-- declared either, the same way).
+pcall(ffi.cdef, "struct timespec { long tv_sec; long tv_nsec; };")
+pcall(ffi.cdef, "int clock_gettime(int clk_id, struct timespec *tp);")
+local ts = ffi.new("struct timespec")
 local function now_ms()
     ffi.C.clock_gettime(1, ts) -- CLOCK_MONOTONIC
     return tonumber(ts.tv_sec) * 1e3 + tonumber(ts.tv_nsec) / 1e6
