@@ -138,4 +138,5 @@ lua_tests!(
     async_overlapping_loaders,
     async_string_lists,
     updates_in_init_phases_are_applied_at_once,
+    async_pushes_wait_for_the_build_in_flight,
 );

@@ -1082,4 +1082,44 @@ T.updates_in_init_phases_are_applied_at_once = with_nginx(function()
     has(err, "updates must be")
 end)
 
+-- While a build is in flight, newer lists wait in the gateway and only the newest is handed
+-- over once the builder is free: frequent pushes cost one hand-over per build.
+T.async_pushes_wait_for_the_build_in_flight = with_nginx(function()
+    local nginx = async_ngx("content")
+    local gw = assert(gateway.new())
+    assert(gw:update(1, numbered(30000, "p")))
+    eq(gw.router:sync_state() ~= "idle", true)
+    -- (If the first build was already done, these are handed over at once: both fine.)
+    same({ gw:update(2, list({ U1, 1, 'http.path ^= "/two"' })) }, { true, "building" })
+    same({ gw:update(3, list({ U1, 1, 'http.path ^= "/three"' })) }, { true, "building" })
+    same({ gw:update(3, must_not_load) }, { true, "building" }, "a loader's version waiting")
+    eq(gw:pending(), 3)
+    local ok, err = gw:wait(2)
+    if not ok then
+        has(err, "version 2 was superseded by version 3 before it was")
+    end
+    assert(gw:wait(3))
+    eq(gw:version(), 3)
+    set_request({ var = { uri = "/three" } })
+    eq(gw:route(), U1)
+    -- Without wait(): the timer hands the waiting list over once the build is done.
+    assert(gw:update(4, numbered(30000, "q")))
+    assert(gw:update(5, list({ U2, 1, 'http.path ^= "/five"' })))
+    local rounds = 0
+    while gw:version() ~= 5 do
+        rounds = rounds + 1
+        assert(rounds < 60000, "the timer never got to version 5")
+        nginx.run_timers()
+        sleep_ms(1)
+    end
+    -- update_interval: at most one hand-over per interval; the newest list waits.
+    local slow = assert(gateway.new({ update_interval = 0.2 }))
+    assert(slow:update("a", list({ U1, 1, 'http.path ^= "/a"' })))
+    assert(slow:wait("a"))
+    assert(slow:update("b", list({ U1, 1, 'http.path ^= "/b"' })))
+    eq(slow.next ~= nil and slow.next.version, "b", "waits for the interval")
+    assert(slow:wait("b"))
+    eq(slow:version(), "b")
+end)
+
 return T

@@ -82,6 +82,9 @@ _M.SCHEMA = {
 --               yield (ngx.sleep(0)) between two steps where the phase allows it
 --   poll_interval  seconds between two checks of the timer that applies finished builds
 --               (default 0.01; route() applies them too)
+--   update_interval  at least this many seconds between two hand-overs (default 0). While a
+--               build is in flight (or within the interval), a newer list waits, and only the
+--               newest one waiting is handed over: frequent pushes cost one hand-over per build
 --   request_source  how requests are read (resty.router.gateway.sources): "auto" (default:
 --               lua-nginx-module's FFI functions when sources.native is available, else the
 --               plain ngx API), "plain" (always the plain ngx API), or "native" (an error
@@ -148,7 +151,8 @@ function _M.new(opts)
         updates = updates_mode,
         chunk = opts.update_chunk or 1000,
         poll_interval = opts.poll_interval or 0.01,
-        seq = 0, order = 0, tickets = 0, started = 0,
+        update_interval = opts.update_interval or 0,
+        seq = 0, order = 0, tickets = 0, started = 0, last_handover = -math.huge, next = nil,
         jobs = {}, latest = {}, done = {}, newest = nil, error = nil, timer_armed = false,
     }, mt)
 end
@@ -180,8 +184,10 @@ end
 -- wait()). Returns:
 --   true, "applied"[, report]   `version` is in force (already, or applied by this call where
 --                               updates are applied at once: then the report, as r:sync's)
---   true, "building"            handed over (or, for a loader, already being built):
---                               wait(version) tells how it ends
+--   true, "building"            handed over, or waiting for the build in flight (only the
+--                               newest list waiting is handed over once the builder is free),
+--                               or, for a loader, already being built: wait(version) tells how
+--                               it ends
 --   nil, err, errs              refused where updates are applied at once, or, for a loader,
 --                               this version was refused already (the loader is not called
 --                               again for the version refused last, in the same mode); the
@@ -207,7 +213,7 @@ end
 -- The version being built (handed over, not yet applied or refused), or nil.
 function _M:pending()
     local newest = self.newest
-    if newest and newest.status == "pending" then
+    if newest and (newest.status == "pending" or newest.status == "queued") then
         return newest.version
     end
     return nil

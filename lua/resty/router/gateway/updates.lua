@@ -171,7 +171,10 @@ end
 -- Ends `job` with `status` (and what came with it).
 local function finish(gw, job, status, report, err, errs)
     job.status, job.report, job.err, job.errs = status, report, err, errs
-    gw.jobs[job.seq] = nil
+    job.routes = nil
+    if job.seq then
+        gw.jobs[job.seq] = nil
+    end
     remember(gw, job)
 end
 
@@ -249,7 +252,8 @@ local function on_timer(premature, gw)
         return
     end
     poll(gw)
-    if next(gw.jobs) ~= nil then
+    _M.flush(gw)
+    if next(gw.jobs) ~= nil or gw.next ~= nil then
         _M.arm_timer(gw)
     end
 end
@@ -276,7 +280,7 @@ end
 -- every second); a list given as such is handed over again.
 local function settled(gw, version, mode, loader)
     local newest = gw.newest
-    local pending = newest ~= nil and newest.status == "pending"
+    local pending = newest ~= nil and (newest.status == "pending" or newest.status == "queued")
     if version == gw.applied and not pending then
         return true, "applied"
     end
@@ -330,6 +334,8 @@ local function update_now(gw, version, routes, mode)
     return nil, job.err, job.errs
 end
 
+local too_soon, defer, handover
+
 -- Brings gateway `gw` to `routes` as `version` (see resty.router.gateway's update() for the
 -- arguments and results).
 function _M.update(gw, version, routes, mode)
@@ -378,6 +384,39 @@ function _M.update(gw, version, routes, mode)
         gw.started = ticket
         return update_now(gw, version, routes, mode)
     end
+    if next(gw.jobs) ~= nil or too_soon(gw) then
+        return defer(gw, version, routes, mode, ticket)
+    end
+    return handover(gw, { version = version, routes = routes, mode = mode, ticket = ticket })
+end
+
+-- Whether a hand-over now would come sooner than `update_interval` after the last one.
+function too_soon(gw)
+    return gw.update_interval > 0 and now_ms() - gw.last_handover < gw.update_interval * 1000
+end
+
+-- A list that waits for the build in flight (or for update_interval): only the newest one
+-- waiting is handed over, by the timer (or wait()) once the builder is free. It counts as
+-- started: an earlier call still in its loader gives way to it.
+function defer(gw, version, routes, mode, ticket)
+    local prev = gw.next
+    if prev then
+        finish(gw, prev, "superseded", nil, "version " .. tostring(prev.version)
+            .. " was superseded by version " .. tostring(version) .. " before it was handed over")
+    end
+    local rec = { version = version, routes = routes, mode = mode, ticket = ticket,
+        status = "queued" }
+    gw.next, gw.newest, gw.started = rec, rec, ticket
+    gw.latest[version] = rec
+    _M.arm_timer(gw)
+    return true, "building"
+end
+
+-- Hands `rec`'s list (rec.version, rec.routes, rec.mode, rec.ticket) to the builder; `rec`
+-- becomes its job. true, "building"; or nil and why (superseded while it yielded, or the start
+-- failed: then kept by last_error()).
+function handover(gw, rec)
+    local version, ticket = rec.version, rec.ticket
     -- What the hand-over holds the worker: its time less the yields, and the longest stretch
     -- without a yield.
     local held, longest, since = 0, 0, now_ms()
@@ -399,22 +438,42 @@ function _M.update(gw, version, routes, mode)
     -- started only once sync_start returned (its place in `order`).
     local seq = gw.seq + 1
     gw.seq = seq
-    local started, err = gw.router:sync_start(seq, routes, mode, opts)
+    local started, err = gw.router:sync_start(seq, rec.routes, rec.mode, opts)
     if not started then
-        set_error(gw, version, err)
+        if gw.started <= ticket then
+            set_error(gw, version, err)
+        end
         return nil, err
     end
     -- From the last yield of the hand-over to here nothing yielded.
     gw.started = ticket
+    gw.last_handover = now_ms()
     gw.order = gw.order + 1
-    local job = { seq = seq, version = version, mode = mode, order = gw.order, status = "pending" }
-    gw.jobs[seq] = job
-    gw.newest = job
-    gw.latest[version] = job
+    rec.seq, rec.order, rec.status, rec.routes = seq, gw.order, "pending", nil
+    gw.jobs[seq] = rec
+    gw.newest = rec
+    gw.latest[version] = rec
     _M.arm_timer(gw)
     local t = now_ms()
-    job.handover_ms, job.longest_ms = held + (t - since), math.max(longest, t - since)
+    rec.handover_ms, rec.longest_ms = held + (t - since), math.max(longest, t - since)
     return true, "building"
+end
+
+-- Hands the list that waits over, when the builder is free (from the timer, or wait()).
+function _M.flush(gw)
+    local rec = gw.next
+    if rec == nil or next(gw.jobs) ~= nil or too_soon(gw) then
+        return
+    end
+    gw.next = nil
+    local ok, err = handover(gw, rec)
+    if not ok then
+        if gw.started > rec.ticket then
+            finish(gw, rec, "superseded", nil, err)
+        else
+            finish(gw, rec, "refused", nil, err)
+        end
+    end
 end
 
 -- Waits until `version` is applied or refused (see resty.router.gateway's wait()).
@@ -427,6 +486,9 @@ function _M.wait(gw, version, timeout)
     local waited, step = 0, 0.001
     while true do
         poll(gw)
+        if can_sleep or may_block then
+            _M.flush(gw)
+        end
         local job = gw.latest[version]
         if job == nil then
             if gw.applied == version then
@@ -437,7 +499,7 @@ function _M.wait(gw, version, timeout)
         if job.status == "applied" then
             return true, job.report
         end
-        if job.status ~= "pending" then
+        if job.status ~= "pending" and job.status ~= "queued" then
             return nil, job.err, job.errs
         end
         if waited >= timeout then
