@@ -994,18 +994,40 @@ T.async_overlapping_loaders = with_nginx(function()
     eq(ok == true or ok == nil, true)
     eq(gw:version(), 13)
 
-    -- A table handed over in chunks, with ngx.sleep(0) between them; a later update gets its
-    -- list in meanwhile: the chunked one gives way at its next chunk.
+    -- A table handed over in chunks, with ngx.sleep(0) between them. A later update while it
+    -- is handed over waits for it (else, at many pushes a second, no hand-over of a large
+    -- table would ever end), then goes once the builder is free.
     local gw2 = assert(gateway.new({ update_chunk = 500 }))
     local c = nginx.co(function() return gw2:update(20, numbered(3000, "c")) end)
     local _, first = coroutine.resume(c)
     eq(first, "sleep", "a yield between two chunks")
     eq(gw2.router:sync_state(), "idle", "nothing handed over before the last chunk")
-    assert(gw2:update(21, list({ U2, 1, 'http.path ^= "/21"' })))
-    local _, ok20, err20 = coroutine.resume(c)
-    eq(ok20, nil)
-    has(err20, "version 20 was superseded by version 21 while its list was handed over")
+    same({ gw2:update(21, list({ U2, 1, 'http.path ^= "/21"' })) }, { true, "building" })
+    eq(gw2.next.version, 21, "waits for the hand-over")
+    local ok20, how20
+    repeat
+        _, ok20, how20 = coroutine.resume(c)
+    until ok20 ~= "sleep"
+    same({ ok20, how20 }, { true, "building" })
     assert(gw2:wait(21))
+    eq(gw2:version(), 21)
+    -- A hand-over abandoned while it yielded (its request ended): the next lists wait for it
+    -- only so long.
+    local gone = nginx.co(function() return gw2:update(23, numbered(3000, "g")) end)
+    eq(select(2, coroutine.resume(gone)), "sleep")
+    assert(gw2:update(24, list({ U2, 1, 'http.path ^= "/24"' })))
+    gw2.handing_at = gw2.handing_at - 2000
+    assert(gw2:wait(24))
+    -- And one whose list is handed over while an earlier, yielding one is still at it makes
+    -- that one give way.
+    local older = nginx.co(function() return gw2:update(25, numbered(3000, "o")) end)
+    eq(select(2, coroutine.resume(older)), "sleep")
+    gw2.handing_at = gw2.handing_at - 2000
+    assert(gw2:update(26, list({ U2, 1, 'http.path ^= "/26"' })))
+    local _, ok25, err25 = coroutine.resume(older)
+    eq(ok25, nil)
+    has(err25, "version 25 was superseded by version 26 while its list was handed over")
+    assert(gw2:wait(26))
     -- Unhindered, the chunks all go over and the version applies.
     c = nginx.co(function() return gw2:update(22, numbered(3000, "c")) end)
     local yields = 0
@@ -1111,6 +1133,23 @@ T.async_pushes_wait_for_the_build_in_flight = with_nginx(function()
         assert(rounds < 60000, "the timer never got to version 5")
         nginx.run_timers()
         sleep_ms(1)
+    end
+    -- A list still waiting when the builder is free and a newer update comes: the newer one
+    -- goes at once, the waiting one never.
+    assert(gw:update(6, numbered(30000, "r")))
+    assert(gw:update(7, list({ U2, 1, 'http.path ^= "/seven"' })))
+    repeat
+        sleep_ms(1)
+    until gw.router:sync_ready() or gw.next == nil
+    if gw.next ~= nil then
+        -- the builder is done with 6, 7 still waits: 8 comes before the timer.
+        assert(gw:update(8, list({ U2, 1, 'http.path ^= "/eight"' })))
+        local ok7, err7 = gw:wait(7)
+        eq(ok7, nil)
+        has(err7, "version 7 was superseded by version 8 before it was handed over")
+        assert(gw:wait(8))
+        nginx.run_timers()
+        eq(gw:version(), 8, "the waiting list is not handed over after the newer one")
     end
     -- update_interval: at most one hand-over per interval; the newest list waits.
     local slow = assert(gateway.new({ update_interval = 0.2 }))

@@ -130,8 +130,7 @@ do
     end
 end
 
--- A monotonic clock in milliseconds: what each update holds the worker is measured (and
--- reported with the outcome, report.worker).
+-- A monotonic clock in milliseconds (waits, intervals).
 -- Declared as the C library declares it (each part on its own: another module may have
 -- declared either, the same way).
 pcall(ffi.cdef, "struct timespec { long tv_sec; long tv_nsec; };")
@@ -142,6 +141,14 @@ local function now_ms()
     return tonumber(ts.tv_sec) * 1e3 + tonumber(ts.tv_nsec) / 1e6
 end
 _M.now_ms = now_ms
+-- The worker thread's CPU time in milliseconds: what a push holds the worker is measured in it
+-- (report.worker), so that a wait for the CPU (another process, the builder) is not counted as
+-- the push's.
+local function cpu_ms()
+    ffi.C.clock_gettime(3, ts) -- CLOCK_THREAD_CPUTIME_ID
+    return tonumber(ts.tv_sec) * 1e3 + tonumber(ts.tv_nsec) / 1e6
+end
+_M.cpu_ms = cpu_ms
 
 local function log(level, ...)
     local ngx = ngx_api()
@@ -205,7 +212,7 @@ function _M.poll(gw)
     if not r:sync_ready() then
         return false
     end
-    local t0 = now_ms()
+    local t0 = cpu_ms()
     local v, a, b, c = r:sync_apply()
     if v == false then
         return false
@@ -223,7 +230,7 @@ function _M.poll(gw)
     end
     if v then
         installed(gw, job, a)
-        job.apply_ms = now_ms() - t0
+        job.apply_ms = cpu_ms() - t0
         a.worker = { handover_ms = job.handover_ms, longest_ms = job.longest_ms,
             apply_ms = job.apply_ms }
     else
@@ -253,7 +260,7 @@ local function on_timer(premature, gw)
     end
     poll(gw)
     _M.flush(gw)
-    if next(gw.jobs) ~= nil or gw.next ~= nil then
+    if next(gw.jobs) ~= nil or gw.next ~= nil or gw.handing then
         _M.arm_timer(gw)
     end
 end
@@ -372,7 +379,7 @@ function _M.update(gw, version, routes, mode)
         if ok ~= nil or a ~= nil then
             return ok, a, b
         end
-        if gw.started > ticket then
+        if gw.started > ticket or (gw.next and gw.next.ticket > ticket) then
             return nil, "version " .. tostring(version) .. " was superseded by version "
                 .. tostring(gw.newest.version) .. " while its loader ran"
         end
@@ -384,20 +391,41 @@ function _M.update(gw, version, routes, mode)
         gw.started = ticket
         return update_now(gw, version, routes, mode)
     end
-    if next(gw.jobs) ~= nil or too_soon(gw) then
+    if too_soon(gw) then
         return defer(gw, version, routes, mode, ticket)
+    end
+    -- The builder is free: this list goes now, and one still waiting never will (it is older).
+    local waiting = gw.next
+    if waiting then
+        gw.next = nil
+        finish(gw, waiting, "superseded", nil, "version " .. tostring(waiting.version)
+            .. " was superseded by version " .. tostring(version) .. " before it was handed over")
     end
     return handover(gw, { version = version, routes = routes, mode = mode, ticket = ticket })
 end
 
--- Whether a hand-over now would come sooner than `update_interval` after the last one.
+-- How long a hand-over may go without coming back from a yield before it counts as abandoned
+-- (its request was ended while it yielded): later lists stop waiting for it.
+local HANDING_STALE_MS = 1000
+
+-- Whether a list must wait: the builder has one, another is being handed over (in chunks,
+-- yielding: starting a newer one would make it give way, and at 50 pushes a second no
+-- hand-over of a large table would ever end), or the last hand-over is not `update_interval`
+-- old.
 function too_soon(gw)
-    return gw.update_interval > 0 and now_ms() - gw.last_handover < gw.update_interval * 1000
+    if next(gw.jobs) ~= nil then
+        return true
+    end
+    local now = now_ms()
+    if gw.handing and now - gw.handing_at < HANDING_STALE_MS then
+        return true
+    end
+    return gw.update_interval > 0 and now - gw.last_handover < gw.update_interval * 1000
 end
 
 -- A list that waits for the build in flight (or for update_interval): only the newest one
--- waiting is handed over, by the timer (or wait()) once the builder is free. It counts as
--- started: an earlier call still in its loader gives way to it.
+-- waiting is handed over, by the timer (or wait()) once the builder is free. An earlier call
+-- still in its loader gives way to it; a hand-over in progress does not.
 function defer(gw, version, routes, mode, ticket)
     local prev = gw.next
     if prev then
@@ -406,7 +434,7 @@ function defer(gw, version, routes, mode, ticket)
     end
     local rec = { version = version, routes = routes, mode = mode, ticket = ticket,
         status = "queued" }
-    gw.next, gw.newest, gw.started = rec, rec, ticket
+    gw.next, gw.newest = rec, rec
     gw.latest[version] = rec
     _M.arm_timer(gw)
     return true, "building"
@@ -419,15 +447,16 @@ function handover(gw, rec)
     local version, ticket = rec.version, rec.ticket
     -- What the hand-over holds the worker: its time less the yields, and the longest stretch
     -- without a yield.
-    local held, longest, since = 0, 0, now_ms()
+    local held, longest, since = 0, 0, cpu_ms()
     local opts = { chunk = gw.chunk }
     local ngx = ngx_api()
     if ngx_phase_sleeps[phase()] and ngx.sleep then
         opts.yield = function()
-            local t = now_ms()
+            local t = cpu_ms()
             held, longest = held + (t - since), math.max(longest, t - since)
             ngx.sleep(0)
-            since = now_ms()
+            since = cpu_ms()
+            gw.handing_at = now_ms()
             if gw.started > ticket then
                 return "version " .. tostring(version) .. " was superseded by version "
                     .. tostring(gw.newest.version) .. " while its list was handed over"
@@ -438,7 +467,13 @@ function handover(gw, rec)
     -- started only once sync_start returned (its place in `order`).
     local seq = gw.seq + 1
     gw.seq = seq
+    if opts.yield then
+        gw.handing, gw.handing_at = ticket, now_ms()
+    end
     local started, err = gw.router:sync_start(seq, rec.routes, rec.mode, opts)
+    if gw.handing == ticket then
+        gw.handing = nil
+    end
     if not started then
         if gw.started <= ticket then
             set_error(gw, version, err)
@@ -454,7 +489,7 @@ function handover(gw, rec)
     gw.newest = rec
     gw.latest[version] = rec
     _M.arm_timer(gw)
-    local t = now_ms()
+    local t = cpu_ms()
     rec.handover_ms, rec.longest_ms = held + (t - since), math.max(longest, t - since)
     return true, "building"
 end
@@ -462,10 +497,15 @@ end
 -- Hands the list that waits over, when the builder is free (from the timer, or wait()).
 function _M.flush(gw)
     local rec = gw.next
-    if rec == nil or next(gw.jobs) ~= nil or too_soon(gw) then
+    if rec == nil or too_soon(gw) then
         return
     end
     gw.next = nil
+    if gw.started > rec.ticket then
+        finish(gw, rec, "superseded", nil, "version " .. tostring(rec.version)
+            .. " was superseded before it was handed over")
+        return
+    end
     local ok, err = handover(gw, rec)
     if not ok then
         if gw.started > rec.ticket then
