@@ -109,6 +109,10 @@ lua_tests!(
     matches_report,
     explain_and_matches_errors,
     route_expressions,
+    background_sync_steps,
+    background_sync_text,
+    background_sync_supersedes,
+    background_sync_chunks_and_yields,
 );
 
 lua_tests!(
@@ -127,4 +131,12 @@ lua_tests!(
     explain_summary_fits_a_header,
     explain_summary_cap_is_bytes_and_keeps_characters,
     request_source_option,
+    async_update_applies_on_route,
+    async_update_applies_on_timer,
+    async_refusals,
+    async_supersede_orderings,
+    async_overlapping_loaders,
+    async_string_lists,
+    updates_in_init_phases_are_applied_at_once,
+    async_pushes_wait_for_the_build_in_flight,
 );

@@ -1108,6 +1108,24 @@ fn check_updates(port: u16, dir: &Path, table: &Table, router: &mut Router) {
                         continue;
                     }
                 };
+                // The version that routed the request ("3" and the a-versions hold table a,
+                // the b-versions table b): the answer is that version's, wholly.
+                let by = got
+                    .headers
+                    .iter()
+                    .find(|(k, _)| k == "x-gw-version")
+                    .map(|(_, v)| usize::from(v.starts_with('b')));
+                if let Some(t) = by {
+                    if !answers([ea, eb][t], &got, req) {
+                        wrong.push(format!(
+                            "{:?}: routed by table {} (X-Gw-Version) but answered {} {:?}",
+                            String::from_utf8_lossy(&req.path),
+                            ["a", "b"][t],
+                            got.status,
+                            route_header(&got)
+                        ));
+                    }
+                }
                 match (answers(ea, &got, req), answers(eb, &got, req)) {
                     (true, false) => seen[0].fetch_add(1, Ordering::SeqCst),
                     (false, true) => seen[1].fetch_add(1, Ordering::SeqCst),
@@ -1168,6 +1186,39 @@ fn check_updates(port: u16, dir: &Path, table: &Table, router: &mut Router) {
         // An answer counted now may have been routed before the update; the next one is not.
         wait_for(t, seen[t].load(Ordering::SeqCst) + 1, version);
     }
+    // A burst: versions handed over back to back without waiting (each supersedes what the
+    // builder has not applied yet), then the last one waited for. The prober keeps routing.
+    for version in ["a9", "b10", "a11", "b12"] {
+        let target = format!(
+            "/__update?version={version}&file={}&mode=apply_valid&nowait=1",
+            percent_encode(
+                if version.starts_with('a') {
+                    &file_a
+                } else {
+                    &file_b
+                }
+                .to_str()
+                .unwrap()
+                .as_bytes(),
+                false
+            )
+        );
+        let raw = format!("POST {target} HTTP/1.0\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n");
+        let r = send(port, raw.as_bytes()).expect("update request");
+        let body = String::from_utf8_lossy(&r.body);
+        assert_eq!(r.status, 200, "{version}: {body}");
+        assert!(
+            body.starts_with(&format!("started version {version} ")),
+            "{body}"
+        );
+    }
+    let (status, body) = post_update(port, "b12", &file_b, "apply_valid");
+    assert_eq!(status, 200, "b12: {body}");
+    assert!(
+        body.starts_with("applied version b12 ") || body == "unchanged version b12\n",
+        "{body}"
+    );
+    wait_for(1, seen[1].load(Ordering::SeqCst) + 1, "b12");
     stop.store(true, Ordering::SeqCst);
     let wrong = prober.join().unwrap();
     let (as_a, as_b) = (
@@ -1185,4 +1236,131 @@ fn check_updates(port: u16, dir: &Path, table: &Table, router: &mut Router) {
     check_all(port, &rb, &final_reqs, "after the alternation (table b)");
     *router = rb;
     println!("updates checked in {:.1?}", t.elapsed());
+}
+
+/// A gateway made in `init_by_lua` (nginx's master, before it forks 2 workers): each worker
+/// routes by the table applied in init, then builds the later versions on a builder thread of
+/// its own (the first one started after the fork) and swaps them in.
+#[test]
+fn gateway_made_before_the_fork_builds_in_every_worker() {
+    let Some(nginx) =
+        nginx::required_or_skip("gateway_made_before_the_fork_builds_in_every_worker")
+    else {
+        return;
+    };
+    let dir = common::cpath_dir("nginx-fork");
+    let lua = common::repo_root().join("lua");
+    let u = |i: u32| format!("a8f2c1e4-0000-4000-8000-{i:012}");
+    // Version 1: /one; version 2: /two (every id new); version 3: /three and /one again.
+    let tables = [
+        ("1", vec![(u(1), "/one")]),
+        ("2", vec![(u(2), "/two")]),
+        ("3", vec![(u(3), "/three"), (u(1), "/one")]),
+    ];
+    for (v, routes) in &tables {
+        let tsv: String = routes
+            .iter()
+            .map(|(id, p)| format!("10\t{id}\thttp.path ^= \"{p}\"\n"))
+            .collect();
+        std::fs::write(dir.join(format!("routes-{v}.tsv")), tsv).unwrap();
+    }
+    let port = free_port();
+    let conf = format!(
+        r#"
+worker_processes 2;
+daemon off;
+master_process on;
+pid {dir}/nginx.pid;
+error_log {dir}/error.log info;
+{load_modules}
+events {{ worker_connections 256; }}
+http {{
+    access_log off;
+    client_body_temp_path {dir}/tmp_body;
+    proxy_temp_path {dir}/tmp_proxy;
+    fastcgi_temp_path {dir}/tmp_fastcgi;
+    uwsgi_temp_path {dir}/tmp_uwsgi;
+    scgi_temp_path {dir}/tmp_scgi;
+    lua_package_path "{lua}/?.lua;{lua}/t/?.lua;{share}/?.lua;;";
+    lua_package_cpath "{dir}/?.so;;";
+    lua_shared_dict versions 1m;
+    init_by_lua_block {{ require("gateway_init").init("{dir}") }}
+    init_worker_by_lua_block {{ require("gateway_init").init_worker() }}
+    server {{
+        listen 127.0.0.1:{port} reuseport;
+        location = /set {{ content_by_lua_block {{ require("gateway_init").set() }} }}
+        location / {{ content_by_lua_block {{ require("gateway_init").route() }} }}
+    }}
+}}
+"#,
+        dir = dir.display(),
+        load_modules = nginx::load_modules(&nginx),
+        lua = lua.display(),
+        share = nginx.lua_share.display(),
+    );
+    let conf_path = dir.join("nginx.conf");
+    std::fs::write(&conf_path, conf).unwrap();
+    let mut running = Running::start(&nginx, &dir, &conf_path);
+    let get = |path: &str| -> Result<String, String> {
+        let raw = format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n");
+        send(port, raw.as_bytes()).map(|r| String::from_utf8_lossy(&r.body).into_owned())
+    };
+    let started = Instant::now();
+    while get("/one").is_err() {
+        assert!(
+            started.elapsed() < START_DEADLINE,
+            "nginx did not answer:\n{}",
+            running.logs()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Until every worker answers `path` by `version` with `want`: each has built it itself.
+    let until_all = |version: &str, path: &str, want: &str| {
+        let until = Instant::now() + Duration::from_secs(120);
+        let mut pids = std::collections::BTreeMap::new();
+        loop {
+            let body = get(path).expect("request");
+            let parts: Vec<&str> = body.split_whitespace().collect();
+            assert_eq!(parts.len(), 3, "{body}");
+            if parts[1] == version {
+                assert_eq!(
+                    parts[2], want,
+                    "version {version} answers {path} with its table"
+                );
+            }
+            pids.insert(parts[0].to_string(), parts[1].to_string());
+            if pids.len() >= 2 && pids.values().all(|v| v == version) {
+                return pids;
+            }
+            assert!(
+                Instant::now() < until,
+                "not every worker reached version {version}: {pids:?}\n{}",
+                running.logs()
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    };
+    let before = until_all("1", "/one", &u(1));
+    assert_eq!(before.len(), 2, "two workers answered");
+    for (v, path, want) in [("2", "/two", u(2)), ("3", "/three", u(3))] {
+        assert_eq!(
+            get(&format!("/set?version={v}")).unwrap(),
+            format!("version {v}\n")
+        );
+        let pids = until_all(v, path, &want);
+        assert_eq!(
+            pids.keys().collect::<Vec<_>>(),
+            before.keys().collect::<Vec<_>>(),
+            "the same workers (none crashed)"
+        );
+    }
+    assert!(
+        get("/two").unwrap().ends_with(" 3 -\n"),
+        "version 3 has no /two"
+    );
+    running.stop();
+    let logs = running.logs();
+    nginx::assert_clean_logs(&logs);
+    assert!(!logs.contains("gateway_init: version"), "{logs}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

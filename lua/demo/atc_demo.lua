@@ -19,9 +19,11 @@
 -- The answer says what changed and how long the update held the worker, or (400) why nothing
 -- changed.
 --
--- Invariant: STORE is the route list of the applied version. A change is made to STORE in place,
--- with an undo log, and undone if the gateway refuses the new version; all of it (change, sync,
--- undo) runs without yielding, so requests never see STORE and the router disagree.
+-- Invariant: STORE is the route list of the applied version. A change is made to a copy of
+-- STORE, handed to the gateway (built on the router's builder thread while the worker routes),
+-- waited for, and the copy becomes STORE once applied; a refused version leaves STORE as it was.
+-- The benchmark's pushes (churn) change STORE in place and do not wait: each push is a new
+-- version, and the gateway never applies an older one after a newer one.
 
 local ffi = require("ffi")
 local gateway = require("resty.router.gateway")
@@ -35,15 +37,8 @@ local GW
 local STORE
 local STATS = { routed = 0, unrouted = 0, bad = 0, route_ms = 0 }
 
-pcall(ffi.cdef, [[
-typedef struct { long tv_sec; long tv_nsec; } atc_demo_timespec;
-int clock_gettime(int clk_id, atc_demo_timespec *tp);
-]])
-local ts = ffi.new("atc_demo_timespec")
-local function now_ms()
-    ffi.C.clock_gettime(1, ts) -- CLOCK_MONOTONIC
-    return tonumber(ts.tv_sec) * 1e3 + tonumber(ts.tv_nsec) / 1e6
-end
+-- The gateway's monotonic clock (ms).
+local now_ms = require("resty.router.gateway.updates").now_ms
 
 local function new_store()
     return { ids = {}, priorities = {}, expressions = {}, pos = {} }
@@ -88,7 +83,7 @@ local function parse(text, full)
     return out
 end
 
--- Applies changes to the store; returns the undo log.
+-- Applies changes to the store (in place); returns the undo log.
 local function change(store, changes)
     local undo = {}
     local ids, prios, exprs, pos = store.ids, store.priorities, store.expressions, store.pos
@@ -116,43 +111,23 @@ local function change(store, changes)
     return undo
 end
 
-local function revert(store, undo)
-    local ids, prios, exprs, pos = store.ids, store.priorities, store.expressions, store.pos
-    for k = #undo, 1, -1 do
-        local u = undo[k]
-        if u[1] == "replaced" then
-            prios[u[2]], exprs[u[2]] = u[3], u[4]
-        elseif u[1] == "added" then
-            local last = #ids
-            pos[ids[last]] = nil
-            ids[last], prios[last], exprs[last] = nil, nil, nil
-        else -- removed from u[2]: the route moved there goes back to the end
-            local i = u[2]
-            if ids[i] ~= nil then
-                store_add(store, ids[i], prios[i], exprs[i])
-            end
-            ids[i], prios[i], exprs[i] = u[3], u[4], u[5]
-            pos[u[3]] = i
-        end
-    end
-end
+-- The benchmark's pushes (scripts/gateway-bench), made by a timer in the worker while active,
+-- of one of these kinds (init's opts.churn):
+--   "routes10"  every second, 10 routes of STORE changed in place and STORE pushed (a table)
+--   "apisix"    every 20 ms (50 a second), 1 route of STORE changed in place and STORE pushed
+--   "pct"       every second, a list in text with 1% of the routes changed from the previous
+--               one (the texts are made at init, as a control plane would send them)
+--   "full"      every 2 seconds, a list in text where every id is new (two texts, alternating)
+-- A changed route gets `&& http.method != "C<k>"` appended to its original expression: a new
+-- expression (parsed and indexed again) that reaches the same requests.
+local CHURN = { active = false, k = 0, jobs = {}, original = {}, kind = nil, texts = nil }
+local CHURN_EVERY = { routes10 = 1, apisix = 0.02, pct = 1, full = 2 }
 
--- The benchmark's churn (scripts/gateway-bench): while active, a timer changes 10 routes every
--- second through the same path as the admin endpoint. Each changed route gets
--- `&& http.method != "C<k>"` appended to its original expression: a new expression (parsed and
--- indexed again) that reaches the same requests.
-local CHURN = { active = false, k = 0, held = {}, original = {} }
-
-local function churn_step(premature)
-    if premature or not CHURN.active then
-        return
-    end
-    local k = CHURN.k + 1
-    CHURN.k = k
+local function churn_routes(k, count)
     local ids, n = STORE.ids, #STORE.ids
     local changes = {}
-    for j = 1, math.min(10, n) do
-        -- Spread over the table, different each second, deterministic.
+    for j = 1, math.min(count, n) do
+        -- Spread over the table, different each time, deterministic.
         local i = (k * 7919 + j * 104729) % n + 1
         local id = ids[i]
         local original = CHURN.original[id] or STORE.expressions[i]
@@ -160,37 +135,137 @@ local function churn_step(premature)
         changes[j] = { id = id, priority = STORE.priorities[i],
             expression = "(" .. original .. ") && http.method != \"C" .. k .. "\"" }
     end
-    local t0 = now_ms()
-    local undo = change(STORE, changes)
-    local ok, err = GW:update("churn-" .. k, STORE)
+    change(STORE, changes)
+end
+
+local function store_text(store)
+    local out = {}
+    for i = 1, #store.ids do
+        out[i] = store.priorities[i] .. "\t" .. store.ids[i] .. "\t" .. store.expressions[i]
+    end
+    return concat(out, "\n") .. "\n"
+end
+
+-- The texts of the "pct" and "full" pushes, made once (at init: not while measuring).
+local function churn_texts(kind, pushes)
+    local texts = {}
+    if kind == "full" then
+        local renamed = new_store()
+        for i = 1, #STORE.ids do
+            store_add(renamed, "b" .. STORE.ids[i]:sub(2), STORE.priorities[i], STORE.expressions[i])
+        end
+        texts[1], texts[2] = store_text(renamed), store_text(STORE)
+    elseif kind == "pct" then
+        local work = new_store()
+        for i = 1, #STORE.ids do
+            store_add(work, STORE.ids[i], STORE.priorities[i], STORE.expressions[i])
+        end
+        local n = #work.ids
+        local per = math.max(1, math.floor(n / 100))
+        for k = 1, pushes do
+            for j = 1, per do
+                local i = ((k - 1) * per + j - 1) % n + 1
+                work.expressions[i] = "(" .. STORE.expressions[i] .. ") && http.method != \"C"
+                    .. k .. "\""
+            end
+            texts[k] = store_text(work)
+        end
+    end
+    return texts
+end
+
+-- The benchmark's experiment `opts.builder_nice`: lowers the priority of this worker's builder
+-- threads (found by name in /proc/self/task) with setpriority(2) on each thread id, so that a
+-- build competes less with the worker for the CPU. An experiment: the builder would do it for
+-- itself when it starts its thread (atc_router::Builder).
+local niced = {}
+local function renice_builders(nice)
+    pcall(ffi.cdef, "int setpriority(int which, unsigned int who, int prio);")
+    local p = io.popen("ls /proc/" .. ngx.worker.pid() .. "/task")
+    if not p then
+        return
+    end
+    for tid in p:lines() do
+        if not niced[tid] then
+            local f = io.open("/proc/" .. ngx.worker.pid() .. "/task/" .. tid .. "/comm")
+            local comm = f and f:read("*l")
+            if f then
+                f:close()
+            end
+            if comm and comm:find("^atc%-router%-bu") then
+                niced[tid] = ffi.C.setpriority(0, tonumber(tid), nice) == 0
+                ngx.log(ngx.NOTICE, "atc_demo: builder thread ", tid, " nice ", nice, ": ",
+                    tostring(niced[tid]))
+            end
+        end
+    end
+    p:close()
+end
+
+local function churn_step(premature)
+    if premature or not CHURN.active then
+        return
+    end
+    local k = CHURN.k + 1
+    CHURN.k = k
+    local kind, list = CHURN.kind, nil
+    if kind == "routes10" then
+        churn_routes(k, 10)
+        list = STORE
+    elseif kind == "apisix" then
+        churn_routes(k, 1)
+        list = STORE
+    elseif kind == "full" then
+        list = CHURN.texts[k % 2 + 1]
+    else
+        list = CHURN.texts[(k - 1) % #CHURN.texts + 1]
+    end
+    local version = kind .. "-" .. k
+    local ok, err = GW:update(version, list)
     if not ok then
-        revert(STORE, undo)
         ngx.log(ngx.ERR, "atc_demo: churn update refused: ", err)
         return
     end
-    CHURN.held[#CHURN.held + 1] = now_ms() - t0
+    if GW.newest and GW.newest.version == version then
+        CHURN.jobs[#CHURN.jobs + 1] = GW.newest
+    end
+    if CHURN.nice and k == 1 then
+        renice_builders(CHURN.nice)
+    end
 end
 
--- /admin/churn?start=1 starts the churn, ?stop=1 stops it; both print the time each update held
--- the worker (ms), since the last start.
+-- /admin/churn?start=1 starts the pushes, ?stop=1 stops them; both print, for each push since
+-- the last start, what it held the worker (ms): held_ms the hand-over plus the swap and plan
+-- (for a push applied; superseded ones were only handed over), longest_ms the longest stretch
+-- without a yield; then how many were applied.
 function _M.churn()
     if ngx.var.arg_start then
-        CHURN.active, CHURN.held = true, {}
+        CHURN.active, CHURN.jobs = true, {}
     elseif ngx.var.arg_stop then
         CHURN.active = false
     end
-    local held = {}
-    for i, ms in ipairs(CHURN.held) do
-        held[i] = string.format("%.2f", ms)
+    local held, longest, applied = {}, {}, 0
+    for i, job in ipairs(CHURN.jobs) do
+        local h = job.handover_ms or 0
+        local l = job.longest_ms or h
+        if job.apply_ms then
+            applied = applied + 1
+            h = h + job.apply_ms
+            l = math.max(l, job.apply_ms)
+        end
+        held[i], longest[i] = string.format("%.2f", h), string.format("%.2f", l)
     end
-    ngx.say("churn ", CHURN.active and "on" or "off", " held_ms ", concat(held, " "))
+    ngx.say("churn ", CHURN.active and "on" or "off", " applied ", applied, " of ", #CHURN.jobs,
+        " held_ms ", concat(held, " "), " longest_ms ", concat(longest, " "))
 end
 
--- `opts.churn_timer`: start the (inactive) churn timer of the benchmark. `opts.explain_header`:
--- the gateway's debug header (scripts/demo sets X-Atc-Explain; only 127.0.0.1 may use it), whose
--- summary access() puts in $route_explain.
+-- `opts.churn`: a kind of benchmark pushes (above) and its (inactive) timer; `opts.churn_pushes`
+-- how many texts "pct" makes (default 30). `opts.explain_header`: the gateway's debug header
+-- (scripts/demo sets X-Atc-Explain; only 127.0.0.1 may use it), whose summary access() puts in
+-- $route_explain.
 function _M.init(routes_file, opts)
-    GW = assert(gateway.new({ explain_header = opts and opts.explain_header }))
+    opts = opts or {}
+    GW = assert(gateway.new({ explain_header = opts.explain_header }))
     STORE = new_store()
     for line in io.lines(routes_file) do
         local prio, id, expr = route_line(line)
@@ -199,15 +274,21 @@ function _M.init(routes_file, opts)
         end
     end
     local t0 = now_ms()
-    local ok, report = GW:update("1", STORE, "apply_valid")
+    -- In init_worker the list is applied before update() returns: no request waits yet.
+    local ok, state, report = GW:update("1", STORE, "apply_valid")
     if not ok then
-        ngx.log(ngx.ERR, "atc_demo: routes not loaded: ", report)
+        ngx.log(ngx.ERR, "atc_demo: routes not loaded: ", state)
         return
     end
     ngx.log(ngx.NOTICE, "atc_demo: version 1 with ", report.added, " routes built in ",
         string.format("%.0f", now_ms() - t0), " ms; ", #report.errors, " invalid")
-    if opts and opts.churn_timer then
-        assert(ngx.timer.every(1, churn_step))
+    local kind = opts.churn or (opts.churn_timer and "routes10")
+    if kind then
+        assert(CHURN_EVERY[kind], "unknown churn kind")
+        CHURN.kind = kind
+        CHURN.nice = opts.builder_nice
+        CHURN.texts = churn_texts(kind, opts.churn_pushes or 30)
+        assert(ngx.timer.every(CHURN_EVERY[kind], churn_step))
     end
 end
 
@@ -346,24 +427,24 @@ function _M.admin()
         return fail(400, "nothing changed: ", perr)
     end
 
-    -- From here to the answer nothing yields: requests see the old version or the new one.
-    local t0 = now_ms()
-    local ok, report, errs
+    -- The new list is a copy: STORE stays the list of the applied version until the new one
+    -- is applied. The list is built on the builder thread while the worker routes; this
+    -- request waits for it (ngx.sleep), the others do not.
+    local store = new_store()
     if method == "PUT" then
-        local store = new_store()
         for _, r in ipairs(list) do
             store_add(store, r.id, r.priority, r.expression)
         end
-        ok, report, errs = GW:update(version, store, mode)
-        if ok then
-            STORE = store
-        end
     else
-        local undo = change(STORE, list)
-        ok, report, errs = GW:update(version, STORE, mode)
-        if not ok then
-            revert(STORE, undo)
+        for i = 1, #STORE.ids do
+            store_add(store, STORE.ids[i], STORE.priorities[i], STORE.expressions[i])
         end
+        change(store, list)
+    end
+    local t0 = now_ms()
+    local ok, report, errs = GW:update(version, store, mode)
+    if ok then
+        ok, report, errs = GW:wait(version)
     end
     local took = now_ms() - t0
     if not ok then
@@ -373,9 +454,12 @@ function _M.admin()
         say_errors(errs)
         return ngx.exit(400)
     end
-    ngx.say(string.format("version %s applied in %.2f ms: added %d, removed %d, changed %d, "
-        .. "unchanged %d, invalid %d (%d routes)", version, took, report.added, report.removed,
-        report.changed, report.unchanged, #report.errors, #STORE.ids))
+    STORE = store
+    local w = report.worker or {}
+    ngx.say(string.format("version %s applied in %.2f ms (the worker held %.2f ms): added %d, "
+        .. "removed %d, changed %d, unchanged %d, invalid %d (%d routes)", version, took,
+        (w.handover_ms or 0) + (w.apply_ms or 0), report.added, report.removed, report.changed,
+        report.unchanged, #report.errors, #STORE.ids))
     say_errors(report.errors)
 end
 

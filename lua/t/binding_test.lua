@@ -1062,4 +1062,229 @@ function T.route_expressions()
     eq(r:get_expression(U1), nil)
 end
 
+---------------------------------------------------------------------------------------------
+-- Background syncs: sync_start, sync_ready, sync_state, sync_apply.
+
+-- A short sleep between polls (not a busy loop under valgrind).
+local sleep_ms
+do
+    if not pcall(function() return ffi.C.poll end) then
+        pcall(ffi.cdef, "int poll(void *fds, unsigned long nfds, int timeout);")
+    end
+    sleep_ms = function(ms)
+        ffi.C.poll(nil, 0, ms)
+    end
+end
+
+-- Polls until an outcome is ready (at most 60 s), then applies it.
+local function applied(r)
+    for _ = 1, 60000 do
+        if r:sync_ready() then
+            return r:sync_apply()
+        end
+        sleep_ms(1)
+    end
+    error("no outcome in 60 s")
+end
+
+function T.background_sync_steps()
+    local s = http_schema()
+    local r = router.new(s)
+    local c = context.new(s)
+    eq(r:sync_state(), "idle", "before any start")
+    eq(r:sync_ready(), false)
+    eq(r:sync_apply(), false, "nothing to apply")
+    assert(r:add_matcher(1, U3, 'http.path ^= "/old"'))
+
+    eq(r:sync_start(7, {
+        { id = U1, priority = 1, expression = 'http.path ^= "/a"' },
+        { id = U2, priority = 2, expression = 'http.path ^= "/b"' },
+    }), true)
+    local state, v = r:sync_state()
+    eq(state == "building" or state == "ready", true, "state " .. tostring(state))
+    eq(v, 7)
+    -- The current table answers until the outcome is applied.
+    eq(path_route(r, c, "/old"), U3)
+    local version, rep = applied(r)
+    eq(version, 7)
+    -- A fresh build (the router was changed directly, so the builder has no copy of it): the
+    -- report counts from an empty table.
+    same({ rep.added, rep.changed, rep.unchanged, #rep.errors }, { 2, 0, 0, 0 })
+    eq(path_route(r, c, "/old"), nil)
+    eq(path_route(r, c, "/b/1"), U2)
+    eq(r:sync_state(), "idle")
+    eq(r:sync_apply(), false, "an outcome is applied once")
+    same(r:get_fields(), { "http.path" })
+
+    -- Parallel arrays, a 64-bit version, apply-valid with entries the C side cannot be given.
+    local big = 2ULL ^ 60
+    assert(r:sync_start(big, {
+        ids = { U1, 42, U3 }, priorities = { 1, 1, -1 },
+        expressions = { 'http.path ^= "/x"', 'http.path ^= "/y"', 'http.path ^= "/z"' },
+    }, "apply_valid"))
+    version, rep = applied(r)
+    eq(type(version), "cdata")
+    eq(version == big, true, "the version comes back exact")
+    eq(#rep.errors, 2)
+    same(rep.errors[1], { index = 2, id = 42, message = "id must be a string, got number" })
+    eq(rep.errors[2].index, 3)
+    eq(rep.errors[2].id, U3)
+    eq(rep.errors[2].message:find("priority must be", 1, true) ~= nil, true, rep.errors[2].message)
+    eq(path_route(r, c, "/x"), U1)
+
+    -- Refused (all or nothing): the current table stays; the errors are r:sync's.
+    assert(r:sync_start(9, {
+        { id = U1, priority = 1, expression = 'http.path ^= "/q"' },
+        { id = U2, priority = 1, expression = 'http.path ^=' },
+    }))
+    local ok, err, errs, rv = applied(r)
+    eq(ok, nil)
+    fails("1 invalid route(s), nothing changed; route #2 (" .. U2 .. ")", ok, err)
+    eq(rv, 9)
+    eq(#errs, 1)
+    eq(errs[1].id, U2)
+    eq(path_route(r, c, "/x"), U1)
+
+    -- Bad calls start nothing.
+    fails("version must be", r:sync_start(-1, {}))
+    fails("version must be", r:sync_start("1", {}))
+    fails("unknown sync mode", r:sync_start(1, {}, "some"))
+    fails("routes must be a table", r:sync_start(1, 5))
+    fails("differ in length", r:sync_start(1, { ids = { U1 }, priorities = {}, expressions = {} }))
+    fails("opts.chunk must be a positive integer", r:sync_start(1, {}, nil, { chunk = 0 }))
+    fails("opts.yield must be a function", r:sync_start(1, {}, nil, { yield = 1 }))
+    eq(r:sync_state(), "idle")
+end
+
+function T.background_sync_text()
+    local s = http_schema()
+    local r = router.new(s)
+    local c = context.new(s)
+    -- TSV, lent to the builder thread (no copy): the string stays anchored until applied.
+    local tsv = table.concat({
+        "10\t" .. U1 .. "\thttp.path ^= \"/a\"",
+        "# a comment",
+        "20\t" .. U2 .. "\thttp.path ^= \"/a/b\"",
+    }, "\n") .. "\n"
+    assert(r:sync_start(1, tsv))
+    eq(#r.bg.pending, 1, "the text is anchored")
+    tsv = nil -- luacheck: ignore
+    collectgarbage()
+    collectgarbage()
+    local v, rep = applied(r)
+    eq(v, 1)
+    eq(rep.added, 2)
+    eq(#r.bg.pending, 0, "released once applied")
+    eq(path_route(r, c, "/a/b/c"), U2)
+
+    -- JSON, copied.
+    local json_text = '{"routes": [{"id": "' .. U3 .. '", "priority": 5, "expression": "http.path ^= \\"/j\\""}]}'
+    assert(r:sync_start(2, json_text, "all_or_nothing", { copy = true }))
+    eq(#r.bg.pending, 1)
+    eq(r.bg.pending[1].text, true, "a copied text is not kept")
+    v, rep = applied(r)
+    eq(v, 2)
+    same({ rep.added, rep.removed }, { 1, 2 })
+    eq(path_route(r, c, "/j"), U3)
+
+    -- A bad route of a text: refused, `index` is its line, no id.
+    local ok, err, errs, rv = applied(r, assert(r:sync_start(3,
+        "1\t" .. U1 .. "\thttp.path ^= \"/a\"\n2\tnot-a-uuid\thttp.path ^= \"/b\"\n")))
+    eq(ok, nil)
+    fails("route at line 2", ok, err)
+    eq(rv, 3)
+    eq(errs[1].index, 2)
+    eq(errs[1].id, nil)
+    -- A text that is no route list at all: refused with why, no route listed.
+    ok, err, errs, rv = applied(r, assert(r:sync_start(4, "[{]")))
+    eq(ok, nil)
+    eq(type(err), "string")
+    eq(#errs, 0)
+    eq(rv, 4)
+    eq(path_route(r, c, "/j"), U3, "the current table stays")
+end
+
+-- Outcomes come in the order started and a newer start supersedes what is not applied yet:
+-- sync_apply never returns a version older than one it returned.
+function T.background_sync_supersedes()
+    local s = http_schema()
+    local r = router.new(s)
+    local c = context.new(s)
+    local n = 2000
+    local lists = {}
+    for k = 1, 5 do
+        local ids, prios, exprs = {}, {}, {}
+        for i = 1, n do
+            ids[i] = string.format("a8f2c1e4-0000-4000-8000-%012d", i)
+            prios[i] = i
+            exprs[i] = string.format('http.path ^= "/v%d/%d"', k, i)
+        end
+        lists[k] = { ids = ids, priorities = prios, expressions = exprs }
+    end
+    for k = 1, 5 do
+        assert(r:sync_start(k, lists[k]))
+    end
+    local last = 0
+    while true do
+        local state = r:sync_state()
+        if state == "idle" then
+            break
+        end
+        local v = applied(r)
+        eq(v ~= false and v > last, true, "version " .. tostring(v) .. " after " .. last)
+        last = v
+    end
+    eq(last, 5, "the newest is applied last")
+    eq(path_route(r, c, "/v5/7"), lists[5].ids[7])
+    eq(path_route(r, c, "/v4/7"), nil)
+    eq(#r.bg.pending, 0)
+    -- A router freed while it builds a lent text: the builder is stopped first.
+    local r2 = router.new(s)
+    assert(r2:sync_start(1, string.rep("1\t" .. U1 .. "\thttp.path ^= \"/a\"\n", 1)
+        .. string.rep("# padding\n", 20000)))
+    r2 = nil -- luacheck: ignore
+    collectgarbage()
+    collectgarbage()
+end
+
+-- A list of routes goes over in chunks, with a yield between two: the caller decides the size
+-- and may stop the start (nothing is started then).
+function T.background_sync_chunks_and_yields()
+    local s = http_schema()
+    local r = router.new(s)
+    local c = context.new(s)
+    local routes = {}
+    for i = 1, 10 do
+        routes[i] = { id = string.format("a8f2c1e4-0000-4000-8000-%012d", i), priority = i,
+            expression = string.format('http.path ^= "/c/%d"', i) }
+    end
+    local yields = 0
+    local co = coroutine.wrap(function()
+        return r:sync_start(1, routes, nil, { chunk = 3, yield = function()
+            yields = yields + 1
+            coroutine.yield("between chunks")
+        end })
+    end)
+    for _ = 1, 3 do
+        eq(co(), "between chunks")
+        eq(r:sync_state(), "idle", "nothing started before the last chunk")
+    end
+    eq(co(), true)
+    eq(yields, 3, "10 routes in chunks of 3: 4 chunks, 3 yields")
+    local v, rep = applied(r)
+    eq(v, 1)
+    eq(rep.added, 10)
+    eq(path_route(r, c, "/c/10"), routes[10].id)
+
+    -- A yield that answers stops the start: nothing is started, the list is freed.
+    local ok, err = r:sync_start(2, routes, nil, { chunk = 4, yield = function() return "superseded" end })
+    eq(ok, nil)
+    eq(err, "superseded")
+    eq(r:sync_state(), "idle")
+    eq(#r.bg.pending, 0)
+    -- Without a yield function, every chunk in one call.
+    assert(r:sync_start(3, routes, nil, { chunk = 1 }))
+    eq(applied(r), 3)
+end
+
 return T

@@ -9,8 +9,10 @@
 --   404 when no route matches, or
 --   400 when the request cannot be put in the context (invalid UTF-8, an unparsable address,
 --       too many values for one field).
--- update() (location /__update?version=V&file=F[&mode=M]) applies the routes of file F as
--- version V and answers "applied ...", "unchanged ..." or 400 "refused ...".
+-- update() (location /__update?version=V&file=F[&mode=M][&nowait=1]) hands the routes of file F
+-- to the builder as version V, waits for the outcome (the worker keeps routing) and answers
+-- "applied ...", "unchanged ..." or 400 "refused ..."; with nowait, "started ..." at once.
+-- Every routed answer carries X-Gw-Version, the version that routed it.
 -- A request with the header X-Atc-Explain from 127.0.0.1 also gets the response header
 -- X-Atc-Explain: gateway.explain_summary() of its explanation (the gateway's debug header).
 --
@@ -90,8 +92,9 @@ function _M.init_worker(schema_file, routes_file)
     -- Apply-valid, so that a bad line would be listed on the status page instead of leaving the
     -- worker without routes.
     local routes = read_routes(routes_file)
-    local ok, report = GW:update("initial", routes, "apply_valid")
-    assert(ok, report)
+    -- In init_worker an update is applied before update() returns (no request can wait yet).
+    local ok, state, report = GW:update("initial", routes, "apply_valid")
+    assert(ok and state == "applied", state)
     assert(GW_ALL:update("initial", routes, "apply_valid"))
     local errors = {}
     for _, e in ipairs(report.errors) do
@@ -114,26 +117,38 @@ function _M.update()
     local args = ngx.req.get_uri_args()
     local version, file, mode = args.version, args.file, args.mode
     local routes
-    local applied, report, errs = GW:update(version, function()
-        routes = read_routes(file)
+    local function load()
+        routes = routes or read_routes(file)
         return routes
-    end, mode)
-    if applied then
-        assert(GW_ALL:update(version, routes, mode))
     end
-    if applied == false then
+    -- Handed to the builder thread; this request waits for the outcome (ngx.sleep), the worker
+    -- goes on routing meanwhile. With nowait=1 it answers once the list is handed over.
+    local ok, state, errs = GW:update(version, load, mode)
+    local ok_all, state_all = GW_ALL:update(version, load, mode)
+    assert(ok_all or not ok, state_all)
+    if ok and args.nowait then
+        ngx.say("started version ", version, " (", state, ")")
+        return
+    end
+    local report = nil
+    if ok and state == "building" then
+        ok, report, errs = GW:wait(version)
+        state = report
+        assert(ok == GW_ALL:wait(version))
+    end
+    if ok and report == nil then
         ngx.say("unchanged version ", GW:version())
         return
     end
-    if not applied then
+    if not ok then
         ngx.status = 400
-        ngx.say("refused: ", report)
+        ngx.say("refused: ", state)
         for _, e in ipairs(errs or {}) do
             ngx.say("error ", e.index, " ", tostring(e.id), ": ", e.message)
         end
         return
     end
-    ngx.say("applied version ", GW:version(), " added ", report.added, " removed ", report.removed,
+    ngx.say("applied version ", version, " added ", report.added, " removed ", report.removed,
         " changed ", report.changed, " unchanged ", report.unchanged, " errors ", #report.errors)
     for _, e in ipairs(report.errors) do
         ngx.say("error ", e.index, " ", tostring(e.id), ": ", e.message)
@@ -153,6 +168,9 @@ function _M.access()
         end
     end
     local uuid, matched, captures = GW:route()
+    -- The version that routed this request (route() swaps a built table in before reading).
+    local version = GW:version()
+    ngx.header["X-Gw-Version"] = tostring(version)
     -- Asked for with the debug header (and from 127.0.0.1): the summary of the explanation, on
     -- every answer but a 400.
     local why = ngx.ctx.atc_explanation
@@ -161,8 +179,9 @@ function _M.access()
     end
     -- Two-phase routing answers what reading every field answers, except that a malformed value
     -- it never read (no candidate uses its field) does not make the request bad.
+    -- (Each gateway builds on its own thread: compared only when both route by one version.)
     local all_uuid, all_matched, all_captures = GW_ALL:route()
-    if not (all_uuid == nil and all_matched ~= nil)
+    if GW_ALL:version() == version and not (all_uuid == nil and all_matched ~= nil)
         and (uuid ~= all_uuid or matched ~= all_matched or flat(captures) ~= flat(all_captures))
     then
         ngx.status = 500

@@ -145,15 +145,17 @@ function T.update_applies_new_versions_only()
     set_request({ var = { uri = "/a/1" } })
     eq(gw:route(), nil, "an empty gateway routes nothing")
 
-    local changed, rep = gw:update("v1", list({ U1, 10, 'http.path ^= "/a"' }))
+    local changed, state, rep = gw:update("v1", list({ U1, 10, 'http.path ^= "/a"' }))
     eq(changed, true)
+    eq(state, "applied", "outside nginx an update is applied before update() returns")
     eq(rep.added, 1)
     eq(gw:version(), "v1")
     eq(gw:route(), U1)
 
-    -- The same version: nothing happens, a loader is not even called.
-    eq(gw:update("v1", list()), false)
-    eq(gw:update("v1", must_not_load), false)
+    -- The same version: nothing happens, a loader is not even called; it is in force, so
+    -- assert(gw:update(...)) holds.
+    same({ gw:update("v1", list()) }, { true, "applied" })
+    same({ gw:update("v1", must_not_load) }, { true, "applied" })
     eq(gw:route(), U1)
 
     -- A refused version leaves the applied one in force.
@@ -167,7 +169,7 @@ function T.update_applies_new_versions_only()
 
     -- A loader, called once the version differs.
     local calls = 0
-    changed, rep = gw:update(2, function()
+    changed, state, rep = gw:update(2, function()
         calls = calls + 1
         return list({ U1, 10, 'http.path ^= "/a"' }, { U2, 20, 'http.path ^= "/a/1"' })
     end)
@@ -176,7 +178,7 @@ function T.update_applies_new_versions_only()
     same({ rep.added, rep.removed, rep.changed, rep.unchanged }, { 1, 0, 0, 1 })
     eq(gw:version(), 2)
     eq(gw:route(), U2)
-    eq(gw:update(2, must_not_load), false)
+    same({ gw:update(2, must_not_load) }, { true, "applied" })
 
     -- A failing loader changes nothing.
     ok, err = gw:update(3, function() return nil, "store unreachable" end)
@@ -199,7 +201,7 @@ function T.update_applies_new_versions_only()
     has(err, "version must not be nil")
 
     -- Apply-valid: the valid routes are applied and the version counts as applied.
-    changed, rep = gw:update(4, list({ U1, 10, 'http.path ^= "/a"' }, { U3, 1, "nope" }), "apply_valid")
+    changed, state, rep = gw:update(4, list({ U1, 10, 'http.path ^= "/a"' }, { U3, 1, "nope" }), "apply_valid")
     eq(changed, true)
     eq(rep.removed, 1)
     eq(#rep.errors, 1)
@@ -404,8 +406,9 @@ function T.update_is_atomic_for_requests()
     end)
     coroutine.resume(co2)
     assert(gw:update(3, list({ U1, 1, 'http.path ^= "/a"' })))
-    local _, second = coroutine.resume(co2)
-    eq(second, false)
+    local _, second, how = coroutine.resume(co2)
+    eq(second, true)
+    eq(how, "applied", "the version another update applied meanwhile")
     set_request({ var = { uri = "/a" } })
     eq(gw:route(), U1)
 end
@@ -422,11 +425,11 @@ function T.large_update_changes_only_what_differs()
         exprs[i] = string.format('http.host == "svc-%d.example.com" && http.path ^= "/api/%d"', i, i)
     end
     local routes = { ids = ids, priorities = prios, expressions = exprs }
-    local _, rep = assert(gw:update(1, routes))
+    local _, _, rep = assert(gw:update(1, routes))
     eq(rep.added, n)
     exprs[7] = 'http.host == "svc-7.example.com" && http.path ^= "/v2/7"'
     prios[8] = 1e6
-    _, rep = assert(gw:update(2, routes))
+    _, _, rep = assert(gw:update(2, routes))
     same({ rep.added, rep.removed, rep.changed, rep.unchanged }, { 0, 0, 2, n - 2 })
     set_request({ var = { host = "svc-7.example.com", uri = "/v2/7/x" } })
     local uuid, path = gw:route()
@@ -705,5 +708,457 @@ function T.request_source_option()
         has(off_with({ subsystem = "http", ngx_lua_version = v }), "resty.core")
     end
 end
+
+---------------------------------------------------------------------------------------------
+-- Updates on the builder thread: the mock gets nginx's phase, timers, sleep and log.
+
+local ffi = require("ffi")
+if not pcall(function() return ffi.C.poll end) then
+    pcall(ffi.cdef, "int poll(void *fds, unsigned long nfds, int timeout);")
+end
+local function sleep_ms(ms)
+    ffi.C.poll(nil, 0, ms)
+end
+
+-- Makes the mock an nginx worker in `phase`: timers are recorded (fire them with
+-- nginx.run_timers()), ngx.sleep yields inside a coroutine marked with nginx.yielding (so a
+-- test can interleave updates) and sleeps otherwise, ngx.log records.
+local function async_ngx(phase)
+    local nginx = { phase = phase or "access", timers = {}, logs = {}, yielding = {} }
+    ngx.get_phase = function() return nginx.phase end
+    ngx.timer = {
+        at = function(delay, fn, ...)
+            nginx.timers[#nginx.timers + 1] = { delay = delay, fn = fn, args = { ... } }
+            return true
+        end,
+    }
+    ngx.sleep = function(t)
+        local co = coroutine.running()
+        if co and nginx.yielding[co] then
+            coroutine.yield("sleep")
+        else
+            sleep_ms(t * 1000)
+        end
+    end
+    ngx.ERR, ngx.WARN = 4, 5
+    ngx.log = function(level, ...)
+        nginx.logs[#nginx.logs + 1] = { level = level, text = table.concat({ ... }) }
+    end
+    function nginx.run_timers()
+        local due = nginx.timers
+        nginx.timers = {}
+        for _, t in ipairs(due) do
+            t.fn(false, unpack(t.args))
+        end
+        return #due
+    end
+    -- A coroutine whose ngx.sleep calls yield "sleep".
+    function nginx.co(fn)
+        local co = coroutine.create(fn)
+        nginx.yielding[co] = true
+        return co
+    end
+    return nginx
+end
+
+-- Runs `fn` with the mock made an nginx worker (async_ngx), and gives the plain mock back
+-- afterwards, pass or fail: lua/t/run.lua runs every test in one Lua state.
+local function with_nginx(fn)
+    return function()
+        local ok, err = xpcall(fn, debug.traceback)
+        install_ngx()
+        if not ok then
+            error(err, 0)
+        end
+    end
+end
+
+-- Until the router has an outcome waiting (without applying it).
+local function until_ready(gw)
+    for _ = 1, 60000 do
+        if gw.router:sync_ready() then
+            return
+        end
+        sleep_ms(1)
+    end
+    error("no build finished in 60 s")
+end
+
+local function numbered(n, tag)
+    local ids, prios, exprs = {}, {}, {}
+    for i = 1, n do
+        ids[i] = string.format("a8f2c1e4-0000-4000-8000-%012d", i)
+        prios[i] = i
+        exprs[i] = string.format('http.path ^= "/%s/%d"', tag, i)
+    end
+    return { ids = ids, priorities = prios, expressions = exprs }
+end
+
+-- A request routes by the table in force; the built table comes in at the next route(), with
+-- its plan, in one step.
+T.async_update_applies_on_route = with_nginx(function()
+    local nginx = async_ngx("content")
+    local gw = assert(gateway.new())
+    same({ gw:update(1, list({ U1, 1, 'http.path ^= "/a"' })) }, { true, "building" })
+    eq(gw:pending(), 1)
+    -- Asked again while it builds: nothing more is built (or, if the build was quick, it is
+    -- the applied version now); either way the loader is not called.
+    local again, how = gw:update(1, must_not_load)
+    eq(again, true)
+    eq(how == "building" or how == "applied", true, how)
+    eq(#nginx.timers, 1, "a timer to apply it")
+    if how == "building" then
+        until_ready(gw)
+        eq(gw:version(), nil, "nothing applied before a request or the timer")
+    end
+    set_request({ var = { uri = "/a" } })
+    eq(gw:route(), U1, "the request that finds it ready is routed by it")
+    eq(gw:version(), 1)
+    eq(gw:pending(), nil)
+    same(gw:fields_in_use(), { "http.path" })
+    -- The timer finds nothing to do and is not armed again.
+    nginx.run_timers()
+    eq(#nginx.timers, 0)
+    -- The applied version: true, so that assert(gw:update(...)) holds.
+    same({ gw:update(1, must_not_load) }, { true, "applied" })
+
+    -- A header route: the plan comes in with the table, not before.
+    assert(gw:update(2, list({ U1, 1, 'http.path ^= "/a"' }, { U2, 2, 'http.headers.x_b == "1"' })))
+    until_ready(gw)
+    set_request({ var = { uri = "/a" }, headers = { ["x-b"] = "1" } })
+    eq(gw:route(), U2)
+    eq(log.headers, 1)
+    local ok, rep = gw:wait(2)
+    eq(ok, true)
+    same({ rep.added, rep.removed, rep.changed, rep.unchanged }, { 1, 0, 0, 1 })
+end)
+
+T.async_update_applies_on_timer = with_nginx(function()
+    local nginx = async_ngx("timer")
+    local gw = assert(gateway.new({ poll_interval = 0.5 }))
+    assert(gw:update("a", list({ U1, 1, 'http.path ^= "/a"' })))
+    eq(#nginx.timers, 1)
+    eq(nginx.timers[1].delay, 0.5)
+    until_ready(gw)
+    nginx.run_timers()
+    eq(gw:version(), "a", "applied by the timer, without a request")
+    eq(#nginx.timers, 0, "nothing left to build: no timer")
+    -- A timer that fires before the build is done arms itself again.
+    local big = numbered(20000, "t")
+    assert(gw:update("b", big))
+    eq(#nginx.timers, 1)
+    local fired = 0
+    while gw:version() ~= "b" do
+        fired = fired + nginx.run_timers()
+        sleep_ms(1)
+    end
+    eq(fired >= 1, true)
+    eq(#nginx.timers, 0)
+    -- A worker exiting: the premature timer does nothing.
+    assert(gw:update("c", list({ U2, 1, 'http.path ^= "/c"' })))
+    local t = table.remove(nginx.timers)
+    until_ready(gw)
+    t.fn(true, unpack(t.args))
+    eq(gw:version(), "b")
+    eq(gw:wait("c"), true)
+end)
+
+-- A refused version: returned by wait(), logged, kept by last_error(); not built again until
+-- the version or the mode changes.
+T.async_refusals = with_nginx(function()
+    local nginx = async_ngx("access")
+    local gw = assert(gateway.new())
+    assert(gw:update(1, list({ U1, 1, 'http.path ^= "/a"' })))
+    assert(gw:wait(1))
+    eq(gw:last_error(), nil)
+    local bad = list({ U1, 1, 'http.path ^= "/a"' }, { U2, 2, "http.path =" })
+    same({ gw:update(2, bad) }, { true, "building" })
+    local ok, err, errs = gw:wait(2)
+    eq(ok, nil)
+    has(err, "1 invalid route(s), nothing changed; route #2")
+    eq(errs[1].id, U2)
+    eq(gw:version(), 1, "the applied version stays")
+    local lerr, lerrs, lversion = gw:last_error()
+    eq(lerr, err)
+    eq(lerrs, errs)
+    eq(lversion, 2)
+    eq(#nginx.logs, 1)
+    eq(nginx.logs[1].level, ngx.ERR)
+    has(nginx.logs[1].text, "version 2 refused, 1 stays in force")
+    -- Asked again: refused again at once, nothing built.
+    local again = { gw:update(2, must_not_load) }
+    eq(again[1], nil)
+    eq(again[2], err)
+    eq(gw.router:sync_state(), "idle")
+    -- The same version in apply-valid mode is another request: built, applied.
+    assert(gw:update(2, bad, "apply_valid"))
+    local _, rep = assert(gw:wait(2))
+    eq(#rep.errors, 1)
+    eq(gw:version(), 2)
+    eq(gw:last_error(), nil, "cleared by a later version applied")
+    -- A loader that fails is kept too.
+    ok, err = gw:update(3, function() return nil, "store down" end)
+    eq(ok, nil)
+    has(err, "store down")
+    has(gw:last_error(), "store down")
+    -- A text that is no route list.
+    assert(gw:update(4, "[{"))
+    ok, err = gw:wait(4)
+    eq(ok, nil)
+    eq(type(err), "string")
+    eq(gw:version(), 2)
+    -- Waiting for what was never started, or not long enough.
+    ok, err = gw:wait(99)
+    eq(ok, nil)
+    has(err, "version 99 was not started")
+    assert(gw:update(5, numbered(30000, "w")))
+    ok, err = gw:wait(5, 0)
+    if ok == nil then
+        has(err, "timeout: version 5 is still being built")
+    end
+    assert(gw:wait(5))
+    -- Waiting where nginx cannot sleep (and must not block).
+    assert(gw:update(6, numbered(30000, "x")))
+    nginx.phase = "log"
+    ok, err = gw:wait(6)
+    if ok == nil then
+        has(err, "in the log phase")
+    end
+    nginx.phase = "access"
+    assert(gw:wait(6))
+end)
+
+-- Versions started one after the other: the last one is applied, an earlier one is applied
+-- before it or superseded, never after it.
+T.async_supersede_orderings = with_nginx(function()
+    async_ngx("content")
+    local gw = assert(gateway.new())
+    local big = numbered(20000, "s")
+    assert(gw:update(1, big))
+    assert(gw:update(2, list({ U1, 1, 'http.path ^= "/two"' })))
+    local ok1, err1 = gw:wait(1)
+    local ok2 = gw:wait(2)
+    eq(ok2, true)
+    if not ok1 then
+        has(err1, "version 1 was superseded by version 2 before it was applied")
+    end
+    eq(gw:version(), 2)
+    for _ = 1, 5 do
+        sleep_ms(2)
+        set_request({ var = { uri = "/two" } })
+        eq(gw:route(), U1)
+        eq(gw:version(), 2, "never the older version after the newer one")
+    end
+    -- Going back to an applied version while a newer one builds: it is built again.
+    assert(gw:update(3, big))
+    same({ gw:update(2, list({ U1, 1, 'http.path ^= "/two"' })) }, { true, "building" })
+    assert(gw:wait(2))
+    eq(gw:version(), 2)
+end)
+
+-- Two updates whose loaders yield: whichever hands its list over last is the newer one; a call
+-- that started earlier and finds a later one's list already handed over gives way.
+T.async_overlapping_loaders = with_nginx(function()
+    local nginx = async_ngx("content")
+    local gw = assert(gateway.new())
+    local function loader(routes)
+        return function()
+            coroutine.yield("loading")
+            return routes
+        end
+    end
+    -- Earlier call (10) resumes after the later one (11) handed its list over: it gives way.
+    local a = nginx.co(function() return gw:update(10, loader(list({ U1, 1, 'http.path ^= "/ten"' }))) end)
+    local b = nginx.co(function() return gw:update(11, loader(list({ U1, 1, 'http.path ^= "/eleven"' }))) end)
+    eq(select(2, coroutine.resume(a)), "loading")
+    eq(select(2, coroutine.resume(b)), "loading")
+    local _, ok_b, how_b = coroutine.resume(b)
+    same({ ok_b, how_b }, { true, "building" })
+    local _, ok_a, err_a = coroutine.resume(a)
+    eq(ok_a, nil)
+    has(err_a, "version 10 was superseded by version 11 while its loader ran")
+    assert(gw:wait(11))
+    eq(gw:version(), 11)
+    -- In call order: both are handed over, the later one ends in force.
+    a = nginx.co(function() return gw:update(12, loader(list({ U1, 1, 'http.path ^= "/12"' }))) end)
+    b = nginx.co(function() return gw:update(13, loader(list({ U1, 1, 'http.path ^= "/13"' }))) end)
+    coroutine.resume(a)
+    coroutine.resume(b)
+    local _, ok12 = coroutine.resume(a)
+    local _, ok13 = coroutine.resume(b)
+    eq(ok12, true)
+    eq(ok13, true)
+    assert(gw:wait(13))
+    eq(gw:version(), 13)
+    local ok = gw:wait(12)
+    eq(ok == true or ok == nil, true)
+    eq(gw:version(), 13)
+
+    -- A table handed over in chunks, with ngx.sleep(0) between them. A later update while it
+    -- is handed over waits for it (else, at many pushes a second, no hand-over of a large
+    -- table would ever end), then goes once the builder is free.
+    local gw2 = assert(gateway.new({ update_chunk = 500 }))
+    local c = nginx.co(function() return gw2:update(20, numbered(3000, "c")) end)
+    local _, first = coroutine.resume(c)
+    eq(first, "sleep", "a yield between two chunks")
+    eq(gw2.router:sync_state(), "idle", "nothing handed over before the last chunk")
+    same({ gw2:update(21, list({ U2, 1, 'http.path ^= "/21"' })) }, { true, "building" })
+    eq(gw2.next.version, 21, "waits for the hand-over")
+    local ok20, how20
+    repeat
+        _, ok20, how20 = coroutine.resume(c)
+    until ok20 ~= "sleep"
+    same({ ok20, how20 }, { true, "building" })
+    assert(gw2:wait(21))
+    eq(gw2:version(), 21)
+    -- A hand-over abandoned while it yielded (its request ended): the next lists wait for it
+    -- only so long.
+    local gone = nginx.co(function() return gw2:update(23, numbered(3000, "g")) end)
+    eq(select(2, coroutine.resume(gone)), "sleep")
+    assert(gw2:update(24, list({ U2, 1, 'http.path ^= "/24"' })))
+    gw2.handing_at = gw2.handing_at - 2000
+    assert(gw2:wait(24))
+    -- And one whose list is handed over while an earlier, yielding one is still at it makes
+    -- that one give way.
+    local older = nginx.co(function() return gw2:update(25, numbered(3000, "o")) end)
+    eq(select(2, coroutine.resume(older)), "sleep")
+    gw2.handing_at = gw2.handing_at - 2000
+    assert(gw2:update(26, list({ U2, 1, 'http.path ^= "/26"' })))
+    local _, ok25, err25 = coroutine.resume(older)
+    eq(ok25, nil)
+    has(err25, "version 25 was superseded by version 26 while its list was handed over")
+    assert(gw2:wait(26))
+    -- Unhindered, the chunks all go over and the version applies.
+    c = nginx.co(function() return gw2:update(22, numbered(3000, "c")) end)
+    local yields = 0
+    while true do
+        local _, x, y = coroutine.resume(c)
+        if x ~= "sleep" then
+            same({ x, y }, { true, "building" })
+            break
+        end
+        yields = yields + 1
+    end
+    eq(yields, 5, "3000 routes in chunks of 500")
+    assert(gw2:wait(22))
+    set_request({ var = { uri = "/c/2999" } })
+    eq(gw2:route(), "a8f2c1e4-0000-4000-8000-000000002999")
+end)
+
+-- Lists as one string (TSV, JSON): read on the builder thread.
+T.async_string_lists = with_nginx(function()
+    async_ngx("access")
+    local gw = assert(gateway.new())
+    local tsv = "1\t" .. U1 .. "\thttp.path ^= \"/t\"\n2\t" .. U2 .. "\thttp.path ^= \"/t/2\"\n"
+    assert(gw:update("t", tsv))
+    local _, rep = assert(gw:wait("t"))
+    eq(rep.added, 2)
+    set_request({ var = { uri = "/t/2" } })
+    eq(gw:route(), U2)
+    local json = '[{"id": "' .. U3 .. '", "priority": 3, "expression": "http.path ^= \\"/j\\""}]'
+    assert(gw:update("j", function() return json end))
+    assert(gw:wait("j"))
+    set_request({ var = { uri = "/j" } })
+    eq(gw:route(), U3)
+    assert(gw:update("bad", "1\t" .. U1 .. "\thttp.path ^=\n"))
+    local ok, err, errs = gw:wait("bad")
+    eq(ok, nil)
+    has(err, "route at line 1")
+    eq(errs[1].index, 1)
+    eq(gw:version(), "j")
+end)
+
+-- nginx's init and init_worker phases have no request to stall (and init no timer): update()
+-- applies the list before it returns, a string included.
+T.updates_in_init_phases_are_applied_at_once = with_nginx(function()
+    local nginx = async_ngx("init")
+    local gw = assert(gateway.new())
+    local ok, state, rep = gw:update(1, list({ U1, 1, 'http.path ^= "/i"' }))
+    same({ ok, state, rep.added }, { true, "applied", 1 })
+    ok, state, rep = gw:update(2, "5\t" .. U2 .. "\thttp.path ^= \"/s\"\n")
+    -- (Built fresh: the builder has no copy of a table r:sync made, so the report counts
+    -- from an empty table.)
+    same({ ok, state, rep.added }, { true, "applied", 1 })
+    eq(gw:route(), nil)
+    set_request({ var = { uri = "/s" } })
+    eq(gw:route(), U2)
+    nginx.phase = "init_worker"
+    local err, errs
+    ok, err, errs = gw:update(3, "5\t" .. U2 .. "\thttp.path ^=\n")
+    eq(ok, nil)
+    has(err, "route at line 1")
+    eq(#errs, 1)
+    eq(#nginx.timers, 0, "no timer")
+    eq(gw:version(), 2)
+    -- updates = "async": handed over in init_worker too (timers exist there).
+    local gw2 = assert(gateway.new({ updates = "async" }))
+    same({ gw2:update(1, list({ U1, 1, 'http.path ^= "/i"' })) }, { true, "building" })
+    assert(gw2:wait(1))
+    -- updates = "sync": applied at once in a request too.
+    nginx.phase = "access"
+    local gw3 = assert(gateway.new({ updates = "sync" }))
+    same({ gw3:update(1, list({ U1, 1, 'http.path ^= "/i"' })) }, { true, "applied", gw3.done[1].report })
+    local nope
+    nope, err = gateway.new({ updates = "later" })
+    eq(nope, nil)
+    has(err, "updates must be")
+end)
+
+-- While a build is in flight, newer lists wait in the gateway and only the newest is handed
+-- over once the builder is free: frequent pushes cost one hand-over per build.
+T.async_pushes_wait_for_the_build_in_flight = with_nginx(function()
+    local nginx = async_ngx("content")
+    local gw = assert(gateway.new())
+    assert(gw:update(1, numbered(30000, "p")))
+    eq(gw.router:sync_state() ~= "idle", true)
+    -- (If the first build was already done, these are handed over at once: both fine.)
+    same({ gw:update(2, list({ U1, 1, 'http.path ^= "/two"' })) }, { true, "building" })
+    same({ gw:update(3, list({ U1, 1, 'http.path ^= "/three"' })) }, { true, "building" })
+    same({ gw:update(3, must_not_load) }, { true, "building" }, "a loader's version waiting")
+    eq(gw:pending(), 3)
+    local ok, err = gw:wait(2)
+    if not ok then
+        has(err, "version 2 was superseded by version 3 before it was")
+    end
+    assert(gw:wait(3))
+    eq(gw:version(), 3)
+    set_request({ var = { uri = "/three" } })
+    eq(gw:route(), U1)
+    -- Without wait(): the timer hands the waiting list over once the build is done.
+    assert(gw:update(4, numbered(30000, "q")))
+    assert(gw:update(5, list({ U2, 1, 'http.path ^= "/five"' })))
+    local rounds = 0
+    while gw:version() ~= 5 do
+        rounds = rounds + 1
+        assert(rounds < 60000, "the timer never got to version 5")
+        nginx.run_timers()
+        sleep_ms(1)
+    end
+    -- A list still waiting when the builder is free and a newer update comes: the newer one
+    -- goes at once, the waiting one never.
+    assert(gw:update(6, numbered(30000, "r")))
+    assert(gw:update(7, list({ U2, 1, 'http.path ^= "/seven"' })))
+    repeat
+        sleep_ms(1)
+    until gw.router:sync_ready() or gw.next == nil
+    if gw.next ~= nil then
+        -- the builder is done with 6, 7 still waits: 8 comes before the timer.
+        assert(gw:update(8, list({ U2, 1, 'http.path ^= "/eight"' })))
+        local ok7, err7 = gw:wait(7)
+        eq(ok7, nil)
+        has(err7, "version 7 was superseded by version 8 before it was handed over")
+        assert(gw:wait(8))
+        nginx.run_timers()
+        eq(gw:version(), 8, "the waiting list is not handed over after the newer one")
+    end
+    -- update_interval: at most one hand-over per interval; the newest list waits.
+    local slow = assert(gateway.new({ update_interval = 0.2 }))
+    assert(slow:update("a", list({ U1, 1, 'http.path ^= "/a"' })))
+    assert(slow:wait("a"))
+    assert(slow:update("b", list({ U1, 1, 'http.path ^= "/b"' })))
+    eq(slow.next ~= nil and slow.next.version, "b", "waits for the interval")
+    assert(slow:wait("b"))
+    eq(slow:version(), "b")
+end)
 
 return T

@@ -4,6 +4,7 @@
 --   local gateway = require("resty.router.gateway")
 --   local gw = assert(gateway.new())                  -- the standard gateway schema
 --   assert(gw:update(version, routes))                -- e.g. in init_worker, and on changes
+--   assert(gw:wait(version))                          -- where the caller must know it applied
 --   ...
 --   local uuid, matched_path, captures = gw:route()   -- in access_by_lua*, per request
 --   -- opt-in debug header: gateway.new({ explain_header = "X-Atc-Explain" }), then
@@ -36,6 +37,7 @@ local explain = require("resty.router.gateway.explain")
 local ipairs, setmetatable, tostring = ipairs, setmetatable, tostring
 
 local read, ALL = request.read, request.ALL
+local poll = updates.poll
 
 local _M = {}
 _M._VERSION = "0.2.0"
@@ -72,6 +74,18 @@ _M.SCHEMA = {
 --               default. A debugging aid: it reveals the route table and costs a full explain
 --   explain_allow  who may ask: an array of client addresses ($remote_addr), default
 --               { "127.0.0.1", "::1" }, or a function() returning true for a request that may
+--   updates     how update() applies a list: "auto" (default: handed to the router's builder
+--               thread, applied later between two requests; applied before update() returns in
+--               nginx's init and init_worker phases and outside nginx), "async" (always handed
+--               over when nginx timers exist, init_worker included) or "sync" (always applied
+--               before update() returns: the worker is held for the build)
+--   update_chunk  routes of a table handed to the builder per step (default 1000), with a
+--               yield (ngx.sleep(0)) between two steps where the phase allows it
+--   poll_interval  seconds between two checks of the timer that applies finished builds
+--               (default 0.01; route() applies them too)
+--   update_interval  at least this many seconds between two hand-overs (default 0). While a
+--               build is in flight (or within the interval), a newer list waits, and only the
+--               newest one waiting is handed over: frequent pushes cost one hand-over per build
 --   request_source  how requests are read (resty.router.gateway.sources): "auto" (default:
 --               lua-nginx-module's FFI functions when sources.native is available, else the
 --               plain ngx API), "plain" (always the plain ngx API), or "native" (an error
@@ -99,6 +113,11 @@ function _M.new(opts)
     explaining, err = explain.settings(opts)
     if err then
         return nil, err
+    end
+    local updates_mode = opts.updates or "auto"
+    if updates_mode ~= "auto" and updates_mode ~= "async" and updates_mode ~= "sync" then
+        return nil, "updates must be \"auto\", \"async\" or \"sync\", got "
+            .. tostring(updates_mode)
     end
     local want, source = opts.request_source or "auto", nil
     if want == "auto" then
@@ -129,6 +148,13 @@ function _M.new(opts)
         applied = nil,
         plan = updates.EMPTY,
         batch = request.batch(),
+        -- Updates (resty.router.gateway.updates).
+        updates = updates_mode,
+        chunk = opts.update_chunk or 1000,
+        poll_interval = opts.poll_interval or 0.01,
+        update_interval = opts.update_interval or 0,
+        seq = 0, order = 0, tickets = 0, started = 0, last_handover = -math.huge, next = nil,
+        jobs = {}, latest = {}, done = {}, newest = nil, error = nil, timer_armed = false,
     }, mt)
 end
 
@@ -148,19 +174,61 @@ function _M:fields_in_use()
     return self.plan.fields
 end
 
--- Brings the router to `routes` (router:sync's forms: an array of { id =, priority =,
--- expression = } or parallel arrays { ids =, priorities =, expressions = }; or a function
--- returning one, called only when the version differs) unless `version` is the version applied.
--- Returns:
---   false                  the version is the one applied: nothing done (the loader not called)
---   true, report           applied (report as from router:sync; with "apply_valid" its errors
---                          list the routes left out: the version counts as applied anyway)
---   nil, err, errs         nothing changed: invalid routes (errs as from router:sync), or the
---                          loader failed (returned no table, or raised); the previous version
---                          stays in force
+-- Brings the router to `routes` as `version`: an array of { id =, priority =, expression = },
+-- parallel arrays { ids =, priorities =, expressions = }, a string holding a TSV or JSON route
+-- list (read on the builder thread: the worker decodes nothing), or a function returning one of
+-- these (or nil and an error), called only when a list is needed. `mode`: "all_or_nothing"
+-- (default: the gateway's `mode` option) or "apply_valid".
+--
+-- The list is handed to the router's builder thread and update() returns; the new table and
+-- its plan are swapped in later, between two requests (by route(), the gateway's timer, or
+-- wait()). Returns:
+--   true, "applied"[, report]   `version` is in force (already, or applied by this call where
+--                               updates are applied at once: then the report, as r:sync's)
+--   true, "building"            handed over, or waiting for the build in flight (only the
+--                               newest list waiting is handed over once the builder is free),
+--                               or, for a loader, already being built: wait(version) tells how
+--                               it ends
+--   nil, err, errs              refused where updates are applied at once, or, for a loader,
+--                               this version was refused already (the loader is not called
+--                               again for the version refused last, in the same mode); the
+--                               loader failed (returned no
+--                               list, or raised); a later update() got its list in while this
+--                               one's loader or hand-over yielded (superseded); a bad argument.
+--                               The applied version stays in force; gw:last_error() keeps it
 -- Versions are compared with ==.
 function _M:update(version, routes, mode)
     return updates.update(self, version, routes, mode)
+end
+
+-- Waits until `version` is applied or refused, polling (ngx.sleep where the phase allows it;
+-- a blocking wait in init, init_worker and outside nginx; elsewhere it does not wait).
+-- `timeout` in seconds (default 60). Returns true and the report (nil when the version was
+-- applied without this gateway building it); nil, err, errs when it was refused; nil and why
+-- when it was superseded by a later version before it was applied, was never started, or is
+-- still being built at the timeout.
+function _M:wait(version, timeout)
+    return updates.wait(self, version, timeout)
+end
+
+-- The version being built (handed over, not yet applied or refused), or nil.
+function _M:pending()
+    local newest = self.newest
+    if newest and (newest.status == "pending" or newest.status == "queued") then
+        return newest.version
+    end
+    return nil
+end
+
+-- The last failure of an update (a refused version, a loader that failed, a start that failed)
+-- since a later version was applied: err, errs, version; nil when there is none. Refusals are
+-- also logged (ngx.ERR).
+function _M:last_error()
+    local e = self.error
+    if not e then
+        return nil
+    end
+    return e.err, e.errs, e.version
 end
 
 -- Reads the steps whose fields are in the mask (lo, hi) into the context: true, or nil and why.
@@ -193,6 +261,10 @@ end
 -- router:explain's table, or { error = message }; gateway.explain_summary() makes a header
 -- value of it.
 function _M:route()
+    -- A built table waits (one atomic load): swap it and its plan in before reading anything.
+    if self.router:sync_ready() then
+        poll(self)
+    end
     local c, plan, source = self.context, self.plan, self.source
     c:reset()
     local ok, err

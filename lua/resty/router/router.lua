@@ -22,7 +22,8 @@ local errbuf, errlen = cdefs.errbuf, cdefs.errlen
 local to_priority = cdefs.priority
 
 local ERR_BUFFER = lib.ATC_ERR_BUFFER
-local ERR_NULL = lib.ATC_ERR_NULL
+local ERR_NOT_READY = lib.ATC_ERR_NOT_READY
+local ERR_PANIC = lib.ATC_ERR_PANIC
 local ERR_ROUTES = lib.ATC_ERR_ROUTES
 local MODES = {
     all_or_nothing = lib.ATC_SYNC_ALL_OR_NOTHING,
@@ -36,8 +37,14 @@ local _M = {}
 _M._VERSION = "0.2.0"
 local mt = { __index = _M }
 
-local function free(p)
-    lib.atc_router_free(p)
+-- The router's finalizer keeps `bg` (the lists of its background syncs, texts lent to the
+-- builder thread among them) reachable until atc_router_free has stopped that thread: a text is
+-- never collected while the thread may read it, whatever order the collector frees things in.
+local function finalizer(bg)
+    return function(p)
+        lib.atc_router_free(p)
+        bg.pending = nil
+    end
 end
 
 -- `routes_n` (the expected number of routes) is accepted for compatibility; it is a hint the
@@ -51,7 +58,8 @@ function _M.new(schema, routes_n) -- luacheck: ignore routes_n
     if p == nil then
         return nil, message(lib.ATC_ERR_NULL)
     end
-    return setmetatable({ ptr = ffi.gc(p, free), schema = schema }, mt)
+    local bg = { pending = {} }
+    return setmetatable({ ptr = ffi.gc(p, finalizer(bg)), schema = schema, bg = bg }, mt)
 end
 
 -- true, or nil and an error (bad priority or UUID, duplicate id, invalid expression with its
@@ -267,14 +275,13 @@ local msg_len = ffi.new("size_t[1]")
 local errors_len = ffi.new("size_t[1]")
 local report = ffi.new("atc_sync_report")
 
--- Fills routes_buf[0 .. n-1] from either input form. Entries the C side cannot be given (a
--- non-string id or expression, a bad priority) get a NULL pointer with length 1, which the
--- library reports as that route's error (and, for a known id in apply-valid mode, keeps the
--- route's current version); `bad` maps their 1-based index to the real reason.
-local function fill(routes, ids, priorities, expressions, n)
-    local bad = nil
-    local buf = routes_buf
-    for i = 1, n do
+-- Fills buf[0 .. last-first] with routes first .. last of either input form. Entries the C side
+-- cannot be given (a non-string id or expression, a bad priority) get a NULL pointer with length
+-- 1, which the library reports as that route's error (and, for a known id in apply-valid mode,
+-- keeps the route's current version); `bad` maps their 1-based index to the real reason (made
+-- when needed: the table is returned).
+local function fill(buf, routes, ids, priorities, expressions, first, last, bad)
+    for i = first, last do
         local id, prio, expr
         if ids then
             id, prio, expr = ids[i], priorities[i], expressions[i]
@@ -284,7 +291,7 @@ local function fill(routes, ids, priorities, expressions, n)
                 id, prio, expr = route.id, route.priority, route.expression
             end
         end
-        local e = buf[i - 1]
+        local e = buf[i - first]
         if type(id) == "string" then
             e.id, e.id_len = id, #id
         else
@@ -322,6 +329,52 @@ local function id_at(routes, ids, i)
     return type(route) == "table" and route.id or nil
 end
 
+-- The form of a route list: ids, priorities, expressions (the parallel arrays, or nil for an
+-- array of route tables) and n; or nil, err.
+local function list_form(routes)
+    if type(routes) ~= "table" then
+        return nil, "routes must be a table, got " .. type(routes)
+    end
+    local ids, priorities, expressions = routes.ids, routes.priorities, routes.expressions
+    if ids == nil then
+        return nil, nil, nil, #routes
+    end
+    if type(ids) ~= "table" or type(priorities) ~= "table" or type(expressions) ~= "table" then
+        return nil, "routes.ids, routes.priorities and routes.expressions must be tables"
+    end
+    local n = #ids
+    if #priorities ~= n or #expressions ~= n then
+        return nil, "routes.ids, routes.priorities and routes.expressions differ in length ("
+            .. n .. ", " .. #priorities .. ", " .. #expressions .. ")"
+    end
+    return ids, priorities, expressions, n
+end
+
+-- The errors array of a sync: { index =, id =, message = } for errors_buf[0 .. count-1]. `bad`
+-- holds the real reasons of the entries fill() could not hand over; `routes`/`ids` give the
+-- ids (nil for a list in text: `index` is then the route's line).
+local function read_errors(count, routes, ids, bad, text)
+    local errors = {}
+    for k = 0, count - 1 do
+        local e = errors_buf[k]
+        local i = tonumber(e.index) + 1
+        local msg
+        if bad and bad[i] then
+            msg = bad[i]
+        elseif e.message ~= nil then
+            msg = ffi_string(e.message, e.message_len)
+        else
+            msg = ffi_string(lib.atc_strerror(e.code))
+        end
+        local id
+        if not text then
+            id = id_at(routes, ids, i)
+        end
+        errors[k + 1] = { index = i, id = id, message = msg }
+    end
+    return errors
+end
+
 -- Makes the router hold exactly `routes`, touching only what differs (see ffi/README.md):
 -- routes whose id, priority and expression are unchanged are not parsed again, and the router
 -- changes in one step, in this call, without yielding.
@@ -341,22 +394,9 @@ function _M:sync(routes, mode)
         return nil, "unknown sync mode " .. tostring(mode)
             .. " (expected \"all_or_nothing\" or \"apply_valid\")"
     end
-    if type(routes) ~= "table" then
-        return nil, "routes must be a table, got " .. type(routes)
-    end
-    local ids, priorities, expressions = routes.ids, routes.priorities, routes.expressions
-    local n
-    if ids ~= nil then
-        if type(ids) ~= "table" or type(priorities) ~= "table" or type(expressions) ~= "table" then
-            return nil, "routes.ids, routes.priorities and routes.expressions must be tables"
-        end
-        n = #ids
-        if #priorities ~= n or #expressions ~= n then
-            return nil, "routes.ids, routes.priorities and routes.expressions differ in length ("
-                .. n .. ", " .. #priorities .. ", " .. #expressions .. ")"
-        end
-    else
-        n = #routes
+    local ids, priorities, expressions, n = list_form(routes)
+    if not ids and not n then
+        return nil, priorities
     end
     if n > routes_cap then
         routes_cap = math.max(n, 2 * routes_cap)
@@ -367,7 +407,7 @@ function _M:sync(routes, mode)
         errors_cap = routes_cap
         errors_buf = ffi.new("atc_sync_error[?]", errors_cap)
     end
-    local bad = fill(routes, ids, priorities, expressions, n)
+    local bad = fill(routes_buf, routes, ids, priorities, expressions, 1, n, nil)
     local rc = run_sync(self.ptr, n, mode_code)
     if rc ~= 0 and rc ~= ERR_ROUTES then
         return nil, message(rc)
@@ -386,20 +426,7 @@ function _M:sync(routes, mode)
         report.added, report.removed, report.changed, report.unchanged =
             counts[1], counts[2], counts[3], counts[4]
     end
-    local errors = {}
-    for k = 0, tonumber(errors_len[0]) - 1 do
-        local e = errors_buf[k]
-        local i = tonumber(e.index) + 1
-        local text
-        if bad and bad[i] and e.code == ERR_NULL then
-            text = bad[i]
-        elseif e.message ~= nil then
-            text = ffi_string(e.message, e.message_len)
-        else
-            text = ffi_string(lib.atc_strerror(e.code))
-        end
-        errors[k + 1] = { index = i, id = id_at(routes, ids, i), message = text }
-    end
+    local errors = read_errors(tonumber(errors_len[0]), routes, ids, bad, false)
     if rc == ERR_ROUTES then
         local first = errors[1]
         return nil, total .. " invalid route(s), nothing changed; route #" .. first.index
@@ -411,6 +438,259 @@ function _M:sync(routes, mode)
         changed = tonumber(report.changed),
         unchanged = tonumber(report.unchanged),
         errors = errors,
+    }
+end
+
+---------------------------------------------------------------------------------------------
+-- Background syncs: the next table is built on the router's builder thread (ffi/README.md,
+-- "Background syncs"). sync_start hands a list over and returns; sync_ready (one atomic load)
+-- says when the outcome waits; sync_apply swaps it in (O(1)) or says why it was refused.
+--
+-- Invariants:
+-- * `self.bg.pending` holds, in the order started, what each list still in the builder's hands
+--   needs on this side: a text lent without a copy (anchored here until sync_apply returned the
+--   outcome of that start or a later one, which is when the builder no longer reads it), and
+--   what the errors of a list of routes are read against (its table and the reasons fill()
+--   found). The router's finalizer keeps it reachable until the builder thread is stopped.
+-- * A list of routes goes over in chunks, each copied by atc_route_list_add; between chunks
+--   `opts.yield` may yield. Nothing is started before the last chunk is in, and a start that
+--   stops early frees its list.
+
+local DEFAULT_CHUNK = 1000
+local TEXT_COPY, TEXT_BORROW = lib.ATC_TEXT_COPY, lib.ATC_TEXT_BORROW
+local BUILD_STATES = { [0] = "idle", "building", "ready" }
+local version_out = ffi.new("uint64_t[1]")
+local chunk_cap, chunk_buf = 0, nil
+-- The outcome's errors are written once (an outcome is taken once): apply_errors_cap entries
+-- at least, more when a list of routes was longer; messages beyond apply_msg_cap bytes come back
+-- as the error code's text.
+local APPLY_ERRORS_MIN = 1024
+local apply_msg_cap = 256 * 1024
+local apply_msg_buf = nil
+
+-- A version as Lua gets it back: a number up to 2^53, uint64_t cdata above.
+local function version_value(v)
+    if v < 2 ^ 53 then
+        return tonumber(v)
+    end
+    return ffi.new("uint64_t", v)
+end
+
+local function to_version(v)
+    local n, err = to_priority(v)
+    if not n then
+        return nil, (err:gsub("^priority", "version"))
+    end
+    return n
+end
+
+local function same_version(a, b)
+    if type(a) == "cdata" or type(b) == "cdata" then
+        return ffi.cast("uint64_t", a) == ffi.cast("uint64_t", b)
+    end
+    return a == b
+end
+
+-- Starts bringing the router to `routes` as version `version` on its builder thread and returns
+-- at once (the current table keeps answering): true, or nil and an error (nothing started).
+--
+-- `version`: an integer from 0 to 2^53, or uint64_t cdata; sync_apply returns it with the
+-- outcome. Outcomes come in the order started; a start supersedes a list still queued and an
+-- outcome not yet applied (sync_apply never returns an outcome after a newer one).
+-- `routes`: as for r:sync (an array of route tables, or parallel arrays), or a string holding
+-- a TSV or JSON route list (as `atc-router check` reads route files), read on the builder
+-- thread. A string is lent, not copied: it is anchored in the router until its outcome (or a
+-- later one) is applied; `opts.copy = true` copies it instead.
+-- `mode`: "all_or_nothing" (default) or "apply_valid", as for r:sync.
+-- `opts.chunk`: routes handed over per FFI call for a table (default 1000: about 0.3 ms of the
+-- worker's time each); `opts.yield`: a function called between two chunks, which may yield
+-- (ngx.sleep(0), coroutine.yield); when it returns a value other than nil, the start is
+-- abandoned and sync_start returns nil and that value. The table must not change until
+-- sync_start returns.
+function _M:sync_start(version, routes, mode, opts)
+    local v, verr = to_version(version)
+    if not v then
+        return nil, verr
+    end
+    local mode_code = MODES[mode or "all_or_nothing"]
+    if not mode_code then
+        return nil, "unknown sync mode " .. tostring(mode)
+            .. " (expected \"all_or_nothing\" or \"apply_valid\")"
+    end
+    local chunk, yield, copy = DEFAULT_CHUNK, nil, false
+    if opts ~= nil then
+        if type(opts) ~= "table" then
+            return nil, "options must be a table, got " .. type(opts)
+        end
+        chunk = opts.chunk or chunk
+        if type(chunk) ~= "number" or chunk < 1 or chunk ~= math.floor(chunk) then
+            return nil, "opts.chunk must be a positive integer, got " .. tostring(opts.chunk)
+        end
+        yield, copy = opts.yield, opts.copy and true or false
+        if yield ~= nil and type(yield) ~= "function" then
+            return nil, "opts.yield must be a function, got " .. type(yield)
+        end
+    end
+    local pending = self.bg.pending
+    if type(routes) == "string" then
+        arm()
+        local rc = lib.atc_router_sync_start_text(self.ptr, v, routes, #routes,
+            copy and TEXT_COPY or TEXT_BORROW, mode_code, errbuf, errlen)
+        if rc ~= 0 then
+            return nil, message(rc)
+        end
+        pending[#pending + 1] = { version = version_value(v), text = (not copy) and routes or true }
+        return true
+    end
+    local ids, priorities, expressions, n = list_form(routes)
+    if not ids and not n then
+        return nil, priorities
+    end
+    local size = math.min(chunk, math.max(n, 1))
+    if size > chunk_cap then
+        chunk_cap = size
+        chunk_buf = ffi.new("atc_route[?]", chunk_cap)
+    end
+    -- Freed by the collector if this function raises or stops early; taken by the start.
+    local list = ffi.gc(lib.atc_route_list_new(), lib.atc_route_list_free)
+    if list == nil then
+        return nil, "resty.router: cannot make a route list"
+    end
+    local bad = nil
+    local first = 1
+    while first <= n do
+        local last = math.min(first + chunk - 1, n)
+        -- chunk_buf may have grown while an earlier chunk yielded: take it now.
+        local buf = chunk_buf
+        if last - first + 1 > chunk_cap then
+            chunk_cap = last - first + 1
+            chunk_buf = ffi.new("atc_route[?]", chunk_cap)
+            buf = chunk_buf
+        end
+        bad = fill(buf, routes, ids, priorities, expressions, first, last, bad)
+        arm()
+        local rc = lib.atc_route_list_add(list, buf, last - first + 1, errbuf, errlen)
+        if rc ~= 0 then
+            return nil, message(rc)
+        end
+        first = last + 1
+        if yield and first <= n then
+            local stop = yield()
+            if stop ~= nil then
+                return nil, stop
+            end
+        end
+    end
+    arm()
+    local rc = lib.atc_router_sync_start(self.ptr, v, list, mode_code, errbuf, errlen)
+    if rc ~= 0 then
+        return nil, message(rc)
+    end
+    ffi.gc(list, nil) -- the router has it now
+    pending[#pending + 1] = { version = version_value(v), routes = routes, ids = ids, bad = bad }
+    return true
+end
+
+-- Whether an outcome waits for sync_apply: one atomic load, cheap enough for every request.
+function _M:sync_ready()
+    return lib.atc_router_sync_ready(self.ptr) == 1
+end
+
+-- Where the background sync is: "idle" (nothing started that is not applied), "building" (a
+-- list is queued or being built; the version is the newest started) or "ready" (an outcome
+-- waits for sync_apply; the version is its), and the version (nil when idle).
+function _M:sync_state()
+    local rc = lib.atc_router_sync_state(self.ptr, version_out)
+    local state = BUILD_STATES[rc]
+    if not state then
+        return nil, ffi_string(lib.atc_strerror(rc))
+    end
+    if rc == 0 then
+        return state
+    end
+    return state, version_value(version_out[0])
+end
+
+-- Applies the outcome of the background sync, between two requests (it does not yield):
+--   version, report        the new table is in (report as from r:sync)
+--   nil, err, errs, version   the list of `version` was refused (errs as from r:sync; for a list
+--                          in text `index` is the route's line and `id` is nil), or its build
+--                          failed (errs nil); the current table stays
+--   false                  nothing is ready (sync_state says whether a build runs)
+function _M:sync_apply()
+    local pending = self.bg.pending
+    local want = APPLY_ERRORS_MIN
+    for _, p in ipairs(pending) do
+        if p.ids then
+            want = math.max(want, #p.ids)
+        elseif p.routes then
+            want = math.max(want, #p.routes)
+        end
+    end
+    if want > errors_cap then
+        errors_cap = want
+        errors_buf = ffi.new("atc_sync_error[?]", errors_cap)
+    end
+    if not apply_msg_buf then
+        apply_msg_buf = ffi.new("char[?]", apply_msg_cap)
+    end
+    errors_len[0] = errors_cap
+    msg_len[0] = apply_msg_cap
+    arm()
+    local rc = lib.atc_router_sync_apply(self.ptr, version_out, report, errors_buf, errors_len,
+        apply_msg_buf, msg_len, errbuf, errlen)
+    if rc == ERR_NOT_READY then
+        return false
+    end
+    if rc ~= 0 and rc ~= ERR_ROUTES and rc ~= ERR_PANIC then
+        return nil, message(rc)
+    end
+    local v = version_value(version_out[0])
+    -- The outcome of the earliest start of `v` still pending, or of a later one: the builder
+    -- reads none of the lists up to it any more.
+    local entry, upto = nil, 0
+    for i, p in ipairs(pending) do
+        if same_version(p.version, v) then
+            entry, upto = p, i
+            break
+        end
+    end
+    if upto > 0 then
+        local rest = {}
+        for i = upto + 1, #pending do
+            rest[#rest + 1] = pending[i]
+        end
+        self.bg.pending = rest
+    end
+    if rc == ERR_PANIC then
+        return nil, message(rc), nil, v
+    end
+    local errs = {}
+    local errs_read = tonumber(errors_len[0])
+    if errs_read > 0 then
+        local text = entry == nil or entry.routes == nil
+        errs = read_errors(errs_read, entry and entry.routes, entry and entry.ids,
+            entry and entry.bad, text)
+    end
+    local total = tonumber(report.errors)
+    if rc == ERR_ROUTES then
+        local first = errs[1]
+        if not first then
+            -- The text as a whole could not be read.
+            return nil, message(rc), errs, v
+        end
+        local where = first.id and ("route #" .. first.index .. " (" .. first.id .. ")")
+            or ("route at line " .. first.index)
+        return nil, total .. " invalid route(s), nothing changed; " .. where .. ": "
+            .. first.message, errs, v
+    end
+    return v, {
+        added = tonumber(report.added),
+        removed = tonumber(report.removed),
+        changed = tonumber(report.changed),
+        unchanged = tonumber(report.unchanged),
+        errors = errs,
+        errors_total = total,
     }
 end
 

@@ -2,26 +2,38 @@
 -- each update derives from the routes: which fields a request is read for, from where, and in
 -- how many phases.
 --
--- Update model. update() does nothing when `version` is the version last applied; otherwise it
--- syncs the router to `routes` (only the routes that differ are parsed again) and makes the new
--- plan. `routes` may be a function returning the list, called only when the version differs
--- (it may yield, e.g. to fetch the list: the table changes only after it returned).
+-- Update model (docs/gateway.md, "The update model"). update() hands the list to the router's
+-- builder thread (r:sync_start) and returns; the built table is swapped in later, between two
+-- requests, by poll(): from route() (one atomic load per request says whether an outcome
+-- waits), from a timer the gateway arms while builds are in flight, or from wait(). Where no
+-- request can be stalled and no timer runs (nginx's init and init_worker phases, plain Lua
+-- without ngx) update() applies the list before it returns, as r:sync does.
+--
+-- Each update that reaches the builder is a job with a number of its own (the builder's
+-- version: the caller's versions may be any Lua value compared with ==), a status ("pending",
+-- "applied", "refused", "superseded"), and its place in the order lists were handed over.
 --
 -- Invariants:
--- * A plan is made whole from the router's field list and key fields after the sync, then
---   installed with the version in one step; from the sync to that step nothing yields. An
---   OpenResty worker runs one Lua thread at a time, so every request is routed either by the
---   old table and plan or by the new ones, never by a mix.
+-- * A plan is made whole from the router's field list and key fields right after the table is
+--   swapped in, then installed with the version in the same step; from the swap to that step
+--   nothing yields. An OpenResty worker runs one Lua thread at a time, so every request is
+--   routed either by the old table and plan or by the new ones, never by a mix.
 -- * A plan is never changed once installed (route() reads it without copying).
 -- * Every field in use has exactly one step, in `steps`, and in exactly one of `key_steps`
 --   (the fields of the router's indexes) and `lazy_steps` (read only when the request's
 --   candidate routes need them).
+-- * Lists reach the builder in the order of the update() calls that made them (a call whose
+--   loader or hand-over yields gives way to a later call that got its list in first), and the
+--   builder applies them in that order, dropping what a newer list supersedes: an older version
+--   is never applied over a newer one.
 
 local bit = require("bit")
+local ffi = require("ffi")
 local router = require("resty.router.router")
 local request = require("resty.router.gateway.request")
 
-local type, tostring, ipairs, pcall = type, tostring, ipairs, pcall
+local type, tostring, tonumber, ipairs, pairs, pcall, next =
+    type, tostring, tonumber, ipairs, pairs, pcall, next
 local band, bor = bit.band, bit.bor
 
 local _M = {}
@@ -74,39 +86,477 @@ function _M.plan(r, c, extractors)
     }
 end
 
--- Brings gateway `gw` to `routes` unless `version` is the one applied (see
--- resty.router.gateway's update() for the results).
+local ngx_phase_sleeps = {
+    rewrite = true, server_rewrite = true, access = true, content = true, timer = true,
+    ssl_cert = true, ssl_session_fetch = true, ssl_client_hello = true,
+}
+
+-- The nginx API, when there is one (plain LuaJIT has none; the tests' mock has part of it).
+local function ngx_api()
+    return rawget(_G, "ngx")
+end
+
+local function phase()
+    local ngx = ngx_api()
+    if ngx and ngx.get_phase then
+        return ngx.get_phase()
+    end
+    return nil
+end
+
+-- Whether update() hands its list over and returns (true), or applies it before returning.
+local function async(gw)
+    if gw.updates == "sync" then
+        return false
+    end
+    local ngx = ngx_api()
+    if not (ngx and ngx.timer and ngx.timer.at) then
+        return false
+    end
+    if gw.updates == "async" then
+        return true
+    end
+    local p = phase()
+    return p ~= "init" and p ~= "init_worker"
+end
+
+-- A blocking sleep, for waits where nothing else can run (init, init_worker, plain Lua).
+local sleep_ms
+do
+    if not pcall(function() return ffi.C.poll end) then
+        pcall(ffi.cdef, "int poll(void *fds, unsigned long nfds, int timeout);")
+    end
+    sleep_ms = function(ms)
+        ffi.C.poll(nil, 0, ms)
+    end
+end
+
+-- A monotonic clock in milliseconds (waits, intervals).
+-- Declared as the C library declares it (each part on its own: another module may have
+-- declared either, the same way).
+pcall(ffi.cdef, "struct timespec { long tv_sec; long tv_nsec; };")
+pcall(ffi.cdef, "int clock_gettime(int clk_id, struct timespec *tp);")
+local ts = ffi.new("struct timespec")
+local function now_ms()
+    ffi.C.clock_gettime(1, ts) -- CLOCK_MONOTONIC
+    return tonumber(ts.tv_sec) * 1e3 + tonumber(ts.tv_nsec) / 1e6
+end
+_M.now_ms = now_ms
+-- The worker thread's CPU time in milliseconds: what a push holds the worker is measured in it
+-- (report.worker), so that a wait for the CPU (another process, the builder) is not counted as
+-- the push's.
+local function cpu_ms()
+    ffi.C.clock_gettime(3, ts) -- CLOCK_THREAD_CPUTIME_ID
+    return tonumber(ts.tv_sec) * 1e3 + tonumber(ts.tv_nsec) / 1e6
+end
+_M.cpu_ms = cpu_ms
+
+local function log(level, ...)
+    local ngx = ngx_api()
+    if ngx and ngx.log and ngx[level] then
+        ngx.log(ngx[level], ...)
+    end
+end
+
+-- How many finished jobs wait() can still tell about.
+local KEEP_RESULTS = 64
+
+local function remember(gw, job)
+    local done = gw.done
+    done[#done + 1] = job
+    if #done > KEEP_RESULTS then
+        local old = table.remove(done, 1)
+        if gw.latest[old.version] == old then
+            gw.latest[old.version] = nil
+        end
+    end
+end
+
+local function set_error(gw, version, err, errs)
+    gw.error = { version = version, err = err, errs = errs, order = gw.order }
+end
+
+-- Ends `job` with `status` (and what came with it).
+local function finish(gw, job, status, report, err, errs)
+    job.status, job.report, job.err, job.errs = status, report, err, errs
+    job.routes = nil
+    if job.seq then
+        gw.jobs[job.seq] = nil
+    end
+    remember(gw, job)
+end
+
+local function new_job(gw, version, mode)
+    gw.seq = gw.seq + 1
+    gw.order = gw.order + 1
+    local job = { seq = gw.seq, version = version, mode = mode, order = gw.order, status = "pending" }
+    gw.jobs[job.seq] = job
+    gw.newest = job
+    gw.latest[version] = job
+    return job
+end
+
+-- Installs the table the router now holds as `job`'s version, with its plan, in one step.
+local function installed(gw, job, report)
+    gw.plan = _M.plan(gw.router, gw.context, gw.extractors)
+    gw.applied = job.version
+    finish(gw, job, "applied", report)
+    if gw.error and gw.error.order < job.order then
+        gw.error = nil
+    end
+end
+
+-- Applies the outcome of the background sync, if one waits: true when one was taken (applied
+-- or refused). Never yields.
+function _M.poll(gw)
+    local r = gw.router
+    if not r:sync_ready() then
+        return false
+    end
+    local t0 = cpu_ms()
+    local v, a, b, c = r:sync_apply()
+    if v == false then
+        return false
+    end
+    local seq = v or c
+    if seq == nil then
+        -- A failed call (not an outcome): nothing was taken.
+        log("ERR", "resty.router.gateway: applying a build failed: ", a)
+        return false
+    end
+    local job = gw.jobs[seq]
+    if not job then
+        -- Not started by this gateway (someone called gw.router:sync_start): adopt it.
+        job = new_job(gw, "(router version " .. tostring(seq) .. ")", gw.mode)
+    end
+    if v then
+        installed(gw, job, a)
+        job.apply_ms = cpu_ms() - t0
+        a.worker = { handover_ms = job.handover_ms, longest_ms = job.longest_ms,
+            apply_ms = job.apply_ms }
+    else
+        finish(gw, job, "refused", nil, a, b)
+        set_error(gw, job.version, a, b)
+        log("ERR", "resty.router.gateway: version ", tostring(job.version), " refused, ",
+            tostring(gw.applied), " stays in force: ", a)
+    end
+    -- The builder never applies a list after a newer one: the jobs handed over before this
+    -- one are over.
+    for _, other in pairs(gw.jobs) do
+        if other.order < job.order then
+            finish(gw, other, "superseded", nil, "version " .. tostring(other.version)
+                .. " was superseded by version " .. tostring(job.version)
+                .. " before it was applied")
+        end
+    end
+    return true
+end
+
+local poll = _M.poll
+
+local function on_timer(premature, gw)
+    gw.timer_armed = false
+    if premature then
+        return
+    end
+    poll(gw)
+    _M.flush(gw)
+    if next(gw.jobs) ~= nil or gw.next ~= nil or gw.handing then
+        _M.arm_timer(gw)
+    end
+end
+
+-- Arms the timer that applies outcomes while builds are in flight (route() applies them too,
+-- but a worker without traffic still gets the new table).
+function _M.arm_timer(gw)
+    if gw.timer_armed then
+        return
+    end
+    local ngx = ngx_api()
+    local ok, err = ngx.timer.at(gw.poll_interval, on_timer, gw)
+    if ok then
+        gw.timer_armed = true
+    else
+        log("WARN", "resty.router.gateway: no timer to apply builds (route() still applies ",
+            "them): ", err)
+    end
+end
+
+-- What update() answers when `version` needs no new list: true and "applied" or "building",
+-- nil and the refusal, or nothing (a list is to be handed over). `loader`: the list comes from
+-- a loader, which is not called for the version being built or refused last (a poller asking
+-- every second); a list given as such is handed over again.
+local function settled(gw, version, mode, loader)
+    local newest = gw.newest
+    local pending = newest ~= nil and (newest.status == "pending" or newest.status == "queued")
+    if version == gw.applied and not pending then
+        return true, "applied"
+    end
+    if loader and newest ~= nil and newest.version == version and newest.mode == mode then
+        if pending then
+            return true, "building"
+        end
+        if newest.status == "refused" then
+            -- A refused version stays refused until the version changes: not built again.
+            return nil, newest.err, newest.errs
+        end
+    end
+    return nil
+end
+
+-- update() where it must not return before the list is applied: the builder and a blocking
+-- wait, so that the builder keeps its copy of the table and the next background sync costs
+-- what changed (its report counts against the table in force, and apply-valid keeps a known
+-- route whose new version is invalid). r:sync for a table with updates = "sync" (the builder
+-- is never used then) and in nginx's init phase: a thread started in the master would not
+-- survive the fork into the workers, and neither would its copy.
+local function update_now(gw, version, routes, mode)
+    local r = gw.router
+    if type(routes) == "table" and next(gw.jobs) == nil
+        and (gw.updates == "sync" or phase() == "init") then
+        local job = new_job(gw, version, mode)
+        local report, err, errs = r:sync(routes, mode)
+        if not report then
+            finish(gw, job, "refused", nil, err, errs)
+            set_error(gw, version, err, errs)
+            return nil, err, errs
+        end
+        installed(gw, job, report)
+        return true, "applied", report
+    end
+    local job = new_job(gw, version, mode)
+    local ok, err = r:sync_start(job.seq, routes, mode)
+    if not ok then
+        finish(gw, job, "refused", nil, err)
+        set_error(gw, version, err)
+        return nil, err
+    end
+    while job.status == "pending" do
+        if not poll(gw) then
+            sleep_ms(1)
+        end
+    end
+    if job.status == "applied" then
+        return true, "applied", job.report
+    end
+    return nil, job.err, job.errs
+end
+
+local too_soon, defer, handover
+
+-- Brings gateway `gw` to `routes` as `version` (see resty.router.gateway's update() for the
+-- arguments and results).
 function _M.update(gw, version, routes, mode)
     if version == nil then
         return nil, "version must not be nil"
     end
-    if version == gw.applied then
-        return false
+    mode = mode or gw.mode
+    poll(gw)
+    local loader = type(routes) == "function"
+    local ok, a, b = settled(gw, version, mode, loader)
+    if ok ~= nil or a ~= nil then
+        return ok, a, b
     end
+    gw.tickets = gw.tickets + 1
+    local ticket = gw.tickets
     if type(routes) == "function" then
         -- A loader that raises is a loader that failed: nil and why, like one that returns
         -- nil and an error (pcall lets it yield, in LuaJIT and OpenResty).
-        local ok, list, err = pcall(routes)
-        if not ok then
-            return nil, "the route loader failed: raised " .. tostring(list)
+        local done, list, err = pcall(routes)
+        if not done then
+            err = "the route loader failed: raised " .. tostring(list)
+            set_error(gw, version, err)
+            return nil, err
         end
-        if type(list) ~= "table" then
-            return nil, "the route loader failed: " .. tostring(err)
+        if type(list) ~= "table" and type(list) ~= "string" then
+            err = "the route loader failed: " .. tostring(err)
+            set_error(gw, version, err)
+            return nil, err
         end
-        -- The loader may have yielded, and another update applied this version meanwhile.
-        if version == gw.applied then
-            return false
+        -- The loader may have yielded: another update may have settled this version, or
+        -- handed a later list over, meanwhile.
+        poll(gw)
+        ok, a, b = settled(gw, version, mode, true)
+        if ok ~= nil or a ~= nil then
+            return ok, a, b
+        end
+        if gw.started > ticket or (gw.next and gw.next.ticket > ticket) then
+            return nil, "version " .. tostring(version) .. " was superseded by version "
+                .. tostring(gw.newest.version) .. " while its loader ran"
         end
         routes = list
+    elseif type(routes) ~= "table" and type(routes) ~= "string" then
+        return nil, "routes must be a table, a string or a function, got " .. type(routes)
     end
-    local report, err, errs = gw.router:sync(routes, mode or gw.mode)
-    if not report then
-        return nil, err, errs
+    if not async(gw) then
+        gw.started = ticket
+        return update_now(gw, version, routes, mode)
     end
-    -- No yield from here on: the new table, its plan and its version start together.
-    gw.plan = _M.plan(gw.router, gw.context, gw.extractors)
-    gw.applied = version
-    return true, report
+    if too_soon(gw) then
+        return defer(gw, version, routes, mode, ticket)
+    end
+    -- The builder is free: this list goes now, and one still waiting never will (it is older).
+    local waiting = gw.next
+    if waiting then
+        gw.next = nil
+        finish(gw, waiting, "superseded", nil, "version " .. tostring(waiting.version)
+            .. " was superseded by version " .. tostring(version) .. " before it was handed over")
+    end
+    return handover(gw, { version = version, routes = routes, mode = mode, ticket = ticket })
+end
+
+-- How long a hand-over may go without coming back from a yield before it counts as abandoned
+-- (its request was ended while it yielded): later lists stop waiting for it.
+local HANDING_STALE_MS = 1000
+
+-- Whether a list must wait: the builder has one, another is being handed over (in chunks,
+-- yielding: starting a newer one would make it give way, and at 50 pushes a second no
+-- hand-over of a large table would ever end), or the last hand-over is not `update_interval`
+-- old.
+function too_soon(gw)
+    if next(gw.jobs) ~= nil then
+        return true
+    end
+    local now = now_ms()
+    if gw.handing and now - gw.handing_at < HANDING_STALE_MS then
+        return true
+    end
+    return gw.update_interval > 0 and now - gw.last_handover < gw.update_interval * 1000
+end
+
+-- A list that waits for the build in flight (or for update_interval): only the newest one
+-- waiting is handed over, by the timer (or wait()) once the builder is free. An earlier call
+-- still in its loader gives way to it; a hand-over in progress does not.
+function defer(gw, version, routes, mode, ticket)
+    local prev = gw.next
+    if prev then
+        finish(gw, prev, "superseded", nil, "version " .. tostring(prev.version)
+            .. " was superseded by version " .. tostring(version) .. " before it was handed over")
+    end
+    local rec = { version = version, routes = routes, mode = mode, ticket = ticket,
+        status = "queued" }
+    gw.next, gw.newest = rec, rec
+    gw.latest[version] = rec
+    _M.arm_timer(gw)
+    return true, "building"
+end
+
+-- Hands `rec`'s list (rec.version, rec.routes, rec.mode, rec.ticket) to the builder; `rec`
+-- becomes its job. true, "building"; or nil and why (superseded while it yielded, or the start
+-- failed: then kept by last_error()).
+function handover(gw, rec)
+    local version, ticket = rec.version, rec.ticket
+    -- What the hand-over holds the worker: its time less the yields, and the longest stretch
+    -- without a yield.
+    local held, longest, since = 0, 0, cpu_ms()
+    local opts = { chunk = gw.chunk }
+    local ngx = ngx_api()
+    if ngx_phase_sleeps[phase()] and ngx.sleep then
+        opts.yield = function()
+            local t = cpu_ms()
+            held, longest = held + (t - since), math.max(longest, t - since)
+            ngx.sleep(0)
+            since = cpu_ms()
+            gw.handing_at = now_ms()
+            if gw.started > ticket then
+                return "version " .. tostring(version) .. " was superseded by version "
+                    .. tostring(gw.newest.version) .. " while its list was handed over"
+            end
+        end
+    end
+    -- The job's number is the one the builder gets; it is taken now, but the job counts as
+    -- started only once sync_start returned (its place in `order`).
+    local seq = gw.seq + 1
+    gw.seq = seq
+    if opts.yield then
+        gw.handing, gw.handing_at = ticket, now_ms()
+    end
+    local started, err = gw.router:sync_start(seq, rec.routes, rec.mode, opts)
+    if gw.handing == ticket then
+        gw.handing = nil
+    end
+    if not started then
+        if gw.started <= ticket then
+            set_error(gw, version, err)
+        end
+        return nil, err
+    end
+    -- From the last yield of the hand-over to here nothing yielded.
+    gw.started = ticket
+    gw.last_handover = now_ms()
+    gw.order = gw.order + 1
+    rec.seq, rec.order, rec.status, rec.routes = seq, gw.order, "pending", nil
+    gw.jobs[seq] = rec
+    gw.newest = rec
+    gw.latest[version] = rec
+    _M.arm_timer(gw)
+    local t = cpu_ms()
+    rec.handover_ms, rec.longest_ms = held + (t - since), math.max(longest, t - since)
+    return true, "building"
+end
+
+-- Hands the list that waits over, when the builder is free (from the timer, or wait()).
+function _M.flush(gw)
+    local rec = gw.next
+    if rec == nil or too_soon(gw) then
+        return
+    end
+    gw.next = nil
+    if gw.started > rec.ticket then
+        finish(gw, rec, "superseded", nil, "version " .. tostring(rec.version)
+            .. " was superseded before it was handed over")
+        return
+    end
+    local ok, err = handover(gw, rec)
+    if not ok then
+        if gw.started > rec.ticket then
+            finish(gw, rec, "superseded", nil, err)
+        else
+            finish(gw, rec, "refused", nil, err)
+        end
+    end
+end
+
+-- Waits until `version` is applied or refused (see resty.router.gateway's wait()).
+function _M.wait(gw, version, timeout)
+    timeout = timeout or 60
+    local ngx = ngx_api()
+    local p = phase()
+    local can_sleep = ngx and ngx.sleep and ngx_phase_sleeps[p]
+    local may_block = p == nil or p == "init" or p == "init_worker"
+    local waited, step = 0, 0.001
+    while true do
+        poll(gw)
+        if can_sleep or may_block then
+            _M.flush(gw)
+        end
+        local job = gw.latest[version]
+        if job == nil then
+            if gw.applied == version then
+                return true
+            end
+            return nil, "version " .. tostring(version) .. " was not started"
+        end
+        if job.status == "applied" then
+            return true, job.report
+        end
+        if job.status ~= "pending" and job.status ~= "queued" then
+            return nil, job.err, job.errs
+        end
+        if waited >= timeout then
+            return nil, "timeout: version " .. tostring(version) .. " is still being built"
+        end
+        if can_sleep then
+            ngx.sleep(step)
+        elseif may_block then
+            sleep_ms(step * 1000)
+        else
+            return nil, "cannot wait for version " .. tostring(version) .. " in the "
+                .. tostring(p) .. " phase (it is still being built)"
+        end
+        waited = waited + step
+        step = math.min(step * 2, 0.05)
+    end
 end
 
 return _M
