@@ -89,6 +89,7 @@ mod limits;
 mod lint;
 #[cfg(feature = "diagnostics")]
 mod reference;
+pub mod request;
 pub mod route_list;
 mod router;
 mod schema;

@@ -3,14 +3,15 @@
 use std::net::IpAddr;
 
 use atc_router::error::excerpt;
+use atc_router::request::{request_path, split_host_port, PathField, Segments};
 use atc_router::{Context, IpCidr, Router, Schema, Type, Value};
-
-const SEGMENTS: &str = "http.path.segments.";
 
 /// Reads the request text into `(field, value)` pairs, typed by the schema.
 ///
 /// `METHOD`, `HOST` and `PATH` go to `http.method`, `http.host` and `http.path` (`-` leaves
-/// one out). Each `name:value` after them sets a field: a name without a dot is a header
+/// one out), read as Kong's router reads a request: `HOST` is a Host header (its port is
+/// dropped), `PATH` a request URI (its arguments are dropped, and it is normalised:
+/// `atc_router::request::request_path`). Each `name:value` after them sets a field: a name without a dot is a header
 /// (`X-Tenant:acme` sets `http.headers.x_tenant`), a dotted name is the field itself
 /// (`net.dst.port:443`). With a path, the `http.path.segments.*` fields the routes use and
 /// `http.path.segments.len` get the values Kong gives them, unless given.
@@ -24,13 +25,32 @@ pub fn parse(text: &str, router: &Router) -> Result<Vec<(String, Value)>, String
             words.len()
         ));
     };
+    // As Kong's router reads a request: the Host header without its port, the request URI
+    // without its arguments and normalised.
+    let host = if *host == "-" {
+        "-"
+    } else {
+        split_host_port(host).0
+    };
+    let mut normalized = Vec::new();
+    request_path(path.as_bytes(), &mut normalized);
+    let path = match (*path, String::from_utf8(normalized)) {
+        ("-", _) => "-".to_owned(),
+        (_, Ok(p)) => p,
+        (_, Err(_)) => {
+            return Err(format!(
+                "`{}`: the path is not UTF-8 once its %-escapes are decoded",
+                excerpt(path)
+            ))
+        }
+    };
     let mut fields = Vec::new();
     for (name, value) in [
-        ("http.method", method),
+        ("http.method", *method),
         ("http.host", host),
-        ("http.path", path),
+        ("http.path", path.as_str()),
     ] {
-        if *value != "-" {
+        if value != "-" {
             fields.push((name.to_owned(), typed(schema, name, value)?));
         }
     }
@@ -54,8 +74,8 @@ pub fn parse(text: &str, router: &Router) -> Result<Vec<(String, Value)>, String
         let value = typed(schema, &name, value)?;
         fields.push((name, value));
     }
-    if *path != "-" {
-        for (name, value) in segments(path, schema, &router.fields()) {
+    if path != "-" {
+        for (name, value) in segments(&path, schema, &router.fields()) {
             if !fields.iter().any(|(n, _)| *n == name) {
                 fields.push((name, value));
             }
@@ -92,36 +112,25 @@ fn typed(schema: &Schema, name: &str, text: &str) -> Result<Value, String> {
     })
 }
 
-/// The path segment fields Kong derives from the path: the pieces after the leading `/`
-/// (`/a/b` has `segments.0 == "a"`), `segments.N_M` pieces N to M joined with `/`, and
-/// `segments.len` their number. Only `len` and the segment names the routes use are given.
+/// The path fields Kong derives from the path (`atc_router::request`): `segments.len`, and
+/// the segments and ranges the routes use that the path has.
 fn segments(path: &str, schema: &Schema, used: &[String]) -> Vec<(String, Value)> {
-    let pieces: Vec<&str> = path.strip_prefix('/').unwrap_or(path).split('/').collect();
+    let segments = Segments::new(path);
     let mut out = Vec::new();
-    let len = format!("{SEGMENTS}len");
-    if schema.field_type(&len) == Some(Type::Int) {
-        out.push((len.clone(), Value::Int(pieces.len() as i64)));
+    let len = "http.path.segments.len";
+    if schema.field_type(len) == Some(Type::Int) {
+        out.push((len.to_owned(), Value::Int(segments.len() as i64)));
     }
     for name in used {
-        let Some(range) = name.strip_prefix(SEGMENTS) else {
-            continue;
-        };
-        if *name == len || schema.field_type(name) != Some(Type::String) {
+        if schema.field_type(name) != Some(Type::String) {
             continue;
         }
-        let value = match range.split_once('_') {
-            None => range
-                .parse::<usize>()
-                .ok()
-                .and_then(|i| pieces.get(i))
-                .map(|s| (*s).to_owned()),
-            Some((a, b)) => match (a.parse::<usize>(), b.parse::<usize>()) {
-                (Ok(a), Ok(b)) if a < b && b < pieces.len() => Some(pieces[a..=b].join("/")),
-                _ => None,
-            },
+        let Some(field @ (PathField::Segment(_) | PathField::Range(..))) = PathField::of(name)
+        else {
+            continue;
         };
-        if let Some(v) = value {
-            out.push((name.clone(), Value::String(v)));
+        if let Some(v) = segments.get(field) {
+            out.push((name.clone(), Value::String(v.to_owned())));
         }
     }
     out
@@ -165,6 +174,20 @@ mod tests {
             let err = parse(&format!("GET a /x {bad}"), &r).unwrap_err();
             assert!(err.contains("invalid field name"), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn host_and_path_are_read_as_kong_reads_a_request() {
+        let r = router(&[r#"http.path.segments.1 == "c""#]);
+        let f = parse("GET Api.Example.com:8443 /a//b/../%63/%2f?x=1", &r).unwrap();
+        assert_eq!(
+            f[1],
+            ("http.host".into(), Value::String("Api.Example.com".into()))
+        );
+        assert_eq!(f[2], ("http.path".into(), Value::String("/a/c/%2F".into())));
+        assert!(f.contains(&("http.path.segments.1".into(), Value::String("c".into()))));
+        let err = parse("GET a /%FF", &r).unwrap_err();
+        assert!(err.contains("not UTF-8"), "{err}");
     }
 
     #[test]

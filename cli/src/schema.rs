@@ -8,32 +8,7 @@ use atc_router::{Schema, Type};
 
 use crate::input;
 
-/// The fields of Kong's HTTP subsystem (its expressions router), by type.
-pub const HTTP_FIELDS: &[(&str, Type)] = &[
-    ("net.protocol", Type::String),
-    ("tls.sni", Type::String),
-    ("http.method", Type::String),
-    ("http.host", Type::String),
-    ("http.path", Type::String),
-    ("http.path.segments.*", Type::String),
-    ("http.headers.*", Type::String),
-    ("http.queries.*", Type::String),
-    ("net.src.port", Type::Int),
-    ("net.dst.port", Type::Int),
-    ("http.path.segments.len", Type::Int),
-    ("net.src.ip", Type::IpAddr),
-    ("net.dst.ip", Type::IpAddr),
-];
-
-/// The fields of Kong's stream subsystem, by type.
-pub const STREAM_FIELDS: &[(&str, Type)] = &[
-    ("net.protocol", Type::String),
-    ("tls.sni", Type::String),
-    ("net.src.port", Type::Int),
-    ("net.dst.port", Type::Int),
-    ("net.src.ip", Type::IpAddr),
-    ("net.dst.ip", Type::IpAddr),
-];
+pub use atc_router::request::{HTTP_FIELDS, STREAM_FIELDS};
 
 /// The schema named by `--schema`: `http`, `stream`, or the path of a schema file, read
 /// within `caps`. Errors are whole-file errors (the command exits with status 2).

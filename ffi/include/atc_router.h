@@ -196,6 +196,43 @@
 #define ATC_EXPLAIN_RULED_OUT 1
 
 /**
+ * Kong's HTTP subsystem (`atc_kong_field`).
+ */
+#define ATC_SUBSYSTEM_HTTP 1
+
+/**
+ * Kong's stream subsystem (`atc_kong_field`).
+ */
+#define ATC_SUBSYSTEM_STREAM 2
+
+/**
+ * `http.path` (`atc_path_field.kind`).
+ */
+#define ATC_PATH_FIELD_PATH 1
+
+/**
+ * `http.path.segments.len`, an Int.
+ */
+#define ATC_PATH_FIELD_LEN 2
+
+/**
+ * `http.path.segments.N`: `from` is N.
+ */
+#define ATC_PATH_FIELD_SEGMENT 3
+
+/**
+ * `http.path.segments.N_M`: `from` is N, `to` is M.
+ */
+#define ATC_PATH_FIELD_RANGE 4
+
+/**
+ * `atc_context_add_path`: the text is a request URI as the client sent it (`$request_uri`):
+ * its arguments are dropped and it is normalised as Kong does. Without it the text is the path
+ * itself, used as it is.
+ */
+#define ATC_PATH_NORMALIZE 1
+
+/**
  * `atc_router_sync` mode: one invalid route refuses the whole list and nothing changes.
  */
 #define ATC_SYNC_ALL_OR_NOTHING 0
@@ -362,6 +399,27 @@ typedef struct {
   const char *value;
   size_t value_len;
 } atc_capture;
+
+/**
+ * A field derived from the path, for `atc_context_add_path`: its id (`atc_context_field_id`),
+ * and what it is (`atc_path_field_parse` fills `kind`, `from` and `to` from its name).
+ */
+typedef struct {
+  uint32_t field;
+  /**
+   * One of `ATC_PATH_FIELD_*`.
+   */
+  int32_t kind;
+  /**
+   * The segment (`ATC_PATH_FIELD_SEGMENT`) or the first of a range; numbers past
+   * `UINT32_MAX` are `UINT32_MAX` (no path has that many segments).
+   */
+  uint32_t from;
+  /**
+   * The last segment of a range.
+   */
+  uint32_t to;
+} atc_path_field;
 
 #ifdef __cplusplus
 extern "C" {
@@ -622,6 +680,18 @@ int32_t atc_context_result(atc_context *context,
                            size_t *captures_n);
 
 /**
+ * Value `index` (from 0, in the order they were added) of field `field` in the context: returns
+ * 1 and fills `*value` as `atc_context_result` fills a matched value (text pointing into the
+ * context, valid until the next call that takes the context mutably or reads another value),
+ * 0 when the field has fewer values (a field no route uses keeps none). For a gateway's
+ * diagnostics and tests: what a request was read as.
+ *
+ * # Safety
+ * `context` is a live handle; `value` is writable.
+ */
+int32_t atc_context_value(atc_context *context, uint32_t field, size_t index, atc_matched *value);
+
+/**
  * The captures of the last execute's result, in the order they were recorded (a key may
  * repeat; the last one wins). `*n`: capacity of `captures` in, number of captures out;
  * `ATC_ERR_BUFFER` (nothing written) when `out` is too small. No result means no captures.
@@ -694,6 +764,69 @@ int32_t atc_router_route_expression(const atc_router *router,
                                     size_t id_len,
                                     const char **expr,
                                     size_t *expr_len);
+
+/**
+ * Field `index` (from 0) of Kong's `subsystem` (`ATC_SUBSYSTEM_HTTP` or `_STREAM`): its name
+ * (static text, not NUL-terminated: `*name`, `*name_len`) and `ATC_TYPE_*` code (`field_type`
+ * may be NULL). Returns 1 when there is such a field, 0 past the last one, `ATC_ERR_INVALID`
+ * for another subsystem, `ATC_ERR_NULL` for a NULL `name` or `name_len`. Wildcards are
+ * listed as declared (`http.headers.*`).
+ *
+ * # Safety
+ * `name` and `name_len` are writable (or NULL); `field_type` is NULL or writable.
+ */
+int32_t atc_kong_field(int32_t subsystem,
+                       size_t index,
+                       const char **name,
+                       size_t *name_len,
+                       int32_t *field_type);
+
+/**
+ * What a field name is to the path: returns 1 and fills `kind`, `from` and `to` of `*field`
+ * (not its id) when `name` is `http.path`, `http.path.segments.len`, `.N` or `.N_M` (decimal
+ * numbers), 0 for any other name (`*field` untouched), `ATC_ERR_NULL` / `ATC_ERR_UTF8` for
+ * bad arguments.
+ *
+ * # Safety
+ * `name` points to `name_len` bytes; `field` is writable.
+ */
+int32_t atc_path_field_parse(const char *name, size_t name_len, atc_path_field *field);
+
+/**
+ * Adds to the context the values of the `n` path fields `fields` (each with its id), derived
+ * from `path`: with `ATC_PATH_NORMALIZE` in `flags`, `path` is a request URI and the path is
+ * what Kong routes it on (arguments dropped, reserved characters kept encoded, others decoded,
+ * dot segments removed, slashes merged); without, it is the path as it is. A segment or range
+ * the path does not have gets no value. `ATC_ERR_UTF8` when the path is not UTF-8 (decoding
+ * can make bytes that are not: `%FF`), `ATC_ERR_TYPE` / `ATC_ERR_UNKNOWN_FIELD` for an id
+ * that is not a String field (an Int one for `ATC_PATH_FIELD_LEN`) of the context's schema,
+ * `ATC_ERR_INVALID` for an unknown kind or flag; the values of the fields before the one that
+ * failed were added (reset the context to drop a partial request). No allocation once the
+ * context's buffers have grown.
+ *
+ * # Safety
+ * `context` is a live handle; `path` points to `path_len` bytes; `fields` points to `n`
+ * entries (may be NULL when `n` is 0); `errbuf` points to `*errbuf_len` bytes (or NULLs).
+ */
+int32_t atc_context_add_path(atc_context *context,
+                             const char *path,
+                             size_t path_len,
+                             uint32_t flags,
+                             const atc_path_field *fields,
+                             size_t n,
+                             char *errbuf,
+                             size_t *errbuf_len);
+
+/**
+ * The host of a Host header value, as Kong reads it: `*host_len` gets the length of the host
+ * (a prefix of `value`: the text before the first `:` when a number follows it, else all of
+ * it; not lower-cased). Returns 1 and writes the port to `*port` (may be NULL) when there is
+ * one, 0 when there is none, `ATC_ERR_NULL` / `ATC_ERR_UTF8` for bad arguments.
+ *
+ * # Safety
+ * `value` points to `value_len` bytes; `host_len` is writable; `port` is NULL or writable.
+ */
+int32_t atc_http_host(const char *value, size_t value_len, size_t *host_len, int64_t *port);
 
 /**
  * A new router over `schema`, which from now on accepts no more fields. NULL when `schema` is

@@ -28,6 +28,8 @@ use crate::{
 pub struct AtcContext {
     pub(crate) ctx: Context,
     scratch: String,
+    /// The path `atc_context_add_path` normalises a request URI into, kept for the next.
+    pub(crate) path: Vec<u8>,
 }
 
 /// One value of a batch (`atc_context_add_values`).
@@ -91,7 +93,7 @@ impl AtcContext {
 
     /// Checks that values of type `want` may go under `field` (one of `want`'s types);
     /// `Ok(None)` when they are ignored unchecked.
-    fn expect_type(&self, field: u32, want: &[Type], found: &str) -> Res<Option<Type>> {
+    pub(crate) fn expect_type(&self, field: u32, want: &[Type], found: &str) -> Res<Option<Type>> {
         match self.field_type(field)? {
             Some(t) if want.contains(&t) => Ok(Some(t)),
             Some(_) => Err(self.type_error(field, found)),
@@ -176,6 +178,7 @@ pub unsafe extern "C" fn atc_context_new(
         Ok(Box::into_raw(Box::new(AtcContext {
             ctx: Context::new(schema),
             scratch: String::new(),
+            path: Vec::new(),
         })))
     })
 }
@@ -413,6 +416,55 @@ pub unsafe extern "C" fn atc_context_result(
         if !captures_n.is_null() {
             *captures_n = m.captures().count();
         }
+        Ok(1)
+    })
+}
+
+/// Value `index` (from 0, in the order they were added) of field `field` in the context: returns
+/// 1 and fills `*value` as `atc_context_result` fills a matched value (text pointing into the
+/// context, valid until the next call that takes the context mutably or reads another value),
+/// 0 when the field has fewer values (a field no route uses keeps none). For a gateway's
+/// diagnostics and tests: what a request was read as.
+///
+/// # Safety
+/// `context` is a live handle; `value` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn atc_context_value(
+    context: *mut AtcContext,
+    field: u32,
+    index: usize,
+    value: *mut AtcMatched,
+) -> i32 {
+    guard_status(|| {
+        let c = handle_mut(context, "context")?;
+        let value = out(value, "value")?;
+        c.field_type(field)?;
+        let Some(v) = c.ctx.values_by_id(FieldId::from_raw(field)).get(index) else {
+            return Ok(0);
+        };
+        let scratch = &mut c.scratch;
+        scratch.clear();
+        let (value_type, int_value, text): (i32, i64, &str) = match v {
+            Value::String(s) => (ATC_TYPE_STRING, 0, s),
+            Value::Int(i) => {
+                let _ = write!(scratch, "{i}");
+                (ATC_TYPE_INT, *i, scratch)
+            }
+            Value::IpAddr(a) => {
+                let _ = write!(scratch, "{a}");
+                (ATC_TYPE_IPADDR, 0, scratch)
+            }
+            Value::IpCidr(n) => {
+                let _ = write!(scratch, "{n}");
+                (ATC_TYPE_IPCIDR, 0, scratch)
+            }
+        };
+        *value = AtcMatched {
+            value_type,
+            int_value,
+            ptr: text.as_ptr().cast(),
+            len: text.len(),
+        };
         Ok(1)
     })
 }

@@ -55,6 +55,7 @@ fn generate_header() -> String {
             ("AtcRoute", "atc_route"),
             ("AtcSyncReport", "atc_sync_report"),
             ("AtcSyncError", "atc_sync_error"),
+            ("AtcPathField", "atc_path_field"),
         ]
         .map(|(a, b)| (a.to_owned(), b.to_owned())),
     );

@@ -392,6 +392,12 @@ enum Op {
     SyncApply(H, bool, SyncOut, ErrSpec),
     /// Waits (up to a bound) for the router's outcome, so that sequences reach apply.
     SyncWait(H),
+    KongField(i32, u8, bool, bool),
+    PathFieldParse(Str, bool),
+    /// A context, a request URI, flags, path fields (id, kind, from, to), NULL fields.
+    AddPath(H, Str, u32, Vec<(FieldRef, i32, u32, u32)>, bool, ErrSpec),
+    HttpHost(Str, bool, bool),
+    ContextValue(H, FieldRef, u8, bool),
 }
 
 #[derive(Default)]
@@ -818,13 +824,8 @@ impl State {
                 } else {
                     (&mut expr, &mut len)
                 };
-                let rc = atc_router_route_expression(
-                    get(&self.routers, h),
-                    id.ptr(),
-                    id.len(),
-                    ep,
-                    lp,
-                );
+                let rc =
+                    atc_router_route_expression(get(&self.routers, h), id.ptr(), id.len(), ep, lp);
                 check_status(rc);
                 if rc == ATC_OK && !*null_out {
                     read_text(expr, len);
@@ -876,13 +877,8 @@ impl State {
                     routes.as_ptr()
                 };
                 let mut e = Err::new(e);
-                let rc = atc_route_list_add(
-                    get(&self.lists, h),
-                    ptr,
-                    routes.len(),
-                    e.buf(),
-                    e.len(),
-                );
+                let rc =
+                    atc_route_list_add(get(&self.lists, h), ptr, routes.len(), e.buf(), e.len());
                 e.check(rc);
             }
             Op::SyncStart(r, version, l, mode, e) => {
@@ -1072,6 +1068,90 @@ impl State {
                         }
                         read_text(c.value, c.value_len);
                     }
+                }
+            }
+            Op::KongField(subsystem, index, null_name, null_type) => {
+                let (mut name, mut len, mut ty) = (null(), 0usize, -7);
+                let np: *mut *const c_char = if *null_name { null_mut() } else { &mut name };
+                let tp: *mut i32 = if *null_type { null_mut() } else { &mut ty };
+                let rc = atc_kong_field(*subsystem % 4, *index as usize % 16, np, &mut len, tp);
+                assert!(matches!(rc, 0 | 1 | ATC_ERR_INVALID | ATC_ERR_NULL), "{rc}");
+                if rc == 1 {
+                    let bytes = std::slice::from_raw_parts(name.cast::<u8>(), len);
+                    assert!(std::str::from_utf8(bytes).is_ok());
+                }
+            }
+            Op::PathFieldParse(name, null_out) => {
+                let name = Arg::new(name, NAMES);
+                let mut f = AtcPathField::default();
+                let fp: *mut AtcPathField = if *null_out { null_mut() } else { &mut f };
+                let rc = atc_path_field_parse(name.ptr(), name.len(), fp);
+                assert!(
+                    matches!(rc, 0 | 1 | ATC_ERR_NULL | ATC_ERR_UTF8 | ATC_ERR_INVALID),
+                    "{rc}"
+                );
+            }
+            Op::AddPath(h, uri, flags, fields, null_fields, e) => {
+                let uri = Arg::new(uri, VALUES);
+                let fields: Vec<AtcPathField> = fields
+                    .iter()
+                    .take(8)
+                    .map(|(f, kind, from, to)| AtcPathField {
+                        field: self.field(f),
+                        kind: *kind % 6,
+                        from: *from % 8,
+                        to: *to % 8,
+                    })
+                    .collect();
+                let (ptr, n) = if *null_fields {
+                    (null(), if fields.is_empty() { 0 } else { fields.len() })
+                } else {
+                    (fields.as_ptr(), fields.len())
+                };
+                let mut e = Err::new(e);
+                let rc = atc_context_add_path(
+                    get(&self.contexts, h),
+                    uri.ptr(),
+                    uri.len(),
+                    *flags % 4,
+                    ptr,
+                    n,
+                    e.buf(),
+                    e.len(),
+                );
+                e.check(rc);
+            }
+            Op::HttpHost(value, null_len, null_port) => {
+                let value = Arg::new(value, VALUES);
+                let (mut len, mut port) = (usize::MAX, 0i64);
+                let lp: *mut usize = if *null_len { null_mut() } else { &mut len };
+                let pp: *mut i64 = if *null_port { null_mut() } else { &mut port };
+                let rc = atc_http_host(value.ptr(), value.len(), lp, pp);
+                assert!(
+                    matches!(rc, 0 | 1 | ATC_ERR_NULL | ATC_ERR_UTF8 | ATC_ERR_INVALID),
+                    "{rc}"
+                );
+                if rc >= 0 {
+                    assert!(len <= value.len());
+                }
+            }
+            Op::ContextValue(h, f, index, null_out) => {
+                let mut v = AtcMatched {
+                    value_type: -9,
+                    int_value: 0,
+                    ptr: null(),
+                    len: 0,
+                };
+                let vp: *mut AtcMatched = if *null_out { null_mut() } else { &mut v };
+                let rc = atc_context_value(
+                    get(&self.contexts, h),
+                    self.field(f),
+                    *index as usize % 4,
+                    vp,
+                );
+                if rc == 1 {
+                    let bytes = std::slice::from_raw_parts(v.ptr.cast::<u8>(), v.len);
+                    assert!(std::str::from_utf8(bytes).is_ok());
                 }
             }
             Op::Strerror(code) => {

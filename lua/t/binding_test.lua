@@ -447,6 +447,40 @@ function T.result_matched_values_and_captures()
     same(c3, { [0] = "/u/é", [1] = "é", n = "é" }, "captures")
 end
 
+-- A regex that matched the empty string records "": get_result answers nil for it, as Kong's
+-- binding does.
+function T.result_empty_matched_value_is_nil()
+    local s = http_schema()
+    local r = router.new(s)
+    assert(r:add_matcher(1, U1, 'http.path ~ "^(/x)?"'))
+    local c = context.new(s)
+    assert(c:add_value("http.path", "/y"))
+    eq(r:execute(c), true)
+    local uuid, value, caps = c:get_result("http.path")
+    eq(uuid, U1)
+    eq(value, nil)
+    same(caps, { [0] = "" }, "the whole (empty) match is still a capture")
+end
+
+-- What a context holds, field by field, in the order added.
+function T.context_get_values()
+    local s = http_schema()
+    local r = router.new(s)
+    assert(r:add_matcher(1, U1, 'http.headers.x_a == "1" && net.dst.port == 80 && net.src.ip == 10.0.0.1'))
+    local c = context.new(s)
+    assert(c:add_value("http.headers.x_a", { "1", "2" }))
+    assert(c:add_value("net.dst.port", 80))
+    assert(c:add_value("net.src.ip", "10.0.0.1"))
+    same(assert(c:get_values("http.headers.x_a")), { "1", "2" })
+    same(assert(c:get_values("net.dst.port")), { 80 })
+    same(assert(c:get_values("net.src.ip")), { "10.0.0.1" })
+    same(assert(c:get_values("http.path")), {}, "no value")
+    same(assert(c:get_values("http.headers.unused")), {}, "a name no route uses keeps none")
+    fails("unknown field", c:get_values("nope"))
+    c:reset()
+    same(assert(c:get_values("http.headers.x_a")), {}, "after reset")
+end
+
 function T.result_after_miss_and_reset()
     local s = http_schema()
     local r = router.new(s)

@@ -40,8 +40,12 @@ end
 -- The mock: `request` is the current request; `log` records what the module read from it.
 local request, log
 
+-- ngx.log, kept for the tests that check a warning.
+local logged = {}
+
 local function reset_log()
     log = { vars = {}, method = 0, headers = 0, args = 0 }
+    logged = {}
 end
 
 local function set_request(r)
@@ -53,6 +57,9 @@ local function set_request(r)
     }
     request.var.uri = request.var.uri or "/"
     request.var.host = request.var.host or "example.com"
+    -- Kong's router reads the request URI and the Host header: by default the same as $uri and
+    -- $host here, unless a test gives them.
+    request.var.request_uri = request.var.request_uri or request.var.uri
     -- ngx.ctx is per request.
     _G.ngx.ctx = {}
     reset_log()
@@ -93,6 +100,9 @@ local function install_ngx()
                 local h = k:match("^http_(.+)$")
                 if h and request.var[k] == nil then
                     local v = request.headers[(h:gsub("_", "-"))]
+                    if v == nil and h == "host" then
+                        return request.var.host
+                    end
                     return type(v) == "table" and v[1] or v
                 end
                 if k == "args" and request.var.args == nil and next(request.args) then
@@ -101,6 +111,10 @@ local function install_ngx()
                 return request.var[k]
             end,
         }),
+        WARN = 5,
+        log = function(level, ...)
+            logged[#logged + 1] = { level = level, text = table.concat({ ... }) }
+        end,
         req = {
             get_method = function()
                 log.method = log.method + 1
@@ -216,7 +230,7 @@ function T.reads_only_the_fields_in_use()
     same(gw:fields_in_use(), { "http.path" })
     set_request({ var = { uri = "/a" }, headers = { ["x-a"] = "1" }, args = { q = "1" } })
     eq(gw:route(), U1)
-    same(log.vars, { "uri" }, "vars read")
+    same(log.vars, { "request_uri" }, "vars read")
     same({ log.method, log.headers, log.args }, { 0, 0, 0 }, "method, headers, args reads")
 
     -- A new route that uses a header and a query argument: read from the next request on.
@@ -233,7 +247,7 @@ function T.reads_only_the_fields_in_use()
     -- The key fields first (the path, which sets U1 apart, and one of U2's two fields); U2's
     -- other field only if U2 is a candidate, which it is not without its key.
     eq(#log.vars, 2, "vars read")
-    eq(log.vars[1] == "uri" or log.vars[2] == "uri", true, "the path is read")
+    eq(log.vars[1] == "request_uri" or log.vars[2] == "request_uri", true, "the path is read")
 
     -- And no longer once the route is gone.
     assert(gw:update(3, list({ U1, 1, 'http.method == "GET"' })))
@@ -266,9 +280,12 @@ function T.request_fields()
     eq(path, "/v")
     eq(caps, nil)
 
-    -- Query arguments (several values; a valueless one has none) and path segments.
+    -- Query arguments (several values; a valueless one is "", as Kong reads it) and path
+    -- segments (of the path merged and normalised).
     set_request({ method = "POST", var = { uri = "//shop/items/9" }, args = { tag = { true, "b" } } })
-    eq(gw:route(), U3, "the valueless `tag` is left out")
+    eq(gw:route(), nil, "the valueless `tag` is \"\", and every value must match")
+    set_request({ method = "POST", var = { uri = "//shop/items/9" }, args = { tag = "b" } })
+    eq(gw:route(), U3, "slashes merged")
     set_request({ method = "POST", var = { uri = "/shop/items" }, args = { tag = { "a", "b" } } })
     eq(gw:route(), nil, "every value must match")
     set_request({ method = "GET", var = { uri = "/shop/items" }, args = { tag = "b" } })
@@ -288,20 +305,68 @@ function T.request_fields()
     eq(gw:route(), nil, "a Unix socket has no source address")
 end
 
+-- Segments as Kong's router makes them: of the normalised path, after its first `/`, without
+-- the trailing empty ones; ranges join their pieces with `/`; `len` counts them.
 function T.segments()
     local gw = assert(gateway.new())
     assert(gw:update(1, list(
-        { U1, 4, 'http.path.segments.0 == "a" && http.path.segments.2 == ""' },
-        { U2, 3, 'http.path.segments.1 == "x"' }
+        { U1, 4, 'http.path.segments.0 == "a" && http.path.segments.len == 2' },
+        { U2, 3, 'http.path.segments.1_2 == "x/y"' },
+        { U3, 2, 'http.path.segments.len == 0' }
     )))
-    for path, want in pairs({ ["/a/b/"] = U1, ["///a/b/"] = U1, ["/a/b"] = false, ["/a/b//c"] = U1,
-        ["/a/x"] = U2, ["/a/x/"] = U1, ["x/x"] = U2 }) do
-        set_request({ var = { uri = path } })
+    for path, want in pairs({
+        ["/a/b"] = U1, ["/a/b/"] = U1, ["///a//b/"] = U1, ["/b/../a/b"] = U1, ["/%61/b"] = U1,
+        ["/a/./b/."] = U1, ["/a/b//c"] = false, ["/a/x/y"] = U2, ["/a/x/y/"] = U2,
+        ["/q/x/./y"] = U2, ["/q/x/y/z"] = U2, ["/q/x%2Fy"] = false, ["/"] = U3, ["/.."] = U3,
+        ["//"] = U3, ["/a/b?x=/c/d"] = U1,
+    }) do
+        set_request({ var = { request_uri = path } })
         eq(gw:route(), want or nil, path)
     end
-    -- Only slashes: one empty segment.
-    set_request({ var = { uri = "/" } })
-    eq(gw:route(), nil)
+    -- path = "nginx": $uri as nginx gives it, not normalised again.
+    local raw = assert(gateway.new({ path = "nginx" }))
+    assert(raw:update(1, list({ U1, 1, 'http.path.segments.0 == "" && http.path.segments.1 == "a"' })))
+    set_request({ var = { uri = "//a", request_uri = "/elsewhere" } })
+    eq(raw:route(), U1, "$uri as it is")
+    local bad, err = gateway.new({ path = "raw" })
+    eq(bad, nil)
+    has(err, "path must be")
+end
+
+-- The path, host and port as Kong's router reads them, and the options that read them as
+-- nginx does.
+function T.kong_request_semantics()
+    local gw = assert(gateway.new())
+    assert(gw:update(1, list(
+        { U1, 4, 'http.path == "/a%2Fb/c"' },
+        { U2, 3, 'http.host == "Api.Example.com" && net.dst.port == 80' },
+        { U3, 2, 'http.queries.debug == ""' },
+        { U4, 1, 'http.path ^= "/"' }
+    )))
+    local function route(var, args)
+        var.server_port = var.server_port or "80"
+        set_request({ var = var, args = args })
+        return (gw:route())
+    end
+    eq(route({ request_uri = "/a%2fb/c" }), U1, "a reserved character stays encoded, upper-cased")
+    eq(route({ request_uri = "/a/b/c", uri = "/a%2Fb/c" }), U4, "an encoded slash is no slash")
+    eq(route({ request_uri = "/x/../%61%2Fb/./c?q=1" }), U1, "decoded, dots removed, no query")
+    eq(route({ host = "api.example.com", http_host = "Api.Example.com:8000" }), U2,
+        "the Host header as sent, without its port")
+    eq(route({ http_host = "api.example.com" }), U4, "hosts are compared as sent")
+    eq(route({}, { debug = true }), U3, "a valueless argument is \"\"")
+    -- Options: $host, and the Host header's port as net.dst.port.
+    local ngx_host = assert(gateway.new({ host = "nginx", dst_port_from_host = true }))
+    assert(ngx_host:update(1, list({ U1, 1, 'http.host == "api.example.com" && net.dst.port == 8000' })))
+    set_request({ var = { host = "api.example.com", http_host = "Api.Example.com:8000",
+        server_port = "80" } })
+    eq(ngx_host:route(), U1)
+    set_request({ var = { host = "api.example.com", http_host = "api.example.com",
+        server_port = "8000" } })
+    eq(ngx_host:route(), U1, "no port in the Host header: the server's")
+    local bad, err = gateway.new({ host = "header" })
+    eq(bad, nil)
+    has(err, "host must be")
 end
 
 function T.bad_requests_never_raise()
@@ -320,18 +385,22 @@ function T.bad_requests_never_raise()
     bad({ var = { uri = "/" }, headers = { ["x-a"] = "\255" } }, "not valid UTF-8")
     bad({ var = { uri = "/caf\233" }, headers = { ["x-a"] = "1" } }, "not valid UTF-8")
     bad({ var = { uri = "/" }, args = { q = "\255\254" } }, "not valid UTF-8")
-    local many = { ["x-a"] = "1" }
+    -- More headers or arguments than the gateway reads: the first ones route the request (the
+    -- 11th value, which would fail `==`, is not read), with a warning, as Kong does.
+    local many = {}
     for i = 1, 10 do
-        many["x-h" .. i] = "v"
+        many[i] = "1"
     end
-    bad({ var = { uri = "/" }, headers = many }, "more than 10 request headers")
-    -- Too many headers, but not the one routed on: it is absent whatever the others are.
-    many["x-a"] = nil
-    many["x-h11"] = "v"
-    set_request({ var = { uri = "/" }, headers = many })
-    eq(select("#", gw:route()), 1, "a plain miss")
-    bad({ var = { uri = "/" }, args = { a = "1", b = "1", c = "1", d = "1", e = "1", f = "1" } },
-        "more than 5 query arguments")
+    many[11] = "2"
+    set_request({ var = { uri = "/" }, headers = { ["x-a"] = many } })
+    eq(gw:route(), U1, "routed on the first 10 headers")
+    eq(#logged, 1)
+    eq(logged[1].level, ngx.WARN)
+    has(logged[1].text, "more than 10 headers")
+    local args = { "1", "1", "1", "1", "1", "2" }
+    set_request({ var = { uri = "/" }, args = { q = args } })
+    eq(gw:route(), U2, "routed on the first 5 arguments")
+    has(logged[1].text, "more than 5 args")
     local values = {}
     for i = 1, 1100 do
         values[i] = "1"
@@ -496,7 +565,7 @@ function T.explain_header_is_off_by_default()
         headers = { ["x-atc-explain"] = "1" } })
     eq(gw:route(), U1)
     eq(ngx.ctx.atc_explanation, nil)
-    same(log.vars, { "uri" }, "the header is not even looked at")
+    same(log.vars, { "request_uri" }, "the header is not even looked at")
     -- On demand, the gateway's context explains the request last routed.
     local why = assert(gw:explain())
     eq(why.winner, U1)

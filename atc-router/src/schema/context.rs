@@ -196,6 +196,49 @@ impl Context {
         Ok(())
     }
 
+    /// Adds the values Kong derives from a request path to the fields `fields` names: for
+    /// each `(id, field)`, the path itself, its number of segments (an Int), or a segment or
+    /// range of segments when the path has one (see [`crate::request::Segments`]). `path` is
+    /// the path as routed: [`crate::request::request_path`] makes it from a request URI.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use atc_router::request::{http_schema, PathField};
+    /// use atc_router::{Context, Router, Uuid};
+    ///
+    /// let schema = Arc::new(http_schema());
+    /// let mut router = Router::new(schema.clone());
+    /// router.add(Uuid::from_u128(1), 1, r#"http.path.segments.1_2 == "repos/7""#).unwrap();
+    /// let fields: Vec<_> = router
+    ///     .fields()
+    ///     .iter()
+    ///     .filter_map(|name| Some((schema.lookup(name)?, PathField::of(name)?)))
+    ///     .collect();
+    /// let mut ctx = Context::new(schema);
+    /// ctx.add_path("/v1/repos/7/", fields.iter().copied()).unwrap();
+    /// assert!(router.execute(&mut ctx));
+    /// ```
+    pub fn add_path(
+        &mut self,
+        path: &str,
+        fields: impl IntoIterator<Item = (FieldId, crate::request::PathField)>,
+    ) -> Result<(), Error> {
+        use crate::request::{PathField, Segments};
+        let segments = Segments::new(path);
+        for (id, field) in fields {
+            match field {
+                PathField::Path => self.add_str(id, path)?,
+                PathField::Len => self.add_value_by_id(id, Value::Int(segments.len() as i64))?,
+                _ => {
+                    if let Some(text) = segments.get(field) {
+                        self.add_str(id, text)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// What `id` stands for in this context's schema (see [`Schema::id_state`]), answered
     /// from the context's own slots for the ids it holds values under. (So an id released
     /// after this context took a value under it still reads as live here: values under it are

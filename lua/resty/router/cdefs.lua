@@ -52,6 +52,13 @@ static const int ATC_TEXT_BORROW = 1;
 static const int ATC_ERR_NOT_READY = -17;
 static const int ATC_JSON_VERSION = 2;
 static const int ATC_EXPLAIN_RULED_OUT = 1;
+static const int ATC_SUBSYSTEM_HTTP = 1;
+static const int ATC_SUBSYSTEM_STREAM = 2;
+static const int ATC_PATH_FIELD_PATH = 1;
+static const int ATC_PATH_FIELD_LEN = 2;
+static const int ATC_PATH_FIELD_SEGMENT = 3;
+static const int ATC_PATH_FIELD_RANGE = 4;
+static const int ATC_PATH_NORMALIZE = 1;
 static const int ATC_SYNC_ALL_OR_NOTHING = 0;
 static const int ATC_SYNC_APPLY_VALID = 1;
 typedef struct atc_context atc_context;
@@ -99,6 +106,12 @@ typedef struct {
   const char *value;
   size_t value_len;
 } atc_capture;
+typedef struct {
+  uint32_t field;
+  int32_t kind;
+  uint32_t from;
+  uint32_t to;
+} atc_path_field;
 const char *atc_router_version(void);
 const char *atc_strerror(int32_t status);
 AtcRouteList *atc_route_list_new(void);
@@ -172,6 +185,7 @@ int32_t atc_context_result(atc_context *context,
                            size_t *uuid_len,
                            atc_matched *matched,
                            size_t *captures_n);
+int32_t atc_context_value(atc_context *context, uint32_t field, size_t index, atc_matched *value);
 int32_t atc_context_captures(const atc_context *context, atc_capture *captures, size_t *n);
 int32_t atc_router_explain(const atc_router *router,
                            atc_context *context,
@@ -191,6 +205,21 @@ int32_t atc_router_route_expression(const atc_router *router,
                                     size_t id_len,
                                     const char **expr,
                                     size_t *expr_len);
+int32_t atc_kong_field(int32_t subsystem,
+                       size_t index,
+                       const char **name,
+                       size_t *name_len,
+                       int32_t *field_type);
+int32_t atc_path_field_parse(const char *name, size_t name_len, atc_path_field *field);
+int32_t atc_context_add_path(atc_context *context,
+                             const char *path,
+                             size_t path_len,
+                             uint32_t flags,
+                             const atc_path_field *fields,
+                             size_t n,
+                             char *errbuf,
+                             size_t *errbuf_len);
+int32_t atc_http_host(const char *value, size_t value_len, size_t *host_len, int64_t *port);
 atc_router *atc_router_new(const atc_schema *schema, char *errbuf, size_t *errbuf_len);
 void atc_router_free(atc_router *router);
 int32_t atc_router_add(atc_router *router,

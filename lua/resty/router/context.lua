@@ -222,8 +222,38 @@ local function read_captures(self, n)
     return out
 end
 
+local value_out = ffi.new("atc_matched[1]")
+
+-- The values the context holds for `field`, in the order they were added: an array of strings
+-- (numbers for an Int field; addresses and networks as text), empty when it has none (a field
+-- no route uses keeps none); nil and an error for a field the schema does not know. What a
+-- request was read as, for diagnostics and tests.
+function _M:get_values(field)
+    local id, err = resolve(self, field)
+    if not id then
+        return nil, err
+    end
+    local out, i = {}, 0
+    while true do
+        local rc = lib.atc_context_value(self.ptr, id, i, value_out)
+        if rc == 0 then
+            return out
+        elseif rc < 0 then
+            return nil, "field `" .. field .. "`: cannot read its values (" .. tonumber(rc) .. ")"
+        end
+        local v = value_out[0]
+        i = i + 1
+        if v.value_type == T_INT then
+            out[i] = tonumber(v.int_value)
+        else
+            out[i] = ffi_string(v.ptr, v.len)
+        end
+    end
+end
+
 -- After a successful execute: uuid, matched_value, captures. `matched_value` is the value
--- recorded for `matched_field` (a string; a number for an Int field) or nil; `captures` maps
+-- recorded for `matched_field` (a string; a number for an Int field) or nil (also for an empty
+-- string, as Kong's binding answers); `captures` maps
 -- group numbers (Lua numbers, 0 = whole match) and group names to text, or is nil when the
 -- route captured nothing. Returns nil when the last execute matched nothing.
 function _M:get_result(matched_field)
@@ -245,7 +275,9 @@ function _M:get_result(matched_field)
     local vt = matched.value_type
     if vt == T_INT then
         value = tonumber(matched.int_value)
-    elseif vt ~= T_NONE then
+    elseif vt ~= T_NONE and matched.len > 0 then
+        -- An empty matched value (a regex that matched the empty string) is nil, as in Kong's
+        -- binding.
         value = ffi_string(matched.ptr, matched.len)
     end
     local captures = nil

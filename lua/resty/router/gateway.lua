@@ -33,6 +33,11 @@ local updates = require("resty.router.gateway.updates")
 local request = require("resty.router.gateway.request")
 local sources = require("resty.router.gateway.sources")
 local explain = require("resty.router.gateway.explain")
+local cdefs = require("resty.router.cdefs")
+local ffi = require("ffi")
+
+local lib = cdefs.lib
+local arm, message, errbuf, errlen = cdefs.arm, cdefs.message, cdefs.errbuf, cdefs.errlen
 
 local ipairs, setmetatable, tostring = ipairs, setmetatable, tostring
 
@@ -43,30 +48,32 @@ local _M = {}
 _M._VERSION = "0.2.0"
 local mt = { __index = _M }
 
--- The fields a gateway routes on (the schema of atc-workload and Kong's router).
-_M.SCHEMA = {
-    { "http.method", "String" },
-    { "http.host", "String" },
-    { "http.path", "String" },
-    { "http.path.segments.*", "String" },
-    { "http.headers.*", "String" },
-    { "http.queries.*", "String" },
-    { "tls.sni", "String" },
-    { "net.protocol", "String" },
-    { "net.src.ip", "IpAddr" },
-    { "net.dst.ip", "IpAddr" },
-    { "net.src.port", "Int" },
-    { "net.dst.port", "Int" },
-}
+-- The fields a gateway routes on: those of Kong's HTTP router, as the core library defines
+-- them (atc_kong_field), as { name, type } pairs.
+_M.SCHEMA = {}
+do
+    local name, len, ty = ffi.new("const char *[1]"), ffi.new("size_t[1]"), ffi.new("int32_t[1]")
+    local i = 0
+    while lib.atc_kong_field(lib.ATC_SUBSYSTEM_HTTP, i, name, len, ty) == 1 do
+        i = i + 1
+        _M.SCHEMA[i] = { ffi.string(name[0], len[0]), cdefs.TYPE_NAMES[ty[0]] }
+    end
+end
 
 -- Options:
 --   schema      array of { name, type } (default gateway.SCHEMA)
 --   extractors  { [field] = function(field) return value or array of values end }: sources for
 --               fields the defaults do not cover, or overrides (they must not raise)
 --   mode        default sync mode of update(): "all_or_nothing" (default) or "apply_valid"
---   max_headers request headers read (default 100); a request with more matches nothing, when
---               a header the routes use is present (otherwise the headers are not read at all)
---   max_args    query arguments read (default 100); likewise, when a query field is in use
+--   max_headers request headers read (default 100); of a request with more, the first ones
+--               are used and a warning is logged, as Kong does
+--   max_args    query arguments read (default 100); likewise
+--   path        "kong" (default: the request URI without its arguments, normalised as Kong's
+--               router does) or "nginx" ($uri: nginx's decoded and normalised path)
+--   host        "kong" (default: the Host header without its port, as sent) or "nginx"
+--               ($host: lowercase, the request line's host first)
+--   dst_port_from_host  net.dst.port is the Host header's port when it has one, as Kong does
+--               (default false: the port the connection reached, which a client cannot choose)
 --   read_all_fields  read every field in use for every request: a malformed value in any of
 --               them rejects the request (see route())
 --   explain_header  name of a request header (e.g. "X-Atc-Explain") that makes route() also
@@ -119,6 +126,13 @@ function _M.new(opts)
         return nil, "updates must be \"auto\", \"async\" or \"sync\", got "
             .. tostring(updates_mode)
     end
+    local path, host = opts.path or "kong", opts.host or "kong"
+    if path ~= "kong" and path ~= "nginx" then
+        return nil, "path must be \"kong\" or \"nginx\", got " .. tostring(path)
+    end
+    if host ~= "kong" and host ~= "nginx" then
+        return nil, "host must be \"kong\" or \"nginx\", got " .. tostring(host)
+    end
     local want, source = opts.request_source or "auto", nil
     if want == "auto" then
         source = sources.native or sources.plain
@@ -142,6 +156,10 @@ function _M.new(opts)
         mode = opts.mode or "all_or_nothing",
         max_headers = opts.max_headers or 100,
         max_args = opts.max_args or 100,
+        path_var = path == "kong" and "request_uri" or "uri",
+        path_flags = path == "kong" and lib.ATC_PATH_NORMALIZE or 0,
+        kong_host = host == "kong",
+        dst_port_from_host = opts.dst_port_from_host and true or false,
         read_all = opts.read_all_fields and true or false,
         explaining = explaining,
         source = source,
@@ -234,7 +252,7 @@ end
 -- Reads the steps whose fields are in the mask (lo, hi) into the context: true, or nil and why.
 local function read_into(self, src, steps, lo, hi)
     local b = self.batch
-    local k, err = read(b, src, steps, lo, hi, self.max_headers, self.max_args)
+    local k, err = read(b, src, steps, lo, hi, self)
     if not k then
         return nil, err
     end
@@ -242,6 +260,14 @@ local function read_into(self, src, steps, lo, hi)
     ok, err, i = self.context:add_values(b.values, k)
     if not ok then
         return nil, "field `" .. tostring(b.fields[i]) .. "`: " .. err
+    end
+    if b.np > 0 then
+        arm()
+        local rc = lib.atc_context_add_path(self.context.ptr, b.path_ptr, b.path_len,
+            self.path_flags, b.paths, b.np, errbuf, errlen)
+        if rc ~= 0 then
+            return nil, "the path: " .. message(rc)
+        end
     end
     return true
 end
@@ -304,10 +330,12 @@ end
 -- (default 2048), never cutting a UTF-8 character: see resty.router.gateway.explain.
 _M.explain_summary = explain.summary
 
--- For tests: the values route() would read from the current request for every field in use,
--- as "field=value" lines in the order it adds them, from `source`: "native" (nginx's FFI
--- functions; nil when they are not available) or "plain" (the plain ngx API). "error: " and
--- the reason when the request cannot be read. The nginx test compares the two.
+-- For tests and diagnostics: the values route() would read from the current request for every
+-- field in use, as "field=value" lines (fields in the plan's order, each field's values in
+-- the order read), from `source`: "native" (nginx's FFI functions; nil when they are not
+-- available) or "plain" (the plain ngx API). "error: " and the reason when the request cannot
+-- be read. The nginx tests compare the two, and compare them with what Kong's router reads.
+-- Leaves the request's values in the context, as route() does before it executes.
 function _M:request_values(source)
     local src = sources.plain
     if source == "native" then
@@ -316,11 +344,19 @@ function _M:request_values(source)
             return nil
         end
     end
-    local k, err = read(self.batch, src, self.plan.steps, ALL, ALL, self.max_headers, self.max_args)
-    if not k then
+    local c = self.context
+    c:reset()
+    local ok, err = read_into(self, src, self.plan.steps, ALL, ALL)
+    if not ok then
         return "error: " .. tostring(err)
     end
-    return request.describe(self.batch, k)
+    local lines = {}
+    for _, step in ipairs(self.plan.steps) do
+        for _, v in ipairs(assert(c:get_values(step.field))) do
+            lines[#lines + 1] = step.field .. "=" .. tostring(v)
+        end
+    end
+    return table.concat(lines, "\n")
 end
 
 return _M

@@ -48,7 +48,8 @@ _M._VERSION = "0.2.0"
 --   var(r, name)       ptr, len of the variable's bytes, or nil when it has no value
 --   method(r)          the method, a Lua string
 --   headers(r, max)    count, list of { key = { len, data }, value = { len, data } } (0-based,
---                      lowercase keys); or nil when there are more than `max`
+--                      lowercase keys) of the first `max` headers, and true when the request
+--                      has more
 --   args(r, max)       the same for the query arguments (value.len -1: no value)
 
 -- The plain ngx API. Its strings are held in `held` until the next request() (see the
@@ -126,18 +127,14 @@ do
 
     function plain.headers(_, max)
         local t, err = ngx.req.get_headers(max)
-        if err == "truncated" then
-            return nil
-        end
-        return flatten(t, 1)
+        local n, list = flatten(t, 1)
+        return n, list, err == "truncated"
     end
 
     function plain.args(_, max)
         local t, err = ngx.req.get_uri_args(max)
-        if err == "truncated" then
-            return nil
-        end
-        return flatten(t, 2)
+        local n, list = flatten(t, 2)
+        return n, list, err == "truncated"
     end
 end
 _M.plain = plain
@@ -254,13 +251,12 @@ do
         end
 
         function native.headers(r, max)
+            truncated[0] = 0
             local n = get_headers_count(r, max, truncated)
             if n <= 0 then
                 return 0
             end
-            if truncated[0] ~= 0 then
-                return nil
-            end
+            local more = truncated[0] ~= 0
             if n > hdr_cap then
                 hdr_cap = math.max(n, 2 * hdr_cap)
                 hdr = elt_type(hdr_cap)
@@ -268,17 +264,16 @@ do
             if get_headers(r, hdr, n, 0) ~= 0 then
                 return 0
             end
-            return n, hdr
+            return n, hdr, more
         end
 
         function native.args(r, max)
+            truncated[0] = 0
             local n = get_args_count(r, max, truncated)
             if n <= 0 then
                 return 0
             end
-            if truncated[0] ~= 0 then
-                return nil
-            end
+            local more = truncated[0] ~= 0
             if n > arg_cap then
                 arg_cap = math.max(n, 2 * arg_cap)
                 argv = elt_type(arg_cap)
@@ -288,7 +283,7 @@ do
                 qbuf_cap = math.max(len, 2 * qbuf_cap)
                 qbuf = ffi.new("unsigned char[?]", qbuf_cap)
             end
-            return get_args(r, qbuf, argv, n), argv
+            return get_args(r, qbuf, argv, n), argv, more
         end
     end
 end
