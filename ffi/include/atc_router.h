@@ -185,6 +185,11 @@
 #define ATC_ERR_NOT_READY (-17)
 
 /**
+ * The default of `atc_builder_priority`.
+ */
+#define ATC_BUILDER_NICE_DEFAULT 0
+
+/**
  * The `"version"` of the JSON reports this library writes (2: explain reports are bounded).
  */
 #define ATC_JSON_VERSION 2
@@ -467,6 +472,15 @@ int32_t atc_route_list_add(AtcRouteList *list,
                            size_t n,
                            char *errbuf,
                            size_t *errbuf_len);
+
+/**
+ * Sets how many nice levels (0 to 19) below the thread that starts them the builder threads
+ * started from now on run (default `ATC_BUILDER_NICE_DEFAULT`), for the whole process: a build
+ * then takes the CPU the requests leave, rather than competing with them for it, and takes
+ * longer when they leave none. 0 keeps the starting thread's priority. Returns the previous
+ * value, or `ATC_ERR_INVALID` (nothing changed) outside 0 to 19.
+ */
+int32_t atc_builder_priority(int32_t nice);
 
 /**
  * Starts bringing the router to the routes of `list`, as version `version`, on the router's

@@ -21,6 +21,7 @@
 //! [`Builder`]: atc_router::Builder
 
 use std::ffi::c_char;
+use std::sync::atomic::{AtomicI32, Ordering};
 
 use atc_router::route_list::{Problem, ProblemKind};
 use atc_router::{BuildState, Builder, ListError, Outcome, OwnedRoute, RouteInput};
@@ -177,15 +178,50 @@ impl AsRef<[u8]> for Borrowed {
     }
 }
 
+/// How many nice levels below the thread that starts it a builder thread runs (see
+/// `atc_builder_priority`).
+static BUILDER_NICE: AtomicI32 = AtomicI32::new(ATC_BUILDER_NICE_DEFAULT);
+
+/// The default of `atc_builder_priority`.
+pub const ATC_BUILDER_NICE_DEFAULT: i32 = 0;
+
+/// Run first on every builder thread: lowers its priority by `BUILDER_NICE` levels. On Linux a
+/// nice value belongs to a thread, so the worker that routes requests keeps its own.
+fn lower_priority() {
+    let delta = BUILDER_NICE.load(Ordering::Relaxed);
+    if delta > 0 {
+        // SAFETY: nice(2) takes an integer and changes only the calling thread's priority; a
+        // failure (it cannot fail when lowering) leaves the priority as it was.
+        unsafe {
+            libc::nice(delta);
+        }
+    }
+}
+
+/// Sets how many nice levels (0 to 19) below the thread that starts them the builder threads
+/// started from now on run (default `ATC_BUILDER_NICE_DEFAULT`), for the whole process: a build
+/// then takes the CPU the requests leave, rather than competing with them for it, and takes
+/// longer when they leave none. 0 keeps the starting thread's priority. Returns the previous
+/// value, or `ATC_ERR_INVALID` (nothing changed) outside 0 to 19.
+#[no_mangle]
+pub extern "C" fn atc_builder_priority(nice: i32) -> i32 {
+    if !(0..=19).contains(&nice) {
+        return crate::ATC_ERR_INVALID;
+    }
+    BUILDER_NICE.swap(nice, Ordering::Relaxed)
+}
+
 /// The router's builder, made on first use and told what the router holds if it was changed
 /// directly since (a copy of its routes: O(routes), once per background sync after direct
 /// changes, never for a router only changed in the background).
 fn builder(r: &mut AtcRouter) -> &mut Builder {
     let (schema, limits) = (r.router.schema().clone(), *r.router.limits());
     let fresh = r.builder.is_none();
-    let b = r
-        .builder
-        .get_or_insert_with(|| Builder::new(schema, limits));
+    let b = r.builder.get_or_insert_with(|| {
+        let mut b = Builder::new(schema, limits);
+        b.on_thread_start(lower_priority);
+        b
+    });
     if std::mem::take(&mut r.changed) || (fresh && !r.router.is_empty()) {
         b.rebase(&r.router);
     }

@@ -398,6 +398,7 @@ enum Op {
     AddPath(H, Str, u32, Vec<(FieldRef, i32, u32, u32)>, bool, ErrSpec),
     HttpHost(Str, bool, bool),
     ContextValue(H, FieldRef, u8, bool),
+    BuilderPriority(i32),
 }
 
 #[derive(Default)]
@@ -1153,6 +1154,10 @@ impl State {
                     let bytes = std::slice::from_raw_parts(v.ptr.cast::<u8>(), v.len);
                     assert!(std::str::from_utf8(bytes).is_ok());
                 }
+            }
+            Op::BuilderPriority(nice) => {
+                let rc = atc_builder_priority(*nice % 24 - 2);
+                assert!((0..=19).contains(&rc) || rc == ATC_ERR_INVALID, "{rc}");
             }
             Op::Strerror(code) => {
                 let s = CStr::from_ptr(atc_strerror(*code));

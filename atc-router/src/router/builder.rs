@@ -269,6 +269,8 @@ pub struct Builder {
     pid: u32,
     /// The newest version submitted.
     submitted: Option<u64>,
+    /// Run first on the thread (see [`Builder::on_thread_start`]).
+    on_start: Option<fn()>,
 }
 
 /// Longest TSV line a list in text may have: the longest expression and room for the rest.
@@ -290,7 +292,16 @@ impl Builder {
             thread: None,
             pid: std::process::id(),
             submitted: None,
+            on_start: None,
         }
+    }
+
+    /// Has the thread run `hook` first, before any build, in the process that starts it: for
+    /// what only the thread itself can set, such as its scheduling priority (the C library
+    /// lowers it, so that a build takes the CPU the requests leave rather than competing with
+    /// them). Takes effect for a thread not yet started.
+    pub fn on_thread_start(&mut self, hook: fn()) {
+        self.on_start = Some(hook);
     }
 
     /// Forgets a thread and state inherited through a fork: the thread does not exist in this
@@ -408,10 +419,16 @@ impl Builder {
         let shared = self.shared.clone();
         let schema = self.schema.clone();
         let limits = self.limits;
+        let on_start = self.on_start;
         std::thread::Builder::new()
             .name("atc-router-builder".into())
             .stack_size(4 << 20)
-            .spawn(move || Worker::new(shared, schema, limits).run())
+            .spawn(move || {
+                if let Some(hook) = on_start {
+                    hook();
+                }
+                Worker::new(shared, schema, limits).run()
+            })
             .expect("spawning the builder thread")
     }
 }

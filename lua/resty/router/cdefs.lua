@@ -50,6 +50,7 @@ static const int ATC_BUILD_READY = 2;
 static const int ATC_TEXT_COPY = 0;
 static const int ATC_TEXT_BORROW = 1;
 static const int ATC_ERR_NOT_READY = -17;
+static const int ATC_BUILDER_NICE_DEFAULT = 0;
 static const int ATC_JSON_VERSION = 2;
 static const int ATC_EXPLAIN_RULED_OUT = 1;
 static const int ATC_SUBSYSTEM_HTTP = 1;
@@ -121,6 +122,7 @@ int32_t atc_route_list_add(AtcRouteList *list,
                            size_t n,
                            char *errbuf,
                            size_t *errbuf_len);
+int32_t atc_builder_priority(int32_t nice);
 int32_t atc_router_sync_start(atc_router *router,
                               uint64_t version,
                               AtcRouteList *list,

@@ -93,6 +93,9 @@ end
 --   update_interval  at least this many seconds between two hand-overs (default 0). While a
 --               build is in flight (or within the interval), a newer list waits, and only the
 --               newest one waiting is handed over: frequent pushes cost one hand-over per build
+--   builder_nice  how many nice levels (0 to 19) below the worker the router builder threads
+--               started from now on run, in the whole process (atc_builder_priority): a build
+--               takes the CPU requests leave instead of competing with them
 --   request_source  how requests are read (resty.router.gateway.sources): "auto" (default:
 --               lua-nginx-module's FFI functions when sources.native is available, else the
 --               plain ngx API), "plain" (always the plain ngx API), or "native" (an error
@@ -125,6 +128,14 @@ function _M.new(opts)
     if updates_mode ~= "auto" and updates_mode ~= "async" and updates_mode ~= "sync" then
         return nil, "updates must be \"auto\", \"async\" or \"sync\", got "
             .. tostring(updates_mode)
+    end
+    if opts.builder_nice ~= nil then
+        local n = opts.builder_nice
+        if type(n) ~= "number" or n ~= math.floor(n) or n < 0 or n > 19 then
+            return nil, "builder_nice must be an integer from 0 to 19, got " .. tostring(n)
+        end
+        -- Process-wide: the builder threads started from now on.
+        lib.atc_builder_priority(n)
     end
     local path, host = opts.path or "kong", opts.host or "kong"
     if path ~= "kong" and path ~= "nginx" then
