@@ -5,6 +5,12 @@
 //! expression per route from all its hosts, paths and headers: thousands of terms), while
 //! keeping the stack and the cost of adding one route bounded. Routes written by tenants rather
 //! than by the gateway's own configuration deserve tighter limits: see SECURITY.md.
+//!
+//! Limits are set on the schema ([`Schema::with_limits`](crate::Schema::with_limits),
+//! [`Schema::set_limits`](crate::Schema::set_limits); from C `atc_schema_set_limit`, from Lua
+//! `schema:set_limits`) and govern its routers, validations and contexts;
+//! [`Router::with_limits`](crate::Router::with_limits) overrides the expression limits of one
+//! router.
 
 /// Limits applied when parsing expressions and filling contexts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

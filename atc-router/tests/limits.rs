@@ -461,3 +461,103 @@ fn regexes_kongs_defaults_take_load() {
             .unwrap_or_else(|e| panic!("{re}: {e}"));
     }
 }
+
+/// Limits set on the schema govern what is made from it: `Router::new`'s routers,
+/// `Router::validate`, and (always) contexts and wildcard names. This is the one place the C
+/// ABI and the Lua binding set limits, so a router that ignored them would leave C and Lua
+/// users with the defaults whatever they asked for.
+mod schema_limits {
+    use super::*;
+
+    fn tight() -> Limits {
+        Limits {
+            max_expression_len: 64,
+            max_depth: 2,
+            max_predicates: 2,
+            max_regexes: 1,
+            regex_size_limit: 64 * 1024,
+            regex_total_size_limit: 96 * 1024,
+            max_values_per_field: 2,
+            max_wildcard_fields: 1,
+        }
+    }
+
+    /// `src` is refused by `Router::new` over a schema with `tight()` and by
+    /// `Router::validate`, with the same error containing `words`, and accepted under the
+    /// defaults.
+    fn refused(src: &str, words: &str) {
+        let schema = schema_with(tight());
+        let mut router = Router::new(schema.clone());
+        assert_eq!(router.limits(), &tight());
+        let e = router.add(Uuid::from_u128(1), 1, src).unwrap_err();
+        assert!(e.to_string().contains(words), "`{words}` not in: {e}");
+        assert!(router.is_empty());
+        assert_eq!(Router::validate(&schema, src).unwrap_err(), e);
+        Router::new(schema_with(Limits::default()))
+            .add(Uuid::from_u128(1), 1, src)
+            .unwrap_or_else(|e| panic!("{src}: {e}"));
+    }
+
+    #[test]
+    fn router_new_and_validate_use_the_schemas_limits() {
+        refused(
+            &format!(r#"http.path == "{}""#, "a".repeat(64)),
+            "the limit is 64 bytes",
+        );
+        refused(
+            r#"(((http.path == "a")))"#,
+            "nested too deeply: the limit is 2",
+        );
+        refused(
+            "p == 1 || p == 2 || p == 3",
+            "too many predicates: 3, the limit is 2",
+        );
+        refused(
+            r#"http.path ~ "^/a" || http.path ~ "^/b""#,
+            "too many regexes in one expression (limit: 1)",
+        );
+        refused(
+            r#"http.path ~ "^/a{100}{100}""#,
+            "regex is too large once compiled (limit: 65536 bytes)",
+        );
+        // Within the limits: accepted.
+        let mut router = Router::new(schema_with(tight()));
+        router
+            .add(Uuid::from_u128(1), 1, r#"(http.path ~ "^/a") && p == 1"#)
+            .unwrap();
+    }
+
+    #[test]
+    fn with_limits_still_overrides_the_schemas_expression_limits() {
+        let schema = schema_with(tight());
+        let mut router = Router::with_limits(schema.clone(), Limits::default());
+        router
+            .add(Uuid::from_u128(1), 1, "p == 1 || p == 2 || p == 3")
+            .unwrap();
+        Router::validate_with_limits(&schema, "p == 1 || p == 2 || p == 3", router.limits())
+            .unwrap();
+        // The schema's own limits still bound its names and its contexts.
+        router
+            .add(Uuid::from_u128(2), 1, r#"http.headers.a == "x""#)
+            .unwrap();
+        let e = router
+            .add(Uuid::from_u128(3), 1, r#"http.headers.b == "x""#)
+            .unwrap_err();
+        assert!(e.to_string().contains("(limit: 1)"), "{e}");
+        let mut ctx = Context::new(schema);
+        ctx.add_value("p", 1).unwrap();
+        ctx.add_value("p", 2).unwrap();
+        let e = ctx.add_value("p", 3).unwrap_err();
+        assert!(e.to_string().contains("already holds 2 values"), "{e}");
+    }
+
+    #[test]
+    fn set_limits_before_sharing_is_what_with_limits_gives() {
+        let mut s = Schema::new();
+        s.set_limits(tight());
+        assert_eq!(s.limits(), &tight());
+        s.add_field("p", Type::Int).unwrap();
+        let router = Router::new(Arc::new(s));
+        assert_eq!(router.limits(), &tight());
+    }
+}

@@ -29,7 +29,8 @@
 #define ATC_ERR_UTF8 (-2)
 
 /**
- * An argument is malformed: a type code, a field name, an IP address or CIDR text.
+ * An argument is malformed: a type code, a field name, an IP address or CIDR text, a limit
+ * code or value.
  */
 #define ATC_ERR_INVALID (-3)
 
@@ -59,7 +60,8 @@
 #define ATC_ERR_DUPLICATE (-8)
 
 /**
- * `atc_schema_add_field` after the schema was shared by a router or a context.
+ * `atc_schema_add_field` or `atc_schema_set_limit` after the schema was shared by a router or
+ * a context.
  */
 #define ATC_ERR_SCHEMA_SHARED (-9)
 
@@ -124,6 +126,46 @@
  * No value (in `atc_matched`: the field recorded no matched value).
  */
 #define ATC_TYPE_NONE (-1)
+
+/**
+ * Longest expression text, in bytes (default 1 MiB).
+ */
+#define ATC_LIMIT_MAX_EXPRESSION_LEN 1
+
+/**
+ * Deepest nesting of parentheses, `!(` and transformations (default and hard cap 256).
+ */
+#define ATC_LIMIT_MAX_DEPTH 2
+
+/**
+ * Most predicates in one expression, each element of a set counting (default 16,384).
+ */
+#define ATC_LIMIT_MAX_PREDICATES 3
+
+/**
+ * Most regexes (`~`) in one expression (default 16,384).
+ */
+#define ATC_LIMIT_MAX_REGEXES 4
+
+/**
+ * Largest compiled size of one regex, in bytes (default 10 MiB).
+ */
+#define ATC_LIMIT_REGEX_SIZE 5
+
+/**
+ * Largest compiled size of the regexes of one expression together, in bytes (default 32 MiB).
+ */
+#define ATC_LIMIT_REGEX_TOTAL_SIZE 6
+
+/**
+ * Most values one context field holds (default 1,024).
+ */
+#define ATC_LIMIT_MAX_VALUES_PER_FIELD 7
+
+/**
+ * Most distinct wildcard names the routes of the schema use at a time (default 65,536).
+ */
+#define ATC_LIMIT_MAX_WILDCARD_FIELDS 8
 
 /**
  * The last bit of a field mask (`atc_router_key_fields`): the field of id `id` is bit
@@ -975,6 +1017,37 @@ int32_t atc_schema_add_field(atc_schema *schema,
                              int32_t field_type,
                              char *errbuf,
                              size_t *errbuf_len);
+
+/**
+ * Sets one limit of the schema (`limit`: an `ATC_LIMIT_*` code) to `value`; routers,
+ * contexts and `atc_router_validate` of this schema then check against it. SECURITY.md
+ * describes each limit and its default, and suggests values for routes that tenants write.
+ *
+ * Only while the schema is building, as for `atc_schema_add_field`: `ATC_ERR_SCHEMA_SHARED`
+ * once a router or a context was made from it (they keep the limits they were made under).
+ * `ATC_ERR_INVALID` for an unknown code or a `value` of 0 (it would refuse everything; a
+ * limit has no "off" value). A `value` above `SIZE_MAX` (32-bit platforms) is clamped to
+ * `SIZE_MAX`, which no input can reach; `ATC_LIMIT_MAX_DEPTH` above 256 is stored as 256, the
+ * hard cap that keeps the parser within its stack (`atc_schema_get_limit` reads back 256).
+ * Nothing changes on failure.
+ *
+ * # Safety
+ * `schema` is a live handle; `errbuf` points to `*errbuf_len` bytes (or NULLs).
+ */
+int32_t atc_schema_set_limit(atc_schema *schema,
+                             int32_t limit,
+                             uint64_t value,
+                             char *errbuf,
+                             size_t *errbuf_len);
+
+/**
+ * Stores the value of one limit of the schema (`limit`: an `ATC_LIMIT_*` code) in `*value`:
+ * the default until `atc_schema_set_limit` changed it. `ATC_ERR_INVALID` for an unknown code.
+ *
+ * # Safety
+ * `schema` is a live handle; `value` is writable.
+ */
+int32_t atc_schema_get_limit(const atc_schema *schema, int32_t limit, uint64_t *value);
 
 /**
  * Stores the `ATC_TYPE_*` code of a field (exact or through a wildcard) in `*field_type`;

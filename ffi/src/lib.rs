@@ -63,7 +63,8 @@ pub const ATC_OK: i32 = 0;
 pub const ATC_ERR_NULL: i32 = -1;
 /// A string argument is not valid UTF-8.
 pub const ATC_ERR_UTF8: i32 = -2;
-/// An argument is malformed: a type code, a field name, an IP address or CIDR text.
+/// An argument is malformed: a type code, a field name, an IP address or CIDR text, a limit
+/// code or value.
 pub const ATC_ERR_INVALID: i32 = -3;
 /// A field name or field id that the schema does not know.
 pub const ATC_ERR_UNKNOWN_FIELD: i32 = -4;
@@ -75,7 +76,8 @@ pub const ATC_ERR_UUID: i32 = -6;
 pub const ATC_ERR_BUFFER: i32 = -7;
 /// A field or route id that is already there.
 pub const ATC_ERR_DUPLICATE: i32 = -8;
-/// `atc_schema_add_field` after the schema was shared by a router or a context.
+/// `atc_schema_add_field` or `atc_schema_set_limit` after the schema was shared by a router or
+/// a context.
 pub const ATC_ERR_SCHEMA_SHARED: i32 = -9;
 /// An expression that does not parse or validate (the message shows where and why).
 pub const ATC_ERR_EXPR: i32 = -10;
@@ -104,6 +106,26 @@ pub const ATC_TYPE_IPADDR: i32 = 2;
 pub const ATC_TYPE_IPCIDR: i32 = 3;
 /// No value (in `atc_matched`: the field recorded no matched value).
 pub const ATC_TYPE_NONE: i32 = -1;
+
+// Codes of `atc_schema_set_limit` / `atc_schema_get_limit`: one per field of the core's
+// `Limits` (SECURITY.md describes each). They start at 1 so that a zeroed variable names no
+// limit and is refused.
+/// Longest expression text, in bytes (default 1 MiB).
+pub const ATC_LIMIT_MAX_EXPRESSION_LEN: i32 = 1;
+/// Deepest nesting of parentheses, `!(` and transformations (default and hard cap 256).
+pub const ATC_LIMIT_MAX_DEPTH: i32 = 2;
+/// Most predicates in one expression, each element of a set counting (default 16,384).
+pub const ATC_LIMIT_MAX_PREDICATES: i32 = 3;
+/// Most regexes (`~`) in one expression (default 16,384).
+pub const ATC_LIMIT_MAX_REGEXES: i32 = 4;
+/// Largest compiled size of one regex, in bytes (default 10 MiB).
+pub const ATC_LIMIT_REGEX_SIZE: i32 = 5;
+/// Largest compiled size of the regexes of one expression together, in bytes (default 32 MiB).
+pub const ATC_LIMIT_REGEX_TOTAL_SIZE: i32 = 6;
+/// Most values one context field holds (default 1,024).
+pub const ATC_LIMIT_MAX_VALUES_PER_FIELD: i32 = 7;
+/// Most distinct wildcard names the routes of the schema use at a time (default 65,536).
+pub const ATC_LIMIT_MAX_WILDCARD_FIELDS: i32 = 8;
 
 /// The last bit of a field mask (`atc_router_key_fields`): the field of id `id` is bit
 /// `min(id & 0xFFFFF, 63)` (the low 20 bits of an id are the field's index).

@@ -1,20 +1,24 @@
 //! Schema handles.
 //!
 //! Invariant: a handle is *building* until the first router or context is made from it, and
-//! *shared* from then on. Only a building schema accepts fields: field ids must not change once
-//! a router or context has resolved names to them. Every router and context made from one
-//! handle holds the same `Arc<Schema>`, which is what makes them work together (and what keeps
-//! the schema alive after the handle is freed).
+//! *shared* from then on. Only a building schema accepts fields and limits: field ids must not
+//! change once a router or context has resolved names to them, and the limits a router or
+//! context was made under are the ones it keeps (a router copies them when it is made). Every
+//! router and context made from one handle holds the same `Arc<Schema>`, which is what makes
+//! them work together (and what keeps the schema alive after the handle is freed).
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use atc_router::{Router, Schema, Type};
+use atc_router::{Limits, Router, Schema, Type};
 
 use std::ffi::c_char;
 
 use crate::{
     guard, guard_status, handle, out, str_arg, type_code, type_from_code, write_names, Fail, Res,
-    ATC_ERR_SCHEMA_SHARED, ATC_ERR_UNKNOWN_FIELD, ATC_OK,
+    ATC_ERR_INVALID, ATC_ERR_SCHEMA_SHARED, ATC_ERR_UNKNOWN_FIELD, ATC_LIMIT_MAX_DEPTH,
+    ATC_LIMIT_MAX_EXPRESSION_LEN, ATC_LIMIT_MAX_PREDICATES, ATC_LIMIT_MAX_REGEXES,
+    ATC_LIMIT_MAX_VALUES_PER_FIELD, ATC_LIMIT_MAX_WILDCARD_FIELDS, ATC_LIMIT_REGEX_SIZE,
+    ATC_LIMIT_REGEX_TOTAL_SIZE, ATC_OK,
 };
 
 /// A schema: field names and types. Opaque.
@@ -58,19 +62,60 @@ impl AtcSchema {
         }
     }
 
+    /// The limits routers, contexts and validations of this schema get.
+    fn limits(&self) -> Limits {
+        match &*self.lock() {
+            State::Building { schema, .. } => *schema.limits(),
+            State::Shared(s) => *s.limits(),
+        }
+    }
+
     pub(crate) fn validate(&self, expr: &str) -> Res<Vec<String>> {
         let shared = match &*self.lock() {
             State::Shared(s) => s.clone(),
-            State::Building { fields, .. } => {
-                let mut copy = Schema::new();
+            State::Building { schema, fields } => {
+                // The copy has the limits too: a validation accepts what a router made from
+                // this schema will accept.
+                let mut copy = Schema::with_limits(*schema.limits());
                 for (name, ty) in fields {
                     copy.add_field(name, *ty)?;
                 }
                 Arc::new(copy)
             }
         };
+        // `Router::validate` checks against the schema's limits, which are this handle's.
         Ok(Router::validate(&shared, expr)?)
     }
+}
+
+/// The name (as in `Limits`, the Lua binding and SECURITY.md) and the field of `limits` an
+/// `ATC_LIMIT_*` code stands for; `ATC_ERR_INVALID` for any other code.
+fn limit_slot(limits: &mut Limits, code: i32) -> Res<(&'static str, &mut usize)> {
+    Ok(match code {
+        ATC_LIMIT_MAX_EXPRESSION_LEN => ("max_expression_len", &mut limits.max_expression_len),
+        ATC_LIMIT_MAX_DEPTH => ("max_depth", &mut limits.max_depth),
+        ATC_LIMIT_MAX_PREDICATES => ("max_predicates", &mut limits.max_predicates),
+        ATC_LIMIT_MAX_REGEXES => ("max_regexes", &mut limits.max_regexes),
+        ATC_LIMIT_REGEX_SIZE => ("regex_size_limit", &mut limits.regex_size_limit),
+        ATC_LIMIT_REGEX_TOTAL_SIZE => {
+            ("regex_total_size_limit", &mut limits.regex_total_size_limit)
+        }
+        ATC_LIMIT_MAX_VALUES_PER_FIELD => {
+            ("max_values_per_field", &mut limits.max_values_per_field)
+        }
+        ATC_LIMIT_MAX_WILDCARD_FIELDS => ("max_wildcard_fields", &mut limits.max_wildcard_fields),
+        _ => {
+            return Err(Fail::new(
+                ATC_ERR_INVALID,
+                format_args!(
+                    "{code} is not a limit code (expected ATC_LIMIT_MAX_EXPRESSION_LEN, \
+                     ATC_LIMIT_MAX_DEPTH, ATC_LIMIT_MAX_PREDICATES, ATC_LIMIT_MAX_REGEXES, \
+                     ATC_LIMIT_REGEX_SIZE, ATC_LIMIT_REGEX_TOTAL_SIZE, \
+                     ATC_LIMIT_MAX_VALUES_PER_FIELD or ATC_LIMIT_MAX_WILDCARD_FIELDS)"
+                ),
+            ))
+        }
+    })
 }
 
 /// A new, empty schema (NULL only if memory ran out in a way that panicked). Free it with
@@ -137,6 +182,82 @@ pub unsafe extern "C" fn atc_schema_add_field(
                 Ok(ATC_OK)
             }
         }
+    })
+}
+
+/// Sets one limit of the schema (`limit`: an `ATC_LIMIT_*` code) to `value`; routers,
+/// contexts and `atc_router_validate` of this schema then check against it. SECURITY.md
+/// describes each limit and its default, and suggests values for routes that tenants write.
+///
+/// Only while the schema is building, as for `atc_schema_add_field`: `ATC_ERR_SCHEMA_SHARED`
+/// once a router or a context was made from it (they keep the limits they were made under).
+/// `ATC_ERR_INVALID` for an unknown code or a `value` of 0 (it would refuse everything; a
+/// limit has no "off" value). A `value` above `SIZE_MAX` (32-bit platforms) is clamped to
+/// `SIZE_MAX`, which no input can reach; `ATC_LIMIT_MAX_DEPTH` above 256 is stored as 256, the
+/// hard cap that keeps the parser within its stack (`atc_schema_get_limit` reads back 256).
+/// Nothing changes on failure.
+///
+/// # Safety
+/// `schema` is a live handle; `errbuf` points to `*errbuf_len` bytes (or NULLs).
+#[no_mangle]
+pub unsafe extern "C" fn atc_schema_set_limit(
+    schema: *mut AtcSchema,
+    limit: i32,
+    value: u64,
+    errbuf: *mut c_char,
+    errbuf_len: *mut usize,
+) -> i32 {
+    guard(errbuf, errbuf_len, || {
+        let schema = handle(schema, "schema")?;
+        // Arguments first: a bad code or value is reported as such whatever the state.
+        let (name, _) = limit_slot(&mut Limits::default(), limit)?;
+        if value == 0 {
+            return Err(Fail::new(
+                ATC_ERR_INVALID,
+                format_args!("limit `{name}` must be at least 1, got 0"),
+            ));
+        }
+        let mut value = usize::try_from(value).unwrap_or(usize::MAX);
+        if limit == ATC_LIMIT_MAX_DEPTH {
+            value = value.min(Limits::HARD_MAX_DEPTH);
+        }
+        match &mut *schema.lock() {
+            State::Shared(_) => Err(Fail::new(
+                ATC_ERR_SCHEMA_SHARED,
+                format_args!(
+                    "cannot set limit `{name}`: the schema is already used by a router or a \
+                     context (set limits before creating them)"
+                ),
+            )),
+            State::Building { schema, .. } => {
+                let mut limits = *schema.limits();
+                *limit_slot(&mut limits, limit)?.1 = value;
+                schema.set_limits(limits);
+                Ok(ATC_OK)
+            }
+        }
+    })
+}
+
+/// Stores the value of one limit of the schema (`limit`: an `ATC_LIMIT_*` code) in `*value`:
+/// the default until `atc_schema_set_limit` changed it. `ATC_ERR_INVALID` for an unknown code.
+///
+/// # Safety
+/// `schema` is a live handle; `value` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn atc_schema_get_limit(
+    schema: *const AtcSchema,
+    limit: i32,
+    value: *mut u64,
+) -> i32 {
+    guard_status(|| {
+        let schema = handle(schema, "schema")?;
+        let out = out(value, "value")?;
+        let mut limits = schema.limits();
+        let (_, slot) = limit_slot(&mut limits, limit)?;
+        // usize is at most 64 bits on every platform Rust supports.
+        *out = u64::try_from(*slot).unwrap_or(u64::MAX);
+        Ok(ATC_OK)
     })
 }
 

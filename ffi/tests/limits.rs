@@ -5,7 +5,7 @@
 //! against a limit. In every case the handles stay usable: the worker goes on serving.
 
 use std::ffi::c_char;
-use std::ptr::null_mut;
+use std::ptr::{null, null_mut};
 
 use atc_router_ffi::*;
 
@@ -26,8 +26,20 @@ struct Fixture {
 
 impl Fixture {
     fn new() -> Fixture {
+        Fixture::with_limits(&[])
+    }
+
+    /// The fixture over a schema whose `limits` (`ATC_LIMIT_*` code, value) were set through
+    /// `atc_schema_set_limit` before the router and the context were made.
+    fn with_limits(limits: &[(i32, u64)]) -> Fixture {
         unsafe {
             let schema = atc_schema_new();
+            for &(code, value) in limits {
+                let mut buf = vec![0 as c_char; 256];
+                let mut len = buf.len();
+                let rc = atc_schema_set_limit(schema, code, value, buf.as_mut_ptr(), &mut len);
+                assert_eq!(rc, ATC_OK, "limit {code}: {}", message(&buf, len));
+            }
             for (name, ty) in [
                 ("http.path", ATC_TYPE_STRING),
                 ("http.headers.*", ATC_TYPE_STRING),
@@ -360,4 +372,371 @@ fn errors_quote_a_window_of_the_input_whatever_its_size() {
         )
     };
     check("unknown field", rc, len, &buf);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Limits set through the C ABI (`atc_schema_set_limit`, `atc_schema_get_limit`).
+
+const ALL_LIMITS: [(i32, &str, u64); 8] = [
+    (
+        ATC_LIMIT_MAX_EXPRESSION_LEN,
+        "max_expression_len",
+        1024 * 1024,
+    ),
+    (ATC_LIMIT_MAX_DEPTH, "max_depth", 256),
+    (ATC_LIMIT_MAX_PREDICATES, "max_predicates", 16_384),
+    (ATC_LIMIT_MAX_REGEXES, "max_regexes", 16_384),
+    (ATC_LIMIT_REGEX_SIZE, "regex_size_limit", 10 * 1024 * 1024),
+    (
+        ATC_LIMIT_REGEX_TOTAL_SIZE,
+        "regex_total_size_limit",
+        32 * 1024 * 1024,
+    ),
+    (ATC_LIMIT_MAX_VALUES_PER_FIELD, "max_values_per_field", 1024),
+    (ATC_LIMIT_MAX_WILDCARD_FIELDS, "max_wildcard_fields", 65_536),
+];
+
+fn get_limit(schema: *const AtcSchema, code: i32) -> u64 {
+    let mut v = 0;
+    let rc = unsafe { atc_schema_get_limit(schema, code, &mut v) };
+    assert_eq!(rc, ATC_OK, "limit {code}");
+    v
+}
+
+/// `atc_schema_set_limit` with an error buffer: the status and the message.
+fn set_limit(schema: *mut AtcSchema, code: i32, value: u64) -> (i32, String) {
+    let mut buf = vec![0x55 as c_char; 512];
+    let mut len = buf.len();
+    let rc = unsafe { atc_schema_set_limit(schema, code, value, buf.as_mut_ptr(), &mut len) };
+    if rc == ATC_OK {
+        assert_eq!(len, buf.len(), "the error buffer is untouched on success");
+        return (rc, String::new());
+    }
+    (rc, message(&buf, len))
+}
+
+/// `atc_router_validate` on the fixture's schema: the status and the message.
+fn validate(schema: *const AtcSchema, expr: &str) -> (i32, String) {
+    let mut buf = vec![0 as c_char; 4096];
+    let mut len = buf.len();
+    let mut fields_len = 0;
+    let rc = unsafe {
+        atc_router_validate(
+            schema,
+            p(expr),
+            expr.len(),
+            null_mut(),
+            &mut fields_len,
+            null_mut(),
+            buf.as_mut_ptr(),
+            &mut len,
+        )
+    };
+    if rc == ATC_OK || rc == ATC_ERR_BUFFER {
+        return (ATC_OK, String::new());
+    }
+    (rc, message(&buf, len))
+}
+
+#[test]
+fn get_limit_reads_the_defaults_then_what_was_set() {
+    unsafe {
+        let s = atc_schema_new();
+        for (code, name, default) in ALL_LIMITS {
+            assert_eq!(get_limit(s, code), default, "{name}");
+        }
+        for (i, (code, name, _)) in ALL_LIMITS.iter().enumerate() {
+            let value = 10 + i as u64;
+            assert_eq!(
+                set_limit(s, *code, value),
+                (ATC_OK, String::new()),
+                "{name}"
+            );
+            assert_eq!(get_limit(s, *code), value, "{name}");
+        }
+        // Each code sets its own limit and no other.
+        for (i, (code, name, _)) in ALL_LIMITS.iter().enumerate() {
+            assert_eq!(get_limit(s, *code), 10 + i as u64, "{name}");
+        }
+        // Depth is capped at 256, as the core treats it; a value above size_t is clamped (the
+        // same number on a 64-bit platform).
+        assert_eq!(set_limit(s, ATC_LIMIT_MAX_DEPTH, 100_000).0, ATC_OK);
+        assert_eq!(get_limit(s, ATC_LIMIT_MAX_DEPTH), 256);
+        assert_eq!(set_limit(s, ATC_LIMIT_MAX_PREDICATES, u64::MAX).0, ATC_OK);
+        assert_eq!(
+            get_limit(s, ATC_LIMIT_MAX_PREDICATES),
+            u64::try_from(usize::MAX).unwrap()
+        );
+        // A router made now keeps them, and the handle still reads them once shared.
+        let r = atc_router_new(s, null_mut(), null_mut());
+        assert!(!r.is_null());
+        assert_eq!(get_limit(s, ATC_LIMIT_MAX_REGEXES), 13);
+        atc_router_free(r);
+        atc_schema_free(s);
+    }
+}
+
+#[test]
+fn bad_codes_values_and_pointers_are_refused_and_change_nothing() {
+    unsafe {
+        let s = atc_schema_new();
+        assert_eq!(set_limit(s, ATC_LIMIT_MAX_PREDICATES, 5).0, ATC_OK);
+        for code in [0, 9, -1, i32::MAX, ATC_TYPE_INT - 100] {
+            let (rc, msg) = set_limit(s, code, 7);
+            assert_eq!(rc, ATC_ERR_INVALID, "{code}");
+            assert!(
+                msg.starts_with(&format!("{code} is not a limit code (expected ATC_LIMIT_")),
+                "{msg}"
+            );
+            let mut v = 99;
+            assert_eq!(atc_schema_get_limit(s, code, &mut v), ATC_ERR_INVALID);
+            assert_eq!(v, 99, "nothing written for an unknown code");
+        }
+        for (code, name, _) in ALL_LIMITS {
+            let before = get_limit(s, code);
+            let (rc, msg) = set_limit(s, code, 0);
+            assert_eq!(rc, ATC_ERR_INVALID, "{name}");
+            assert_eq!(msg, format!("limit `{name}` must be at least 1, got 0"));
+            assert_eq!(get_limit(s, code), before, "{name} unchanged");
+        }
+        assert_eq!(get_limit(s, ATC_LIMIT_MAX_PREDICATES), 5);
+        // NULLs.
+        let (mut buf, mut len) = (vec![0 as c_char; 64], 64);
+        let rc = atc_schema_set_limit(
+            null_mut(),
+            ATC_LIMIT_MAX_DEPTH,
+            1,
+            buf.as_mut_ptr(),
+            &mut len,
+        );
+        assert_eq!(rc, ATC_ERR_NULL);
+        assert_eq!(message(&buf, len), "`schema` is NULL");
+        let mut v = 0;
+        assert_eq!(
+            atc_schema_get_limit(null(), ATC_LIMIT_MAX_DEPTH, &mut v),
+            ATC_ERR_NULL
+        );
+        assert_eq!(
+            atc_schema_get_limit(s, ATC_LIMIT_MAX_DEPTH, null_mut()),
+            ATC_ERR_NULL
+        );
+        // No error buffer wanted.
+        let rc = atc_schema_set_limit(s, 0, 1, null_mut(), null_mut());
+        assert_eq!(rc, ATC_ERR_INVALID);
+        atc_schema_free(s);
+    }
+}
+
+#[test]
+fn a_shared_schema_refuses_limits_and_keeps_the_ones_it_has() {
+    for router_first in [true, false] {
+        let share = if router_first { "router" } else { "context" };
+        unsafe {
+            let s = atc_schema_new();
+            let rc = atc_schema_add_field(s, p("p"), 1, ATC_TYPE_INT, null_mut(), null_mut());
+            assert_eq!(rc, ATC_OK);
+            assert_eq!(set_limit(s, ATC_LIMIT_MAX_PREDICATES, 2).0, ATC_OK);
+            // One handle shares the schema; the other is made after the refusals below.
+            let mut router = null_mut();
+            let mut ctx = null_mut();
+            if router_first {
+                router = atc_router_new(s, null_mut(), null_mut());
+            } else {
+                ctx = atc_context_new(s, null_mut(), null_mut());
+            }
+            for (code, name, _) in ALL_LIMITS {
+                let before = get_limit(s, code);
+                let (rc, msg) = set_limit(s, code, 100_000);
+                assert_eq!(rc, ATC_ERR_SCHEMA_SHARED, "{share}: {name}");
+                assert_eq!(
+                    msg,
+                    format!(
+                        "cannot set limit `{name}`: the schema is already used by a router or \
+                         a context (set limits before creating them)"
+                    )
+                );
+                assert_eq!(get_limit(s, code), before, "{share}: {name} unchanged");
+            }
+            // Bad arguments are still reported as such.
+            assert_eq!(set_limit(s, 42, 1).0, ATC_ERR_INVALID);
+            if router.is_null() {
+                router = atc_router_new(s, null_mut(), null_mut());
+            } else {
+                ctx = atc_context_new(s, null_mut(), null_mut());
+            }
+            // Freed on drop.
+            let f = Fixture {
+                schema: s,
+                router,
+                ctx,
+            };
+            // Routers have the limit set before the schema was shared, not the refused one.
+            let (rc, msg) = f.add(ID, "p == 1 || p == 2 || p == 3");
+            assert_eq!(rc, ATC_ERR_EXPR, "{share}");
+            assert!(
+                msg.contains("too many predicates: 3, the limit is 2"),
+                "{msg}"
+            );
+        }
+    }
+}
+
+/// Each limit set through the C ABI tightens what `atc_router_add` and `atc_router_validate`
+/// accept (while the schema builds and once it is shared), with the message naming the limit
+/// and the value set; the same expression loads under the defaults.
+#[test]
+fn each_expression_limit_set_through_c_is_enforced_by_add_and_validate() {
+    let total = (0..4)
+        .map(|i| format!(r##"http.path ~ r#"^/r{i}/\w+/\w+$"#"##))
+        .collect::<Vec<_>>()
+        .join(" || ");
+    let cases: [(i32, u64, String, &str); 6] = [
+        (
+            ATC_LIMIT_MAX_EXPRESSION_LEN,
+            64,
+            format!(r#"http.path == "{}""#, "a".repeat(64)),
+            "expression is too long: 79 bytes, the limit is 64 bytes",
+        ),
+        (
+            ATC_LIMIT_MAX_DEPTH,
+            2,
+            r#"(((http.path == "a")))"#.to_owned(),
+            "expression is nested too deeply: the limit is 2 levels of parentheses",
+        ),
+        (
+            ATC_LIMIT_MAX_PREDICATES,
+            2,
+            "p == 1 || p == 2 || p == 3".to_owned(),
+            "too many predicates: 3, the limit is 2",
+        ),
+        (
+            ATC_LIMIT_MAX_REGEXES,
+            1,
+            r#"http.path ~ "^/a" || http.path ~ "^/b""#.to_owned(),
+            "too many regexes in one expression (limit: 1)",
+        ),
+        (
+            ATC_LIMIT_REGEX_SIZE,
+            64 * 1024,
+            r#"http.path ~ "^/a{100}{100}""#.to_owned(),
+            "regex is too large once compiled (limit: 65536 bytes)",
+        ),
+        (
+            ATC_LIMIT_REGEX_TOTAL_SIZE,
+            64 * 1024,
+            total,
+            "too large once compiled together (limit: 65536 bytes)",
+        ),
+    ];
+    for (code, value, expr, words) in &cases {
+        // While the schema builds, `atc_router_validate` already checks against the limit.
+        unsafe {
+            let s = atc_schema_new();
+            let rc = atc_schema_add_field(
+                s,
+                p("http.path"),
+                9,
+                ATC_TYPE_STRING,
+                null_mut(),
+                null_mut(),
+            );
+            assert_eq!(rc, ATC_OK);
+            assert_eq!(set_limit(s, *code, *value).0, ATC_OK);
+            let (rc, msg) = validate(s, expr);
+            assert_eq!(rc, ATC_ERR_EXPR, "building, {words}");
+            assert!(msg.contains(words), "building: `{words}` not in: {msg}");
+            atc_schema_free(s);
+        }
+        let f = Fixture::with_limits(&[(*code, *value)]);
+        let (rc, msg) = f.add(ID, expr);
+        assert_eq!(rc, ATC_ERR_EXPR, "{words}");
+        assert!(msg.starts_with("line 1, column "), "{msg}");
+        assert!(msg.contains(words), "`{words}` not in: {msg}");
+        assert_eq!(
+            validate(f.schema, expr),
+            (rc, msg),
+            "validate says the same"
+        );
+        let mut n = usize::MAX;
+        unsafe { atc_router_len(f.router, &mut n) };
+        assert_eq!(n, 0, "{words}: the refused route was not added");
+        // Under the defaults the same route loads: it is the limit set that refused it.
+        let d = Fixture::new();
+        assert_eq!(d.add(ID, expr), (ATC_OK, String::new()), "{words}");
+        assert_eq!(validate(d.schema, expr), (ATC_OK, String::new()));
+    }
+    // Each of the regexes that together go past 64 KiB (about 35 KiB each, Unicode `\w`) fits
+    // alone: the total is what counts.
+    let f = Fixture::with_limits(&[(ATC_LIMIT_REGEX_TOTAL_SIZE, 64 * 1024)]);
+    assert_eq!(f.add(ID, r##"http.path ~ r#"^/r0/\w+/\w+$"#"##).0, ATC_OK);
+}
+
+#[test]
+fn wildcard_names_limit_set_through_c() {
+    let f = Fixture::with_limits(&[(ATC_LIMIT_MAX_WILDCARD_FIELDS, 2)]);
+    assert_eq!(
+        f.add(ID, r#"http.headers.a == "x" || http.headers.b == "y""#)
+            .0,
+        ATC_OK
+    );
+    let (rc, msg) = f.add(ID2, r#"http.headers.c == "z""#);
+    assert_eq!(rc, ATC_ERR_EXPR);
+    assert!(
+        msg.contains("too many distinct wildcard field names in use by routes (limit: 2)"),
+        "{msg}"
+    );
+    // A name already in use costs nothing more.
+    assert_eq!(f.add(ID2, r#"http.headers.a == "z""#).0, ATC_OK);
+}
+
+#[test]
+fn values_per_field_limit_set_through_c() {
+    let f = Fixture::with_limits(&[(ATC_LIMIT_MAX_VALUES_PER_FIELD, 3)]);
+    assert_eq!(
+        f.add(ID, r#"http.path == "/a" || net.dst.port == 1"#).0,
+        ATC_OK
+    );
+    let path = f.field("http.path");
+    let port = f.field("net.dst.port");
+    let mut buf = vec![0 as c_char; 256];
+    unsafe {
+        for _ in 0..3 {
+            assert_eq!(
+                atc_context_add_str(f.ctx, path, p("/a"), 2, null_mut(), null_mut()),
+                ATC_OK
+            );
+        }
+        let mut len = buf.len();
+        let rc = atc_context_add_str(f.ctx, path, p("/a"), 2, buf.as_mut_ptr(), &mut len);
+        assert_eq!(rc, ATC_ERR_LIMIT);
+        assert_eq!(
+            message(&buf, len),
+            "field `http.path` already holds 3 values, the most one field may hold"
+        );
+        // A batch stops at the same value.
+        let values: Vec<AtcValue> = (0..5)
+            .map(|i| AtcValue {
+                field: port,
+                value_type: ATC_TYPE_INT,
+                int_value: i,
+                ptr: null(),
+                len: 0,
+            })
+            .collect();
+        let mut failed = usize::MAX;
+        let mut len = buf.len();
+        let rc = atc_context_add_values(
+            f.ctx,
+            values.as_ptr(),
+            values.len(),
+            &mut failed,
+            buf.as_mut_ptr(),
+            &mut len,
+        );
+        assert_eq!(rc, ATC_ERR_LIMIT);
+        assert_eq!(failed, 3);
+        assert!(message(&buf, len).contains("already holds 3 values"));
+    }
+    // The context still works.
+    assert_eq!(f.execute(), 1);
 }

@@ -78,6 +78,8 @@ lua_tests!(
     binding_test:
     schema_fields_and_types,
     schema_is_frozen_once_shared,
+    schema_limits_set_get_and_errors,
+    schema_limits_govern_routers_validation_and_contexts,
     router_add_and_errors,
     router_priority_and_ties,
     router_remove,
@@ -126,6 +128,7 @@ lua_tests!(
     kong_request_semantics,
     bad_requests_never_raise,
     extractors_and_schema,
+    limits_option,
     update_is_atomic_for_requests,
     large_update_changes_only_what_differs,
     two_phase_routing_reads_only_what_candidates_use,

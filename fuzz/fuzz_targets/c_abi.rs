@@ -246,6 +246,33 @@ enum OutSpec {
     NullLen,
 }
 
+/// An `ATC_LIMIT_*` code, or any number.
+#[derive(Arbitrary, Debug)]
+enum LimitCode {
+    Known(u8),
+    Raw(i32),
+}
+
+const LIMITS: &[i32] = &[
+    ATC_LIMIT_MAX_EXPRESSION_LEN,
+    ATC_LIMIT_MAX_DEPTH,
+    ATC_LIMIT_MAX_PREDICATES,
+    ATC_LIMIT_MAX_REGEXES,
+    ATC_LIMIT_REGEX_SIZE,
+    ATC_LIMIT_REGEX_TOTAL_SIZE,
+    ATC_LIMIT_MAX_VALUES_PER_FIELD,
+    ATC_LIMIT_MAX_WILDCARD_FIELDS,
+];
+
+impl LimitCode {
+    fn code(&self) -> i32 {
+        match self {
+            LimitCode::Known(i) => LIMITS[*i as usize % LIMITS.len()],
+            LimitCode::Raw(c) => *c,
+        }
+    }
+}
+
 #[derive(Arbitrary, Debug)]
 enum TypeCode {
     Known(u8),
@@ -354,6 +381,10 @@ enum Op {
     SchemaFree(u8),
     SchemaAddField(H, Str, TypeCode, ErrSpec),
     SchemaFieldType(H, Str, bool),
+    /// Schema, limit, value (small values too: tight limits make routes and values fail).
+    SchemaSetLimit(H, LimitCode, u64, ErrSpec),
+    /// Schema, limit, NULL output.
+    SchemaGetLimit(H, LimitCode, bool),
     RouterNew(H, ErrSpec),
     RouterFree(u8),
     RouterAdd(H, u64, Str, Str, ErrSpec),
@@ -474,6 +505,34 @@ impl State {
                 check_status(rc);
                 if rc == ATC_OK {
                     assert!((ATC_TYPE_STRING..=ATC_TYPE_IPCIDR).contains(&ty));
+                }
+            }
+            Op::SchemaSetLimit(h, limit, value, e) => {
+                let mut e = Err::new(e);
+                // Half the time a small value, which refuses some of the pool's routes.
+                let value = if value & 1 == 0 { value % 64 } else { *value };
+                let rc = atc_schema_set_limit(
+                    get(&self.schemas, h),
+                    limit.code(),
+                    value,
+                    e.buf(),
+                    e.len(),
+                );
+                e.check(rc);
+                if rc == ATC_OK {
+                    assert!(value > 0, "a limit of 0 was accepted");
+                }
+            }
+            Op::SchemaGetLimit(h, limit, null_out) => {
+                let mut v = 0;
+                let out = if *null_out { null_mut() } else { &mut v };
+                let rc = atc_schema_get_limit(get(&self.schemas, h), limit.code(), out);
+                check_status(rc);
+                if rc == ATC_OK {
+                    assert!(v > 0, "a limit reads 0");
+                    if limit.code() == ATC_LIMIT_MAX_DEPTH {
+                        assert!(v <= 256, "max_depth reads {v}");
+                    }
                 }
             }
             Op::RouterNew(h, e) => {

@@ -104,6 +104,107 @@ function T.schema_is_frozen_once_shared()
     assert(r and c)
 end
 
+local DEFAULT_LIMITS = {
+    max_expression_len = 1024 * 1024,
+    max_depth = 256,
+    max_predicates = 16384,
+    max_regexes = 16384,
+    regex_size_limit = 10 * 1024 * 1024,
+    regex_total_size_limit = 32 * 1024 * 1024,
+    max_values_per_field = 1024,
+    max_wildcard_fields = 65536,
+}
+
+function T.schema_limits_set_get_and_errors()
+    local s = http_schema()
+    same(s:get_limits(), DEFAULT_LIMITS, "defaults")
+    -- Refused arguments change nothing, even next to valid ones.
+    fails("limits must be a table, got nil", s:set_limits())
+    fails("limits must be a table, got number", s:set_limits(5))
+    fails("unknown limit max_routes (expected max_expression_len, max_depth, max_predicates, "
+        .. "max_regexes, regex_size_limit, regex_total_size_limit, max_values_per_field, "
+        .. "max_wildcard_fields)", s:set_limits({ max_depth = 4, max_routes = 1 }))
+    fails("unknown limit 1 (expected", s:set_limits({ 10 }))
+    for _, bad in ipairs({ 0, -1, 1.5, 2 ^ 60, 0 / 0, 1 / 0, "10", true, ffi.new("int64_t", 0) }) do
+        fails("limit max_predicates must be a positive integer, got " .. tostring(bad),
+            s:set_limits({ max_depth = 4, max_predicates = bad }))
+    end
+    same(s:get_limits(), DEFAULT_LIMITS, "after refusals")
+    -- Set: the named limits change, the others keep their values.
+    eq(s:set_limits({ max_predicates = 2, max_depth = 1000, max_regexes = ffi.new("uint64_t", 3) }), true)
+    eq(s:set_limits({ max_values_per_field = 2 }), true)
+    eq(s:set_limits({}), true)
+    local want = {}
+    for k, v in pairs(DEFAULT_LIMITS) do
+        want[k] = v
+    end
+    want.max_predicates, want.max_depth, want.max_regexes, want.max_values_per_field = 2, 256, 3, 2
+    same(s:get_limits(), want, "after set_limits (max_depth capped at 256)")
+    -- Validation does not share the schema: limits can still be set.
+    assert(router.validate(s, 'http.host == "a"'))
+    eq(s:set_limits({ max_wildcard_fields = 7 }), true)
+    want.max_wildcard_fields = 7
+    -- Once a router (or a context) uses the schema, no more: the limits stay as they were.
+    local r = router.new(s)
+    fails("cannot set limit `max_predicates`: the schema is already used by a router or a context",
+        s:set_limits({ max_predicates = 100 }))
+    fails("unknown limit", s:set_limits({ nope = 1 }))
+    same(s:get_limits(), want, "after a refusal on a shared schema")
+    local s2 = http_schema()
+    local c = context.new(s2)
+    fails("already used by a router or a context", s2:set_limits({ max_depth = 8 }))
+    same(s2:get_limits(), DEFAULT_LIMITS)
+    assert(r and c)
+end
+
+-- The limits set through the binding are the ones routes, validation and contexts meet.
+function T.schema_limits_govern_routers_validation_and_contexts()
+    local s = http_schema()
+    assert(s:set_limits({
+        max_expression_len = 80,
+        max_depth = 2,
+        max_predicates = 3,
+        max_regexes = 1,
+        regex_size_limit = 64 * 1024,
+        max_values_per_field = 2,
+        max_wildcard_fields = 1,
+    }))
+    local cases = {
+        { 'http.path == "' .. ("a"):rep(70) .. '"', "expression is too long: 85 bytes, the limit is 80 bytes" },
+        { '(((http.path == "a")))', "nested too deeply: the limit is 2 levels" },
+        { 'http.path == "a" || http.path == "b" || http.path == "c" || http.path == "d"',
+            "too many predicates: 4, the limit is 3" },
+        { 'http.path ~ "^/a" || http.path ~ "^/b"', "too many regexes in one expression (limit: 1)" },
+        { 'http.path ~ "^/a{100}{100}"', "regex is too large once compiled (limit: 65536 bytes)" },
+    }
+    -- router.validate checks against them before the schema is in use ...
+    for _, case in ipairs(cases) do
+        fails(case[2], router.validate(s, case[1]))
+    end
+    local r = router.new(s)
+    local c = context.new(s)
+    -- ... and routers and router.validate after.
+    for _, case in ipairs(cases) do
+        fails(case[2], r:add_matcher(1, U1, case[1]))
+        fails(case[2], router.validate(s, case[1]))
+    end
+    eq(r:sync({ { id = U1, priority = 1, expression = cases[3][1] } }), nil, "sync is checked too")
+    assert(r:add_matcher(1, U1, 'http.headers.a == "x" && http.path ^= "/"'))
+    fails("too many distinct wildcard field names in use by routes (limit: 1)",
+        r:add_matcher(1, U2, 'http.headers.b == "x"'))
+    -- Contexts: two values per field.
+    assert(c:add_value("http.path", { "/1", "/2" }))
+    fails("field `http.path` already holds 2 values, the most one field may hold",
+        c:add_value("http.path", "/3"))
+    assert(c:add_value("http.headers.a", "x"))
+    eq(r:execute(c), true)
+    -- The same routes load under the defaults.
+    local d = router.new(http_schema())
+    for i, case in ipairs(cases) do
+        assert(d:add_matcher(1, string.format("a8f2c1e4-0000-4000-8000-%012d", i), case[1]))
+    end
+end
+
 function T.router_add_and_errors()
     local s = http_schema()
     local r = router.new(s, 100)

@@ -442,6 +442,39 @@ function T.extractors_and_schema()
     eq(gw2:route(), nil)
 end
 
+-- gateway.new{ limits = } sets the schema's limits before the router is made: updates are
+-- checked against them.
+function T.limits_option()
+    local gw = assert(gateway.new({ limits = { max_predicates = 2 } }))
+    eq(gw.schema:get_limits().max_predicates, 2)
+    local three = 'http.path ^= "/a" && http.host == "a.com" && http.method == "GET"'
+    local ok, err, errs = gw:update(1, list({ U1, 1, three }))
+    eq(ok, nil)
+    has(err, "1 invalid route(s), nothing changed; route #1")
+    has(err, "too many predicates: 3, the limit is 2")
+    eq(#errs, 1)
+    has(errs[1].message, "too many predicates: 3, the limit is 2")
+    eq(gw:version(), nil)
+    -- Within the limit: applied.
+    assert(gw:update(2, list({ U1, 1, 'http.path ^= "/a" && http.host == "a.com"' })))
+    set_request({ var = { uri = "/a", host = "a.com" } })
+    eq(gw:route(), U1)
+    -- Without the option: the defaults.
+    local gw2 = assert(gateway.new())
+    assert(gw2:update(1, list({ U1, 1, three })))
+    -- A bad limit is an error of new().
+    local nope
+    nope, err = gateway.new({ limits = { max_predicates = 0 } })
+    eq(nope, nil)
+    has(err, "limit max_predicates must be a positive integer, got 0")
+    nope, err = gateway.new({ limits = { max_routes = 5 } })
+    eq(nope, nil)
+    has(err, "unknown limit max_routes")
+    nope, err = gateway.new({ limits = "tight" })
+    eq(nope, nil)
+    has(err, "limits must be a table, got string")
+end
+
 -- An update whose loader yields (as one fetching the list over a cosocket would): requests
 -- served meanwhile see the old table and the old field plan, and the next ones the new table.
 function T.update_is_atomic_for_requests()

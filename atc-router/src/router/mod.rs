@@ -170,12 +170,17 @@ fn broken_router() -> ! {
 }
 
 impl Router {
-    /// An empty router over `schema`, with the default [`Limits`].
+    /// An empty router over `schema`, with the schema's [`Limits`] ([`Schema::limits`]): one
+    /// set of limits, given to the schema, governs its routers and contexts alike (this is how
+    /// the C ABI and the Lua binding set them).
     pub fn new(schema: Arc<Schema>) -> Router {
-        Router::with_limits(schema, Limits::default())
+        let limits = *schema.limits();
+        Router::with_limits(schema, limits)
     }
 
-    /// An empty router over `schema`; every expression added must stay within `limits`.
+    /// An empty router over `schema`; every expression added must stay within `limits`, which
+    /// override the schema's for this router (the schema's still bound the wildcard names and
+    /// the context values).
     pub fn with_limits(schema: Arc<Schema>, limits: Limits) -> Router {
         Router {
             schema,
@@ -476,12 +481,14 @@ impl Router {
     }
 
     /// Checks an expression against a schema without adding it (regexes are compiled to check
-    /// them, then dropped). Returns the fields it uses, in order of first use.
+    /// them, then dropped), within the schema's limits: it accepts exactly what
+    /// [`Router::new`]'s routers accept. Returns the fields it uses, in order of first use.
     pub fn validate(schema: &Schema, expression: &str) -> Result<Vec<String>, Error> {
-        Router::validate_with_limits(schema, expression, &Limits::default())
+        Router::validate_with_limits(schema, expression, schema.limits())
     }
 
-    /// [`Router::validate`] with other limits than the default ones.
+    /// [`Router::validate`] with other limits than the schema's (those of a router made with
+    /// [`Router::with_limits`]).
     pub fn validate_with_limits(
         schema: &Schema,
         expression: &str,

@@ -176,7 +176,15 @@ impl Schema {
         Schema::default()
     }
 
-    /// A schema with non-default limits (only `max_wildcard_fields` applies here).
+    /// A schema with non-default limits, which govern everything made from it: the names
+    /// its routes use (`max_wildcard_fields`), the values of its contexts
+    /// (`max_values_per_field`), and the expressions of routers made with [`Router::new`] or
+    /// checked with [`Router::validate`] (the other limits). [`Router::with_limits`] overrides
+    /// the expression limits of one router.
+    ///
+    /// [`Router::new`]: crate::Router::new
+    /// [`Router::validate`]: crate::Router::validate
+    /// [`Router::with_limits`]: crate::Router::with_limits
     pub fn with_limits(limits: Limits) -> Schema {
         Schema {
             limits,
@@ -184,9 +192,17 @@ impl Schema {
         }
     }
 
-    /// The limits its names are checked against.
+    /// The limits of the schema (see [`Schema::with_limits`]).
     pub fn limits(&self) -> &Limits {
         &self.limits
+    }
+
+    /// Replaces the limits (see [`Schema::with_limits`]). It takes `&mut self`, so it can only
+    /// happen before the schema is shared: routers and contexts never see its limits change
+    /// under them. A lower `max_wildcard_fields` than the names in use now refuses new names
+    /// only.
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.limits = limits;
     }
 
     /// Adds a field, or a wildcard `prefix.*` standing for `prefix.<one segment>`.

@@ -39,6 +39,14 @@ static const int ATC_TYPE_INT = 1;
 static const int ATC_TYPE_IPADDR = 2;
 static const int ATC_TYPE_IPCIDR = 3;
 static const int ATC_TYPE_NONE = -1;
+static const int ATC_LIMIT_MAX_EXPRESSION_LEN = 1;
+static const int ATC_LIMIT_MAX_DEPTH = 2;
+static const int ATC_LIMIT_MAX_PREDICATES = 3;
+static const int ATC_LIMIT_MAX_REGEXES = 4;
+static const int ATC_LIMIT_REGEX_SIZE = 5;
+static const int ATC_LIMIT_REGEX_TOTAL_SIZE = 6;
+static const int ATC_LIMIT_MAX_VALUES_PER_FIELD = 7;
+static const int ATC_LIMIT_MAX_WILDCARD_FIELDS = 8;
 static const int ATC_FIELD_MASK_LAST_BIT = 63;
 static const int ATC_UUID_LEN = 36;
 static const int ATC_VERSION_MAJOR = 0;
@@ -250,6 +258,12 @@ int32_t atc_schema_add_field(atc_schema *schema,
                              int32_t field_type,
                              char *errbuf,
                              size_t *errbuf_len);
+int32_t atc_schema_set_limit(atc_schema *schema,
+                             int32_t limit,
+                             uint64_t value,
+                             char *errbuf,
+                             size_t *errbuf_len);
+int32_t atc_schema_get_limit(const atc_schema *schema, int32_t limit, uint64_t *value);
 int32_t atc_schema_field_type(const atc_schema *schema,
                               const char *name,
                               size_t name_len,
@@ -330,6 +344,22 @@ local _M = {
     ERRBUF_SIZE = ERRBUF_SIZE,
     TYPE_NAMES = { [0] = "String", "Int", "IpAddr", "IpCidr" },
     TYPE_CODES = { String = 0, Int = 1, IpAddr = 2, IpCidr = 3 },
+    -- The schema's limits by the names of the core's `Limits` (SECURITY.md), in that order, and
+    -- their ATC_LIMIT_* codes.
+    LIMIT_NAMES = {
+        "max_expression_len", "max_depth", "max_predicates", "max_regexes", "regex_size_limit",
+        "regex_total_size_limit", "max_values_per_field", "max_wildcard_fields",
+    },
+    LIMIT_CODES = {
+        max_expression_len = lib.ATC_LIMIT_MAX_EXPRESSION_LEN,
+        max_depth = lib.ATC_LIMIT_MAX_DEPTH,
+        max_predicates = lib.ATC_LIMIT_MAX_PREDICATES,
+        max_regexes = lib.ATC_LIMIT_MAX_REGEXES,
+        regex_size_limit = lib.ATC_LIMIT_REGEX_SIZE,
+        regex_total_size_limit = lib.ATC_LIMIT_REGEX_TOTAL_SIZE,
+        max_values_per_field = lib.ATC_LIMIT_MAX_VALUES_PER_FIELD,
+        max_wildcard_fields = lib.ATC_LIMIT_MAX_WILDCARD_FIELDS,
+    },
 }
 
 -- Arms the shared error buffer before a call that may fail.

@@ -9,6 +9,8 @@
 --   local uuid, matched_path, captures = gw:route()   -- in access_by_lua*, per request
 --   -- opt-in debug header: gateway.new({ explain_header = "X-Atc-Explain" }), then
 --   -- gateway.explain_summary(ngx.ctx.atc_explanation) for a response header
+--   -- tighter limits for routes tenants write (SECURITY.md):
+--   -- gateway.new({ limits = { max_predicates = 64, max_regexes = 8 } })
 --
 -- The jobs are in modules of their own: resty.router.gateway.updates (versioned updates and the
 -- routing plan), resty.router.gateway.request (reading request values) over
@@ -62,6 +64,10 @@ end
 
 -- Options:
 --   schema      array of { name, type } (default gateway.SCHEMA)
+--   limits      { [name] = positive integer }: the schema's limits (schema:set_limits; names
+--               and defaults in SECURITY.md), set before the router is made, so that every
+--               update and request is checked against them; an update with a route over one
+--               is refused with the error naming it. Default: the library's defaults
 --   extractors  { [field] = function(field) return value or array of values end }: sources for
 --               fields the defaults do not cover, or overrides (they must not raise)
 --   mode        default sync mode of update(): "all_or_nothing" (default) or "apply_valid"
@@ -106,6 +112,13 @@ function _M.new(opts)
     local s = schema.new()
     for _, f in ipairs(opts.schema or _M.SCHEMA) do
         local ok, err = s:add_field(f[1], f[2])
+        if not ok then
+            return nil, err
+        end
+    end
+    -- Before router.new and context.new: the schema accepts limits only until it is in use.
+    if opts.limits ~= nil then
+        local ok, err = s:set_limits(opts.limits)
         if not ok then
             return nil, err
         end
