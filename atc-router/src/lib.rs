@@ -106,8 +106,8 @@ pub use router::needs::FieldMask;
 pub use router::shared::{ReadGuard, SharedRouter};
 pub use router::{
     BuildState, Builder, CandidateReport, ExplainOptions, Explanation, ListError, Outcome,
-    OwnedRoute, PredicateOutcome, Route, RouteInput, RouteMatch, RouteSpec, Router, RuledOut,
-    SyncError, SyncMode, SyncPlan, SyncReport,
+    OwnedRoute, PredicateOutcome, Route, RouteInput, RouteMatch, RouteSpec, Router, RouterStats,
+    RuledOut, SyncError, SyncMode, SyncPlan, SyncReport,
 };
 pub use schema::{
     CaptureKey, Context, FieldId, IdState, IpCidr, MatchResult, MatchedValue, Schema, Type, Value,

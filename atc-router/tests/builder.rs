@@ -328,7 +328,9 @@ fn a_panic_while_building_is_reported_and_the_next_build_works() {
         SyncMode::AllOrNothing,
     );
     match wait(&mut b) {
-        Outcome::Panicked { version, message } => {
+        Outcome::Panicked {
+            version, message, ..
+        } => {
             assert_eq!(version, 0xbad_0002);
             assert!(message.contains("injected"), "{message}");
         }

@@ -468,6 +468,67 @@ typedef struct {
   uint32_t to;
 } atc_path_field;
 
+/**
+ * A router's counts and the cost of its last update, as `atc_router_stats` writes them (the
+ * type cannot share the function's name in C). Set `size` to `sizeof(atc_stats)` before the
+ * call. Fields are only ever appended in later versions;
+ * on return `size` is where the last field the library filled ends (a caller built with a
+ * later header sees which fields this library did not fill).
+ */
+typedef struct {
+  /**
+   * In: the size of the caller's struct. Out: the bytes filled (from the start of the struct).
+   */
+  size_t size;
+  /**
+   * Executes that found a route.
+   */
+  uint64_t routed;
+  /**
+   * Executes that found none (an execute that failed, `ATC_ERR_BROKEN` or
+   * `ATC_ERR_SCHEMA_MISMATCH`, is in neither count).
+   */
+  uint64_t not_found;
+  /**
+   * Requests the caller refused as bad input and counted with `atc_router_count_bad_request`.
+   */
+  uint64_t bad_requests;
+  /**
+   * Updates applied: calls of `atc_router_add`, `atc_router_remove`, `atc_router_sync` and
+   * `atc_router_sync_apply` that returned `ATC_OK` (a sync that found nothing to change
+   * included).
+   */
+  uint64_t updates_applied;
+  /**
+   * Updates refused: those calls when they changed nothing because of what they were given
+   * (an invalid route or id, a route to remove that was not there, `ATC_ERR_ROUTES`, a
+   * background build that panicked: `ATC_ERR_PANIC` from `atc_router_sync_apply`). A call
+   * refused for a NULL or an unknown mode is not an update and is not counted; neither is a
+   * background version superseded before it was applied.
+   */
+  uint64_t updates_refused;
+  /**
+   * Microseconds the last update (applied or refused) held the caller: the whole call for
+   * add, remove and sync; the `atc_router_sync_apply` call for a background sync.
+   */
+  uint64_t last_update_hold_us;
+  /**
+   * Microseconds its table took to build: as `last_update_hold_us` for add, remove and
+   * sync; the builder thread's time (from taking up the list to the outcome) for a
+   * background sync.
+   */
+  uint64_t last_build_us;
+  /**
+   * Routes the router holds.
+   */
+  uint64_t routes;
+  /**
+   * 1 when a panic interrupted a change part-way (`atc_router_execute` answers
+   * `ATC_ERR_BROKEN` until a sync rebuilds it), else 0.
+   */
+  int32_t broken;
+} atc_stats;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -1079,6 +1140,28 @@ int32_t atc_router_validate(const atc_schema *schema,
                             size_t *fields_count,
                             char *errbuf,
                             size_t *errbuf_len);
+
+/**
+ * Reads the router's counts into `*out` (see `atc_stats` for the versioning rule):
+ * `ATC_OK`; `ATC_ERR_NULL`; `ATC_ERR_INVALID` when `out->size` is smaller than the `size`
+ * member itself. Reads a few atomics: cheap, but meant for a metrics endpoint, not every
+ * request. Counts are kept per router handle, whatever table serves (syncs and background
+ * applies carry them over), from the router's creation.
+ *
+ * # Safety
+ * `router` is a live handle; `out` is NULL or points to at least `out->size` writable bytes.
+ */
+int32_t atc_router_stats(const atc_router *router, atc_stats *out);
+
+/**
+ * Counts one request the caller refused as bad input (a value `atc_context_add_*` refused:
+ * invalid UTF-8, too many values), which the router never sees, in `bad_requests`. `ATC_OK` or
+ * `ATC_ERR_NULL`. One relaxed atomic increment.
+ *
+ * # Safety
+ * `router` is a live handle.
+ */
+int32_t atc_router_count_bad_request(const atc_router *router);
 
 /**
  * Makes the router hold exactly the `n` routes of `routes`, touching only what differs: a

@@ -387,12 +387,15 @@ pub unsafe extern "C" fn atc_router_sync_apply(
                 format_args!("`errors` is NULL but `*errors_len` is {errors_cap}"),
             ));
         }
+        // What this call holds the caller is the update's hold time in the router's stats.
+        let started = std::time::Instant::now();
         let Some(outcome) = r.builder.as_mut().and_then(Builder::take) else {
             return Err(Fail::new(
                 ATC_ERR_NOT_READY,
                 "no background sync outcome is ready",
             ));
         };
+        let build_time = outcome.build_time();
         if !version.is_null() {
             *version = outcome.version();
         }
@@ -403,7 +406,8 @@ pub unsafe extern "C" fn atc_router_sync_apply(
                 errors: list_errors,
                 ..
             } => {
-                let old = std::mem::replace(&mut r.router, *built);
+                // The router's stats stay with the handle.
+                let old = r.router.replace_with(*built);
                 if let Some(b) = r.builder.as_mut() {
                     b.recycle(old);
                 }
@@ -424,10 +428,11 @@ pub unsafe extern "C" fn atc_router_sync_apply(
                 ..
             } => (route_errors(list_errors), false, message),
             Outcome::Panicked { message, .. } => {
+                r.router.record_update(false, started.elapsed(), build_time);
                 return Err(Fail::new(
                     ATC_ERR_PANIC,
                     format_args!("the background build panicked: {message}"),
-                ))
+                ));
             }
         };
         if !report.is_null() {
@@ -435,6 +440,7 @@ pub unsafe extern "C" fn atc_router_sync_apply(
             (*report).messages_len = errs.iter().map(|e| e.msg.len() + 1).sum();
         }
         write_route_errors(&errs, errors, errors_len, msgbuf, msgbuf_len);
+        r.router.record_update(built, started.elapsed(), build_time);
         if built {
             Ok(ATC_OK)
         } else {

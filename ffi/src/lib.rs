@@ -47,6 +47,7 @@ mod json;
 pub mod request;
 pub mod router;
 pub mod schema;
+pub mod stats;
 pub mod sync;
 
 pub use background::*;
@@ -55,6 +56,7 @@ pub use explain::*;
 pub use request::*;
 pub use router::*;
 pub use schema::*;
+pub use stats::*;
 pub use sync::*;
 
 /// Success.

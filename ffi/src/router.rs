@@ -8,6 +8,7 @@ use atc_router::{Router, Uuid};
 use crate::context::AtcContext;
 use crate::schema::AtcSchema;
 use std::ffi::c_char;
+use std::time::Instant;
 
 use crate::{
     guard, guard_ptr, guard_status, handle, handle_mut, out, str_arg, write_names, Fail, Res,
@@ -93,8 +94,11 @@ pub unsafe extern "C" fn atc_router_add(
 ) -> i32 {
     guard(errbuf, errbuf_len, || {
         let r = handle_mut(router, "router")?;
-        let id = parse_uuid(str_arg(id, id_len, "id")?)?;
-        let expr = str_arg(expr, expr_len, "expr")?;
+        let started = Instant::now();
+        let args = str_arg(id, id_len, "id")
+            .and_then(parse_uuid)
+            .and_then(|id| Ok((id, str_arg(expr, expr_len, "expr")?)));
+        let (id, expr) = args.inspect_err(|e| crate::stats::refused_here(r, started, e))?;
         r.router.add(id, priority, expr)?;
         crate::background::changed_directly(r);
         Ok(ATC_OK)
@@ -115,7 +119,10 @@ pub unsafe extern "C" fn atc_router_remove(
 ) -> i32 {
     guard(errbuf, errbuf_len, || {
         let r = handle_mut(router, "router")?;
-        let id = parse_uuid(str_arg(id, id_len, "id")?)?;
+        let started = Instant::now();
+        let id = str_arg(id, id_len, "id")
+            .and_then(parse_uuid)
+            .inspect_err(|e| crate::stats::refused_here(r, started, e))?;
         if r.router.remove(id) {
             crate::background::changed_directly(r);
             Ok(ATC_OK)

@@ -192,6 +192,7 @@ pub unsafe extern "C" fn atc_router_sync(
 ) -> i32 {
     guard(errbuf, errbuf_len, || {
         let r = handle_mut(router, "router")?;
+        let started = std::time::Instant::now();
         let mode = sync_mode(mode)?;
         crate::background::changed_directly(r);
         let errors_cap = errors_len.as_ref().copied().unwrap_or(0);
@@ -237,6 +238,9 @@ pub unsafe extern "C" fn atc_router_sync(
                 if let Err(e) = r.router.prepare_sync(&specs, mode) {
                     core_errors(e.errors, &mut errs);
                 }
+                // Refused here, not by the core's sync (which counts its own).
+                let took = started.elapsed();
+                r.router.record_update(false, took, took);
                 false
             }
             _ => match r.router.sync(&specs, mode) {

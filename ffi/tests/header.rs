@@ -56,6 +56,7 @@ fn generate_header() -> String {
             ("AtcSyncReport", "atc_sync_report"),
             ("AtcSyncError", "atc_sync_error"),
             ("AtcPathField", "atc_path_field"),
+            ("AtcStats", "atc_stats"),
         ]
         .map(|(a, b)| (a.to_owned(), b.to_owned())),
     );

@@ -117,6 +117,7 @@ lua_tests!(
     background_sync_text,
     background_sync_supersedes,
     background_sync_chunks_and_yields,
+    router_stats,
 );
 
 lua_tests!(
@@ -145,4 +146,5 @@ lua_tests!(
     async_string_lists,
     updates_in_init_phases_are_applied_at_once,
     async_pushes_wait_for_the_build_in_flight,
+    stats_and_metrics,
 );

@@ -7,7 +7,9 @@
 //! added routes; the same version again; a refused version; apply-valid), each version checked
 //! the same way, and requests sent while versions alternate must each be answered wholly by the
 //! old table or wholly by the new one. The gateway's debug header (X-Atc-Explain) must carry the
-//! summary of the core's explanation when asked from 127.0.0.1, and be absent otherwise.
+//! summary of the core's explanation when asked from 127.0.0.1, and be absent otherwise. The
+//! gateway's Prometheus endpoint (/metrics) must count what was sent: routed, not found and bad
+//! requests, updates applied and refused, the routes of the table in force.
 //!
 //! Needs nginx with the lua module; without it the test prints a notice and passes, unless
 //! `ATC_REQUIRE_NGINX=1` (see `common/nginx.rs`).
@@ -72,6 +74,9 @@ http {{
         }}
         location = /__update {{
             content_by_lua_block {{ require("gateway").update() }}
+        }}
+        location = /metrics {{
+            content_by_lua_block {{ require("gateway").metrics() }}
         }}
         location / {{
             access_by_lua_block {{ require("gateway").access() }}
@@ -577,6 +582,57 @@ fn status_page(port: u16) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&r.body).into_owned())
 }
 
+/// The gateway's Prometheus text (`/metrics`) as `name{labels}` → value, after checking that it
+/// is served as Prometheus' text format and that every sample follows its metric's TYPE line.
+fn metrics(port: u16) -> BTreeMap<String, f64> {
+    let r = send(port, b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n").expect("metrics");
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let content_type = r.headers.iter().find(|(k, _)| k == "content-type");
+    assert!(
+        content_type.is_some_and(|(_, v)| v.starts_with("text/plain; version=0.0.4")),
+        "{content_type:?}"
+    );
+    let text = String::from_utf8(r.body).expect("UTF-8");
+    let mut typed = HashSet::new();
+    let mut samples = BTreeMap::new();
+    for line in text.lines() {
+        if let Some(t) = line.strip_prefix("# TYPE ") {
+            typed.insert(t.split(' ').next().unwrap().to_owned());
+        } else if !line.starts_with('#') {
+            let (key, value) = line.rsplit_once(' ').expect("a sample line");
+            let name = key.split('{').next().unwrap();
+            assert!(typed.contains(name), "no TYPE line before {line:?}");
+            samples.insert(key.to_owned(), value.parse::<f64>().expect("a number"));
+        }
+    }
+    samples
+}
+
+/// A sample of [`metrics`], of the worker's gateway (`worker="0"`), with more labels or none.
+fn sample(m: &BTreeMap<String, f64>, name: &str, labels: &str) -> f64 {
+    let sep = if labels.is_empty() { "" } else { "," };
+    let key = format!("{name}{{worker=\"0\"{sep}{labels}}}");
+    *m.get(&key)
+        .unwrap_or_else(|| panic!("no {key} in {:?}", m.keys().collect::<Vec<_>>()))
+}
+
+/// Requests answered by result (routed, not found, bad request) and updates (applied, refused).
+fn counts(m: &BTreeMap<String, f64>) -> [f64; 5] {
+    let req = |r: &str| sample(m, "atc_router_requests_total", &format!("result=\"{r}\""));
+    let upd = |r: &str| sample(m, "atc_router_updates_total", &format!("result=\"{r}\""));
+    [
+        req("routed"),
+        req("not_found"),
+        req("bad_request"),
+        upd("applied"),
+        upd("refused"),
+    ]
+}
+
+fn delta(after: [f64; 5], before: [f64; 5]) -> [f64; 5] {
+    std::array::from_fn(|i| after[i] - before[i])
+}
+
 fn worker_pid(status: &str) -> String {
     status
         .split_whitespace()
@@ -666,10 +722,26 @@ fn nginx_routes_like_the_reference() {
         table.routes.len(),
         started.elapsed()
     );
+    // The metrics of a fresh worker: the table built in init_worker, one update applied.
+    let m0 = metrics(port);
+    assert_eq!(counts(&m0), [0.0, 0.0, 0.0, 1.0, 0.0], "{m0:?}");
+    assert_eq!(
+        sample(&m0, "atc_router_routes", ""),
+        table.routes.len() as f64
+    );
+    assert_eq!(sample(&m0, "atc_router_broken", ""), 0.0);
+    assert!(sample(&m0, "atc_router_last_build_seconds", "") > 0.0);
+    let info = r#"version="initial",request_source="#;
+    assert!(
+        m0.keys()
+            .any(|k| k.starts_with("atc_router_gateway_info{") && k.contains(info)),
+        "{m0:?}"
+    );
 
     // Requests of every mix: each must reach the reference's route.
     let mut failures = Vec::new();
     let (mut routed, mut not_found, mut skipped, mut off_target) = (0, 0, 0, 0);
+    let mut bad = 0;
     for (k, mix) in Mix::all().into_iter().enumerate() {
         for (i, wreq) in requests(&table, mix, PER_MIX, SEED + k as u64)
             .iter()
@@ -687,7 +759,8 @@ fn nginx_routes_like_the_reference() {
                         off_target += 1;
                     }
                 }
-                Ok(_) => not_found += 1,
+                Ok(Expected::NotFound) => not_found += 1,
+                Ok(Expected::BadRequest) => bad += 1,
                 Err(e) => failures.push(e),
             }
         }
@@ -702,9 +775,29 @@ fn nginx_routes_like_the_reference() {
         routed >= 4 * PER_MIX * 9 / 10,
         "too few requests were routed ({routed}): the HTTP mapping loses values"
     );
+    // The metrics counted exactly what was sent, and no update.
+    let m1 = metrics(port);
+    assert_eq!(
+        delta(counts(&m1), counts(&m0)),
+        [routed as f64, not_found as f64, bad as f64, 0.0, 0.0],
+        "requests counted by /metrics (routed, not found, bad, updates)"
+    );
 
     // Bad and odd requests: a clean 4xx (or the reference's answer), and the worker lives on.
     let base = HttpReq::from_workload(&requests(&table, Mix::HitFirst, 1, SEED)[0].fields, port);
+    // A path that is not UTF-8 once decoded: refused by the gateway before matching, and
+    // counted as a bad request.
+    let mut bad_path = base.clone();
+    bad_path.path = b"/caf\xe9".to_vec();
+    for _ in 0..5 {
+        let r = send(port, &bad_path.to_bytes()).expect("bad path");
+        assert_eq!(r.status, 400, "{}", String::from_utf8_lossy(&r.body));
+    }
+    assert_eq!(
+        delta(counts(&metrics(port)), counts(&m1)),
+        [0.0, 0.0, 5.0, 0.0, 0.0],
+        "bad requests counted by /metrics"
+    );
     let header_field = table
         .routes
         .iter()
@@ -870,7 +963,24 @@ fn nginx_routes_like_the_reference() {
     );
     check(port, &router, &base, "after the bad requests").unwrap();
 
-    check_updates(port, &dir, &table, &mut router);
+    let before_updates = counts(&metrics(port));
+    let held = check_updates(port, &dir, &table, &mut router);
+    // Updates counted: version 3 refused once; 2, 3 (apply-valid) and a3 to b8 applied, and of
+    // the burst a9 to b12 those the builder did not supersede (at least the last).
+    let m = metrics(port);
+    let [.., applied, refused] = delta(counts(&m), before_updates);
+    assert_eq!(refused, 1.0, "{m:?}");
+    assert!(
+        (9.0..=12.0).contains(&applied),
+        "{applied} updates applied: {m:?}"
+    );
+    assert_eq!(sample(&m, "atc_router_routes", ""), held as f64);
+    assert_eq!(sample(&m, "atc_router_last_update_failed", ""), 0.0);
+    assert_eq!(sample(&m, "atc_router_update_pending", ""), 0.0);
+    assert!(sample(&m, "atc_router_last_build_seconds", "") > 0.0);
+    assert!(m
+        .keys()
+        .any(|k| k.starts_with("atc_router_gateway_info{") && k.contains(r#"version="b12""#)));
     let status = status_page(port).expect("nginx still answers");
     assert_eq!(
         worker_pid(&status),
@@ -962,7 +1072,8 @@ fn check_all(port: u16, router: &Router, reqs: &[HttpReq], what: &str) {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-fn check_updates(port: u16, dir: &Path, table: &Table, router: &mut Router) {
+/// Returns how many routes the gateway holds at the end.
+fn check_updates(port: u16, dir: &Path, table: &Table, router: &mut Router) -> usize {
     let t = Instant::now();
     // Version 2: 200 routes changed, 100 removed, 50 added.
     let mut v2 = table.with_changes(200, SEED ^ 2);
@@ -1234,8 +1345,14 @@ fn check_updates(port: u16, dir: &Path, table: &Table, router: &mut Router) {
     // The last version applied is b.
     let final_reqs: Vec<HttpReq> = cases.iter().map(|(r, _, _)| r.clone()).collect();
     check_all(port, &rb, &final_reqs, "after the alternation (table b)");
+    // What the gateway holds: table b, and a route whose new version is invalid at the version
+    // it had before (apply-valid keeps it), which `router`, brought through the same versions,
+    // holds too and `rb`, built from nothing, does not.
+    router.sync(&specs(&b), SyncMode::ApplyValid).unwrap();
+    let held = router.len();
     *router = rb;
     println!("updates checked in {:.1?}", t.elapsed());
+    held
 }
 
 /// A gateway made in `init_by_lua` (nginx's master, before it forks 2 workers): each worker

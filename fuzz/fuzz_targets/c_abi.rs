@@ -430,6 +430,9 @@ enum Op {
     HttpHost(Str, bool, bool),
     ContextValue(H, FieldRef, u8, bool),
     BuilderPriority(i32),
+    /// Router, the `size` the caller declares (0 to 128 bytes of a 128-byte buffer), NULL out.
+    RouterStats(H, u8, bool),
+    CountBadRequest(H),
 }
 
 #[derive(Default)]
@@ -1221,6 +1224,34 @@ impl State {
             Op::Strerror(code) => {
                 let s = CStr::from_ptr(atc_strerror(*code));
                 assert!(!s.to_bytes().is_empty());
+            }
+            Op::RouterStats(h, size, null_out) => {
+                // A buffer of 128 bytes, of which the caller declares `size` (an older, a newer
+                // or a nonsensical version of the struct): nothing may be written past it.
+                let mut buf = [0x5A5A_5A5A_5A5A_5A5Au64; 16];
+                let declared = usize::from(*size) % (std::mem::size_of_val(&buf) + 1);
+                buf[0] = declared as u64;
+                let out: *mut AtcStats = if *null_out {
+                    null_mut()
+                } else {
+                    buf.as_mut_ptr().cast()
+                };
+                let rc = atc_router_stats(get(&self.routers, h), out);
+                check_status(rc);
+                if rc == ATC_OK {
+                    let filled = buf[0] as usize;
+                    assert!((8..=declared).contains(&filled), "{filled} of {declared}");
+                    let past: &[u8] =
+                        &std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), 128)[filled..];
+                    assert!(past.iter().all(|&b| b == 0x5A), "written past {filled}");
+                    if filled == std::mem::offset_of!(AtcStats, broken) + 4 {
+                        let st = *buf.as_ptr().cast::<AtcStats>();
+                        assert!(st.routes < 1 << 20 && (st.broken == 0 || st.broken == 1));
+                    }
+                }
+            }
+            Op::CountBadRequest(h) => {
+                check_status(atc_router_count_bad_request(get(&self.routers, h)));
             }
         }
     }

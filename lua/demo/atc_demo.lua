@@ -8,6 +8,7 @@
 --   content_by_lua_block     { require("atc_demo").admin() }     -- /admin/routes
 --   content_by_lua_block     { require("atc_demo").stats() }     -- /admin/stats
 --   content_by_lua_block     { require("atc_demo").churn() }     -- /admin/churn (benchmark)
+--   content_by_lua_block     { require("atc_demo").metrics() }   -- /metrics (Prometheus)
 --
 -- Admin endpoint (/admin/routes; the nginx config lets only 127.0.0.1 in):
 --   GET                            version, number of routes, fields in use
@@ -392,6 +393,17 @@ local function fail(status, ...)
     ngx.status = status
     ngx.say(...)
     return ngx.exit(status)
+end
+
+-- /metrics: the gateway's counters in Prometheus' text format, labelled with the worker's id
+-- (each worker has its own gateway and counts; a scrape reaches one worker).
+function _M.metrics()
+    local text, err = GW:metrics_text({ worker = ngx.worker.id() })
+    if not text then
+        return fail(500, "metrics: ", err)
+    end
+    ngx.header.content_type = gateway.METRICS_CONTENT_TYPE
+    ngx.print(text)
 end
 
 local function say_errors(errs)

@@ -1422,4 +1422,65 @@ function T.background_sync_chunks_and_yields()
     eq(applied(r), 3)
 end
 
+-- r:stats(): executes as routed or not found, every update as applied or refused (the
+-- binding's own refusals too), background applies with the builder's time; the counts stay
+-- with the router across swaps; r:count_bad_request().
+function T.router_stats()
+    local s = http_schema()
+    local r = router.new(s)
+    local c = context.new(s)
+    same(r:stats(), {
+        routed = 0, not_found = 0, bad_requests = 0, updates_applied = 0, updates_refused = 0,
+        last_update_hold_us = 0, last_build_us = 0, routes = 0, broken = false,
+    }, "a new router")
+    assert(r:add_matcher(1, U1, 'http.path ^= "/a"'))
+    fails("line 1", r:add_matcher(1, U2, 'http.path ^='))
+    fails("uuid must be a string", r:add_matcher(1, 42, 'http.path ^= "/b"'))
+    fails("invalid route id", r:add_matcher(1, "nope", 'http.path ^= "/b"'))
+    eq(r:remove_matcher(U3), false)
+    eq(path_route(r, c, "/a/1"), U1)
+    eq(path_route(r, c, "/a/2"), U1)
+    eq(path_route(r, c, "/b"), nil)
+    r:count_bad_request()
+    local st = r:stats()
+    -- The binding's own refusal (a non-string id) never reached the library: not counted.
+    same({ st.routed, st.not_found, st.bad_requests, st.updates_applied, st.updates_refused },
+        { 2, 1, 1, 1, 3 })
+    eq(st.routes, 1)
+    eq(st.broken, false)
+    eq(st.last_update_hold_us >= 0 and st.last_build_us >= st.last_update_hold_us, true)
+
+    -- Syncs: applied; refused (a bad entry, all or nothing).
+    assert(r:sync({ { id = U1, priority = 1, expression = 'http.path ^= "/a"' },
+        { id = U2, priority = 2, expression = 'http.path ^= "/b"' } }))
+    local ok = r:sync({ { id = U1, priority = "x", expression = 'http.path ^= "/a"' } })
+    eq(ok, nil)
+    st = r:stats()
+    same({ st.updates_applied, st.updates_refused, st.routes }, { 2, 4, 2 })
+
+    -- A background build of many routes: applied, with the builder's time, counts kept.
+    local ids, prios, exprs = {}, {}, {}
+    for i = 1, 5000 do
+        ids[i] = string.format("a8f2c1e4-0000-4000-8000-%012d", i)
+        prios[i] = i
+        exprs[i] = string.format('http.path ^= "/r/%d/"', i)
+    end
+    assert(r:sync_start(1, { ids = ids, priorities = prios, expressions = exprs }))
+    eq(applied(r), 1)
+    eq(path_route(r, c, "/r/7/x"), ids[7])
+    st = r:stats()
+    same({ st.routed, st.not_found, st.updates_applied, st.updates_refused, st.routes },
+        { 3, 1, 3, 4, 5000 })
+    eq(st.last_build_us > 0, true, "the builder's time")
+    eq(st.last_update_hold_us < st.last_build_us, true,
+        "the swap (" .. st.last_update_hold_us .. " us) held less than the build ("
+        .. st.last_build_us .. " us)")
+    -- Refused in the background: counted.
+    exprs[9] = "http.path ~"
+    assert(r:sync_start(2, { ids = ids, priorities = prios, expressions = exprs }))
+    eq(applied(r), nil)
+    st = r:stats()
+    same({ st.updates_applied, st.updates_refused, st.routes }, { 3, 5, 5000 })
+end
+
 return T

@@ -12,7 +12,8 @@
 -- update() (location /__update?version=V&file=F[&mode=M][&nowait=1]) hands the routes of file F
 -- to the builder as version V, waits for the outcome (the worker keeps routing) and answers
 -- "applied ...", "unchanged ..." or 400 "refused ..."; with nowait, "started ..." at once.
--- Every routed answer carries X-Gw-Version, the version that routed it.
+-- Every routed answer carries X-Gw-Version, the version that routed it. metrics() (location
+-- /metrics) serves GW's stats in Prometheus' text format.
 -- A request with the header X-Atc-Explain from 127.0.0.1 also gets the response header
 -- X-Atc-Explain: gateway.explain_summary() of its explanation (the gateway's debug header).
 --
@@ -111,6 +112,13 @@ function _M.status()
     for _, e in ipairs(STATUS.errors) do
         ngx.say("error ", e)
     end
+end
+
+-- location /metrics: the gateway's stats in Prometheus' text format (GW only: GW_ALL routes
+-- every request a second time, for the comparison, and is not what the test counts).
+function _M.metrics()
+    ngx.header.content_type = gateway.METRICS_CONTENT_TYPE
+    ngx.print(assert(GW:metrics_text({ worker = ngx.worker.id() })))
 end
 
 function _M.update()

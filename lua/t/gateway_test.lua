@@ -1263,4 +1263,112 @@ T.async_pushes_wait_for_the_build_in_flight = with_nginx(function()
     eq(slow:version(), "b")
 end)
 
+-- The Prometheus text's samples, as { [name .. labels] = value text }, after checking that every
+-- sample follows the HELP and TYPE lines of its metric and that counters end in _total.
+local function scrape(text)
+    local samples, help, typ = {}, {}, {}
+    eq(text:sub(-1), "\n", "the text ends with a newline")
+    for line in text:gmatch("([^\n]*)\n") do
+        local hname = line:match("^# HELP (%S+) .+$")
+        local tname, kind = line:match("^# TYPE (%S+) (%S+)$")
+        if hname then
+            help[hname] = true
+        elseif tname then
+            eq(help[tname], true, "HELP before TYPE of " .. tname)
+            eq(kind == "counter" or kind == "gauge", true, kind)
+            eq(kind == "counter", tname:match("_total$") ~= nil, "a counter ends in _total: " .. tname)
+            typ[tname] = kind
+        else
+            local key, value = line:match("^(%S+) (%S+)$")
+            if not key then
+                -- Label values may hold spaces: the value is after the closing brace.
+                key, value = line:match("^(.+}) (%S+)$")
+            end
+            assert(key, "a sample line: " .. line)
+            local name = key:match("^([%w_]+)")
+            eq(typ[name] ~= nil, true, "TYPE before the samples of " .. name)
+            samples[key] = value
+        end
+    end
+    return samples
+end
+
+-- gw:stats() and the Prometheus text: routed, not found and bad requests as route() answered
+-- them, updates applied and refused, the gateway's version, pending version and last error.
+T.stats_and_metrics = with_nginx(function()
+    async_ngx("access")
+    local gw = assert(gateway.new())
+    assert(gw:update(1, list({ U1, 2, 'http.path ^= "/a"' }, { U2, 1, 'http.headers.x_b == "1"' })))
+    assert(gw:wait(1))
+    local base = gw:stats()
+    same({ base.routed, base.not_found, base.bad_requests }, { 0, 0, 0 })
+    for _ = 1, 3 do
+        set_request({ var = { uri = "/a/x" } })
+        eq(gw:route(), U1)
+    end
+    set_request({ var = { uri = "/nowhere" } })
+    eq(gw:route(), nil)
+    set_request({ var = { uri = "/" }, headers = { ["x-b"] = "\255" } })
+    local uuid, reason = gw:route()
+    eq(uuid, nil)
+    has(reason, "not valid UTF-8")
+    -- Refused, then applied.
+    assert(gw:update(2, list({ U1, 1, "http.path ^=" })))
+    eq(gw:wait(2), nil)
+    local st = assert(gw:stats())
+    same({ st.routed, st.not_found, st.bad_requests }, { 3, 1, 1 })
+    same({ st.updates_applied, st.updates_refused, st.routes }, { 1, 1, 2 })
+    eq(st.version, 1)
+    eq(st.pending, nil)
+    eq(st.last_error_version, 2)
+    has(st.last_error, "1 invalid route(s)")
+    eq(st.request_source, gw:request_source())
+    eq(st.fields_in_use, 2)
+    eq(st.broken, false)
+    eq(st.last_build_us > 0, true)
+
+    local m = scrape(assert(gw:metrics_text({ worker = 3, zone = 'a "b" \\ c\nd' })))
+    local l = 'worker="3",zone="a \\"b\\" \\\\ c\\nd"'
+    eq(m["atc_router_requests_total{" .. l .. ',result="routed"}'], "3")
+    eq(m["atc_router_requests_total{" .. l .. ',result="not_found"}'], "1")
+    eq(m["atc_router_requests_total{" .. l .. ',result="bad_request"}'], "1")
+    eq(m["atc_router_updates_total{" .. l .. ',result="applied"}'], "1")
+    eq(m["atc_router_updates_total{" .. l .. ',result="refused"}'], "1")
+    eq(m["atc_router_routes{" .. l .. "}"], "2")
+    eq(m["atc_router_broken{" .. l .. "}"], "0")
+    eq(m["atc_router_update_pending{" .. l .. "}"], "0")
+    eq(m["atc_router_last_update_failed{" .. l .. "}"], "1")
+    eq(m["atc_router_gateway_info{" .. l .. ',version="1",request_source="'
+        .. gw:request_source() .. '"}'], "1")
+    local build = tonumber(m["atc_router_last_build_seconds{" .. l .. "}"])
+    eq(build, st.last_build_us / 1e6, "seconds")
+    eq(tonumber(m["atc_router_last_update_hold_seconds{" .. l .. "}"]) >= 0, true)
+
+    -- A later version applied clears the failure; one being built is pending.
+    assert(gw:update(3, list({ U1, 1, 'http.path ^= "/c"' })))
+    assert(gw:wait(3))
+    assert(gw:update(4, numbered(20000, "p")))
+    m = scrape(gw:metrics_text())
+    eq(m["atc_router_last_update_failed"], "0")
+    eq(m["atc_router_update_pending"], gw:pending() and "1" or "0")
+    eq(m['atc_router_gateway_info{version="3",request_source="' .. gw:request_source() .. '"}'],
+        gw:version() == 3 and "1" or nil)
+    assert(gw:wait(4))
+    m = scrape(gw:metrics_text())
+    eq(m['atc_router_updates_total{result="applied"}'], "3")
+    eq(m["atc_router_routes"], "20000")
+
+    -- A router's own stats render without the gateway's metrics.
+    local text = gateway.prometheus(gw.router:stats())
+    m = scrape(text)
+    eq(m["atc_router_routes"], "20000")
+    eq(text:find("gateway_info", 1, true), nil)
+    -- Label names Prometheus refuses raise; so does a missing table.
+    local fails_with = { pcall(gw.metrics_text, gw, { ["bad-name"] = 1 }) }
+    eq(fails_with[1], false)
+    has(fails_with[2], "bad label name")
+    eq(pcall(gw.metrics_text, gw, { __reserved = 1 }), false)
+    eq(pcall(gateway.prometheus, nil), false)
+end)
+
 return T

@@ -26,7 +26,7 @@ local modules = {
     "resty.router.cdefs", "resty.router.schema", "resty.router.router", "resty.router.context",
     "resty.router.json", "resty.router.gateway", "resty.router.gateway.updates",
     "resty.router.gateway.request", "resty.router.gateway.sources",
-    "resty.router.gateway.explain",
+    "resty.router.gateway.explain", "resty.router.gateway.metrics",
 }
 for _, name in ipairs(modules) do
     under_prefix(package.searchpath(name, package.path), name)

@@ -6,7 +6,8 @@
 # 1. The Rust test binaries that drive the library: ffi/tests/lua.rs (the Lua binding in an
 #    embedded LuaJIT, every test of lua/t/binding_test.lua), ffi/tests/c_abi.rs (the C ABI) and
 #    ffi/tests/explain.rs (its explain, matches and route-text functions), ffi/tests/background.rs
-#    (background syncs: the builder thread, lent texts, frees while building).
+#    (background syncs: the builder thread, lent texts, frees while building), ffi/tests/stats.rs
+#    (the counters, written into structs of every size).
 # 2. If a `luajit` is installed, lua/t/run.lua in it (the same Lua tests, another LuaJIT build).
 #
 # Exits non-zero on the first run that valgrind or the tests fail. Needs valgrind
@@ -24,7 +25,7 @@ executable() {
         | sed -n 's/.*Executable .*(\(.*\))$/\1/p' | tail -n 1
 }
 
-for t in lua c_abi explain background; do
+for t in lua c_abi explain background stats; do
     exe=$(executable "$t")
     [ -x "$exe" ] || { echo "could not build the $t test binary" >&2; exit 2; }
     echo "==> valgrind $exe"

@@ -47,7 +47,7 @@
 //!     std::thread::sleep(std::time::Duration::from_millis(1));
 //! }
 //! if let Some(Outcome::Built { version, router, .. }) = builder.take() {
-//!     let old = std::mem::replace(&mut current, *router);
+//!     let old = current.replace_with(*router); // keeps `current`'s stats
 //!     builder.recycle(old);
 //!     assert_eq!((version, current.len()), (7, 1));
 //! }
@@ -57,6 +57,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use uuid::Uuid;
 
@@ -175,6 +176,8 @@ pub enum Outcome {
         report: SyncReport,
         /// Apply-valid: the routes left out or kept at their current version, with why.
         errors: Vec<ListError>,
+        /// See [`Outcome::build_time`].
+        build_time: Duration,
     },
     /// The list was refused (all or nothing: some route invalid; or a text that is not a
     /// route list at all): the current table stays.
@@ -185,6 +188,8 @@ pub enum Outcome {
         errors: Vec<ListError>,
         /// What was wrong, in one line.
         message: String,
+        /// See [`Outcome::build_time`].
+        build_time: Duration,
     },
     /// The build panicked (a bug): the current table stays.
     Panicked {
@@ -192,6 +197,8 @@ pub enum Outcome {
         version: u64,
         /// The panic's message.
         message: String,
+        /// See [`Outcome::build_time`].
+        build_time: Duration,
     },
 }
 
@@ -203,6 +210,27 @@ impl Outcome {
             | Outcome::Refused { version, .. }
             | Outcome::Panicked { version, .. } => *version,
         }
+    }
+
+    /// How long the builder's thread took from taking up the list to the outcome (wall clock:
+    /// reading, preparing and building; not the time the list waited in the queue). What a
+    /// caller records as the update's build time ([`Router::record_update`]).
+    pub fn build_time(&self) -> Duration {
+        match self {
+            Outcome::Built { build_time, .. }
+            | Outcome::Refused { build_time, .. }
+            | Outcome::Panicked { build_time, .. } => *build_time,
+        }
+    }
+
+    /// The outcome with its build time, which `Worker::run` measures around the build.
+    fn timed(mut self, took: Duration) -> Outcome {
+        match &mut self {
+            Outcome::Built { build_time, .. }
+            | Outcome::Refused { build_time, .. }
+            | Outcome::Panicked { build_time, .. } => *build_time = took,
+        }
+        self
     }
 }
 
@@ -495,11 +523,13 @@ impl Worker {
                 Task::Build(job) => {
                     let version = job.version;
                     let shadow = self.shadow.take();
+                    let started = Instant::now();
                     let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                         self.build(job, shadow)
                     }));
+                    let build_time = started.elapsed();
                     let outcome = match built {
-                        Ok(Some(outcome)) => outcome,
+                        Ok(Some(outcome)) => outcome.timed(build_time),
                         // Stopped: the builder is being dropped.
                         Ok(None) => return,
                         Err(panic) => {
@@ -508,6 +538,7 @@ impl Worker {
                             Outcome::Panicked {
                                 version,
                                 message: panic_message(&panic),
+                                build_time,
                             }
                         }
                     };
@@ -603,6 +634,7 @@ impl Worker {
                     version,
                     errors: Vec::new(),
                     message,
+                    build_time: Duration::ZERO, // set by `Worker::run`
                 });
             }
         };
@@ -748,6 +780,7 @@ impl Worker {
                     router,
                     report,
                     errors,
+                    build_time: Duration::ZERO, // set by `Worker::run`
                 })
             }
             Err(refusal) => {
@@ -804,6 +837,7 @@ fn refused(version: u64, errors: Vec<ListError>) -> Outcome {
         version,
         errors,
         message,
+        build_time: Duration::ZERO, // set by `Worker::run`
     }
 }
 

@@ -51,7 +51,8 @@ fn with_scratch<T>(f: impl FnOnce(&mut Scratch) -> T) -> T {
 impl Router {
     /// Finds the first route in routing order whose expression holds, and leaves its result in
     /// the context; returns whether one matched. Only the routes the indexes cannot rule out
-    /// are evaluated. A context made from another schema never matches.
+    /// are evaluated. A context made from another schema never matches. Counted in
+    /// [`Router::stats`] as routed or not found.
     ///
     /// # Panics
     ///
@@ -114,6 +115,8 @@ impl Router {
         }
         ctx.record = w;
         ctx.outcome = found;
+        // One relaxed increment in the context's stripe (see `stats.rs`).
+        self.stats.executed(ctx.stripe, found.is_some());
         Ok(found.is_some())
     }
 

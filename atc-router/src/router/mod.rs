@@ -21,6 +21,7 @@ mod matching;
 pub(crate) mod needs;
 mod route;
 pub(crate) mod shared;
+mod stats;
 mod sync;
 
 pub use builder::{BuildState, Builder, ListError, Outcome, OwnedRoute, RouteInput};
@@ -28,6 +29,8 @@ pub use explain::{
     CandidateReport, ExplainOptions, Explanation, PredicateOutcome, RouteMatch, RuledOut,
 };
 pub use route::Route;
+pub(crate) use stats::next_stripe;
+pub use stats::RouterStats;
 pub use sync::{RouteSpec, SyncError, SyncMode, SyncPlan, SyncReport};
 
 use catalog::Catalog;
@@ -35,6 +38,7 @@ use catalog::Catalog;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 // Fx hashing for ids and field ids: keys come from the configuration, never from requests, and
 // SipHash was a visible share of inserting a route.
@@ -139,6 +143,9 @@ pub struct Router {
     /// For a router being built whole (a sync's rebuild): the routes placed so far, whose
     /// index is built at once when all are in (every split then chosen from all its routes).
     pending_index: Option<Vec<(crate::index::Entry, Vec<Requirement>)>>,
+    /// What the router counts for its operators ([`Router::stats`]): boxed, so that a table
+    /// replacing this one takes them over with a pointer swap.
+    stats: Box<stats::Counters>,
 }
 
 /// The requirements of the routes a router holds, from their programs (for the index, when it
@@ -199,6 +206,7 @@ impl Router {
             uid: NEXT_INSTANCE.fetch_add(1, AtomicOrdering::Relaxed),
             broken: false,
             pending_index: None,
+            stats: Box::default(),
         }
     }
 
@@ -222,8 +230,17 @@ impl Router {
         self.ids.is_empty()
     }
 
-    /// Parses, validates and inserts a route. Nothing changes on error.
+    /// Parses, validates and inserts a route. Nothing changes on error. Counted in
+    /// [`Router::stats`] as an update applied, or refused on error.
     pub fn add(&mut self, id: Uuid, priority: u64, expression: &str) -> Result<(), Error> {
+        let started = Instant::now();
+        let added = self.add_route(id, priority, expression);
+        let took = started.elapsed();
+        self.stats.update(added.is_ok(), took, took);
+        added
+    }
+
+    fn add_route(&mut self, id: Uuid, priority: u64, expression: &str) -> Result<(), Error> {
         self.version += 1;
         if self.ids.contains_key(&id) {
             return Err(Error::DuplicateRoute(id));
@@ -395,16 +412,57 @@ impl Router {
         }
     }
 
-    /// Removes a route; `false` when there is none with that id.
+    /// Removes a route; `false` when there is none with that id. Counted in
+    /// [`Router::stats`] as an update applied, or refused when there was none.
     pub fn remove(&mut self, id: Uuid) -> bool {
+        let started = Instant::now();
         self.version += 1;
-        self.changing(|r| match r.take(id, None) {
+        let removed = self.changing(|r| match r.take(id, None) {
             Some(route) => {
                 r.release(route);
                 true
             }
             None => false,
-        })
+        });
+        let took = started.elapsed();
+        self.stats.update(removed, took, took);
+        removed
+    }
+
+    /// The router's counts and the cost of its last update (see [`RouterStats`]). Reads a few
+    /// atomics: cheap, but not for every request.
+    pub fn stats(&self) -> RouterStats {
+        RouterStats {
+            routes: self.len(),
+            broken: self.broken,
+            ..self.stats.read()
+        }
+    }
+
+    /// Counts a request the caller could not put in a context (invalid UTF-8, too many values:
+    /// [`Context::add_value`](crate::Context::add_value) failed), which the router never sees,
+    /// in [`RouterStats::bad_requests`]. A gateway calls it where it refuses such a request.
+    pub fn count_bad_request(&self) {
+        self.stats.bad_request();
+    }
+
+    /// Counts an update this router's own calls did not see, in [`RouterStats`]: a table built
+    /// by a [`Builder`] and swapped in with [`Router::replace_with`] (`applied`), or a
+    /// [`Builder`]'s refused or panicked outcome (not `applied`). `hold`: how long taking the
+    /// outcome and swapping held the caller; `build`: the outcome's
+    /// [`build_time`](Outcome::build_time). Add, remove, sync and apply count themselves.
+    pub fn record_update(&self, applied: bool, hold: Duration, build: Duration) {
+        self.stats.update(applied, hold, build);
+    }
+
+    /// Puts `next` (a table a [`Builder`] built) in this router's place and returns the table it
+    /// replaces, in O(1). The counts of [`Router::stats`] stay with `self`: they count what the
+    /// router as its owner holds it did, whatever table served (`std::mem::replace` would
+    /// swap them out with the table).
+    pub fn replace_with(&mut self, next: Router) -> Router {
+        let mut old = std::mem::replace(self, next);
+        std::mem::swap(&mut self.stats, &mut old.stats);
+        old
     }
 
     /// The route with this id.

@@ -50,6 +50,7 @@
 
 use std::cell::RefCell;
 use std::ops::Deref;
+use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 
@@ -142,6 +143,8 @@ impl SharedRouter {
 
     /// Brings the table to `desired` (see [`Router::sync`]); matching continues while the
     /// change is prepared and waits only while it is applied. A broken router is rebuilt.
+    /// Counted in [`Router::stats`] with the apply as its hold time (what readers waited for)
+    /// and the preparation and apply as its build time.
     ///
     /// # Panics
     ///
@@ -150,7 +153,17 @@ impl SharedRouter {
     pub fn sync(&self, desired: &[RouteSpec<'_>], mode: SyncMode) -> Result<SyncReport, SyncError> {
         self.refuse_reentrant_update();
         let _updater = self.updater.lock();
-        let plan = self.router.read().prepare_sync(desired, mode)?;
+        let started = Instant::now();
+        let prepared = {
+            let router = self.router.read();
+            let prepared = router.prepare_sync(desired, mode);
+            if prepared.is_err() {
+                // Refused while preparing: no reader waited for it.
+                router.record_update(false, Duration::ZERO, started.elapsed());
+            }
+            prepared
+        };
+        let plan = prepared?;
         let mut router = self.router.write();
         let (report, replaced) = router.apply_keeping_old(plan);
         drop(router);

@@ -2,6 +2,7 @@
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use uuid::Uuid;
 
@@ -102,6 +103,8 @@ pub struct SyncPlan {
     rebuilt: Option<Box<Router>>,
     regexes: HashMap<String, Arc<crate::compile::regex::CompiledRegex>>,
     report: SyncReport,
+    /// How long preparing it took: part of the update's build time (`RouterStats::last_build`).
+    prepared_in: Duration,
 }
 
 impl SyncPlan {
@@ -125,7 +128,9 @@ impl Router {
     }
 
     /// Makes the router hold exactly `desired`, touching only what differs: see
-    /// [`Router::prepare_sync`] (what is compared, the modes) and [`Router::apply`].
+    /// [`Router::prepare_sync`] (what is compared, the modes) and [`Router::apply`]. Counted in
+    /// [`Router::stats`](super::Router::stats) as an update applied, or refused (all or nothing
+    /// with an invalid route); the whole call is its hold and build time.
     ///
     /// ```
     /// use std::sync::Arc;
@@ -155,8 +160,16 @@ impl Router {
         desired: &[RouteSpec<'_>],
         mode: SyncMode,
     ) -> Result<SyncReport, SyncError> {
-        let plan = self.prepare_sync(desired, mode)?;
-        Ok(self.apply(plan))
+        let started = Instant::now();
+        let synced = self.prepare_sync(desired, mode).map(|plan| {
+            let (report, replaced) = self.apply_uncounted(plan);
+            drop(replaced);
+            report
+        });
+        let took = started.elapsed();
+        let applied = matches!(&synced, Ok(report) if !report.stale);
+        self.stats.update(applied, took, took);
+        synced
     }
 
     /// Computes what it takes to make the router hold exactly `desired`, and prepares it
@@ -204,6 +217,7 @@ impl Router {
         stop: &dyn Fn() -> bool,
         rebuild_allowed: bool,
     ) -> Result<SyncPlan, Stopped> {
+        let started = Instant::now();
         // First pass, no parsing: what each desired route is to the router.
         let mut seen = vec![false; self.catalog.rows.len()];
         let mut new_ids: HashSet<Uuid> = HashSet::default();
@@ -350,6 +364,7 @@ impl Router {
             None => plan.regexes = regexes.into_compiled(),
         }
         plan.version = self.version;
+        plan.prepared_in = started.elapsed();
         Ok(plan)
     }
 
@@ -357,15 +372,32 @@ impl Router {
     ///
     /// A plan prepared before another change of this router is refused (nothing is applied, and
     /// the report says `stale`): it was computed against routes that are no longer there.
+    ///
+    /// Counted in [`Router::stats`](super::Router::stats) as an update applied, or refused when
+    /// stale; this call is its hold time, the plan's preparation and this call its build time.
     pub fn apply(&mut self, plan: SyncPlan) -> SyncReport {
-        let (report, replaced) = self.apply_keeping_old(plan);
+        let started = Instant::now();
+        let prepared = plan.prepared_in;
+        let (report, replaced) = self.apply_uncounted(plan);
         drop(replaced);
+        let took = started.elapsed();
+        self.stats.update(!report.stale, took, prepared + took);
         report
     }
 
     /// [`Router::apply`], handing back the router a rebuild replaced, so that a caller holding
-    /// a lock can drop it after releasing the lock.
+    /// a lock can drop it after releasing the lock (which is not counted in the hold time).
     pub(crate) fn apply_keeping_old(&mut self, plan: SyncPlan) -> (SyncReport, Option<Router>) {
+        let started = Instant::now();
+        let prepared = plan.prepared_in;
+        let (report, replaced) = self.apply_uncounted(plan);
+        let took = started.elapsed();
+        self.stats.update(!report.stale, took, prepared + took);
+        (report, replaced)
+    }
+
+    /// Applies a plan; the callers count it.
+    fn apply_uncounted(&mut self, plan: SyncPlan) -> (SyncReport, Option<Router>) {
         let SyncPlan {
             version,
             remove,
@@ -373,6 +405,7 @@ impl Router {
             regexes,
             rebuilt,
             mut report,
+            prepared_in: _,
         } = plan;
         if version != self.version {
             report.stale = true;
@@ -380,7 +413,8 @@ impl Router {
         }
         if let Some(fresh) = rebuilt {
             let version = self.version + 1;
-            let old = std::mem::replace(self, *fresh);
+            // The counts stay with the router the caller holds.
+            let old = self.replace_with(*fresh);
             self.version = version;
             return (report, Some(old));
         }

@@ -53,6 +53,10 @@ pub struct Context {
     pub(crate) record: MatchRecord,
     /// The candidates `Router::needed_fields` found, kept for the execute that follows it.
     pub(crate) candidates: CachedCandidates,
+    /// Which stripe of a router's counters an execute of this context counts in (see
+    /// `router/stats.rs`): taken when the context is made, so that threads matching with
+    /// contexts of their own rarely write the same cache line.
+    pub(crate) stripe: u8,
 }
 
 /// Candidates found for this request by one version of one router (see
@@ -153,6 +157,7 @@ impl Context {
             outcome: None,
             record: MatchRecord::default(),
             candidates: CachedCandidates::default(),
+            stripe: crate::router::next_stripe(),
         }
     }
 

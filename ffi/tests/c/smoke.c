@@ -135,6 +135,13 @@ int main(void) {
     CHECK(atc_router_route_expression(router, id, strlen(id), &text, &text_len) == ATC_OK);
     CHECK(text_len == strlen(expr) && memcmp(text, expr, text_len) == 0);
 
+    /* Counters for a metrics endpoint: 3 requests routed, an add and a sync applied, a sync
+       refused; `size` says which fields the library filled. */
+    atc_stats stats = {.size = sizeof stats};
+    CHECK(atc_router_stats(router, &stats) == ATC_OK && stats.size <= sizeof stats);
+    CHECK(stats.routed == 3 && stats.not_found == 0 && stats.routes == 2 && !stats.broken);
+    CHECK(stats.updates_applied == 2 && stats.updates_refused == 1);
+
     CHECK(strcmp(atc_strerror(ATC_ERR_BUFFER), "the output buffer is too small") == 0);
     atc_context_free(ctx);
     atc_router_free(router);

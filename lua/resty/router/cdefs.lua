@@ -121,6 +121,18 @@ typedef struct {
   uint32_t from;
   uint32_t to;
 } atc_path_field;
+typedef struct {
+  size_t size;
+  uint64_t routed;
+  uint64_t not_found;
+  uint64_t bad_requests;
+  uint64_t updates_applied;
+  uint64_t updates_refused;
+  uint64_t last_update_hold_us;
+  uint64_t last_build_us;
+  uint64_t routes;
+  int32_t broken;
+} atc_stats;
 const char *atc_router_version(void);
 const char *atc_strerror(int32_t status);
 AtcRouteList *atc_route_list_new(void);
@@ -276,6 +288,8 @@ int32_t atc_router_validate(const atc_schema *schema,
                             size_t *fields_count,
                             char *errbuf,
                             size_t *errbuf_len);
+int32_t atc_router_stats(const atc_router *router, atc_stats *out);
+int32_t atc_router_count_bad_request(const atc_router *router);
 int32_t atc_router_sync(atc_router *router,
                         const atc_route *routes,
                         size_t n,

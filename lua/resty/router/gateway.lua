@@ -11,11 +11,13 @@
 --   -- gateway.explain_summary(ngx.ctx.atc_explanation) for a response header
 --   -- tighter limits for routes tenants write (SECURITY.md):
 --   -- gateway.new({ limits = { max_predicates = 64, max_regexes = 8 } })
+--   local text = gw:metrics_text({ worker = ngx.worker.id() })   -- Prometheus, for /metrics
 --
 -- The jobs are in modules of their own: resty.router.gateway.updates (versioned updates and the
 -- routing plan), resty.router.gateway.request (reading request values) over
--- resty.router.gateway.sources (the raw request data, from nginx or the plain ngx API); this
--- module routes, through the binding's objects (gw.schema, gw.router, gw.context).
+-- resty.router.gateway.sources (the raw request data, from nginx or the plain ngx API),
+-- resty.router.gateway.metrics (stats in Prometheus' text format); this module routes, through
+-- the binding's objects (gw.schema, gw.router, gw.context).
 --
 -- Invariants:
 -- * `self.plan` is the plan of the routes in `self.router` (updates.lua installs both in one
@@ -35,6 +37,7 @@ local updates = require("resty.router.gateway.updates")
 local request = require("resty.router.gateway.request")
 local sources = require("resty.router.gateway.sources")
 local explain = require("resty.router.gateway.explain")
+local metrics = require("resty.router.gateway.metrics")
 local cdefs = require("resty.router.cdefs")
 local ffi = require("ffi")
 
@@ -262,6 +265,46 @@ function _M:pending()
     return nil
 end
 
+-- The router's counts (r:stats(): routed, not_found, bad_requests, updates_applied,
+-- updates_refused, last_update_hold_us, last_build_us, routes, broken) and the gateway's:
+--   version           the version in force (nil before the first update)
+--   pending           the version being built or waiting to be handed over, or nil
+--   last_error, last_error_version   gw:last_error()'s err and version, or nil
+--   request_source    "native" or "plain"
+--   fields_in_use     how many fields the routes use
+-- Counts are the worker's own: each worker has its gateway. nil and an error only for a failed
+-- call into the library.
+function _M:stats()
+    local s, err = self.router:stats()
+    if not s then
+        return nil, err
+    end
+    s.version = self.applied
+    s.pending = self:pending()
+    local e = self.error
+    if e then
+        s.last_error, s.last_error_version = e.err, e.version
+    end
+    s.request_source = self:request_source()
+    s.fields_in_use = #self.plan.fields
+    return s
+end
+
+-- gw:stats() in Prometheus' text exposition format (gateway.prometheus), `labels` ({ name =
+-- value }) on every sample: serve it with Content-Type gateway.METRICS_CONTENT_TYPE.
+function _M:metrics_text(labels)
+    local s, err = self:stats()
+    if not s then
+        return nil, err
+    end
+    return metrics.render(s, labels)
+end
+
+-- A stats table (gw:stats(), or a router's r:stats()) in Prometheus' text format: see
+-- resty.router.gateway.metrics for the metrics.
+_M.prometheus = metrics.render
+_M.METRICS_CONTENT_TYPE = metrics.CONTENT_TYPE
+
 -- The last failure of an update (a refused version, a loader that failed, a start that failed)
 -- since a later version was applied: err, errs, version; nil when there is none. Refusals are
 -- also logged (ngx.ERR).
@@ -300,8 +343,9 @@ end
 -- http.path, if any) and captures (a table, or nil when the route captured nothing). nil when no
 -- route matches; nil and the reason when the request cannot be put in the context (invalid
 -- UTF-8, more values than the limit, more headers or query arguments than max_headers /
--- max_args when one of them is needed): answer it with a 400. Raises a Lua error only when the
--- router is broken (a panic interrupted an update part-way; the next update rebuilds it).
+-- max_args when one of them is needed): answer it with a 400; it is counted in the router's
+-- stats().bad_requests. Raises a Lua error only when the router is broken (a panic interrupted
+-- an update part-way; the next update rebuilds it).
 --
 -- Unless `read_all_fields`, a value is checked only when it is read: a malformed one in a lazy
 -- field that no candidate route of the request uses does not reject the request.
@@ -330,6 +374,8 @@ function _M:route()
         end
     end
     if not ok then
+        -- The router never sees this request: counted here, for the operator's graphs.
+        self.router:count_bad_request()
         return nil, err
     end
     local matched = self.router:execute(c)

@@ -8,6 +8,7 @@
 --   local lo, hi = r:key_fields()     -- two-phase matching (field masks, below)
 --   local why = r:explain(c)          -- for operators: why c routes where it does
 --   local all = r:matches(c)          -- every matching route; r:get_expression(uuid)
+--   local s = r:stats()               -- counts for graphs: s.routed, s.not_found, ...
 --
 -- Making a router shares its schema: no field can be added to the schema afterwards.
 
@@ -692,6 +693,45 @@ function _M:sync_apply()
         errors = errs,
         errors_total = total,
     }
+end
+
+---------------------------------------------------------------------------------------------
+-- Counters for operators (ffi/README.md, atc_router_stats).
+
+local stats_out = ffi.new("atc_stats")
+local STATS_SIZE = ffi.sizeof("atc_stats")
+
+-- The router's counts and the cost of its last update, as a table:
+--   { routed =, not_found =, bad_requests =, updates_applied =, updates_refused =,
+--     last_update_hold_us =, last_build_us =, routes =, broken = true/false }
+-- (numbers: exact up to 2^53). Counts are kept per router from its creation, whatever table
+-- serves: background applies and syncs carry them over. Reads a few atomics: for a metrics
+-- endpoint, not for every request. nil and an error only for a failed call.
+function _M:stats()
+    stats_out.size = STATS_SIZE
+    local rc = lib.atc_router_stats(self.ptr, stats_out)
+    if rc ~= 0 then
+        return nil, ffi_string(lib.atc_strerror(rc))
+    end
+    local s = stats_out
+    return {
+        routed = tonumber(s.routed),
+        not_found = tonumber(s.not_found),
+        bad_requests = tonumber(s.bad_requests),
+        updates_applied = tonumber(s.updates_applied),
+        updates_refused = tonumber(s.updates_refused),
+        last_update_hold_us = tonumber(s.last_update_hold_us),
+        last_build_us = tonumber(s.last_build_us),
+        routes = tonumber(s.routes),
+        broken = s.broken ~= 0,
+    }
+end
+
+-- Counts a request the caller refused as bad input (a value add_value refused), which the
+-- router never sees, in stats().bad_requests. One FFI call; resty.router.gateway's route()
+-- makes it for every request it answers with nil and a reason.
+function _M:count_bad_request()
+    lib.atc_router_count_bad_request(self.ptr)
 end
 
 -- Grown on demand and kept: field lists are read at configuration time, not per request.
