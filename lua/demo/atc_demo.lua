@@ -26,7 +26,6 @@
 -- The benchmark's pushes (churn) change STORE in place and do not wait: each push is a new
 -- version, and the gateway never applies an older one after a newer one.
 
-local ffi = require("ffi")
 local gateway = require("resty.router.gateway")
 
 local ngx = ngx
@@ -175,34 +174,6 @@ local function churn_texts(kind, pushes)
     return texts
 end
 
--- The benchmark's experiment `opts.builder_nice`: lowers the priority of this worker's builder
--- threads (found by name in /proc/self/task) with setpriority(2) on each thread id, so that a
--- build competes less with the worker for the CPU. An experiment: the builder would do it for
--- itself when it starts its thread (atc_router::Builder).
-local niced = {}
-local function renice_builders(nice)
-    pcall(ffi.cdef, "int setpriority(int which, unsigned int who, int prio);")
-    local p = io.popen("ls /proc/" .. ngx.worker.pid() .. "/task")
-    if not p then
-        return
-    end
-    for tid in p:lines() do
-        if not niced[tid] then
-            local f = io.open("/proc/" .. ngx.worker.pid() .. "/task/" .. tid .. "/comm")
-            local comm = f and f:read("*l")
-            if f then
-                f:close()
-            end
-            if comm and comm:find("^atc%-router%-bu") then
-                niced[tid] = ffi.C.setpriority(0, tonumber(tid), nice) == 0
-                ngx.log(ngx.NOTICE, "atc_demo: builder thread ", tid, " nice ", nice, ": ",
-                    tostring(niced[tid]))
-            end
-        end
-    end
-    p:close()
-end
-
 local function churn_step(premature)
     if premature or not CHURN.active then
         return
@@ -229,9 +200,6 @@ local function churn_step(premature)
     end
     if GW.newest and GW.newest.version == version then
         CHURN.jobs[#CHURN.jobs + 1] = GW.newest
-    end
-    if CHURN.nice and k == 1 then
-        renice_builders(CHURN.nice)
     end
 end
 
@@ -266,7 +234,9 @@ end
 -- $route_explain.
 function _M.init(routes_file, opts)
     opts = opts or {}
-    GW = assert(gateway.new({ explain_header = opts.explain_header }))
+    -- `opts.builder_nice`: the builder threads run that many nice levels below the worker.
+    GW = assert(gateway.new({ explain_header = opts.explain_header,
+        builder_nice = opts.builder_nice }))
     STORE = new_store()
     for line in io.lines(routes_file) do
         local prio, id, expr = route_line(line)
@@ -287,7 +257,6 @@ function _M.init(routes_file, opts)
     if kind then
         assert(CHURN_EVERY[kind], "unknown churn kind")
         CHURN.kind = kind
-        CHURN.nice = opts.builder_nice
         CHURN.texts = churn_texts(kind, opts.churn_pushes or 30)
         assert(ngx.timer.every(CHURN_EVERY[kind], churn_step))
     end
