@@ -4,7 +4,7 @@
 use std::fmt;
 use std::ops::Range;
 
-use crate::schema::value::Type;
+use crate::value::Type;
 
 /// What went wrong with an expression.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -94,25 +94,25 @@ pub mod route_list;
 mod router;
 mod schema;
 mod stack;
+mod value;
 mod work;
 
+pub use compile::record::{CaptureKey, MatchedValue};
 pub use error::{Error, ExprError, ExprErrorKind, Location};
 pub use language::{
     parse, parse_with_limits, Expr, Lhs, Op, Parsed, Predicate, PredicateSpans, Rhs, Transform,
 };
 pub use limits::Limits;
 pub use lint::{Finding, FindingKind, LintOptions, Linter};
-pub use router::needs::FieldMask;
 pub use router::shared::{ReadGuard, SharedRouter};
 pub use router::{
-    BuildState, Builder, CandidateReport, ExplainOptions, Explanation, ListError, Outcome,
-    OwnedRoute, PredicateOutcome, Route, RouteInput, RouteMatch, RouteSpec, Router, RouterStats,
-    RuledOut, SyncError, SyncMode, SyncPlan, SyncReport,
+    BuildState, Builder, CandidateReport, Context, ExplainOptions, Explanation, ListError,
+    MatchResult, Outcome, OwnedRoute, PredicateOutcome, Route, RouteInput, RouteMatch, RouteSpec,
+    Router, RouterStats, RuledOut, SyncError, SyncMode, SyncPlan, SyncReport,
 };
-pub use schema::{
-    CaptureKey, Context, FieldId, IdState, IpCidr, MatchResult, MatchedValue, Schema, Type, Value,
-};
+pub use schema::{FieldId, FieldMask, IdState, Schema};
 pub use uuid::Uuid;
+pub use value::{IpCidr, Type, Value};
 #[cfg(feature = "diagnostics")]
 #[doc(hidden)]
 pub use work::diagnostic_steps;

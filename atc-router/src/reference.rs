@@ -12,13 +12,14 @@
 
 use std::borrow::Cow;
 
+use crate::compile::record::MatchRecord;
 use crate::compile::resolve::{Lit, Node, Pred};
 use crate::language::Op;
-use crate::schema::context::{Context, MatchRecord};
-use crate::schema::value::{cidr_contains, Value};
+use crate::schema::values::Values;
+use crate::value::{cidr_contains, Value};
 
 /// Evaluates one route's expression against the context's values.
-pub(crate) fn eval(node: &Node, ctx: &Context, w: &mut MatchRecord) -> bool {
+pub(crate) fn eval(node: &Node, ctx: &Values, w: &mut MatchRecord) -> bool {
     match node {
         Node::And(children) => {
             let mark = w.mark();
@@ -50,7 +51,7 @@ pub(crate) fn eval(node: &Node, ctx: &Context, w: &mut MatchRecord) -> bool {
     }
 }
 
-fn eval_predicate(p: &Pred, ctx: &Context, w: &mut MatchRecord) -> bool {
+fn eval_predicate(p: &Pred, ctx: &Values, w: &mut MatchRecord) -> bool {
     let values = ctx.values_by_id(p.field);
     if values.is_empty() {
         return false;

@@ -14,12 +14,13 @@
 //! `testkit/tests/equivalence.rs` compare them on random tables and requests.
 
 use crate::compile::program::{Code, Instr, Lit, Pred, Program, Set};
+use crate::compile::record::MatchRecord;
 use crate::compile::regex::CompiledRegex;
 use crate::compile::resolve as resolved;
 use crate::language::Op;
-use crate::schema::context::{Context, MatchRecord};
-use crate::schema::value::cidr_contains;
-use crate::schema::value::Value;
+use crate::schema::values::Values;
+use crate::value::cidr_contains;
+use crate::value::Value;
 
 /// `s`, lowercased into `buf` when `lower` is set.
 #[inline(always)]
@@ -45,7 +46,7 @@ fn lowercase_into<'a>(s: &str, buf: &'a mut String) -> &'a str {
 }
 
 /// Evaluates a route's program (see [`crate::program`]) against the request.
-pub(crate) fn eval(p: &Program, ctx: &Context, lowered: &mut String, w: &mut MatchRecord) -> bool {
+pub(crate) fn eval(p: &Program, ctx: &Values, lowered: &mut String, w: &mut MatchRecord) -> bool {
     // Every program is a conjunction of its top-level runs (see `crate::program`).
     let code = p.view();
     let mark = w.mark();
@@ -63,7 +64,7 @@ fn all(
     p: &Code<'_>,
     start: usize,
     end: usize,
-    ctx: &Context,
+    ctx: &Values,
     lowered: &mut String,
     w: &mut MatchRecord,
 ) -> bool {
@@ -79,7 +80,7 @@ fn all(
     true
 }
 
-fn instr(p: &Code<'_>, i: usize, ctx: &Context, lowered: &mut String, w: &mut MatchRecord) -> bool {
+fn instr(p: &Code<'_>, i: usize, ctx: &Values, lowered: &mut String, w: &mut MatchRecord) -> bool {
     match &p.code()[i] {
         &Instr::And { end, .. } => all(p, i + 1, end as usize, ctx, lowered, w),
         &Instr::Or { end, .. } => {
@@ -122,7 +123,7 @@ pub(crate) struct Trace {
 /// order and short-circuits exactly (the explain tests compare the two on every table).
 pub(crate) fn eval_traced(
     p: &Program,
-    ctx: &Context,
+    ctx: &Values,
     lowered: &mut String,
     w: &mut MatchRecord,
     t: &mut Trace,
@@ -142,7 +143,7 @@ pub(crate) fn eval_traced(
 fn instr_traced(
     p: &Code<'_>,
     i: usize,
-    ctx: &Context,
+    ctx: &Values,
     lowered: &mut String,
     w: &mut MatchRecord,
     t: &mut Trace,
@@ -196,7 +197,7 @@ fn instr_traced(
 fn predicate(
     p: &Code<'_>,
     pred: &Pred,
-    ctx: &Context,
+    ctx: &Values,
     lowered: &mut String,
     w: &mut MatchRecord,
 ) -> bool {

@@ -8,8 +8,10 @@
 //! `regex` crate finds.
 
 pub(crate) mod eval;
+pub(crate) mod path_pattern;
 pub(crate) mod path_regex;
 pub(crate) mod program;
+pub(crate) mod record;
 pub(crate) mod regex;
 pub(crate) mod regex_cache;
 pub(crate) mod regex_long_text;

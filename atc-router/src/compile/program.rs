@@ -41,8 +41,8 @@ use std::sync::Arc;
 use crate::compile::regex::CompiledRegex;
 use crate::compile::resolve::{self as resolved, Node};
 use crate::language::Op;
-use crate::schema::value::{cidr_contains, IpCidr};
 use crate::schema::FieldId;
+use crate::value::{cidr_contains, IpCidr};
 
 /// Longest literal kept inside its instruction; chosen so that an instruction stays 32 bytes.
 pub(crate) const INLINE: usize = 22;
@@ -469,7 +469,7 @@ mod tests {
         use crate::compile::regex_cache::{PreparedRegexes, RegexCache};
         use crate::limits::Limits;
         use crate::schema::Schema;
-        use crate::Type;
+        use crate::value::Type;
         let mut schema = Schema::new();
         schema.add_field("http.host", Type::String).unwrap();
         schema.add_field("http.path", Type::String).unwrap();

@@ -50,12 +50,12 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 
+use crate::compile::path_pattern::PathPattern;
 use crate::compile::path_regex::PathRegex;
 use crate::compile::regex_long_text::{LongText, LONG_TEXT};
 use crate::compile::regex_shape::{
     anchored_prefixes, literal, plain_literal_hir, required_literals, restrict_to_ascii,
 };
-use crate::index::path_tree::PathPattern;
 
 /// A regex and what matching and capture recording need of it.
 #[derive(Debug)]

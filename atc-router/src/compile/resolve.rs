@@ -15,7 +15,7 @@ use crate::language::Parsed;
 use crate::language::{Expr, Op, Rhs};
 use crate::limits::Limits;
 use crate::schema::names::{FieldId, Holds, Schema};
-use crate::schema::value::{IpCidr, Type, Value};
+use crate::value::{IpCidr, Type, Value};
 
 #[derive(Debug)]
 pub(crate) enum Node {

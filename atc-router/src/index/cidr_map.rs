@@ -9,7 +9,7 @@ use std::net::IpAddr;
 
 use rustc_hash::FxHashMap;
 
-use crate::schema::value::IpCidr;
+use crate::value::IpCidr;
 
 #[derive(Debug)]
 pub(crate) struct CidrMap<T> {

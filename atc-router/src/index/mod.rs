@@ -28,8 +28,8 @@ pub(crate) mod tree;
 
 use uuid::Uuid;
 
-use crate::router::needs::FieldMask;
-use crate::schema::context::Context;
+use crate::schema::values::Values;
+use crate::schema::FieldMask;
 
 pub(crate) use requirement::{requirements, Requirement};
 pub(crate) use tree::{LevelBufs, Requirements};
@@ -109,12 +109,7 @@ impl Index {
     /// scratch space, grown to the tree's depth here (so a lookup allocates nothing once it has
     /// grown).
     #[inline]
-    pub(crate) fn candidates(
-        &self,
-        ctx: &Context,
-        bufs: &mut Vec<LevelBufs>,
-        out: &mut Vec<Entry>,
-    ) {
+    pub(crate) fn candidates(&self, ctx: &Values, bufs: &mut Vec<LevelBufs>, out: &mut Vec<Entry>) {
         if bufs.len() < self.stats.max_depth {
             bufs.resize_with(self.stats.max_depth, LevelBufs::default);
         }

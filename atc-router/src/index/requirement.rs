@@ -21,11 +21,11 @@ use std::net::IpAddr;
 
 use crate::compile::program::{Code, Instr, Lit, Pred, Set};
 use crate::language::Op;
-use crate::schema::context::Context;
-use crate::schema::value::{cidr_contains, IpCidr, Value};
+use crate::schema::values::Values;
 use crate::schema::{FieldId, Schema};
+use crate::value::{cidr_contains, IpCidr, Value};
 
-use super::path_tree::PathPattern;
+use crate::compile::path_pattern::PathPattern;
 
 /// What a structure of the index is keyed by: one field (lowercased or not) and one kind of key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -92,7 +92,7 @@ impl Requirement {
     /// Whether some value of the request meets the requirement: the index's test for one
     /// route, for explaining why a route was ruled out (the index's structures answer it for
     /// all routes at once). Kinds it cannot test say yes, so it never names a wrong reason.
-    pub(crate) fn admits(&self, ctx: &Context) -> bool {
+    pub(crate) fn admits(&self, ctx: &Values) -> bool {
         ctx.values_by_id(self.disc.field)
             .iter()
             .any(|v| self.admits_value(v))

@@ -24,10 +24,10 @@
 
 use rustc_hash::FxHashMap;
 
-use crate::router::needs::{field_bit, FieldMask};
-use crate::schema::context::Context;
-use crate::schema::value::Value;
+use crate::schema::values::Values;
 use crate::schema::FieldId;
+use crate::schema::FieldMask;
+use crate::value::Value;
 
 use super::choose::{choose, fields_of, place, requirement, Choice};
 use super::keyed::{Keyed, Probe, WalkBufs};
@@ -185,7 +185,7 @@ pub(crate) struct Stats {
 
 impl Stats {
     fn key_added(&mut self, field: FieldId) {
-        let bit = field_bit(field);
+        let bit = field.bit();
         let i = bit.trailing_zeros() as usize;
         if self.per_bit.len() <= i {
             self.per_bit.resize(i + 1, 0);
@@ -195,7 +195,7 @@ impl Stats {
     }
 
     fn key_gone(&mut self, field: FieldId) {
-        let bit = field_bit(field);
+        let bit = field.bit();
         if let Some(n) = self.per_bit.get_mut(bit.trailing_zeros() as usize) {
             *n -= 1;
             if *n == 0 {
@@ -456,7 +456,7 @@ impl Node {
     /// Appends to `out` every route below this node that the request can match (unsorted,
     /// with repeats). `bufs` holds one [`LevelBufs`] per level below this one.
     #[inline]
-    pub(crate) fn collect(&self, ctx: &Context, bufs: &mut [LevelBufs], out: &mut Vec<Entry>) {
+    pub(crate) fn collect(&self, ctx: &Values, bufs: &mut [LevelBufs], out: &mut Vec<Entry>) {
         match self {
             Node::Leaf(l) => out.extend_from_slice(l.entries.as_slice()),
             Node::Split(s) => {
@@ -534,7 +534,7 @@ pub(crate) enum NodeInfo {
 
 impl Split {
     #[inline]
-    fn collect_keyed(&self, ctx: &Context, bufs: &mut [LevelBufs], out: &mut Vec<Entry>) {
+    fn collect_keyed(&self, ctx: &Values, bufs: &mut [LevelBufs], out: &mut Vec<Entry>) {
         let values = ctx.values_by_id(self.disc.field);
         if values.is_empty() {
             return;
@@ -568,7 +568,7 @@ impl FieldSplit {
     /// fields or by the children, whichever are fewer. (No buffer of this level is in use
     /// while a child collects, so children use `bufs` as they are.)
     #[inline]
-    fn collect_present(&self, ctx: &Context, bufs: &mut [LevelBufs], out: &mut Vec<Entry>) {
+    fn collect_present(&self, ctx: &Values, bufs: &mut [LevelBufs], out: &mut Vec<Entry>) {
         let present = ctx.present_fields();
         if present.len() <= self.children.len() {
             for f in present {

@@ -20,7 +20,7 @@ use std::ops::Range;
 
 use super::parser::{escape, int_value, ip_text, prefix_digits, set_kind, PredicateSpans};
 use crate::language::{Expr, Lhs, Op, Predicate, Rhs, Transform};
-use crate::schema::value::{IpCidr, Value};
+use crate::value::{IpCidr, Value};
 
 /// The tree and predicate spans of `source`, or `None` if pest should decide.
 pub(super) fn parse(source: &str) -> Option<(Expr, Vec<PredicateSpans>)> {

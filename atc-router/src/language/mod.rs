@@ -6,8 +6,10 @@
 //! the print gives the same tree; nothing recurses deeper than the nesting limit.
 
 mod fast_reader;
+mod operator;
 pub(crate) mod parser;
 mod tree;
 
+pub use operator::Op;
 pub use parser::{parse, parse_with_limits, Parsed, PredicateSpans};
-pub use tree::{Expr, Lhs, Op, Predicate, Rhs, Transform};
+pub use tree::{Expr, Lhs, Predicate, Rhs, Transform};

@@ -19,7 +19,7 @@ use pest::Parser as _;
 use crate::error::{excerpt, ExprError, ExprErrorKind, QUOTED_CHARS};
 use crate::language::{Expr, Lhs, Op, Predicate, Rhs, Transform};
 use crate::limits::Limits;
-use crate::schema::value::{IpCidr, Value};
+use crate::value::{IpCidr, Value};
 
 #[derive(pest_derive::Parser)]
 #[grammar = "language/grammar.pest"]

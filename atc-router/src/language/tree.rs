@@ -7,7 +7,8 @@
 
 use std::fmt;
 
-use crate::schema::value::Value;
+use super::operator::Op;
+use crate::value::Value;
 
 /// A boolean combination of predicates.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,77 +135,6 @@ impl Transform {
     }
 }
 
-/// A comparison operator.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Op {
-    /// `==`
-    Equals,
-    /// `!=`
-    NotEquals,
-    /// `~`: the regex matches somewhere in the value.
-    Regex,
-    /// `^=`: starts with.
-    Prefix,
-    /// `=^`: ends with.
-    Postfix,
-    /// `>`
-    Greater,
-    /// `>=`
-    GreaterOrEqual,
-    /// `<`
-    Less,
-    /// `<=`
-    LessOrEqual,
-    /// `in`: the address is in the network, or the value is an element of the set.
-    In,
-    /// `not in`: the negation of `in` for each value.
-    NotIn,
-    /// `contains`: the value has the literal as a substring.
-    Contains,
-}
-
-impl Op {
-    /// Every operator, in the order of [`Op::symbol`]'s table.
-    pub const ALL: [Op; 12] = [
-        Op::Equals,
-        Op::NotEquals,
-        Op::Regex,
-        Op::Prefix,
-        Op::Postfix,
-        Op::Greater,
-        Op::GreaterOrEqual,
-        Op::Less,
-        Op::LessOrEqual,
-        Op::In,
-        Op::NotIn,
-        Op::Contains,
-    ];
-
-    /// The operator as written in expressions.
-    pub fn symbol(self) -> &'static str {
-        match self {
-            Op::Equals => "==",
-            Op::NotEquals => "!=",
-            Op::Regex => "~",
-            Op::Prefix => "^=",
-            Op::Postfix => "=^",
-            Op::Greater => ">",
-            Op::GreaterOrEqual => ">=",
-            Op::Less => "<",
-            Op::LessOrEqual => "<=",
-            Op::In => "in",
-            Op::NotIn => "not in",
-            Op::Contains => "contains",
-        }
-    }
-
-    /// Whether the operator is defined for fields of type `ty` (`docs/language.md`, "Types and
-    /// operators").
-    pub fn applies_to(self, ty: crate::Type) -> bool {
-        crate::schema::validate::operator_allowed(self, ty)
-    }
-}
-
 impl Expr {
     /// The predicates in textual (left-to-right) order.
     pub fn predicates(&self) -> Vec<&Predicate> {
@@ -218,12 +148,6 @@ impl Expr {
             }
         }
         out
-    }
-}
-
-impl fmt::Display for Op {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.symbol())
     }
 }
 

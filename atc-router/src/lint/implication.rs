@@ -31,7 +31,7 @@ use crate::compile::eval::test_value;
 use crate::compile::program::{Code, Instr, Lit, Pred, Set};
 use crate::language::Op;
 use crate::schema::names::FieldId;
-use crate::schema::value::{cidr_contains, IpCidr, Value};
+use crate::value::{cidr_contains, IpCidr, Value};
 
 /// Most comparisons of two predicates one [`implies`] makes (see the module docs).
 pub(crate) const MAX_COMPARISONS: usize = 1 << 16;
@@ -314,7 +314,7 @@ mod tests {
     use crate::compile::resolve::{resolve, Fields};
     use crate::limits::Limits;
     use crate::schema::Schema;
-    use crate::Type;
+    use crate::value::Type;
 
     fn program(expression: &str) -> Program {
         let mut schema = Schema::new();

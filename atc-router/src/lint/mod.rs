@@ -47,14 +47,15 @@ use uuid::Uuid;
 
 use crate::compile::eval::eval;
 use crate::compile::program::{Instr, Lit, Program};
+use crate::compile::record::MatchRecord;
 use crate::error::{Location, Locator};
 use crate::index::requirement::{Key, KeyKind};
 use crate::index::{requirements, Entry, LevelBufs, Order, Requirement};
 use crate::language::{parse_with_limits, Op};
+use crate::router::context::Context;
 use crate::router::Router;
-use crate::schema::context::{Context, MatchRecord};
 use crate::schema::names::FieldId;
-use crate::schema::value::Value;
+use crate::value::Value;
 
 use implication::Conjuncts;
 use witness::Witness;
@@ -292,7 +293,12 @@ impl Scratch {
     fn matches(&mut self, program: &Program) -> bool {
         crate::work::add(program.view().code().len());
         self.record.clear();
-        eval(program, &self.ctx, &mut self.lowered, &mut self.record)
+        eval(
+            program,
+            &self.ctx.values,
+            &mut self.lowered,
+            &mut self.record,
+        )
     }
 }
 

@@ -12,11 +12,12 @@
 
 use crate::compile::eval::eval;
 use crate::compile::program::Program;
+use crate::compile::record::MatchRecord;
 use crate::index::requirement::{Key, KeyKind};
 use crate::index::requirements;
-use crate::schema::context::{Context, MatchRecord};
+use crate::router::context::Context;
 use crate::schema::names::FieldId;
-use crate::schema::value::Value;
+use crate::value::Value;
 
 /// One request, as the values of its fields (at most one per field).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,7 +74,7 @@ impl Witness {
         let w = Witness { values };
         w.fill(ctx)?;
         record.clear();
-        eval(program, ctx, lowered, record).then_some(w)
+        eval(program, &ctx.values, lowered, record).then_some(w)
     }
 
     /// Puts the witness's values in `ctx` (reset first).

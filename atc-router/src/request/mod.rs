@@ -30,7 +30,9 @@ mod path;
 pub use host::split_host_port;
 pub use path::{normalize_path, request_path, strip_args, PathField, Segments};
 
-use crate::{Error, Schema, Type};
+use crate::error::Error;
+use crate::schema::Schema;
+use crate::value::Type;
 
 /// The fields of Kong's HTTP subsystem (its expressions router), with their types.
 pub const HTTP_FIELDS: &[(&str, Type)] = &[

@@ -724,7 +724,7 @@ impl Worker {
                             report.unchanged = c.unchanged;
                         }
                         for (id, error) in &report.errors {
-                            if matches!(error, crate::Error::DuplicateRoute(_)) {
+                            if matches!(error, crate::error::Error::DuplicateRoute(_)) {
                                 // Counted as no route at all already.
                                 continue;
                             }

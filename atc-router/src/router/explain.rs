@@ -31,11 +31,12 @@ use uuid::Uuid;
 use super::Router;
 use crate::compile::eval::{eval_traced, Trace};
 use crate::compile::program::{Code, Instr};
+use crate::compile::record::MatchRecord;
 use crate::error::{Error, Location, Locator};
 use crate::index::requirements;
 use crate::language::parse_with_limits;
-use crate::schema::context::{Context, MatchRecord};
-use crate::schema::value::Value;
+use crate::router::context::Context;
+use crate::value::Value;
 
 /// What to include in an [`Explanation`], and how much of it.
 ///
@@ -270,7 +271,7 @@ impl Router {
             record.clear();
             let program = &self.programs[slot as usize];
             crate::work::add(program.view().code().len());
-            let matched = eval_traced(program, ctx, &mut lowered, &mut record, &mut trace);
+            let matched = eval_traced(program, &ctx.values, &mut lowered, &mut record, &mut trace);
             let row = self.route(slot).row;
             if matched && winner.is_none() {
                 winner = Some(row.id);
@@ -307,7 +308,7 @@ impl Router {
                     .iter()
                     .filter(|r| !is_regex(r))
                     .chain(reqs.iter().filter(is_regex))
-                    .find(|r| !r.admits(ctx))
+                    .find(|r| !r.admits(&ctx.values))
                     .map(|r| cut(&r.describe(&self.schema), options.max_text_bytes).0);
                 let row = self.route(slot).row;
                 ruled_out.push(RuledOut {
@@ -364,7 +365,7 @@ impl Router {
             record.clear();
             if !crate::compile::eval::eval(
                 &self.programs[slot as usize],
-                ctx,
+                &ctx.values,
                 &mut lowered,
                 &mut record,
             ) {
@@ -398,7 +399,7 @@ impl Router {
         if self.broken || !Arc::ptr_eq(&self.schema, ctx.schema()) {
             return false;
         }
-        self.index.candidates(ctx, levels, out);
+        self.index.candidates(&ctx.values, levels, out);
         out.sort_unstable();
         out.dedup();
         true

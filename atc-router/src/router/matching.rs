@@ -8,8 +8,8 @@ use crate::error::Error;
 use crate::index::LevelBufs;
 #[cfg(feature = "diagnostics")]
 use crate::reference;
-use crate::router::needs::FieldMask;
-use crate::schema::context::Context;
+use crate::router::context::Context;
+use crate::schema::FieldMask;
 
 /// At most this many candidates, and as many routes of the fallback list, are prefetched by
 /// [`Router::needed_fields`]: an execute stops at the first route that matches, and on a table
@@ -80,7 +80,7 @@ impl Router {
         let mut w = std::mem::take(&mut ctx.record);
         // The candidates `needed_fields` found for this request, if no key field has changed.
         let cached = ctx.candidates.by == Some((self.uid, self.version))
-            && ctx.candidates.added & self.index.key_fields() == 0;
+            && ctx.values.added() & self.index.key_fields() == 0;
         let mut cache = if cached {
             std::mem::take(&mut ctx.candidates.entries)
         } else {
@@ -94,7 +94,8 @@ impl Router {
             } else {
                 let candidates = &mut scratch.candidates;
                 candidates.clear();
-                self.index.candidates(ctx, &mut scratch.levels, candidates);
+                self.index
+                    .candidates(&ctx.values, &mut scratch.levels, candidates);
                 if candidates.len() > 1 {
                     candidates.sort_unstable();
                     candidates.dedup();
@@ -103,7 +104,7 @@ impl Router {
             };
             for &(order, slot) in candidates.iter() {
                 let program = &self.programs[slot as usize];
-                if matcher::eval(program, ctx, &mut scratch.lowered, &mut w) {
+                if matcher::eval(program, &ctx.values, &mut scratch.lowered, &mut w) {
                     return Some((order.id(), order.priority()));
                 }
                 w.clear();
@@ -138,7 +139,10 @@ impl Router {
         let mut mask = self.index.key_fields();
         let mut found = std::mem::take(&mut ctx.candidates.entries);
         found.clear();
-        with_scratch(|s| self.index.candidates(ctx, &mut s.levels, &mut found));
+        with_scratch(|s| {
+            self.index
+                .candidates(&ctx.values, &mut s.levels, &mut found)
+        });
         found.sort_unstable();
         found.dedup();
         for (i, (_, slot)) in found.iter().enumerate() {
@@ -150,7 +154,7 @@ impl Router {
         // Kept for the execute that follows (see `Context`'s cached candidates).
         ctx.candidates.entries = found;
         ctx.candidates.by = Some((self.uid, self.version));
-        ctx.candidates.added = 0;
+        ctx.values.take_added();
         mask
     }
 
@@ -176,7 +180,8 @@ impl Router {
     pub fn candidate_count(&self, ctx: &mut Context) -> usize {
         with_scratch(|s| {
             s.candidates.clear();
-            self.index.candidates(ctx, &mut s.levels, &mut s.candidates);
+            self.index
+                .candidates(&ctx.values, &mut s.levels, &mut s.candidates);
             s.candidates.sort_unstable();
             s.candidates.dedup();
             s.candidates.len()
@@ -194,7 +199,7 @@ impl Router {
         let mut w = std::mem::take(&mut ctx.record);
         let mut found = None;
         for &slot in self.order.values() {
-            if reference::eval(self.tree(slot), ctx, &mut w) {
+            if reference::eval(self.tree(slot), &ctx.values, &mut w) {
                 let row = self.catalog.row(slot as usize).expect("live slot");
                 found = Some((row.id, row.priority));
                 break;

@@ -16,6 +16,7 @@
 
 mod builder;
 mod catalog;
+pub(crate) mod context;
 mod explain;
 mod matching;
 pub(crate) mod needs;
@@ -25,6 +26,7 @@ mod stats;
 mod sync;
 
 pub use builder::{BuildState, Builder, ListError, Outcome, OwnedRoute, RouteInput};
+pub use context::{Context, MatchResult};
 pub use explain::{
     CandidateReport, ExplainOptions, Explanation, PredicateOutcome, RouteMatch, RuledOut,
 };

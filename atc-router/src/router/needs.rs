@@ -25,15 +25,7 @@
 //! [`Router::key_fields`]: crate::Router::key_fields
 //! [`Router::needed_fields`]: crate::Router::needed_fields
 
-use crate::schema::FieldId;
-
-/// A set of fields: bit `min(index, 63)` for the field of that index ([`FieldId::bit`]).
-pub type FieldMask = u64;
-
-/// The bit of a field in a [`FieldMask`].
-pub fn field_bit(id: FieldId) -> FieldMask {
-    1 << id.index().min(63)
-}
+use crate::schema::{FieldId, FieldMask};
 
 /// The field mask of each route, by slot, kept by the router on every insert and removal.
 #[derive(Debug, Default)]
@@ -43,7 +35,7 @@ pub(crate) struct Needs {
 
 impl Needs {
     pub(crate) fn insert(&mut self, slot: u32, fields: &[FieldId]) {
-        let mask = fields.iter().fold(0, |m, f| m | field_bit(*f));
+        let mask = fields.iter().fold(0, |m, f| m | f.bit());
         let slot = slot as usize;
         if self.slots.len() <= slot {
             self.slots.resize(slot + 1, 0);

@@ -55,8 +55,8 @@ use std::time::{Duration, Instant};
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 
 use crate::error::Error;
+use crate::router::context::Context;
 use crate::router::{RouteSpec, Router, SyncError, SyncMode, SyncReport};
-use crate::schema::context::Context;
 
 /// A [`Router`] behind a reader-writer lock, updated by diff (see the module docs).
 #[derive(Debug)]
@@ -201,8 +201,8 @@ mod tests {
 
     use super::*;
     use crate::failpoint;
-    use crate::schema::value::Type;
     use crate::schema::Schema;
+    use crate::value::Type;
     use uuid::Uuid;
 
     fn setup(n: u128) -> (Arc<Schema>, SharedRouter, Vec<String>) {

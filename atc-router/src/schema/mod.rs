@@ -1,15 +1,12 @@
-//! Names, types and values: the schema a route is checked against (`names.rs`), the values of
-//! the language (`value.rs`), the semantic checks (`validate.rs`), and one request's values and
-//! result (`context.rs`).
+//! Names and types: the schema a route is checked against (`names.rs`), the semantic checks
+//! (`validate.rs`), and one request's values by field (`values.rs`). The values themselves
+//! are a leaf below the language (`crate::value`).
 //!
 //! Invariants: a request never registers a name (only routes do); a `FieldId` is never handed
-//! out twice; a context keeps its buffers across requests.
+//! out twice; request values keep their buffers across requests.
 
-pub(crate) mod context;
 pub(crate) mod names;
 pub(crate) mod validate;
-pub(crate) mod value;
+pub(crate) mod values;
 
-pub use context::{CaptureKey, Context, MatchResult, MatchedValue};
-pub use names::{FieldId, IdState, Schema};
-pub use value::{IpCidr, Type, Value};
+pub use names::{FieldId, FieldMask, IdState, Schema};

@@ -30,7 +30,7 @@ use rustc_hash::FxHashMap;
 
 use crate::error::{excerpt, Error};
 use crate::limits::Limits;
-use crate::schema::value::Type;
+use crate::value::Type;
 
 /// A field resolved against a schema. Only meaningful with the schema that produced it.
 ///
@@ -38,6 +38,10 @@ use crate::schema::value::Type;
 /// 20 bits and a generation into the high 12.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FieldId(u32);
+
+/// A set of fields: bit `min(index, 63)` for the field of that index ([`FieldId::bit`]). Fields
+/// past the 63rd share the last bit, so a mask may name more fields than meant, never fewer.
+pub type FieldMask = u64;
 
 const INDEX_BITS: u32 = 20;
 const INDEX_MASK: u32 = (1 << INDEX_BITS) - 1;
@@ -47,17 +51,17 @@ const UNUSED_INDEX: u32 = INDEX_MASK;
 const GENERATIONS: u32 = 1 << (32 - INDEX_BITS);
 
 impl FieldId {
-    /// The place of the field's values in a context (and its bit in a
-    /// [`FieldMask`](crate::router::needs::FieldMask)): below 2^20, and dense — indices are reused
-    /// lowest first.
+    /// The place of the field's values in a context (and its bit in a [`FieldMask`]): below
+    /// 2^20, and dense — indices are reused lowest first.
     pub fn index(self) -> usize {
         (self.0 & INDEX_MASK) as usize
     }
 
-    /// The field's bit in a [`FieldMask`](crate::FieldMask) (the masks of two-phase matching,
+    /// The field's bit in a [`FieldMask`] (the masks of two-phase matching,
     /// `Router::key_fields` and `Router::needed_fields`): its index, or 63 past the 63rd.
-    pub fn bit(self) -> crate::FieldMask {
-        crate::router::needs::field_bit(self)
+    #[inline]
+    pub fn bit(self) -> FieldMask {
+        1 << self.index().min(63)
     }
 
     /// The id as one integer (the C ABI's `uint32_t` field ids).

@@ -10,8 +10,8 @@
 use crate::error::{excerpt, ExprError, ExprErrorKind};
 use crate::language::{Op, Predicate, Rhs};
 use crate::language::{Parsed, PredicateSpans};
-use crate::schema::value::{Type, Value};
 use crate::schema::Schema;
+use crate::value::{Type, Value};
 
 /// Checks every predicate; returns the fields the expression uses, in order of first use.
 pub fn validate(source: &str, parsed: &Parsed, schema: &Schema) -> Result<Vec<String>, ExprError> {
@@ -106,7 +106,7 @@ fn check_predicate(
             ),
         ));
     }
-    if !operator_allowed(p.op, ty) {
+    if !p.op.applies_to(ty) {
         return Err(err(
             &spans.op,
             format!(
@@ -157,20 +157,10 @@ pub(crate) fn rhs_type(field: Type, op: Op) -> Type {
 }
 
 /// docs/language.md "Types and operators": which operators each type has.
-pub(crate) fn operator_allowed(op: Op, ty: Type) -> bool {
-    match op {
-        Op::Equals | Op::NotEquals => true,
-        Op::Regex | Op::Prefix | Op::Postfix | Op::Contains => ty == Type::String,
-        Op::Greater | Op::GreaterOrEqual | Op::Less | Op::LessOrEqual => ty == Type::Int,
-        // A network for IpAddr fields; a set for String, Int and IpAddr fields.
-        Op::In | Op::NotIn => ty != Type::IpCidr,
-    }
-}
-
 fn allowed_operators(ty: Type) -> String {
     Op::ALL
         .iter()
-        .filter(|op| operator_allowed(**op, ty))
+        .filter(|op| op.applies_to(ty))
         .map(|op| op.symbol())
         .collect::<Vec<_>>()
         .join(", ")

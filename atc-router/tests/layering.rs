@@ -1,0 +1,255 @@
+//! The stages of the crate depend one way: language -> schema -> compile -> index -> router,
+//! with the leaves below them all and lint and the reference evaluator on the side
+//! (docs/architecture.md, "Stages"). This test reads every source file and fails on an import
+//! that goes backwards, so a cycle cannot creep in unnoticed.
+//!
+//! An import is any path `crate::<module>` or `super::…` that reaches the crate root, outside
+//! comments. Stage code names its dependencies by their stage path (`crate::schema::Schema`),
+//! not by the root's re-exports (`crate::Schema`), which would hide the stage they come from.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// Modules that depend on nothing but each other and std: errors, limits, values, the stack
+/// guard, the work counter, failpoints, route-list decoding.
+const LEAVES: &[&str] = &[
+    "error",
+    "failpoint",
+    "limits",
+    "route_list",
+    "stack",
+    "value",
+    "work",
+];
+
+/// What each module may import besides the leaves and itself.
+fn allowed(module: &str) -> Option<&'static [&'static str]> {
+    Some(match module {
+        m if LEAVES.contains(&m) => &[],
+        "language" => &[],
+        "schema" => &["language"],
+        // Kong's request fields: built on the schema, used by the router's context.
+        "request" => &["language", "schema"],
+        "compile" => &["language", "schema"],
+        // The reference evaluator walks the compiled tree; only the router and tests call it.
+        "reference" => &["language", "schema", "compile"],
+        "index" => &["language", "schema", "compile"],
+        "router" => &[
+            "language",
+            "schema",
+            "request",
+            "compile",
+            "reference",
+            "index",
+        ],
+        // Lint is on the side: it may read every stage, and no stage reads it.
+        "lint" => &[
+            "language",
+            "schema",
+            "request",
+            "compile",
+            "reference",
+            "index",
+            "router",
+        ],
+        _ => return None,
+    })
+}
+
+fn source_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            source_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The module path of a file under `src/`: `index/tree.rs` is `[index, tree]`, `index/mod.rs`
+/// is `[index]`.
+fn module_path(rel: &Path) -> Vec<String> {
+    let mut parts: Vec<String> = rel
+        .iter()
+        .map(|c| c.to_string_lossy().into_owned())
+        .collect();
+    let last = parts.pop().unwrap();
+    let stem = last.trim_end_matches(".rs");
+    if stem != "mod" {
+        parts.push(stem.to_owned());
+    }
+    parts
+}
+
+/// The text of a line without its comment (`//`, `///`, `//!`). A `//` inside a string literal
+/// cuts the line short, which can only hide an import, never invent one; no stage module has
+/// one on an import line.
+fn code_of(line: &str) -> &str {
+    match line.find("//") {
+        Some(i) => &line[..i],
+        None => line,
+    }
+}
+
+/// The name of an inline module opened on this line (`mod tests {`).
+fn inline_module(line: &str) -> Option<String> {
+    let rest = line.trim_start();
+    let rest = rest
+        .strip_prefix("pub(crate) ")
+        .or_else(|| rest.strip_prefix("pub "))
+        .unwrap_or(rest);
+    let name = ident_at(rest.strip_prefix("mod ")?);
+    rest.trim_end().ends_with('{').then(|| name.to_owned())
+}
+
+fn ident_at(s: &str) -> &str {
+    let end = s
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(s.len());
+    &s[..end]
+}
+
+/// The top-level names a line's paths reach from the crate root: `crate::x…`, the items of
+/// `crate::{x, y::z}`, and `super::…` chains that climb out of the file's module.
+fn root_names(code: &str, module: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = code;
+    while let Some(i) = rest.find("crate::") {
+        let before = &rest[..i];
+        let after = &rest[i + "crate::".len()..];
+        rest = after;
+        // `$crate::`, or `crate` inside a longer identifier.
+        if before
+            .chars()
+            .last()
+            .is_some_and(|c| c == '$' || c.is_ascii_alphanumeric() || c == '_')
+        {
+            continue;
+        }
+        if let Some(group) = after.strip_prefix('{') {
+            let end = group.find('}').unwrap_or(group.len());
+            for item in group[..end].split(',') {
+                let name = ident_at(item.trim());
+                if !name.is_empty() {
+                    out.push(name.to_owned());
+                }
+            }
+        } else {
+            out.push(ident_at(after).to_owned());
+        }
+    }
+    let mut rest = code;
+    while let Some(i) = rest.find("super::") {
+        let before_ok = rest[..i]
+            .chars()
+            .last()
+            .is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'));
+        let mut after = &rest[i..];
+        let mut ups = 0;
+        while let Some(a) = after.strip_prefix("super::") {
+            ups += 1;
+            after = a;
+        }
+        rest = after;
+        if before_ok && ups >= module.len() {
+            out.push(ident_at(after).to_owned());
+        }
+    }
+    out
+}
+
+#[test]
+fn no_stage_imports_a_later_stage() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    source_files(&src, &mut files);
+    files.sort();
+    let stages: BTreeSet<&str> = [
+        "language",
+        "schema",
+        "request",
+        "compile",
+        "reference",
+        "index",
+        "router",
+        "lint",
+    ]
+    .into_iter()
+    .chain(LEAVES.iter().copied())
+    .collect();
+
+    let mut backwards = Vec::new();
+    let mut checked = 0;
+    for file in &files {
+        let rel = file.strip_prefix(&src).unwrap();
+        if rel == Path::new("lib.rs") {
+            continue;
+        }
+        let module = module_path(rel);
+        let own_name = module[0].clone();
+        let own = own_name.as_str();
+        let Some(may) = allowed(own) else {
+            panic!(
+                "{}: module `{own}` has no place in the stage table of this test",
+                rel.display()
+            );
+        };
+        let text = fs::read_to_string(file).unwrap();
+        let mut module = module;
+        for (n, line) in text.lines().enumerate() {
+            // An inline module (`mod tests {`) is one level deeper for `super::`; such modules
+            // close at the end of their file, so the rest of the file is taken as inside it.
+            if let Some(name) = inline_module(line) {
+                module.push(name);
+            }
+            for name in root_names(code_of(line), &module) {
+                checked += 1;
+                let ok =
+                    name == own || LEAVES.contains(&name.as_str()) || may.contains(&name.as_str());
+                if ok {
+                    continue;
+                }
+                let why = if stages.contains(name.as_str()) {
+                    format!("`{own}` may not import `{name}` (a later stage)")
+                } else {
+                    format!("`crate::{name}`: name the stage it comes from")
+                };
+                backwards.push(format!("{}:{}: {why}", rel.display(), n + 1));
+            }
+        }
+    }
+    assert!(checked > 100, "the scan found only {checked} imports");
+    assert!(
+        backwards.is_empty(),
+        "imports against the stage order:\n{}",
+        backwards.join("\n")
+    );
+}
+
+#[test]
+fn the_scan_sees_every_form_of_import() {
+    let m = |p: &[&str]| p.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        root_names("use crate::router::Router;", &m(&["index"])),
+        ["router"]
+    );
+    assert_eq!(
+        root_names("use crate::{Error, schema::Schema};", &m(&["index"])),
+        ["Error", "schema"]
+    );
+    assert_eq!(
+        root_names("use super::super::router::X;", &m(&["index", "tree"])),
+        ["router"]
+    );
+    assert!(root_names("use super::keyed::Key;", &m(&["index", "tree"])).is_empty());
+    assert_eq!(
+        root_names("use super::keyed::Key;", &m(&["index"])),
+        ["keyed"]
+    );
+    assert!(root_names("$crate::x!()", &m(&["index"])).is_empty());
+    assert_eq!(code_of("let a = 1; // crate::router"), "let a = 1; ");
+    assert_eq!(inline_module("mod tests {").as_deref(), Some("tests"));
+    assert_eq!(inline_module("pub(crate) mod record;"), None);
+}
