@@ -24,7 +24,8 @@
 //!
 //! ## From text to a match
 //!
-//! A route goes through four stages, one folder of the crate each:
+//! A route goes through five stages, one folder of the crate each (`lint/` and the reference
+//! evaluator sit beside them):
 //!
 //! 1. **language**: [`parse`] turns text into an [`Expr`] tree, with the span of every
 //!    predicate ([`Parsed`]); printing a tree and parsing it again gives the same tree.
@@ -36,11 +37,12 @@
 //! 4. **index**: the requirements every request a route matches must meet (an exact host, a
 //!    path prefix, a method, a network) place it in a decision tree, which leaves each request
 //!    only the few routes its own values select.
-//!
-//! The [`Router`] holds the routes in routing order (priority descending, then id descending)
-//! and updates every structure incrementally: [`Router::add`], [`Router::remove`] and
-//! [`Router::sync`] cost what changed. A [`SharedRouter`] serves matching threads while a sync
-//! is prepared beside it, and swaps the change in at once.
+//! 5. **router**: the [`Router`] holds the routes in routing order (priority descending, then
+//!    id descending) and updates every structure incrementally: [`Router::add`],
+//!    [`Router::remove`] and [`Router::sync`] cost what changed (a sync that changes or
+//!    removes more than half of the routes, or adds more than the router holds, builds a fresh
+//!    router from the whole list instead). A [`SharedRouter`] serves matching threads while a
+//!    sync is prepared beside it, and swaps the change in at once.
 //!
 //! ## Guarantees
 //!
