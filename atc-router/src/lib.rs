@@ -30,8 +30,9 @@
 //! 1. **language**: [`parse`] turns text into an [`Expr`] tree, with the span of every
 //!    predicate ([`Parsed`]); printing a tree and parsing it again gives the same tree.
 //! 2. **schema**: the [`Schema`] types every field; validation checks each predicate's
-//!    operator and literal against its field's type. The same folder holds the [`Context`] a
-//!    request's values go in, and its [`MatchResult`].
+//!    operator and literal against its field's type. The same folder holds a request's values
+//!    by field (what the index and programs read). Values and types themselves ([`Value`],
+//!    [`Type`]) are a leaf below the language.
 //! 3. **compile**: the checked tree becomes a program: a flat array of instructions with
 //!    regexes compiled once per router and shared by every route that uses them.
 //! 4. **index**: the requirements every request a route matches must meet (an exact host, a
@@ -42,7 +43,11 @@
 //!    [`Router::remove`] and [`Router::sync`] cost what changed (a sync that changes or
 //!    removes more than half of the routes, or adds more than the router holds, builds a fresh
 //!    router from the whole list instead). A [`SharedRouter`] serves matching threads while a
-//!    sync is prepared beside it, and swaps the change in at once.
+//!    sync is prepared beside it, and swaps the change in at once. The [`Context`] a request's
+//!    values go in is the router's: it holds the values, and after an execute the
+//!    [`MatchResult`].
+//!
+//! No stage imports a later one (`tests/layering.rs` checks every source file).
 //!
 //! ## Guarantees
 //!

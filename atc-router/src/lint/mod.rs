@@ -1146,28 +1146,51 @@ impl WitnessValues {
                     .take(n),
             );
         };
+        // Kinds without an order to search the witnesses' values by: every witness with a value
+        // of the field. (An exhaustive match: a new kind of key must say how lint searches it.)
+        let searchable = match req.disc.kind {
+            KeyKind::Exact | KeyKind::Prefix | KeyKind::Path | KeyKind::Int | KeyKind::Cidr => {
+                true
+            }
+            // Reversed texts are kept as written, not lowered.
+            KeyKind::Suffix => !req.disc.lower,
+            KeyKind::Contains | KeyKind::Regex => false,
+        };
         let mut out = Vec::new();
+        if !searchable {
+            out.extend(
+                self.fields
+                    .range((field, 0)..=(field, WitnessId::MAX))
+                    .map(|(_, id)| *id)
+                    .take(cap.saturating_add(1)),
+            );
+            return (out.len() <= cap).then_some(out);
+        }
         for key in req.keys.iter() {
+            // A key's form follows its kind (`Requirement`'s invariant), so each kind reads the
+            // form it has.
             match (req.disc.kind, key) {
-                (KeyKind::Exact | KeyKind::Prefix, Key::Bytes(k)) => {
+                (KeyKind::Exact, Key::Bytes(k)) => {
                     let Ok(k) = std::str::from_utf8(k) else {
                         continue;
                     };
-                    if req.disc.kind == KeyKind::Exact {
-                        let n = room(&out);
-                        out.extend(
-                            texts
-                                .range((field, k.to_owned(), 0)..)
-                                .take_while(|(f, s, _)| *f == field && s == k)
-                                .map(|(_, _, id)| *id)
-                                .take(n),
-                        );
-                    } else {
-                        starting(k, &mut out);
-                    }
+                    let n = room(&out);
+                    out.extend(
+                        texts
+                            .range((field, k.to_owned(), 0)..)
+                            .take_while(|(f, s, _)| *f == field && s == k)
+                            .map(|(_, _, id)| *id)
+                            .take(n),
+                    );
+                }
+                (KeyKind::Prefix, Key::Bytes(k)) => {
+                    let Ok(k) = std::str::from_utf8(k) else {
+                        continue;
+                    };
+                    starting(k, &mut out);
                 }
                 (KeyKind::Path, Key::Path(p)) => starting(&p.literal_start(), &mut out),
-                (KeyKind::Suffix, Key::Bytes(k)) if !req.disc.lower => {
+                (KeyKind::Suffix, Key::Bytes(k)) => {
                     let tail: Vec<u8> = k.iter().rev().copied().collect();
                     let n = room(&out);
                     out.extend(
@@ -1198,16 +1221,20 @@ impl WitnessValues {
                             .take(n),
                     );
                 }
-                // Kinds without an order to search by: every witness with the field.
-                _ => {
-                    out.clear();
-                    out.extend(
-                        self.fields
-                            .range((field, 0)..=(field, WitnessId::MAX))
-                            .map(|(_, id)| *id)
-                            .take(cap.saturating_add(1)),
-                    );
-                    return (out.len() <= cap).then_some(out);
+                // A key whose form is not its kind's: no requirement is derived that way.
+                (
+                    KeyKind::Exact
+                    | KeyKind::Prefix
+                    | KeyKind::Path
+                    | KeyKind::Suffix
+                    | KeyKind::Int
+                    | KeyKind::Cidr
+                    | KeyKind::Contains
+                    | KeyKind::Regex,
+                    Key::Bytes(_) | Key::Int(_) | Key::Cidr(_) | Key::Path(_),
+                ) => {
+                    debug_assert!(false, "a {:?} key of form {key:?}", req.disc.kind);
+                    return None;
                 }
             }
             if out.len() > cap {
