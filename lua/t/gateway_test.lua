@@ -886,6 +886,11 @@ local function until_ready(gw)
     error("no build finished in 60 s")
 end
 
+-- Lists large enough that a build is usually still in flight when the next update comes (each
+-- test also accepts one already done). ATC_TEST_SCALE shrinks them: lua/t/valgrind.sh runs
+-- these tests about 50 times slower and sets it.
+local SCALE = tonumber(os.getenv("ATC_TEST_SCALE") or "") or 1
+
 local function numbered(n, tag)
     local ids, prios, exprs = {}, {}, {}
     for i = 1, n do
@@ -894,6 +899,11 @@ local function numbered(n, tag)
         exprs[i] = string.format('http.path ^= "/%s/%d"', tag, i)
     end
     return { ids = ids, priorities = prios, expressions = exprs }
+end
+
+-- A list whose build takes a while: `n` routes, times ATC_TEST_SCALE.
+local function slow_to_build(n, tag)
+    return numbered(math.max(2, math.floor(n * SCALE)), tag)
 end
 
 -- A request routes by the table in force; the built table comes in at the next route(), with
@@ -946,7 +956,7 @@ T.async_update_applies_on_timer = with_nginx(function()
     eq(gw:version(), "a", "applied by the timer, without a request")
     eq(#nginx.timers, 0, "nothing left to build: no timer")
     -- A timer that fires before the build is done arms itself again.
-    local big = numbered(20000, "t")
+    local big = slow_to_build(20000, "t")
     assert(gw:update("b", big))
     eq(#nginx.timers, 1)
     local fired = 0
@@ -1013,14 +1023,14 @@ T.async_refusals = with_nginx(function()
     ok, err = gw:wait(99)
     eq(ok, nil)
     has(err, "version 99 was not started")
-    assert(gw:update(5, numbered(30000, "w")))
+    assert(gw:update(5, slow_to_build(30000, "w")))
     ok, err = gw:wait(5, 0)
     if ok == nil then
         has(err, "timeout: version 5 is still being built")
     end
     assert(gw:wait(5))
     -- Waiting where nginx cannot sleep (and must not block).
-    assert(gw:update(6, numbered(30000, "x")))
+    assert(gw:update(6, slow_to_build(30000, "x")))
     nginx.phase = "log"
     ok, err = gw:wait(6)
     if ok == nil then
@@ -1035,7 +1045,7 @@ end)
 T.async_supersede_orderings = with_nginx(function()
     async_ngx("content")
     local gw = assert(gateway.new())
-    local big = numbered(20000, "s")
+    local big = slow_to_build(20000, "s")
     assert(gw:update(1, big))
     assert(gw:update(2, list({ U1, 1, 'http.path ^= "/two"' })))
     local ok1, err1 = gw:wait(1)
@@ -1211,7 +1221,7 @@ end)
 T.async_pushes_wait_for_the_build_in_flight = with_nginx(function()
     local nginx = async_ngx("content")
     local gw = assert(gateway.new())
-    assert(gw:update(1, numbered(30000, "p")))
+    assert(gw:update(1, slow_to_build(30000, "p")))
     eq(gw.router:sync_state() ~= "idle", true)
     -- (If the first build was already done, these are handed over at once: both fine.)
     same({ gw:update(2, list({ U1, 1, 'http.path ^= "/two"' })) }, { true, "building" })
@@ -1227,7 +1237,7 @@ T.async_pushes_wait_for_the_build_in_flight = with_nginx(function()
     set_request({ var = { uri = "/three" } })
     eq(gw:route(), U1)
     -- Without wait(): the timer hands the waiting list over once the build is done.
-    assert(gw:update(4, numbered(30000, "q")))
+    assert(gw:update(4, slow_to_build(30000, "q")))
     assert(gw:update(5, list({ U2, 1, 'http.path ^= "/five"' })))
     local rounds = 0
     while gw:version() ~= 5 do
@@ -1238,7 +1248,7 @@ T.async_pushes_wait_for_the_build_in_flight = with_nginx(function()
     end
     -- A list still waiting when the builder is free and a newer update comes: the newer one
     -- goes at once, the waiting one never.
-    assert(gw:update(6, numbered(30000, "r")))
+    assert(gw:update(6, slow_to_build(30000, "r")))
     assert(gw:update(7, list({ U2, 1, 'http.path ^= "/seven"' })))
     repeat
         sleep_ms(1)

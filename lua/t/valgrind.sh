@@ -42,7 +42,10 @@ if command -v luajit >/dev/null; then
     trap 'rm -rf "$dir"' EXIT
     ln -s "$lib" "$dir/libatc_router.so"
     echo "==> valgrind luajit lua/t/run.lua"
-    LUA_PATH="lua/?.lua;lua/t/?.lua" LUA_CPATH="$dir/?.so" "${VALGRIND[@]}" luajit lua/t/run.lua
+    # The gateway tests' lists of 20,000-30,000 routes at a tenth: the same paths through the
+    # code, without half an hour of building under valgrind.
+    ATC_TEST_SCALE=0.1 LUA_PATH="lua/?.lua;lua/t/?.lua" LUA_CPATH="$dir/?.so" \
+        "${VALGRIND[@]}" luajit lua/t/run.lua
 else
     echo "(no luajit installed: the Lua tests ran in the embedded LuaJIT above)"
 fi
