@@ -20,6 +20,7 @@ mod cidr_map;
 mod contains_set;
 mod exact_map;
 pub(crate) mod keyed;
+mod lookup;
 pub(crate) mod path_tree;
 mod prefix_tree;
 pub(crate) mod requirement;
@@ -31,8 +32,9 @@ use uuid::Uuid;
 use crate::schema::values::Values;
 use crate::schema::FieldMask;
 
+pub(crate) use lookup::LevelBufs;
 pub(crate) use requirement::{requirements, Requirement};
-pub(crate) use tree::{LevelBufs, Requirements};
+pub(crate) use tree::Requirements;
 use tree::{Node, Stats};
 
 /// Routing order as one sortable key: ascending `Order` is priority descending, then id bytes

@@ -24,14 +24,12 @@
 
 use rustc_hash::FxHashMap;
 
-use crate::schema::values::Values;
 use crate::schema::FieldId;
 use crate::schema::FieldMask;
-use crate::value::Value;
 
 use super::choose::{choose, fields_of, place, requirement, Choice};
-use super::keyed::{Keyed, Probe, WalkBufs};
-use super::requirement::{Disc, Key, KeyKind, Requirement};
+use super::keyed::Keyed;
+use super::requirement::{Disc, Key, Requirement};
 use super::Entry;
 
 /// Most routes a leaf holds when a key could tell them apart.
@@ -62,7 +60,7 @@ impl Default for Node {
 
 #[derive(Debug, Default)]
 pub(crate) struct Leaf {
-    entries: Entries,
+    pub(super) entries: Entries,
     /// An unsplittable leaf is tried again at this size.
     retry_at: u32,
 }
@@ -70,7 +68,7 @@ pub(crate) struct Leaf {
 /// A leaf's routes, sorted by routing order. Most leaves hold one: it is kept in place, so a
 /// lookup reads it from the leaf itself rather than following a pointer to a list.
 #[derive(Debug, Default)]
-enum Entries {
+pub(super) enum Entries {
     #[default]
     Empty,
     One(Entry),
@@ -87,7 +85,7 @@ impl Entries {
     }
 
     #[inline]
-    fn as_slice(&self) -> &[Entry] {
+    pub(super) fn as_slice(&self) -> &[Entry] {
         match self {
             Entries::Empty => &[],
             Entries::One(e) => std::slice::from_ref(e),
@@ -137,9 +135,9 @@ impl Entries {
 
 #[derive(Debug)]
 pub(crate) struct Split {
-    disc: Disc,
-    keyed: Keyed<Node>,
-    rest: Node,
+    pub(super) disc: Disc,
+    pub(super) keyed: Keyed<Node>,
+    pub(super) rest: Node,
     routes: u32,
     /// `routes` when the split was chosen: it is chosen again (the subtree rebuilt) once the
     /// subtree has grown [`REKEY_GROWTH`] times, up to [`REKEY_MAX`] routes.
@@ -151,8 +149,8 @@ pub(crate) struct Split {
 /// and always `rest` (the routes without requirements).
 #[derive(Debug)]
 pub(crate) struct FieldSplit {
-    children: FxHashMap<FieldId, Node>,
-    rest: Node,
+    pub(super) children: FxHashMap<FieldId, Node>,
+    pub(super) rest: Node,
     /// As [`Split::routes`] and [`Split::built_at`].
     routes: u32,
     built_at: u32,
@@ -207,13 +205,6 @@ impl Stats {
     fn level_used(&mut self, depth: usize) {
         self.max_depth = self.max_depth.max(depth + 1);
     }
-}
-
-/// Scratch space for one level of a lookup.
-#[derive(Debug, Default)]
-pub(crate) struct LevelBufs {
-    lowered: String,
-    walk: WalkBufs,
 }
 
 impl Node {
@@ -453,23 +444,6 @@ impl Node {
         }
     }
 
-    /// Appends to `out` every route below this node that the request can match (unsorted,
-    /// with repeats). `bufs` holds one [`LevelBufs`] per level below this one.
-    #[inline]
-    pub(crate) fn collect(&self, ctx: &Values, bufs: &mut [LevelBufs], out: &mut Vec<Entry>) {
-        match self {
-            Node::Leaf(l) => out.extend_from_slice(l.entries.as_slice()),
-            Node::Split(s) => {
-                s.collect_keyed(ctx, bufs, out);
-                s.rest.collect(ctx, bufs, out);
-            }
-            Node::Fields(s) => {
-                s.collect_present(ctx, bufs, out);
-                s.rest.collect(ctx, bufs, out);
-            }
-        }
-    }
-
     /// Visits every node, with its depth (for diagnostics).
     #[cfg(feature = "diagnostics")]
     pub(crate) fn visit(&self, depth: usize, f: &mut dyn FnMut(&Node, usize)) {
@@ -530,62 +504,6 @@ fn remove_under(
 pub(crate) enum NodeInfo {
     Leaf(usize),
     Split { disc: String, keys: usize },
-}
-
-impl Split {
-    #[inline]
-    fn collect_keyed(&self, ctx: &Values, bufs: &mut [LevelBufs], out: &mut Vec<Entry>) {
-        let values = ctx.values_by_id(self.disc.field);
-        if values.is_empty() {
-            return;
-        }
-        let mut fresh = LevelBufs::default();
-        let (here, deeper) = match bufs.split_first_mut() {
-            Some((here, deeper)) => (here, deeper),
-            // Only when the caller's buffers are too few (they are sized to the tree's depth).
-            None => (&mut fresh, &mut [][..]),
-        };
-        for v in values {
-            let probe = match (self.disc.kind, v) {
-                (KeyKind::Int, Value::Int(i)) => Probe::Int(*i),
-                (KeyKind::Cidr, Value::IpAddr(a)) => Probe::Addr(*a),
-                (_, Value::String(s)) => {
-                    let s =
-                        crate::compile::eval::lowercase_if(self.disc.lower, s, &mut here.lowered);
-                    Probe::Text(s.as_bytes())
-                }
-                _ => continue,
-            };
-            self.keyed.walk(probe, &mut here.walk, |child| {
-                child.collect(ctx, deeper, out)
-            });
-        }
-    }
-}
-
-impl FieldSplit {
-    /// Collects from the children of the fields the request has values for: by the request's
-    /// fields or by the children, whichever are fewer. (No buffer of this level is in use
-    /// while a child collects, so children use `bufs` as they are.)
-    #[inline]
-    fn collect_present(&self, ctx: &Values, bufs: &mut [LevelBufs], out: &mut Vec<Entry>) {
-        let present = ctx.present_fields();
-        if present.len() <= self.children.len() {
-            for f in present {
-                if let Some(child) = self.children.get(f) {
-                    if !ctx.values_by_id(*f).is_empty() {
-                        child.collect(ctx, bufs, out);
-                    }
-                }
-            }
-        } else {
-            for (f, child) in &self.children {
-                if !ctx.values_by_id(*f).is_empty() {
-                    child.collect(ctx, bufs, out);
-                }
-            }
-        }
-    }
 }
 
 /// Where a node sits: its depth, and whether the way to it from the root passed a key (went

@@ -8,6 +8,7 @@
 mod fast_reader;
 mod operator;
 pub(crate) mod parser;
+mod syntax_error;
 mod tree;
 
 pub use operator::Op;

@@ -14,6 +14,7 @@
 //!   that uses them.
 //! - An execute leaves either the first matching route's result in the context or no result.
 
+mod build_worker;
 mod builder;
 mod catalog;
 pub(crate) mod context;
