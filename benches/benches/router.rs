@@ -13,6 +13,10 @@
 //! * `paths/<n>/<ours|matchit>/<mix>`: the rest-api family's paths as path-only routes (n = 124,
 //!   the REST list itself, and 10,000, its copies under version and tenant prefixes), each
 //!   request's parameters read.
+//! * `request/<n>/<ours|kong|matchit>/<mix>`: the whole request a gateway pays on the rest-api
+//!   family (n = 124, GitHub's REST list; 9,920, its copies for 80 tenants): reset a reused
+//!   context, add method, host and path by id, execute, read the captures; Kong's crate the same
+//!   way; matchit a path lookup, the method picked among the path's routes, the parameters read.
 //! * `update/<n>/…` and `sync/<n>/…`: build, replace, add / remove / change one route, sync.
 //! * `stress/<case>/<ours|kong>/<what>`: the shapes of the "no route table crashes or stalls a
 //!   worker" issue, ours next to Kong's library on the same routes and requests: 500 routes of
@@ -42,7 +46,7 @@ use std::time::{Duration, Instant};
 
 use atc_benches::{
     build, candidate_stats, execute_reading_captures, fill, live_bytes, records_groups, schema,
-    specs, CountingAlloc, REQUEST_SEED, TABLE_SEED,
+    specs, value, CountingAlloc, REQUEST_SEED, TABLE_SEED,
 };
 use atc_router::{Context, RouteSpec, Router, Schema, SyncMode, Uuid};
 use atc_workload::{
@@ -428,6 +432,190 @@ fn paths(c: &mut Criterion) {
                     Err(_) => false,
                 },
             );
+        }
+        g.finish();
+    }
+}
+
+// ---- request: what a gateway pays per request, on the rest-api family ----
+
+/// The rest-api family (GitHub's REST route list: 124 routes of method + host + path, regexes
+/// for the parameterised paths; at 9,920 its copies for 80 tenants under one host), each
+/// request timed whole as a gateway pays it: reset a reused context, add the fields the table
+/// uses (method, host, path; ids resolved once, as a gateway does at start), execute, read the
+/// winner's captures. Kong's crate does the same through its API (its `add_value` takes owned
+/// values); matchit looks the path up and picks the method among the path's routes, its
+/// parameters read (no host: matchit has none, and this table has one).
+fn whole_requests(c: &mut Criterion) {
+    use atc_router::{FieldId, Value};
+    let schema = schema();
+    let kschema = kong_schema();
+    let ns: &[usize] = if test_mode() { &[124] } else { &[124, 9_920] };
+    for &n in ns {
+        let group = format!("request/{n}");
+        if !wanted(&match_ids(&group, &["ours", "kong", "matchit"])) {
+            continue;
+        }
+        let table = Table::family(Family::RestApi, n, TABLE_SEED);
+        let router = build(&table, &schema);
+        let krouter = kong_router(&table, &kschema);
+        let used = router.fields();
+        // matchit: a path template leads to the routes of each method on it.
+        let mut by_path: std::collections::BTreeMap<String, Vec<(String, usize)>> =
+            Default::default();
+        for (i, r) in table.routes.iter().enumerate() {
+            let method = r.shape.conds.iter().find_map(|c| match c {
+                Cond::Methods(m) => m.first().cloned(),
+                _ => None,
+            });
+            let template = r.shape.conds.iter().find_map(|c| match c {
+                Cond::Path(alts) => match &alts[0] {
+                    PathMatch::Exact(p) => Some(p.clone()),
+                    PathMatch::Regex(re) => Some(re.template()),
+                    _ => None,
+                },
+                _ => None,
+            });
+            if let (Some(m), Some(t)) = (method, template) {
+                by_path.entry(t).or_default().push((m, i));
+            }
+        }
+        let mut mrouter = matchit::Router::new();
+        for (t, routes) in by_path {
+            mrouter
+                .insert(t.as_str(), routes)
+                .unwrap_or_else(|e| panic!("matchit refuses {t}: {e}"));
+        }
+        eprintln!("{group}: {} routes, fields {used:?}", router.len());
+        let mut g = c.benchmark_group(&group);
+        g.warm_up_time(Duration::from_millis(300));
+        g.measurement_time(Duration::from_secs(1));
+        g.sample_size(50);
+        for mix in Mix::all() {
+            let reqs = requests(&table, mix, PER_MIX, REQUEST_SEED);
+            // What a gateway reads: the table's fields, with the ids it resolved at start.
+            let fields: Vec<Vec<(FieldId, Value)>> = reqs
+                .iter()
+                .map(|r| {
+                    r.fields
+                        .iter()
+                        .filter(|(f, _)| used.contains(f))
+                        .map(|(f, v)| (schema.lookup(f).expect("a used field"), value(v)))
+                        .collect()
+                })
+                .collect();
+            let kfields: Vec<Vec<(String, kong::ast::Value)>> = reqs
+                .iter()
+                .map(|r| {
+                    r.fields
+                        .iter()
+                        .filter(|(f, _)| used.contains(f))
+                        .map(|(f, v)| match v {
+                            atc_workload::Value::Str(s) => {
+                                (f.clone(), kong::ast::Value::String(s.clone()))
+                            }
+                            atc_workload::Value::Int(i) => (f.clone(), kong::ast::Value::Int(*i)),
+                            atc_workload::Value::Ip(a) => (f.clone(), kong::ast::Value::IpAddr(*a)),
+                        })
+                        .collect()
+                })
+                .collect();
+            let lookups: Vec<(String, String)> = reqs
+                .iter()
+                .map(|r| {
+                    let text = |name: &str| {
+                        r.fields.iter().find_map(|(f, v)| match v {
+                            atc_workload::Value::Str(s) if f == name => Some(s.clone()),
+                            _ => None,
+                        })
+                    };
+                    (
+                        text("http.method").unwrap_or_default(),
+                        text("http.path").unwrap_or_default(),
+                    )
+                })
+                .collect();
+
+            let mut ctx = Context::new(schema.clone());
+            let mut ours = |fs: &Vec<(FieldId, Value)>| {
+                ctx.reset();
+                for (id, v) in fs {
+                    let added = match v {
+                        Value::String(s) => ctx.add_str(*id, s),
+                        other => ctx.add_value_by_id(*id, other.clone()),
+                    };
+                    added.expect("a workload value fits its field");
+                }
+                execute_reading_captures(&router, &mut ctx)
+            };
+            let mut kctx = kong::context::Context::new(&kschema);
+            let mut kong_request = |fs: &Vec<(String, kong::ast::Value)>| {
+                kctx.reset();
+                for (f, v) in fs {
+                    kctx.add_value(f, v.clone());
+                }
+                let hit = krouter.execute(&mut kctx);
+                if let Some(m) = &kctx.result {
+                    for kv in &m.captures {
+                        black_box(kv);
+                    }
+                }
+                hit
+            };
+            let matchit_request = |(method, path): &(String, String)| match mrouter.at(path) {
+                Ok(m) => match m.value.iter().find(|(rm, _)| rm == method) {
+                    Some((_, i)) => {
+                        black_box(i);
+                        for kv in m.params.iter() {
+                            black_box(kv);
+                        }
+                        true
+                    }
+                    None => false,
+                },
+                Err(_) => false,
+            };
+            // The three agree on which requests route, or the comparison would not be fair.
+            let hits = |f: &mut dyn FnMut(usize) -> bool| (0..reqs.len()).filter(|&i| f(i)).count();
+            let (h_ours, h_kong, h_matchit) = (
+                hits(&mut |i| ours(&fields[i])),
+                hits(&mut |i| kong_request(&kfields[i])),
+                hits(&mut |i| matchit_request(&lookups[i])),
+            );
+            assert_eq!(h_ours, h_kong, "{group} {}: ours and Kong's", mix.name());
+            assert_eq!(h_ours, h_matchit, "{group} {}: ours and matchit", mix.name());
+            let mut cands: Vec<Context> = fields
+                .iter()
+                .map(|fs| {
+                    let mut c = Context::new(schema.clone());
+                    for (id, v) in fs {
+                        c.add_value_by_id(*id, v.clone()).unwrap();
+                    }
+                    c
+                })
+                .collect();
+            let (mean, max) = candidate_stats(&router, &mut cands);
+            println!("candidates {group} {} mean {mean:.1} max {max}", mix.name());
+
+            let mut i = 0;
+            g.bench_function(BenchmarkId::new("ours", mix.name()), |b| {
+                b.iter(|| {
+                    i = (i + 1) % fields.len();
+                    black_box(ours(&fields[i]))
+                })
+            });
+            g.bench_function(BenchmarkId::new("matchit", mix.name()), |b| {
+                b.iter(|| {
+                    i = (i + 1) % lookups.len();
+                    black_box(matchit_request(&lookups[i]))
+                })
+            });
+            g.bench_function(BenchmarkId::new("kong", mix.name()), |b| {
+                b.iter(|| {
+                    i = (i + 1) % kfields.len();
+                    black_box(kong_request(&kfields[i]))
+                })
+            });
         }
         g.finish();
     }
@@ -874,5 +1062,13 @@ fn field_per_route(c: &mut Criterion, schema: &Arc<Schema>) {
     }
 }
 
-criterion_group!(benches, matching, paths, updates, syncs, stresses);
+criterion_group!(
+    benches,
+    matching,
+    paths,
+    whole_requests,
+    updates,
+    syncs,
+    stresses
+);
 criterion_main!(benches);
