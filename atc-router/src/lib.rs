@@ -96,7 +96,7 @@ mod schema;
 mod stack;
 mod work;
 
-pub use error::{Error, ExprError, ExprErrorKind, Location};
+pub use error::{Error, ErrorCode, ExprError, ExprErrorKind, Location};
 pub use language::{
     parse, parse_with_limits, Expr, Lhs, Op, Parsed, Predicate, PredicateSpans, Rhs, Transform,
 };
@@ -105,12 +105,14 @@ pub use lint::{Finding, FindingKind, LintOptions, Linter};
 pub use router::needs::FieldMask;
 pub use router::shared::{ReadGuard, SharedRouter};
 pub use router::{
-    BuildState, Builder, CandidateReport, ExplainOptions, Explanation, ListError, Outcome,
-    OwnedRoute, PredicateOutcome, Route, RouteInput, RouteMatch, RouteSpec, Router, RouterStats,
-    RuledOut, SyncError, SyncMode, SyncPlan, SyncReport,
+    BuildState, Builder, CandidateReport, EntryError, EntryFault, ExplainJson, ExplainOptions,
+    Explanation, ListError, MatchesJson, Outcome, OwnedRoute, PredicateOutcome, Route, RouteInput,
+    RouteMatch, RouteNote, RouteSpec, Router, RouterStats, RuledOut, SyncEntry, SyncError,
+    SyncMode, SyncPlan, SyncReport, REPORT_JSON_VERSION,
 };
 pub use schema::{
     CaptureKey, Context, FieldId, IdState, IpCidr, MatchResult, MatchedValue, Schema, Type, Value,
+    ValueTextError,
 };
 pub use uuid::Uuid;
 #[cfg(feature = "diagnostics")]

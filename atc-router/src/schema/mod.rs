@@ -1,5 +1,5 @@
 //! Names, types and values: the schema a route is checked against (`names.rs`), the values of
-//! the language (`value.rs`), the semantic checks (`validate.rs`), and one request's values and
+//! the language (`value.rs`, and `value_text.rs`: a value from its text), the semantic checks (`validate.rs`), and one request's values and
 //! result (`context.rs`).
 //!
 //! Invariants: a request never registers a name (only routes do); a `FieldId` is never handed
@@ -9,7 +9,9 @@ pub(crate) mod context;
 pub(crate) mod names;
 pub(crate) mod validate;
 pub(crate) mod value;
+mod value_text;
 
 pub use context::{CaptureKey, Context, MatchResult, MatchedValue};
 pub use names::{FieldId, IdState, Schema};
 pub use value::{IpCidr, Type, Value};
+pub use value_text::ValueTextError;
