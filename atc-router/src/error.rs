@@ -7,6 +7,9 @@ use std::ops::Range;
 use crate::value::Type;
 
 /// What went wrong with an expression.
+///
+/// Exhaustive on purpose: these are the language's three classes of error (docs/language.md,
+/// "Errors"), and a new check fits one of them; callers may match them without a catch-all arm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExprErrorKind {
     /// The text is not in the language (docs/language.md, "Text" and "Grammar and precedence").
@@ -336,7 +339,14 @@ impl fmt::Display for ExprError {
 impl std::error::Error for ExprError {}
 
 /// Every error of the library.
+///
+/// `#[non_exhaustive]`: the library will grow new kinds of failure (with data of their own), and
+/// adding one must not break callers that match on errors. A caller that has to handle every
+/// kind, as the C ABI does to give each its status code, matches [`Error::code`] instead: a
+/// closed list that the core maps every variant to, with an exhaustive match here, so that a
+/// new variant cannot be added without deciding its code.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Error {
     /// A syntax, validation or limit error in an expression.
     Expr(ExprError),
@@ -364,6 +374,49 @@ pub enum Error {
     /// A panic interrupted a change of the router part-way (see `Router::is_broken`): it
     /// refuses to match until a sync rebuilds it.
     Broken,
+}
+
+/// The kind of an [`Error`], without its data (see [`Error::code`]).
+///
+/// Exhaustive on purpose, unlike [`Error`]: a new code is a new outcome every binding must
+/// report (the C ABI gives each its `ATC_ERR_*` status), so adding one is meant to break their
+/// matches until they handle it. A new kind of [`Error`] that is a case of an existing code
+/// (another limit, another malformed name) maps to that code and changes nothing for them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    /// [`Error::Expr`]: an expression that does not parse, validate or fit the limits.
+    Expression,
+    /// [`Error::UnknownField`].
+    UnknownField,
+    /// [`Error::InvalidFieldName`].
+    InvalidFieldName,
+    /// [`Error::DuplicateField`] or [`Error::DuplicateRoute`]: a name or id already there.
+    Duplicate,
+    /// [`Error::TypeMismatch`].
+    TypeMismatch,
+    /// [`Error::Limit`]: a limit outside of expressions.
+    Limit,
+    /// [`Error::SchemaMismatch`].
+    SchemaMismatch,
+    /// [`Error::Broken`].
+    Broken,
+}
+
+impl Error {
+    /// The kind of the error, from a closed list (see [`ErrorCode`]).
+    pub fn code(&self) -> ErrorCode {
+        // No catch-all arm: a new variant has to be given its code here.
+        match self {
+            Error::Expr(_) => ErrorCode::Expression,
+            Error::UnknownField(_) => ErrorCode::UnknownField,
+            Error::InvalidFieldName(_) => ErrorCode::InvalidFieldName,
+            Error::DuplicateField(_) | Error::DuplicateRoute(_) => ErrorCode::Duplicate,
+            Error::TypeMismatch { .. } => ErrorCode::TypeMismatch,
+            Error::Limit(_) => ErrorCode::Limit,
+            Error::SchemaMismatch => ErrorCode::SchemaMismatch,
+            Error::Broken => ErrorCode::Broken,
+        }
+    }
 }
 
 impl fmt::Display for Error {

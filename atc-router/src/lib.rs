@@ -105,7 +105,7 @@ mod value;
 mod work;
 
 pub use compile::record::{CaptureKey, MatchedValue};
-pub use error::{Error, ExprError, ExprErrorKind, Location};
+pub use error::{Error, ErrorCode, ExprError, ExprErrorKind, Location};
 pub use language::{
     parse, parse_with_limits, Expr, Lhs, Op, Parsed, Predicate, PredicateSpans, Rhs, Transform,
 };
@@ -113,11 +113,12 @@ pub use limits::Limits;
 pub use lint::{Finding, FindingKind, LintOptions, Linter};
 pub use router::shared::{ReadGuard, SharedRouter};
 pub use router::{
-    BuildState, Builder, CandidateReport, Context, ExplainOptions, Explanation, ListError,
-    MatchResult, Outcome, OwnedRoute, PredicateOutcome, Route, RouteInput, RouteMatch, RouteSpec,
-    Router, RouterStats, RuledOut, SyncError, SyncMode, SyncPlan, SyncReport,
+    BuildState, Builder, CandidateReport, Context, EntryError, EntryFault, ExplainJson,
+    ExplainOptions, Explanation, ListError, MatchResult, MatchesJson, Outcome, OwnedRoute,
+    PredicateOutcome, Route, RouteInput, RouteMatch, RouteNote, RouteSpec, Router, RouterStats,
+    RuledOut, SyncEntry, SyncError, SyncMode, SyncPlan, SyncReport, REPORT_JSON_VERSION,
 };
-pub use schema::{FieldId, FieldMask, IdState, Schema};
+pub use schema::{FieldId, FieldMask, IdState, Schema, ValueTextError};
 pub use uuid::Uuid;
 pub use value::{IpCidr, Type, Value};
 #[cfg(feature = "diagnostics")]

@@ -583,7 +583,12 @@ fn whole_requests(c: &mut Criterion) {
                 hits(&mut |i| matchit_request(&lookups[i])),
             );
             assert_eq!(h_ours, h_kong, "{group} {}: ours and Kong's", mix.name());
-            assert_eq!(h_ours, h_matchit, "{group} {}: ours and matchit", mix.name());
+            assert_eq!(
+                h_ours,
+                h_matchit,
+                "{group} {}: ours and matchit",
+                mix.name()
+            );
             let mut cands: Vec<Context> = fields
                 .iter()
                 .map(|fs| {

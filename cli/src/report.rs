@@ -1,10 +1,10 @@
 //! The report of `check`: text for people, or one JSON document (`docs/cli.md` describes its
-//! shape, version 1).
+//! shape; its `explain` member is the core's explain report, docs/explain.md).
 
 use std::collections::HashMap;
 use std::fmt::Write;
 
-use atc_router::{Explanation, Location, Uuid, Value};
+use atc_router::{ExplainJson, Explanation, Location, RouteNote, Uuid, Value};
 use serde::Serialize;
 
 use crate::check::{Checked, ErrorKind};
@@ -138,8 +138,9 @@ fn indent(s: &str, by: &str) -> String {
 }
 
 /// The version of the JSON document's shape (2: findings about groups, bounded explanations;
-/// see docs/cli.md).
-const VERSION: u32 = 2;
+/// 3: `explain` is the core's explain report, the C ABI's shape, see docs/cli.md and
+/// docs/explain.md).
+const VERSION: u32 = 3;
 
 #[derive(Serialize)]
 struct Report<'a> {
@@ -152,7 +153,7 @@ struct Report<'a> {
     errors: Vec<ErrorOut>,
     findings: Vec<FindingOut>,
     findings_omitted: usize,
-    explain: Option<ExplainOut>,
+    explain: Option<ExplainJson<'a>>,
 }
 
 #[derive(Serialize)]
@@ -214,61 +215,13 @@ impl From<&Location> for LocationOut {
     }
 }
 
-#[derive(Serialize)]
-struct ExplainOut {
-    request: String,
-    fields: Vec<FieldOut>,
-    winner: Option<String>,
-    routes: usize,
-    candidates: Vec<CandidateOut>,
-    candidates_omitted: usize,
-    ruled_out: Vec<RuledOutOut>,
-    ruled_out_omitted: usize,
-}
-
-#[derive(Serialize)]
-struct FieldOut {
-    name: String,
-    value: serde_json::Value,
-}
-
-#[derive(Serialize)]
-struct CandidateOut {
-    id: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    name: Option<String>,
-    line: Option<usize>,
-    priority: u64,
-    matched: bool,
-    expression: String,
-    expression_truncated: bool,
-    predicates: Vec<PredicateOut>,
-    predicates_omitted: usize,
-}
-
-#[derive(Serialize)]
-struct PredicateOut {
-    index: usize,
-    text: String,
-    text_truncated: bool,
-    holds: bool,
-    negated: bool,
-    location: LocationOut,
-}
-
-#[derive(Serialize)]
-struct RuledOutOut {
-    id: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    name: Option<String>,
-    line: Option<usize>,
-    priority: u64,
-    key: Option<String>,
-}
-
 /// The JSON report, one document.
 pub fn json(c: &Checked, cx: &Context) -> String {
     let line = |id: &Uuid| c.origins.get(id).map(|o| o.line);
+    let notes = |id: &Uuid| RouteNote {
+        name: cx.name(id),
+        line: line(id),
+    };
     let report = Report {
         version: VERSION,
         file: cx.file,
@@ -321,72 +274,15 @@ pub fn json(c: &Checked, cx: &Context) -> String {
             })
             .collect(),
         findings_omitted: c.findings_omitted,
+        // The core's explain report, the shape of the C ABI's (docs/explain.md), with what
+        // the file knows of each route (its name and line) and the request as given.
         explain: cx.explained.as_ref().map(|x| {
-            let e = &x.explanation;
-            ExplainOut {
-                request: x.request.clone(),
-                fields: x
-                    .fields
-                    .iter()
-                    .map(|(name, v)| FieldOut {
-                        name: name.clone(),
-                        value: json_value(v),
-                    })
-                    .collect(),
-                winner: e.winner.map(|id| id.to_string()),
-                routes: e.routes,
-                candidates: e
-                    .candidates
-                    .iter()
-                    .map(|c| CandidateOut {
-                        id: c.id.to_string(),
-                        name: cx.name(&c.id),
-                        line: line(&c.id),
-                        priority: c.priority,
-                        matched: c.matched,
-                        expression: c.expression.clone(),
-                        expression_truncated: c.expression_truncated,
-                        predicates: c
-                            .predicates
-                            .iter()
-                            .map(|p| PredicateOut {
-                                index: p.index,
-                                text: p.text.clone(),
-                                text_truncated: p.text_truncated,
-                                holds: p.holds,
-                                negated: p.negated,
-                                location: LocationOut::from(&p.location),
-                            })
-                            .collect(),
-                        predicates_omitted: c.predicates_omitted,
-                    })
-                    .collect(),
-                candidates_omitted: e.candidates_omitted,
-                ruled_out: e
-                    .ruled_out
-                    .iter()
-                    .map(|r| RuledOutOut {
-                        id: r.id.to_string(),
-                        name: cx.name(&r.id),
-                        line: line(&r.id),
-                        priority: r.priority,
-                        key: r.key.clone(),
-                    })
-                    .collect(),
-                ruled_out_omitted: e.ruled_out_omitted,
-            }
+            ExplainJson::new(&x.explanation)
+                .request(&x.request, &x.fields)
+                .notes(&notes)
         }),
     };
     let mut s = serde_json::to_string_pretty(&report).expect("a report serializes");
     s.push('\n');
     s
-}
-
-/// A request value in JSON: integers as numbers, the rest as strings.
-fn json_value(v: &Value) -> serde_json::Value {
-    match v {
-        Value::String(s) => s.clone().into(),
-        Value::Int(i) => (*i).into(),
-        other => other.to_string().into(),
-    }
 }

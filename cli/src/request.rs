@@ -1,10 +1,8 @@
 //! The request of `--explain`: `METHOD HOST PATH [name:value ...]`, as field values.
 
-use std::net::IpAddr;
-
 use atc_router::error::excerpt;
 use atc_router::request::{request_path, split_host_port, PathField, Segments};
-use atc_router::{Context, IpCidr, Router, Schema, Type, Value};
+use atc_router::{Context, Router, Schema, Type, Value};
 
 /// Reads the request text into `(field, value)` pairs, typed by the schema.
 ///
@@ -103,13 +101,8 @@ fn typed(schema: &Schema, name: &str, text: &str) -> Result<Value, String> {
             excerpt(name)
         ));
     };
-    let bad = |what: &str| format!("{name}: `{}` is not {what}", excerpt(text));
-    Ok(match ty {
-        Type::String => Value::String(text.to_owned()),
-        Type::Int => Value::Int(text.parse().map_err(|_| bad("an integer"))?),
-        Type::IpAddr => Value::IpAddr(text.parse::<IpAddr>().map_err(|_| bad("an IP address"))?),
-        Type::IpCidr => Value::IpCidr(text.parse::<IpCidr>().map_err(|_| bad("a network"))?),
-    })
+    // The core's one reading of values from text (the C ABI's too).
+    Value::from_text(ty, text).map_err(|e| format!("{name}: {e}"))
 }
 
 /// The path fields Kong derives from the path (`atc_router::request`): `segments.len`, and

@@ -168,8 +168,15 @@
 #define ATC_LIMIT_MAX_WILDCARD_FIELDS 8
 
 /**
+ * The index bits of a field id (`atc_context_field_id`): `id & ATC_FIELD_INDEX_MASK` is the
+ * field's index (the low 20 bits; the bits above are a generation), its bit in a field mask.
+ * 0xFFFFF, written in decimal for the header's readers.
+ */
+#define ATC_FIELD_INDEX_MASK 1048575
+
+/**
  * The last bit of a field mask (`atc_router_key_fields`): the field of id `id` is bit
- * `min(id & 0xFFFFF, 63)` (the low 20 bits of an id are the field's index).
+ * `min(id & ATC_FIELD_INDEX_MASK, 63)`.
  */
 #define ATC_FIELD_MASK_LAST_BIT 63
 

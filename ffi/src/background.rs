@@ -82,7 +82,9 @@ pub extern "C" fn atc_route_list_new() -> *mut AtcRouteList {
 pub unsafe extern "C" fn atc_route_list_free(list: *mut AtcRouteList) {
     if !list.is_null() {
         crate::guard_status(|| {
-            drop(Box::from_raw(list));
+            // SAFETY: `list` came from Box::into_raw in this library and is freed once (the
+            // caller's contract).
+            drop(unsafe { Box::from_raw(list) });
             Ok(ATC_OK)
         });
     }
@@ -106,8 +108,11 @@ pub unsafe extern "C" fn atc_route_list_add(
     errbuf_len: *mut usize,
 ) -> i32 {
     guard(errbuf, errbuf_len, || {
-        let l = handle_mut(list, "list")?;
-        let routes = route_slice(routes, n)?;
+        // SAFETY: `list` is NULL or a live handle that nothing else uses during this call (the
+        // caller's contract).
+        let l = unsafe { handle_mut(list, "list") }?;
+        // SAFETY: `routes` is NULL or points to `n` routes (the caller's contract).
+        let routes = unsafe { route_slice(routes, n) }?;
         l.routes.reserve(routes.len());
         l.lines.reserve(routes.len());
         for route in routes {
@@ -122,7 +127,9 @@ pub unsafe extern "C" fn atc_route_list_add(
                     first_line: None,
                 })
             };
-            let id = match str_arg(route.id, route.id_len, "id").and_then(parse_uuid) {
+            // SAFETY: `route.id` is NULL or points to `route.id_len` readable bytes (the caller's
+            // contract).
+            let id = match unsafe { str_arg(route.id, route.id_len, "id") }.and_then(parse_uuid) {
                 Ok(id) => id,
                 Err(e) => {
                     problem(ProblemKind::BadId, None, e.msg);
@@ -141,7 +148,9 @@ pub unsafe extern "C" fn atc_route_list_add(
                 continue;
             }
             l.first.insert(id, line);
-            match str_arg(route.expr, route.expr_len, "expr") {
+            // SAFETY: `route.expr` is NULL or points to `route.expr_len` readable bytes (the
+            // caller's contract).
+            match unsafe { str_arg(route.expr, route.expr_len, "expr") } {
                 Ok(expression) => {
                     l.routes.push(OwnedRoute {
                         id,
@@ -252,10 +261,15 @@ pub unsafe extern "C" fn atc_router_sync_start(
     errbuf_len: *mut usize,
 ) -> i32 {
     guard(errbuf, errbuf_len, || {
-        let r = handle_mut(router, "router")?;
+        // SAFETY: `router` is NULL or a live handle that nothing else uses during this call (the
+        // caller's contract).
+        let r = unsafe { handle_mut(router, "router") }?;
         let mode = sync_mode(mode)?;
-        handle(list, "list")?;
-        let l = *Box::from_raw(list);
+        // SAFETY: `list` is NULL or a live handle (the caller's contract).
+        unsafe { handle(list, "list") }?;
+        // SAFETY: `list` came from Box::into_raw in this library and is freed once (the caller's
+        // contract).
+        let l = *unsafe { Box::from_raw(list) };
         let input = RouteInput::Routes {
             routes: l.routes,
             lines: l.lines,
@@ -288,9 +302,12 @@ pub unsafe extern "C" fn atc_router_sync_start_text(
     errbuf_len: *mut usize,
 ) -> i32 {
     guard(errbuf, errbuf_len, || {
-        let r = handle_mut(router, "router")?;
+        // SAFETY: `router` is NULL or a live handle that nothing else uses during this call (the
+        // caller's contract).
+        let r = unsafe { handle_mut(router, "router") }?;
         let mode = sync_mode(mode)?;
-        let bytes = bytes_arg(text, len, "text")?;
+        // SAFETY: `text` is NULL or points to `len` readable bytes (the caller's contract).
+        let bytes = unsafe { bytes_arg(text, len, "text") }?;
         let input = match flags {
             ATC_TEXT_COPY => RouteInput::Text(Box::new(bytes.to_vec())),
             ATC_TEXT_BORROW => RouteInput::Text(Box::new(Borrowed {
@@ -321,7 +338,9 @@ pub unsafe extern "C" fn atc_router_sync_start_text(
 #[no_mangle]
 pub unsafe extern "C" fn atc_router_sync_state(router: *mut AtcRouter, version: *mut u64) -> i32 {
     guard(std::ptr::null_mut(), std::ptr::null_mut(), || {
-        let r = handle_mut(router, "router")?;
+        // SAFETY: `router` is NULL or a live handle that nothing else uses during this call (the
+        // caller's contract).
+        let r = unsafe { handle_mut(router, "router") }?;
         let Some(b) = r.builder.as_mut() else {
             return Ok(ATC_BUILD_IDLE);
         };
@@ -331,7 +350,8 @@ pub unsafe extern "C" fn atc_router_sync_state(router: *mut AtcRouter, version: 
             BuildState::Ready(v) => (ATC_BUILD_READY, Some(v)),
         };
         if let (Some(v), false) = (v, version.is_null()) {
-            *version = v;
+            // SAFETY: `version` is non-NULL (checked above) and writable (the caller's contract).
+            unsafe { *version = v };
         }
         Ok(state)
     })
@@ -345,7 +365,8 @@ pub unsafe extern "C" fn atc_router_sync_state(router: *mut AtcRouter, version: 
 #[no_mangle]
 pub unsafe extern "C" fn atc_router_sync_ready(router: *const AtcRouter) -> i32 {
     guard(std::ptr::null_mut(), std::ptr::null_mut(), || {
-        let r = handle(router, "router")?;
+        // SAFETY: `router` is NULL or a live handle (the caller's contract).
+        let r = unsafe { handle(router, "router") }?;
         Ok(i32::from(r.builder.as_ref().is_some_and(Builder::is_ready)))
     })
 }
@@ -379,8 +400,11 @@ pub unsafe extern "C" fn atc_router_sync_apply(
     errbuf_len: *mut usize,
 ) -> i32 {
     guard(errbuf, errbuf_len, || {
-        let r = handle_mut(router, "router")?;
-        let errors_cap = errors_len.as_ref().copied().unwrap_or(0);
+        // SAFETY: `router` is NULL or a live handle that nothing else uses during this call (the
+        // caller's contract).
+        let r = unsafe { handle_mut(router, "router") }?;
+        // SAFETY: `errors_len` is NULL or valid for reads (the caller's contract).
+        let errors_cap = unsafe { errors_len.as_ref() }.copied().unwrap_or(0);
         if errors_cap > 0 && errors.is_null() {
             return Err(Fail::new(
                 ATC_ERR_NULL,
@@ -397,7 +421,8 @@ pub unsafe extern "C" fn atc_router_sync_apply(
         };
         let build_time = outcome.build_time();
         if !version.is_null() {
-            *version = outcome.version();
+            // SAFETY: `version` is non-NULL (checked above) and writable (the caller's contract).
+            unsafe { *version = outcome.version() };
         }
         let (errs, built, message) = match outcome {
             Outcome::Built {
@@ -412,12 +437,16 @@ pub unsafe extern "C" fn atc_router_sync_apply(
                     b.recycle(old);
                 }
                 if !report.is_null() {
-                    *report = AtcSyncReport {
-                        added: done.added,
-                        removed: done.removed,
-                        changed: done.changed,
-                        unchanged: done.unchanged,
-                        ..AtcSyncReport::default()
+                    // SAFETY: `report` is non-NULL (checked above) and writable (the caller's
+                    // contract).
+                    unsafe {
+                        *report = AtcSyncReport {
+                            added: done.added,
+                            removed: done.removed,
+                            changed: done.changed,
+                            unchanged: done.unchanged,
+                            ..AtcSyncReport::default()
+                        }
                     };
                 }
                 (route_errors(list_errors), true, String::new())
@@ -436,10 +465,15 @@ pub unsafe extern "C" fn atc_router_sync_apply(
             }
         };
         if !report.is_null() {
-            (*report).errors = errs.len();
-            (*report).messages_len = errs.iter().map(|e| e.msg.len() + 1).sum();
+            // SAFETY: `report` is non-NULL (checked above) and writable (the caller's contract).
+            unsafe {
+                (*report).errors = errs.len();
+                (*report).messages_len = errs.iter().map(|e| e.msg.len() + 1).sum();
+            }
         }
-        write_route_errors(&errs, errors, errors_len, msgbuf, msgbuf_len);
+        // SAFETY: `errors`, `msgbuf` and their lengths are valid or NULL (the caller's contract),
+        // and `errors` is non-NULL when its capacity is not 0 (checked above).
+        unsafe { write_route_errors(&errs, errors, errors_len, msgbuf, msgbuf_len) };
         r.router.record_update(built, started.elapsed(), build_time);
         if built {
             Ok(ATC_OK)

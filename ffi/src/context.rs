@@ -10,10 +10,9 @@
 //! (add, reset, execute, result, free).
 
 use std::fmt::Write as _;
-use std::net::IpAddr;
 
 use atc_router::error::excerpt;
-use atc_router::{CaptureKey, Context, FieldId, IdState, IpCidr, MatchedValue, Type, Value};
+use atc_router::{CaptureKey, Context, FieldId, IdState, MatchedValue, Type, Value};
 
 use crate::schema::AtcSchema;
 use std::ffi::c_char;
@@ -102,32 +101,20 @@ impl AtcContext {
     }
 
     /// Adds a value given as text to a field of type `field_ty` (a String, or an address or
-    /// CIDR to parse).
+    /// CIDR to parse: the core's one reading of values from text, `Value::from_text`).
     fn add_text_as(&mut self, field: u32, field_ty: Type, text: &str) -> Res<()> {
         let id = FieldId::from_raw(field);
-        let value = match field_ty {
-            Type::String => return Ok(self.ctx.add_str(id, text)?),
-            Type::IpAddr => text.parse::<IpAddr>().map(Value::IpAddr).map_err(|_| {
-                Fail::new(
-                    ATC_ERR_INVALID,
-                    format_args!("\"{}\" is not an IP address", excerpt(text)),
-                )
-            })?,
-            Type::IpCidr => text.parse::<IpCidr>().map(Value::IpCidr).map_err(|e| {
-                Fail::new(
-                    ATC_ERR_INVALID,
-                    format_args!(
-                        "\"{}\" is not a CIDR ({})",
-                        excerpt(text),
-                        excerpt(&e.to_string())
-                    ),
-                )
-            })?,
-            Type::Int => {
-                return Err(self.type_error(field, "a text"));
+        match field_ty {
+            // Copied into the context's own buffers: no allocation once they have grown.
+            Type::String => Ok(self.ctx.add_str(id, text)?),
+            // Integers come as integers (`atc_context_add_int`), never as text.
+            Type::Int => Err(self.type_error(field, "a text")),
+            Type::IpAddr | Type::IpCidr => {
+                let value =
+                    Value::from_text(field_ty, text).map_err(|e| Fail::new(ATC_ERR_INVALID, e))?;
+                Ok(self.ctx.add_value_by_id(id, value)?)
             }
-        };
-        Ok(self.ctx.add_value_by_id(id, value)?)
+        }
     }
 
     fn type_error(&self, field: u32, found: &str) -> Fail {
@@ -157,7 +144,8 @@ impl AtcContext {
             Type::Int => Ok(self
                 .ctx
                 .add_value_by_id(FieldId::from_raw(v.field), Value::Int(v.int_value))?),
-            _ => self.add_text_as(v.field, ty, str_arg(v.ptr, v.len, "value")?),
+            // SAFETY: `v.ptr` is NULL or points to `v.len` readable bytes (the caller's contract).
+            _ => self.add_text_as(v.field, ty, unsafe { str_arg(v.ptr, v.len, "value") }?),
         }
     }
 }
@@ -174,7 +162,8 @@ pub unsafe extern "C" fn atc_context_new(
     errbuf_len: *mut usize,
 ) -> *mut AtcContext {
     guard_ptr(errbuf, errbuf_len, || {
-        let schema = handle(schema, "schema")?.share();
+        // SAFETY: `schema` is NULL or a live handle (the caller's contract).
+        let schema = unsafe { handle(schema, "schema") }?.share();
         Ok(Box::into_raw(Box::new(AtcContext {
             ctx: Context::new(schema),
             scratch: String::new(),
@@ -191,7 +180,9 @@ pub unsafe extern "C" fn atc_context_new(
 pub unsafe extern "C" fn atc_context_free(context: *mut AtcContext) {
     if !context.is_null() {
         guard_status(|| {
-            drop(Box::from_raw(context));
+            // SAFETY: `context` came from Box::into_raw in this library and is freed once (the
+            // caller's contract).
+            drop(unsafe { Box::from_raw(context) });
             Ok(ATC_OK)
         });
     }
@@ -204,7 +195,9 @@ pub unsafe extern "C" fn atc_context_free(context: *mut AtcContext) {
 #[no_mangle]
 pub unsafe extern "C" fn atc_context_reset(context: *mut AtcContext) -> i32 {
     guard_status(|| {
-        handle_mut(context, "context")?.ctx.reset();
+        // SAFETY: `context` is NULL or a live handle that nothing else uses during this call (the
+        // caller's contract).
+        unsafe { handle_mut(context, "context") }?.ctx.reset();
         Ok(ATC_OK)
     })
 }
@@ -227,13 +220,18 @@ pub unsafe extern "C" fn atc_context_field_id(
     errbuf_len: *mut usize,
 ) -> i32 {
     guard(errbuf, errbuf_len, || {
-        let c = handle(context, "context")?;
-        let name = str_arg(name, name_len, "name")?;
-        let id_out = out(field_id, "field_id")?;
+        // SAFETY: `context` is NULL or a live handle (the caller's contract).
+        let c = unsafe { handle(context, "context") }?;
+        // SAFETY: `name` is NULL or points to `name_len` readable bytes (the caller's contract).
+        let name = unsafe { str_arg(name, name_len, "name") }?;
+        // SAFETY: `field_id` is NULL or valid for writes (the caller's contract).
+        let id_out = unsafe { out(field_id, "field_id") }?;
         let (id, ty) = c.ctx.schema().resolve(name)?;
         *id_out = id.to_raw();
         if !field_type.is_null() {
-            *field_type = type_code(ty);
+            // SAFETY: `field_type` is non-NULL (checked above) and writable (the caller's
+            // contract).
+            unsafe { *field_type = type_code(ty) };
         }
         Ok(ATC_OK)
     })
@@ -255,8 +253,11 @@ pub unsafe extern "C" fn atc_context_add_str(
     errbuf_len: *mut usize,
 ) -> i32 {
     guard(errbuf, errbuf_len, || {
-        let c = handle_mut(context, "context")?;
-        let value = str_arg(value, value_len, "value")?;
+        // SAFETY: `context` is NULL or a live handle that nothing else uses during this call (the
+        // caller's contract).
+        let c = unsafe { handle_mut(context, "context") }?;
+        // SAFETY: `value` is NULL or points to `value_len` readable bytes (the caller's contract).
+        let value = unsafe { str_arg(value, value_len, "value") }?;
         if c.expect_type(field, &[Type::String], "a String")?.is_some() {
             c.ctx.add_str(FieldId::from_raw(field), value)?;
         }
@@ -277,7 +278,9 @@ pub unsafe extern "C" fn atc_context_add_int(
     errbuf_len: *mut usize,
 ) -> i32 {
     guard(errbuf, errbuf_len, || {
-        let c = handle_mut(context, "context")?;
+        // SAFETY: `context` is NULL or a live handle that nothing else uses during this call (the
+        // caller's contract).
+        let c = unsafe { handle_mut(context, "context") }?;
         if c.expect_type(field, &[Type::Int], "an Int")?.is_some() {
             c.ctx
                 .add_value_by_id(FieldId::from_raw(field), Value::Int(value))?;
@@ -302,8 +305,11 @@ pub unsafe extern "C" fn atc_context_add_ip(
     errbuf_len: *mut usize,
 ) -> i32 {
     guard(errbuf, errbuf_len, || {
-        let c = handle_mut(context, "context")?;
-        let value = str_arg(value, value_len, "value")?;
+        // SAFETY: `context` is NULL or a live handle that nothing else uses during this call (the
+        // caller's contract).
+        let c = unsafe { handle_mut(context, "context") }?;
+        // SAFETY: `value` is NULL or points to `value_len` readable bytes (the caller's contract).
+        let value = unsafe { str_arg(value, value_len, "value") }?;
         if let Some(ty) = c.expect_type(field, &[Type::IpAddr, Type::IpCidr], "an IP")? {
             c.add_text_as(field, ty, value)?;
         }
@@ -328,17 +334,27 @@ pub unsafe extern "C" fn atc_context_add_values(
     errbuf_len: *mut usize,
 ) -> i32 {
     guard(errbuf, errbuf_len, || {
-        let c = handle_mut(context, "context")?;
+        // SAFETY: `context` is NULL or a live handle that nothing else uses during this call (the
+        // caller's contract).
+        let c = unsafe { handle_mut(context, "context") }?;
         if n == 0 {
             return Ok(ATC_OK);
         }
         if values.is_null() {
             return Err(Fail::null("values"));
         }
-        for (i, v) in std::slice::from_raw_parts(values, n).iter().enumerate() {
-            if let Err(mut e) = c.add(v) {
+        // SAFETY: `values` is non-NULL here and points to that many elements (the caller's
+        // contract).
+        for (i, v) in unsafe { std::slice::from_raw_parts(values, n) }
+            .iter()
+            .enumerate()
+        {
+            // SAFETY: `v`'s pointer is valid for its length (the caller's contract for `values`).
+            if let Err(mut e) = unsafe { c.add(v) } {
                 if !failed.is_null() {
-                    *failed = i;
+                    // SAFETY: `failed` is non-NULL (checked above) and writable (the caller's
+                    // contract).
+                    unsafe { *failed = i };
                 }
                 e.msg = format!("value {i}: {}", e.msg);
                 return Err(e);
@@ -369,22 +385,28 @@ pub unsafe extern "C" fn atc_context_result(
     captures_n: *mut usize,
 ) -> i32 {
     guard_status(|| {
-        let c = handle_mut(context, "context")?;
+        // SAFETY: `context` is NULL or a live handle that nothing else uses during this call (the
+        // caller's contract).
+        let c = unsafe { handle_mut(context, "context") }?;
         let Some(m) = c.ctx.result() else {
             return Ok(0);
         };
         if !uuid.is_null() {
-            let len = out(uuid_len, "uuid_len")?;
+            // SAFETY: `uuid_len` is NULL or valid for writes (the caller's contract).
+            let len = unsafe { out(uuid_len, "uuid_len") }?;
             if *len < ATC_UUID_LEN {
                 *len = ATC_UUID_LEN;
                 return Err(Fail::new(ATC_ERR_BUFFER, ""));
             }
-            let buf = std::slice::from_raw_parts_mut(uuid.cast::<u8>(), ATC_UUID_LEN);
+            // SAFETY: `uuid` is non-NULL and holds at least ATC_UUID_LEN bytes (`*uuid_len`,
+            // checked above).
+            let buf = unsafe { std::slice::from_raw_parts_mut(uuid.cast::<u8>(), ATC_UUID_LEN) };
             m.id().hyphenated().encode_lower(buf);
             *len = ATC_UUID_LEN;
         }
         if !matched.is_null() {
-            let value = match matched_field.as_ref() {
+            // SAFETY: `matched_field` is NULL or valid for reads (the caller's contract).
+            let value = match unsafe { matched_field.as_ref() } {
                 Some(f) => m.matched_value_by_id(FieldId::from_raw(*f)),
                 None => None,
             };
@@ -406,15 +428,20 @@ pub unsafe extern "C" fn atc_context_result(
                     (ATC_TYPE_IPCIDR, 0, scratch)
                 }
             };
-            *matched = AtcMatched {
-                value_type,
-                int_value,
-                ptr: text.as_ptr().cast(),
-                len: text.len(),
+            // SAFETY: `matched` is non-NULL (checked above) and writable (the caller's contract).
+            unsafe {
+                *matched = AtcMatched {
+                    value_type,
+                    int_value,
+                    ptr: text.as_ptr().cast(),
+                    len: text.len(),
+                }
             };
         }
         if !captures_n.is_null() {
-            *captures_n = m.captures().count();
+            // SAFETY: `captures_n` is non-NULL (checked above) and writable (the caller's
+            // contract).
+            unsafe { *captures_n = m.captures().count() };
         }
         Ok(1)
     })
@@ -436,8 +463,11 @@ pub unsafe extern "C" fn atc_context_value(
     value: *mut AtcMatched,
 ) -> i32 {
     guard_status(|| {
-        let c = handle_mut(context, "context")?;
-        let value = out(value, "value")?;
+        // SAFETY: `context` is NULL or a live handle that nothing else uses during this call (the
+        // caller's contract).
+        let c = unsafe { handle_mut(context, "context") }?;
+        // SAFETY: `value` is NULL or valid for writes (the caller's contract).
+        let value = unsafe { out(value, "value") }?;
         c.field_type(field)?;
         let Some(v) = c.ctx.values_by_id(FieldId::from_raw(field)).get(index) else {
             return Ok(0);
@@ -482,8 +512,10 @@ pub unsafe extern "C" fn atc_context_captures(
     n: *mut usize,
 ) -> i32 {
     guard_status(|| {
-        let c = handle(context, "context")?;
-        let n = out(n, "n")?;
+        // SAFETY: `context` is NULL or a live handle (the caller's contract).
+        let c = unsafe { handle(context, "context") }?;
+        // SAFETY: `n` is NULL or valid for writes (the caller's contract).
+        let n = unsafe { out(n, "n") }?;
         let Some(m) = c.ctx.result() else {
             *n = 0;
             return Ok(ATC_OK);
@@ -501,16 +533,20 @@ pub unsafe extern "C" fn atc_context_captures(
                 CaptureKey::Index(i) => (i64::try_from(i).unwrap_or(i64::MAX), ""),
                 CaptureKey::Name(name) => (-1, name),
             };
-            *captures.add(i) = AtcCapture {
-                index,
-                name: if index < 0 {
-                    name.as_ptr().cast()
-                } else {
-                    std::ptr::null()
-                },
-                name_len: name.len(),
-                value: value.as_ptr().cast(),
-                value_len: value.len(),
+            // SAFETY: the offset stays within the caller's buffer, whose capacity bounds it
+            // (checked above).
+            unsafe {
+                *captures.add(i) = AtcCapture {
+                    index,
+                    name: if index < 0 {
+                        name.as_ptr().cast()
+                    } else {
+                        std::ptr::null()
+                    },
+                    name_len: name.len(),
+                    value: value.as_ptr().cast(),
+                    value_len: value.len(),
+                }
             };
         }
         *n = count;

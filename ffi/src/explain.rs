@@ -6,7 +6,10 @@
 //! the size needed in the length argument and nothing written, so a caller can size first. Both
 //! leave the context's values and its result as they were (results read before stay valid).
 //!
-//! Format, version 2 (members always present, in this order; integers are exact 64-bit values):
+//! The reports are written by the core (`atc_router::ExplainJson`, `atc_router::MatchesJson`),
+//! the one serializer of this shape, which the `atc-router` command uses too; docs/explain.md
+//! describes it and docs/explain.schema.json states it. In short, version 2 (members always
+//! present, in this order; integers are exact 64-bit values):
 //!
 //! ```text
 //! explain: {"version":2, "winner": UUID | null, "routes": N,
@@ -33,10 +36,9 @@
 
 use std::ffi::c_char;
 
-use atc_router::{CandidateReport, ExplainOptions, Explanation, RouteMatch, Value};
+use atc_router::{ExplainJson, ExplainOptions, MatchesJson, REPORT_JSON_VERSION};
 
 use crate::context::AtcContext;
-use crate::json::Json;
 use crate::router::{parse_uuid, AtcRouter};
 use crate::{
     guard, guard_status, handle, handle_mut, out, str_arg, Fail, Res, ATC_ERR_BUFFER,
@@ -45,6 +47,11 @@ use crate::{
 
 /// The `"version"` of the JSON reports this library writes (2: explain reports are bounded).
 pub const ATC_JSON_VERSION: i32 = 2;
+
+// The core writes the reports (one serializer for the C ABI and the `atc-router` command);
+// cbindgen writes only literals, so a version bump in the core that forgets this one fails to
+// compile.
+const _: () = assert!(ATC_JSON_VERSION as u32 == REPORT_JSON_VERSION);
 
 /// `atc_router_explain` flag: also list the routes the index ruled out for the request, each
 /// with the condition no value of the request meets (visits every route of the router).
@@ -68,120 +75,11 @@ unsafe fn write_report(data: &str, buf: *mut c_char, buf_len: &mut usize) -> Res
             format_args!("the buffer holds {cap} bytes; {needed} are needed"),
         ));
     }
-    std::ptr::copy_nonoverlapping(data.as_ptr(), buf.cast::<u8>(), needed);
+    // SAFETY: the destination is the caller's buffer, with room for the bytes copied (checked
+    // above), and the source is our own memory: they do not overlap.
+    unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), buf.cast::<u8>(), needed) };
     *buf_len = needed;
     Ok(ATC_OK)
-}
-
-fn explanation_json(e: &Explanation) -> String {
-    let mut j = Json::new();
-    j.begin_object();
-    j.key("version").int(ATC_JSON_VERSION.into());
-    j.key("winner");
-    match e.winner {
-        Some(id) => j.string(&id.to_string()),
-        None => j.null(),
-    };
-    j.key("routes").uint(e.routes as u64);
-    j.key("candidates").begin_array();
-    for c in &e.candidates {
-        candidate_json(&mut j, c);
-    }
-    j.end_array();
-    j.key("candidates_omitted")
-        .uint(e.candidates_omitted as u64);
-    j.key("ruled_out").begin_array();
-    for r in &e.ruled_out {
-        j.begin_object();
-        j.key("id").string(&r.id.to_string());
-        j.key("priority").uint(r.priority);
-        j.key("key");
-        match &r.key {
-            Some(k) => j.string(k),
-            None => j.null(),
-        };
-        j.end_object();
-    }
-    j.end_array();
-    j.key("ruled_out_omitted").uint(e.ruled_out_omitted as u64);
-    j.end_object();
-    j.finish()
-}
-
-fn candidate_json(j: &mut Json, c: &CandidateReport) {
-    j.begin_object();
-    j.key("id").string(&c.id.to_string());
-    j.key("priority").uint(c.priority);
-    j.key("matched").bool(c.matched);
-    j.key("expression").string(&c.expression);
-    j.key("expression_truncated").bool(c.expression_truncated);
-    j.key("predicates").begin_array();
-    for p in &c.predicates {
-        let at = &p.location;
-        j.begin_object();
-        j.key("index").uint(p.index as u64);
-        j.key("text").string(&p.text);
-        j.key("text_truncated").bool(p.text_truncated);
-        j.key("holds").bool(p.holds);
-        j.key("negated").bool(p.negated);
-        j.key("line").uint(at.line as u64);
-        j.key("column").uint(at.column as u64);
-        j.key("span").begin_array();
-        j.uint(at.span.start as u64).uint(at.span.end as u64);
-        j.end_array();
-        j.key("source_line").string(at.source_line());
-        j.key("caret").string(&at.caret());
-        j.end_object();
-    }
-    j.end_array();
-    j.key("predicates_omitted")
-        .uint(c.predicates_omitted as u64);
-    j.end_object();
-}
-
-fn matches_json(matches: &[RouteMatch]) -> String {
-    let mut j = Json::new();
-    j.begin_object();
-    j.key("version").int(ATC_JSON_VERSION.into());
-    j.key("matches").begin_array();
-    for m in matches {
-        j.begin_object();
-        j.key("id").string(&m.id.to_string());
-        j.key("priority").uint(m.priority);
-        j.key("expression").string(&m.expression);
-        j.key("matched_values").begin_array();
-        for (field, value) in &m.matched_values {
-            j.begin_object();
-            j.key("field").string(field);
-            j.key("type").string(value.ty().name());
-            j.key("value");
-            match value {
-                Value::String(s) => j.string(s),
-                Value::Int(i) => j.int(*i),
-                // Addresses and networks as text (`10.0.0.1`, `10.0.0.0/8`).
-                other => j.string(&other.to_string()),
-            };
-            j.end_object();
-        }
-        j.end_array();
-        j.key("captures").begin_array();
-        for (key, value) in &m.captures {
-            j.begin_object();
-            j.key("key");
-            // Group names cannot be all digits, so a numeric key is a group number.
-            match key.parse::<u64>() {
-                Ok(n) if !key.starts_with('+') => j.uint(n),
-                _ => j.string(key),
-            };
-            j.key("value").string(value);
-            j.end_object();
-        }
-        j.end_array();
-        j.end_object();
-    }
-    j.end_array();
-    j.end_object();
-    j.finish()
 }
 
 /// Explains how the router routes the context's values: the route `atc_router_execute` would
@@ -213,9 +111,13 @@ pub unsafe extern "C" fn atc_router_explain(
     errbuf_len: *mut usize,
 ) -> i32 {
     guard(errbuf, errbuf_len, || {
-        let r = handle(router, "router")?;
-        let c = handle_mut(context, "context")?;
-        let len = out(buf_len, "buf_len")?;
+        // SAFETY: `router` is NULL or a live handle (the caller's contract).
+        let r = unsafe { handle(router, "router") }?;
+        // SAFETY: `context` is NULL or a live handle that nothing else uses during this call (the
+        // caller's contract).
+        let c = unsafe { handle_mut(context, "context") }?;
+        // SAFETY: `buf_len` is NULL or valid for writes (the caller's contract).
+        let len = unsafe { out(buf_len, "buf_len") }?;
         if flags & !KNOWN_FLAGS != 0 {
             return Err(Fail::new(
                 ATC_ERR_INVALID,
@@ -230,7 +132,8 @@ pub unsafe extern "C" fn atc_router_explain(
             ..ExplainOptions::default()
         };
         let explanation = r.router.explain_with(&mut c.ctx, options)?;
-        write_report(&explanation_json(&explanation), buf, len)
+        // SAFETY: `buf` is NULL or points to `*len` writable bytes (the caller's contract).
+        unsafe { write_report(&ExplainJson::new(&explanation).to_json(), buf, len) }
     })
 }
 
@@ -252,11 +155,16 @@ pub unsafe extern "C" fn atc_router_matches(
     errbuf_len: *mut usize,
 ) -> i32 {
     guard(errbuf, errbuf_len, || {
-        let r = handle(router, "router")?;
-        let c = handle_mut(context, "context")?;
-        let len = out(buf_len, "buf_len")?;
+        // SAFETY: `router` is NULL or a live handle (the caller's contract).
+        let r = unsafe { handle(router, "router") }?;
+        // SAFETY: `context` is NULL or a live handle that nothing else uses during this call (the
+        // caller's contract).
+        let c = unsafe { handle_mut(context, "context") }?;
+        // SAFETY: `buf_len` is NULL or valid for writes (the caller's contract).
+        let len = unsafe { out(buf_len, "buf_len") }?;
         let matches = r.router.matches(&mut c.ctx)?;
-        write_report(&matches_json(&matches), buf, len)
+        // SAFETY: `buf` is NULL or points to `*len` writable bytes (the caller's contract).
+        unsafe { write_report(&MatchesJson(&matches).to_json(), buf, len) }
     })
 }
 
@@ -280,10 +188,14 @@ pub unsafe extern "C" fn atc_router_route_expression(
     expr_len: *mut usize,
 ) -> i32 {
     guard_status(|| {
-        let r = handle(router, "router")?;
-        let id = parse_uuid(str_arg(id, id_len, "id")?)?;
-        let expr = out(expr, "expr")?;
-        let expr_len = out(expr_len, "expr_len")?;
+        // SAFETY: `router` is NULL or a live handle (the caller's contract).
+        let r = unsafe { handle(router, "router") }?;
+        // SAFETY: `id` is NULL or points to `id_len` readable bytes (the caller's contract).
+        let id = parse_uuid(unsafe { str_arg(id, id_len, "id") }?)?;
+        // SAFETY: `expr` is NULL or valid for writes (the caller's contract).
+        let expr = unsafe { out(expr, "expr") }?;
+        // SAFETY: `expr_len` is NULL or valid for writes (the caller's contract).
+        let expr_len = unsafe { out(expr_len, "expr_len") }?;
         if r.router.is_broken() {
             return Err(Fail::from(atc_router::Error::Broken));
         }

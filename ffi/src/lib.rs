@@ -33,17 +33,18 @@
 //! - **Threads.** A schema handle may be used from any thread (it is locked inside). A router
 //!   or a context must be used by one thread at a time.
 
+#![deny(unsafe_op_in_unsafe_fn)]
+
 use std::any::Any;
 use std::ffi::c_char;
 use std::fmt::Display;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use atc_router::{Error, Type};
+use atc_router::{Error, ErrorCode, Type};
 
 pub mod background;
 pub mod context;
 pub mod explain;
-mod json;
 pub mod request;
 pub mod router;
 pub mod schema;
@@ -129,8 +130,17 @@ pub const ATC_LIMIT_MAX_VALUES_PER_FIELD: i32 = 7;
 /// Most distinct wildcard names the routes of the schema use at a time (default 65,536).
 pub const ATC_LIMIT_MAX_WILDCARD_FIELDS: i32 = 8;
 
+/// The index bits of a field id (`atc_context_field_id`): `id & ATC_FIELD_INDEX_MASK` is the
+/// field's index (the low 20 bits; the bits above are a generation), its bit in a field mask.
+/// 0xFFFFF, written in decimal for the header's readers.
+pub const ATC_FIELD_INDEX_MASK: u32 = 1048575;
+
+// The layout is the core's (`FieldId::INDEX_MASK`); cbindgen writes only literals, so a change
+// there that forgets this one fails to compile.
+const _: () = assert!(ATC_FIELD_INDEX_MASK == atc_router::FieldId::INDEX_MASK);
+
 /// The last bit of a field mask (`atc_router_key_fields`): the field of id `id` is bit
-/// `min(id & 0xFFFFF, 63)` (the low 20 bits of an id are the field's index).
+/// `min(id & ATC_FIELD_INDEX_MASK, 63)`.
 pub const ATC_FIELD_MASK_LAST_BIT: u32 = 63;
 
 /// Length of a UUID in its hyphenated text form, the form results are written in.
@@ -225,19 +235,18 @@ impl Fail {
 
 impl From<Error> for Fail {
     fn from(e: Error) -> Fail {
-        // The core may grow variants; anything new is reported as a malformed argument rather
-        // than failing to build.
-        #[allow(unreachable_patterns)]
-        let code = match &e {
-            Error::Expr(_) => ATC_ERR_EXPR,
-            Error::UnknownField(_) => ATC_ERR_UNKNOWN_FIELD,
-            Error::InvalidFieldName(_) => ATC_ERR_INVALID,
-            Error::DuplicateField(_) | Error::DuplicateRoute(_) => ATC_ERR_DUPLICATE,
-            Error::TypeMismatch { .. } => ATC_ERR_TYPE,
-            Error::Limit(_) => ATC_ERR_LIMIT,
-            Error::SchemaMismatch => ATC_ERR_SCHEMA_MISMATCH,
-            Error::Broken => ATC_ERR_BROKEN,
-            _ => ATC_ERR_INVALID,
+        // The core's `Error` is `#[non_exhaustive]`; its `code()` is the closed list, mapped
+        // here without a catch-all arm, so that a new code fails to build until it has a
+        // status (see `atc_router::ErrorCode`).
+        let code = match e.code() {
+            ErrorCode::Expression => ATC_ERR_EXPR,
+            ErrorCode::UnknownField => ATC_ERR_UNKNOWN_FIELD,
+            ErrorCode::InvalidFieldName => ATC_ERR_INVALID,
+            ErrorCode::Duplicate => ATC_ERR_DUPLICATE,
+            ErrorCode::TypeMismatch => ATC_ERR_TYPE,
+            ErrorCode::Limit => ATC_ERR_LIMIT,
+            ErrorCode::SchemaMismatch => ATC_ERR_SCHEMA_MISMATCH,
+            ErrorCode::Broken => ATC_ERR_BROKEN,
         };
         Fail::new(code, e)
     }
@@ -304,7 +313,8 @@ pub(crate) unsafe fn write_error(buf: *mut c_char, len: *mut usize, msg: &str) {
     if buf.is_null() || len.is_null() {
         return;
     }
-    let cap = *len;
+    // SAFETY: `len` is non-NULL (checked above) and readable (the caller's contract).
+    let cap = unsafe { *len };
     if cap == 0 {
         return;
     }
@@ -312,9 +322,14 @@ pub(crate) unsafe fn write_error(buf: *mut c_char, len: *mut usize, msg: &str) {
     while !msg.is_char_boundary(n) {
         n -= 1;
     }
-    std::ptr::copy_nonoverlapping(msg.as_ptr(), buf.cast::<u8>(), n);
-    *buf.add(n) = 0;
-    *len = n;
+    // SAFETY: the destination is the caller's buffer, with room for the bytes copied (checked
+    // above), and the source is our own memory: they do not overlap.
+    unsafe { std::ptr::copy_nonoverlapping(msg.as_ptr(), buf.cast::<u8>(), n) };
+    // SAFETY: the offset stays within the caller's buffer, whose capacity bounds it (checked
+    // above).
+    unsafe { *buf.add(n) = 0 };
+    // SAFETY: `len` is non-NULL (checked above) and writable (the caller's contract).
+    unsafe { *len = n };
 }
 
 /// Borrows a pointer + length string argument.
@@ -322,7 +337,8 @@ pub(crate) unsafe fn write_error(buf: *mut c_char, len: *mut usize, msg: &str) {
 /// # Safety
 /// `ptr` must point to `len` readable bytes that stay unchanged for `'a`, or be NULL.
 pub(crate) unsafe fn str_arg<'a>(ptr: *const c_char, len: usize, arg: &str) -> Res<&'a str> {
-    let bytes = bytes_arg(ptr, len, arg)?;
+    // SAFETY: `ptr` is NULL or points to `len` readable bytes (the caller's contract).
+    let bytes = unsafe { bytes_arg(ptr, len, arg) }?;
     std::str::from_utf8(bytes).map_err(|e| {
         Fail::new(
             ATC_ERR_UTF8,
@@ -352,7 +368,8 @@ pub(crate) unsafe fn bytes_arg<'a>(ptr: *const c_char, len: usize, arg: &str) ->
             format_args!("`{arg}` has an impossible length ({len})"),
         ));
     }
-    Ok(std::slice::from_raw_parts(ptr.cast::<u8>(), len))
+    // SAFETY: `ptr` is non-NULL here and points to that many elements (the caller's contract).
+    Ok(unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) })
 }
 
 /// Borrows a handle argument.
@@ -360,19 +377,22 @@ pub(crate) unsafe fn bytes_arg<'a>(ptr: *const c_char, len: usize, arg: &str) ->
 /// # Safety
 /// `ptr` must be NULL or a live handle of type `T` made by this library.
 pub(crate) unsafe fn handle<'a, T>(ptr: *const T, arg: &str) -> Res<&'a T> {
-    ptr.as_ref().ok_or_else(|| Fail::null(arg))
+    // SAFETY: `ptr` is NULL or valid for reads (the caller's contract).
+    unsafe { ptr.as_ref() }.ok_or_else(|| Fail::null(arg))
 }
 
 /// # Safety
 /// As [`handle`], and no other reference to the object may be live.
 pub(crate) unsafe fn handle_mut<'a, T>(ptr: *mut T, arg: &str) -> Res<&'a mut T> {
-    ptr.as_mut().ok_or_else(|| Fail::null(arg))
+    // SAFETY: `ptr` is NULL or valid for writes (the caller's contract).
+    unsafe { ptr.as_mut() }.ok_or_else(|| Fail::null(arg))
 }
 
 /// # Safety
 /// `ptr` must be NULL or valid for writing a `T`.
 pub(crate) unsafe fn out<'a, T>(ptr: *mut T, arg: &str) -> Res<&'a mut T> {
-    ptr.as_mut().ok_or_else(|| Fail::null(arg))
+    // SAFETY: `ptr` is NULL or valid for writes (the caller's contract).
+    unsafe { ptr.as_mut() }.ok_or_else(|| Fail::null(arg))
 }
 
 pub(crate) fn type_code(ty: Type) -> i32 {
@@ -412,10 +432,12 @@ pub(crate) unsafe fn write_names(
     len: *mut usize,
     count: *mut usize,
 ) -> Res<i32> {
-    let len = out(len, "buf_len")?;
+    // SAFETY: `len` is NULL or valid for writes (the caller's contract).
+    let len = unsafe { out(len, "buf_len") }?;
     let needed: usize = names.iter().map(|n| n.len() + 1).sum();
     if !count.is_null() {
-        *count = names.len();
+        // SAFETY: `count` is non-NULL (checked above) and writable (the caller's contract).
+        unsafe { *count = names.len() };
     }
     if *len < needed {
         let cap = std::mem::replace(len, needed);
@@ -429,9 +451,13 @@ pub(crate) unsafe fn write_names(
     }
     let mut at = 0;
     for n in names {
-        std::ptr::copy_nonoverlapping(n.as_ptr(), buf.add(at).cast::<u8>(), n.len());
+        // SAFETY: the destination is the caller's buffer, with room for the bytes copied (checked
+        // above), and the source is our own memory: they do not overlap.
+        unsafe { std::ptr::copy_nonoverlapping(n.as_ptr(), buf.add(at).cast::<u8>(), n.len()) };
         at += n.len();
-        *buf.add(at) = 0;
+        // SAFETY: the offset stays within the caller's buffer, whose capacity bounds it (checked
+        // above).
+        unsafe { *buf.add(at) = 0 };
         at += 1;
     }
     *len = needed;

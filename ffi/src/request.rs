@@ -92,15 +92,19 @@ pub unsafe extern "C" fn atc_kong_field(
                 ))
             }
         };
-        let name = out(name, "name")?;
-        let name_len = out(name_len, "name_len")?;
+        // SAFETY: `name` is NULL or valid for writes (the caller's contract).
+        let name = unsafe { out(name, "name") }?;
+        // SAFETY: `name_len` is NULL or valid for writes (the caller's contract).
+        let name_len = unsafe { out(name_len, "name_len") }?;
         let Some((text, ty)) = fields.get(index) else {
             return Ok(0);
         };
         *name = text.as_ptr().cast();
         *name_len = text.len();
         if !field_type.is_null() {
-            *field_type = type_code(*ty);
+            // SAFETY: `field_type` is non-NULL (checked above) and writable (the caller's
+            // contract).
+            unsafe { *field_type = type_code(*ty) };
         }
         Ok(1)
     })
@@ -120,8 +124,10 @@ pub unsafe extern "C" fn atc_path_field_parse(
     field: *mut AtcPathField,
 ) -> i32 {
     guard_status(|| {
-        let name = str_arg(name, name_len, "name")?;
-        let field = out(field, "field")?;
+        // SAFETY: `name` is NULL or points to `name_len` readable bytes (the caller's contract).
+        let name = unsafe { str_arg(name, name_len, "name") }?;
+        // SAFETY: `field` is NULL or valid for writes (the caller's contract).
+        let field = unsafe { out(field, "field") }?;
         let Some(kind) = PathField::of(name) else {
             return Ok(0);
         };
@@ -161,8 +167,11 @@ pub unsafe extern "C" fn atc_context_add_path(
     errbuf_len: *mut usize,
 ) -> i32 {
     guard(errbuf, errbuf_len, || {
-        let c = handle_mut(context, "context")?;
-        let raw = bytes_arg(path, path_len, "path")?;
+        // SAFETY: `context` is NULL or a live handle that nothing else uses during this call (the
+        // caller's contract).
+        let c = unsafe { handle_mut(context, "context") }?;
+        // SAFETY: `path` is NULL or points to `path_len` readable bytes (the caller's contract).
+        let raw = unsafe { bytes_arg(path, path_len, "path") }?;
         if flags & !ATC_PATH_NORMALIZE != 0 {
             return Err(Fail::new(
                 ATC_ERR_INVALID,
@@ -172,7 +181,9 @@ pub unsafe extern "C" fn atc_context_add_path(
         let fields: &[AtcPathField] = match n {
             0 => &[],
             _ if fields.is_null() => return Err(Fail::null("fields")),
-            _ => std::slice::from_raw_parts(fields, n),
+            // SAFETY: `fields` is non-NULL here and points to that many elements (the caller's
+            // contract).
+            _ => unsafe { std::slice::from_raw_parts(fields, n) },
         };
         for f in fields {
             let (_, kind) = from_c(f)?;
@@ -222,14 +233,18 @@ pub unsafe extern "C" fn atc_http_host(
     port: *mut i64,
 ) -> i32 {
     guard_status(|| {
-        let value = str_arg(value, value_len, "value")?;
-        let host_len = out(host_len, "host_len")?;
+        // SAFETY: `value` is NULL or points to `value_len` readable bytes (the caller's contract).
+        let value = unsafe { str_arg(value, value_len, "value") }?;
+        // SAFETY: `host_len` is NULL or valid for writes (the caller's contract).
+        let host_len = unsafe { out(host_len, "host_len") }?;
         let (host, p) = request::split_host_port(value);
         *host_len = host.len();
         match p {
             Some(p) => {
                 if !port.is_null() {
-                    *port = p;
+                    // SAFETY: `port` is non-NULL (checked above) and writable (the caller's
+                    // contract).
+                    unsafe { *port = p };
                 }
                 Ok(1)
             }

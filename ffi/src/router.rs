@@ -51,7 +51,8 @@ pub unsafe extern "C" fn atc_router_new(
     errbuf_len: *mut usize,
 ) -> *mut AtcRouter {
     guard_ptr(errbuf, errbuf_len, || {
-        let schema = handle(schema, "schema")?.share();
+        // SAFETY: `schema` is NULL or a live handle (the caller's contract).
+        let schema = unsafe { handle(schema, "schema") }?.share();
         Ok(Box::into_raw(Box::new(AtcRouter {
             router: Router::new(schema),
             builder: None,
@@ -68,7 +69,9 @@ pub unsafe extern "C" fn atc_router_new(
 pub unsafe extern "C" fn atc_router_free(router: *mut AtcRouter) {
     if !router.is_null() {
         guard_status(|| {
-            drop(Box::from_raw(router));
+            // SAFETY: `router` came from Box::into_raw in this library and is freed once (the
+            // caller's contract).
+            drop(unsafe { Box::from_raw(router) });
             Ok(ATC_OK)
         });
     }
@@ -93,11 +96,16 @@ pub unsafe extern "C" fn atc_router_add(
     errbuf_len: *mut usize,
 ) -> i32 {
     guard(errbuf, errbuf_len, || {
-        let r = handle_mut(router, "router")?;
+        // SAFETY: `router` is NULL or a live handle that nothing else uses during this call (the
+        // caller's contract).
+        let r = unsafe { handle_mut(router, "router") }?;
         let started = Instant::now();
-        let args = str_arg(id, id_len, "id")
+        // SAFETY: `id` is NULL or points to `id_len` readable bytes (the caller's contract).
+        let args = unsafe { str_arg(id, id_len, "id") }
             .and_then(parse_uuid)
-            .and_then(|id| Ok((id, str_arg(expr, expr_len, "expr")?)));
+            // SAFETY: `expr` is NULL or points to `expr_len` readable bytes (the caller's
+            // contract).
+            .and_then(|id| Ok((id, unsafe { str_arg(expr, expr_len, "expr") }?)));
         let (id, expr) = args.inspect_err(|e| crate::stats::refused_here(r, started, e))?;
         r.router.add(id, priority, expr)?;
         crate::background::changed_directly(r);
@@ -118,9 +126,12 @@ pub unsafe extern "C" fn atc_router_remove(
     errbuf_len: *mut usize,
 ) -> i32 {
     guard(errbuf, errbuf_len, || {
-        let r = handle_mut(router, "router")?;
+        // SAFETY: `router` is NULL or a live handle that nothing else uses during this call (the
+        // caller's contract).
+        let r = unsafe { handle_mut(router, "router") }?;
         let started = Instant::now();
-        let id = str_arg(id, id_len, "id")
+        // SAFETY: `id` is NULL or points to `id_len` readable bytes (the caller's contract).
+        let id = unsafe { str_arg(id, id_len, "id") }
             .and_then(parse_uuid)
             .inspect_err(|e| crate::stats::refused_here(r, started, e))?;
         if r.router.remove(id) {
@@ -150,8 +161,11 @@ pub unsafe extern "C" fn atc_router_execute(
     context: *mut AtcContext,
 ) -> i32 {
     guard_status(|| {
-        let r = handle(router, "router")?;
-        let c = handle_mut(context, "context")?;
+        // SAFETY: `router` is NULL or a live handle (the caller's contract).
+        let r = unsafe { handle(router, "router") }?;
+        // SAFETY: `context` is NULL or a live handle that nothing else uses during this call (the
+        // caller's contract).
+        let c = unsafe { handle_mut(context, "context") }?;
         // Clears the previous result in every case, errors included.
         match r.router.try_execute(&mut c.ctx) {
             Ok(matched) => Ok(i32::from(matched)),
@@ -175,9 +189,12 @@ pub unsafe extern "C" fn atc_router_fields(
     count: *mut usize,
 ) -> i32 {
     guard_status(|| {
-        let r = handle(router, "router")?;
-        out(buf_len, "buf_len")?;
-        write_names(&r.router.fields(), buf, buf_len, count)
+        // SAFETY: `router` is NULL or a live handle (the caller's contract).
+        let r = unsafe { handle(router, "router") }?;
+        // SAFETY: `buf_len` is NULL or valid for writes (the caller's contract).
+        unsafe { out(buf_len, "buf_len") }?;
+        // SAFETY: `buf` is NULL or points to `*buf_len` writable bytes (the caller's contract).
+        unsafe { write_names(&r.router.fields(), buf, buf_len, count) }
     })
 }
 
@@ -191,8 +208,10 @@ pub unsafe extern "C" fn atc_router_fields(
 #[no_mangle]
 pub unsafe extern "C" fn atc_router_key_fields(router: *const AtcRouter, mask: *mut u64) -> i32 {
     guard_status(|| {
-        let r = handle(router, "router")?;
-        *out(mask, "mask")? = r.router.key_fields();
+        // SAFETY: `router` is NULL or a live handle (the caller's contract).
+        let r = unsafe { handle(router, "router") }?;
+        // SAFETY: `mask` is NULL or valid for writes (the caller's contract).
+        *unsafe { out(mask, "mask") }? = r.router.key_fields();
         Ok(ATC_OK)
     })
 }
@@ -214,9 +233,13 @@ pub unsafe extern "C" fn atc_router_needed_fields(
     mask: *mut u64,
 ) -> i32 {
     guard_status(|| {
-        let r = handle(router, "router")?;
-        let c = handle_mut(context, "context")?;
-        *out(mask, "mask")? = r.router.needed_fields(&mut c.ctx);
+        // SAFETY: `router` is NULL or a live handle (the caller's contract).
+        let r = unsafe { handle(router, "router") }?;
+        // SAFETY: `context` is NULL or a live handle that nothing else uses during this call (the
+        // caller's contract).
+        let c = unsafe { handle_mut(context, "context") }?;
+        // SAFETY: `mask` is NULL or valid for writes (the caller's contract).
+        *unsafe { out(mask, "mask") }? = r.router.needed_fields(&mut c.ctx);
         Ok(ATC_OK)
     })
 }
@@ -228,8 +251,10 @@ pub unsafe extern "C" fn atc_router_needed_fields(
 #[no_mangle]
 pub unsafe extern "C" fn atc_router_len(router: *const AtcRouter, count: *mut usize) -> i32 {
     guard_status(|| {
-        let r = handle(router, "router")?;
-        *out(count, "count")? = r.router.len();
+        // SAFETY: `router` is NULL or a live handle (the caller's contract).
+        let r = unsafe { handle(router, "router") }?;
+        // SAFETY: `count` is NULL or valid for writes (the caller's contract).
+        *unsafe { out(count, "count") }? = r.router.len();
         Ok(ATC_OK)
     })
 }

@@ -140,7 +140,9 @@ pub extern "C" fn atc_schema_new() -> *mut AtcSchema {
 pub unsafe extern "C" fn atc_schema_free(schema: *mut AtcSchema) {
     if !schema.is_null() {
         guard_status(|| {
-            drop(Box::from_raw(schema));
+            // SAFETY: `schema` came from Box::into_raw in this library and is freed once (the
+            // caller's contract).
+            drop(unsafe { Box::from_raw(schema) });
             Ok(ATC_OK)
         });
     }
@@ -164,8 +166,10 @@ pub unsafe extern "C" fn atc_schema_add_field(
     errbuf_len: *mut usize,
 ) -> i32 {
     guard(errbuf, errbuf_len, || {
-        let schema = handle(schema, "schema")?;
-        let name = str_arg(name, name_len, "name")?;
+        // SAFETY: `schema` is NULL or a live handle (the caller's contract).
+        let schema = unsafe { handle(schema, "schema") }?;
+        // SAFETY: `name` is NULL or points to `name_len` readable bytes (the caller's contract).
+        let name = unsafe { str_arg(name, name_len, "name") }?;
         let ty = type_from_code(field_type)?;
         match &mut *schema.lock() {
             State::Shared(_) => Err(Fail::new(
@@ -208,7 +212,8 @@ pub unsafe extern "C" fn atc_schema_set_limit(
     errbuf_len: *mut usize,
 ) -> i32 {
     guard(errbuf, errbuf_len, || {
-        let schema = handle(schema, "schema")?;
+        // SAFETY: `schema` is NULL or a live handle (the caller's contract).
+        let schema = unsafe { handle(schema, "schema") }?;
         // Arguments first: a bad code or value is reported as such whatever the state.
         let (name, _) = limit_slot(&mut Limits::default(), limit)?;
         if value == 0 {
@@ -251,8 +256,10 @@ pub unsafe extern "C" fn atc_schema_get_limit(
     value: *mut u64,
 ) -> i32 {
     guard_status(|| {
-        let schema = handle(schema, "schema")?;
-        let out = out(value, "value")?;
+        // SAFETY: `schema` is NULL or a live handle (the caller's contract).
+        let schema = unsafe { handle(schema, "schema") }?;
+        // SAFETY: `value` is NULL or valid for writes (the caller's contract).
+        let out = unsafe { out(value, "value") }?;
         let mut limits = schema.limits();
         let (_, slot) = limit_slot(&mut limits, limit)?;
         // usize is at most 64 bits on every platform Rust supports.
@@ -274,9 +281,12 @@ pub unsafe extern "C" fn atc_schema_field_type(
     field_type: *mut i32,
 ) -> i32 {
     guard_status(|| {
-        let schema = handle(schema, "schema")?;
-        let name = str_arg(name, name_len, "name")?;
-        let out = out(field_type, "field_type")?;
+        // SAFETY: `schema` is NULL or a live handle (the caller's contract).
+        let schema = unsafe { handle(schema, "schema") }?;
+        // SAFETY: `name` is NULL or points to `name_len` readable bytes (the caller's contract).
+        let name = unsafe { str_arg(name, name_len, "name") }?;
+        // SAFETY: `field_type` is NULL or valid for writes (the caller's contract).
+        let out = unsafe { out(field_type, "field_type") }?;
         match schema.field_type(name) {
             Some(ty) => {
                 *out = type_code(ty);
@@ -308,10 +318,15 @@ pub unsafe extern "C" fn atc_router_validate(
     errbuf_len: *mut usize,
 ) -> i32 {
     guard(errbuf, errbuf_len, || {
-        let schema = handle(schema, "schema")?;
-        let expr = str_arg(expr, expr_len, "expr")?;
-        out(fields_len, "fields_len")?;
+        // SAFETY: `schema` is NULL or a live handle (the caller's contract).
+        let schema = unsafe { handle(schema, "schema") }?;
+        // SAFETY: `expr` is NULL or points to `expr_len` readable bytes (the caller's contract).
+        let expr = unsafe { str_arg(expr, expr_len, "expr") }?;
+        // SAFETY: `fields_len` is NULL or valid for writes (the caller's contract).
+        unsafe { out(fields_len, "fields_len") }?;
         let names = schema.validate(expr)?;
-        write_names(&names, fields, fields_len, fields_count)
+        // SAFETY: `fields` is NULL or points to `*fields_len` writable bytes (the caller's
+        // contract).
+        unsafe { write_names(&names, fields, fields_len, fields_count) }
     })
 }

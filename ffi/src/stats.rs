@@ -79,13 +79,16 @@ fn micros(d: std::time::Duration) -> u64 {
 #[no_mangle]
 pub unsafe extern "C" fn atc_router_stats(router: *const AtcRouter, out: *mut AtcStats) -> i32 {
     guard_status(|| {
-        let r = handle(router, "router")?;
+        // SAFETY: `router` is NULL or a live handle (the caller's contract).
+        let r = unsafe { handle(router, "router") }?;
         if out.is_null() {
             return Err(Fail::new(ATC_ERR_NULL, "`out` is NULL"));
         }
         // Only `size` is read, and only `size` bytes written: the caller's struct may be an
         // earlier, smaller version of this one.
-        let size = std::ptr::read_unaligned(out.cast::<usize>());
+        // SAFETY: `out` is non-NULL and points to at least its `size` bytes (the caller's contract;
+        // `size` is read first, and only what it covers is written).
+        let size = unsafe { std::ptr::read_unaligned(out.cast::<usize>()) };
         if size < size_of::<usize>() {
             return Err(Fail::new(
                 ATC_ERR_INVALID,
@@ -112,12 +115,18 @@ pub unsafe extern "C" fn atc_router_stats(router: *const AtcRouter, out: *mut At
             .last()
             .unwrap_or(size_of::<usize>());
         let skip = size_of::<usize>();
-        std::ptr::copy_nonoverlapping(
-            std::ptr::from_ref(&full).cast::<u8>().add(skip),
-            out.cast::<u8>().add(skip),
-            end - skip,
-        );
-        std::ptr::write_unaligned(out.cast::<usize>(), end);
+        // SAFETY: the destination is the caller's buffer, with room for the bytes copied (checked
+        // above), and the source is our own memory: they do not overlap.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                std::ptr::from_ref(&full).cast::<u8>().add(skip),
+                out.cast::<u8>().add(skip),
+                end - skip,
+            )
+        };
+        // SAFETY: `out` is non-NULL and points to at least its `size` bytes (the caller's contract;
+        // `size` is read first, and only what it covers is written).
+        unsafe { std::ptr::write_unaligned(out.cast::<usize>(), end) };
         Ok(ATC_OK)
     })
 }
@@ -131,7 +140,10 @@ pub unsafe extern "C" fn atc_router_stats(router: *const AtcRouter, out: *mut At
 #[no_mangle]
 pub unsafe extern "C" fn atc_router_count_bad_request(router: *const AtcRouter) -> i32 {
     guard_status(|| {
-        handle(router, "router")?.router.count_bad_request();
+        // SAFETY: `router` is NULL or a live handle (the caller's contract).
+        unsafe { handle(router, "router") }?
+            .router
+            .count_bad_request();
         Ok(ATC_OK)
     })
 }

@@ -1,20 +1,21 @@
 //! Bringing a router to a whole desired route list in one call (`atc_router_sync`).
 //!
-//! The core's [`Router::sync`] does the work: only routes whose priority or expression text
+//! The core's [`Router::sync_entries`] does the work and holds the rules (repeated ids, which
+//! invalid routes keep their current version): only routes whose priority or expression text
 //! differ are parsed again, and the router changes in one step after everything was prepared.
-//! This layer validates the C input (pointers, UTF-8, UUIDs, repeated ids), maps every error back
-//! to the index of the route it belongs to, and writes the outcome to caller buffers.
+//! This layer reads the C input (pointers, UTF-8, UUIDs), passes every entry through (one it
+//! could not read as [`SyncEntry::Unreadable`]), words the core's errors, which come by index,
+//! and writes the outcome to caller buffers.
 //!
 //! A sync cannot be repeated to fetch what did not fit (the second run would report the routes
 //! the first one added as unchanged), so unlike the other functions it does not fail with
 //! `ATC_ERR_BUFFER`: it always does its work, writes the errors that fit, and reports the totals.
 //!
-//! [`Router::sync`]: atc_router::Router::sync
+//! [`Router::sync_entries`]: atc_router::Router::sync_entries
 
 use std::ffi::c_char;
 
-use atc_router::{RouteSpec, SyncMode, Uuid};
-use rustc_hash::FxHashMap;
+use atc_router::{EntryError, EntryFault, RouteSpec, SyncEntry, SyncMode};
 
 use crate::router::{parse_uuid, AtcRouter};
 use crate::{
@@ -75,73 +76,79 @@ pub struct AtcSyncError {
     pub message_len: usize,
 }
 
-/// A route as the core gets it: its expression is the caller's text, or the current version's
-/// (kept) when the new one could not be read.
-enum Entry<'a> {
-    Given(RouteSpec<'a>),
-    /// Index into the kept versions (priority, expression).
-    Kept(Uuid, usize),
-}
-
 pub(crate) struct RouteError {
     pub(crate) index: usize,
     pub(crate) code: i32,
     pub(crate) msg: String,
 }
 
-/// Reads the list: what goes to the core, the index of each id's first occurrence, and (in
-/// `errors`) the routes that are invalid before the core sees them.
+/// Reads the list into the core's entries; what could not be read is an unreadable entry (with
+/// its id when that could be read), and its error is in `unread`, by index, in list order.
 ///
 /// # Safety
-/// `routes` holds `n` routes whose pointers are valid for their lengths.
-unsafe fn read_routes<'a>(
-    r: &AtcRouter,
+/// `routes` holds routes whose pointers are valid for their lengths.
+unsafe fn read_entries<'a>(
     routes: &[AtcRoute],
-    kept: &mut Vec<(u64, String)>,
-    errors: &mut Vec<RouteError>,
-) -> (Vec<Entry<'a>>, FxHashMap<Uuid, usize>) {
+    unread: &mut Vec<(usize, Fail)>,
+) -> Vec<SyncEntry<'a>> {
     let mut entries = Vec::with_capacity(routes.len());
-    // Id -> index of its first occurrence: finds repeated ids, and maps the core's errors (which
-    // name ids) back to indexes.
-    let mut first: FxHashMap<Uuid, usize> = FxHashMap::default();
-    first.reserve(routes.len());
     for (index, route) in routes.iter().enumerate() {
-        let mut fail = |code: i32, msg: String| errors.push(RouteError { index, code, msg });
-        let id = match str_arg(route.id, route.id_len, "id").and_then(parse_uuid) {
-            Ok(id) => id,
-            Err(e) => {
-                fail(e.code, e.msg);
-                continue;
-            }
+        // SAFETY: the caller's pointers are valid for their lengths (this function's contract).
+        let (id, expression) = unsafe {
+            (
+                str_arg(route.id, route.id_len, "id").and_then(parse_uuid),
+                str_arg(route.expr, route.expr_len, "expr"),
+            )
         };
-        if let Some(&at) = first.get(&id) {
-            fail(
-                ATC_ERR_DUPLICATE,
-                format!("route id {id} is already used by route {at} of the list"),
-            );
-            continue;
-        }
-        first.insert(id, index);
-        match str_arg(route.expr, route.expr_len, "expr") {
-            Ok(expression) => entries.push(Entry::Given(RouteSpec {
+        entries.push(match (id, expression) {
+            (Ok(id), Ok(expression)) => SyncEntry::Route(RouteSpec {
                 id,
                 priority: route.priority,
                 expression,
-            })),
-            Err(e) => {
-                // The same rule as the core's for an expression that does not parse: in
-                // apply-valid mode a known route keeps its current version rather than being
-                // dropped. The core never sees the unreadable text, so it is given the current
-                // version, which it finds unchanged.
-                if let Some(current) = r.router.get(id) {
-                    kept.push((current.priority(), current.source().to_owned()));
-                    entries.push(Entry::Kept(id, kept.len() - 1));
-                }
-                fail(e.code, e.msg);
+            }),
+            // The id still counts: it may keep its current version, or make a later entry a
+            // duplicate (the core's rules).
+            (Ok(id), Err(e)) => {
+                unread.push((index, e));
+                SyncEntry::Unreadable { id: Some(id) }
             }
-        }
+            (Err(e), _) => {
+                unread.push((index, e));
+                SyncEntry::Unreadable { id: None }
+            }
+        });
     }
-    (entries, first)
+    entries
+}
+
+/// The core's invalid entries as C errors: a duplicate names the first entry with its id, an
+/// unreadable entry gets the error it was read with.
+fn route_errors(invalid: Vec<EntryError>, mut unread: Vec<(usize, Fail)>) -> Vec<RouteError> {
+    invalid
+        .into_iter()
+        .map(|e| {
+            let index = e.index;
+            let fail = match e.fault {
+                EntryFault::Duplicate { first } => Fail::new(
+                    ATC_ERR_DUPLICATE,
+                    format_args!(
+                        "route id {} is already used by route {first} of the list",
+                        e.id.map_or_else(String::new, |id| id.to_string())
+                    ),
+                ),
+                EntryFault::Invalid(error) => Fail::from(error),
+                EntryFault::Unreadable => match unread.binary_search_by_key(&index, |(i, _)| *i) {
+                    Ok(at) => std::mem::replace(&mut unread[at].1, Fail::new(0, "")),
+                    Err(_) => Fail::new(ATC_ERR_PANIC, "an unreadable route lost its error"),
+                },
+            };
+            RouteError {
+                index,
+                code: fail.code,
+                msg: fail.msg,
+            }
+        })
+        .collect()
 }
 
 /// Makes the router hold exactly the `n` routes of `routes`, touching only what differs: a
@@ -191,84 +198,50 @@ pub unsafe extern "C" fn atc_router_sync(
     errbuf_len: *mut usize,
 ) -> i32 {
     guard(errbuf, errbuf_len, || {
-        let r = handle_mut(router, "router")?;
-        let started = std::time::Instant::now();
+        // SAFETY: `router` is NULL or a live handle that nothing else uses during this call (the
+        // caller's contract).
+        let r = unsafe { handle_mut(router, "router") }?;
         let mode = sync_mode(mode)?;
         crate::background::changed_directly(r);
-        let errors_cap = errors_len.as_ref().copied().unwrap_or(0);
+        // SAFETY: `errors_len` is NULL or valid for reads (the caller's contract).
+        let errors_cap = unsafe { errors_len.as_ref() }.copied().unwrap_or(0);
         if errors_cap > 0 && errors.is_null() {
             return Err(Fail::new(
                 ATC_ERR_NULL,
                 format_args!("`errors` is NULL but `*errors_len` is {errors_cap}"),
             ));
         }
-        let routes = route_slice(routes, n)?;
+        // SAFETY: `routes` is NULL or points to `n` routes (the caller's contract).
+        let routes = unsafe { route_slice(routes, n) }?;
 
-        let mut kept = Vec::new();
-        let mut errs = Vec::new();
-        let (entries, first) = read_routes(r, routes, &mut kept, &mut errs);
-        let specs: Vec<RouteSpec<'_>> = entries
-            .iter()
-            .map(|entry| match entry {
-                Entry::Given(spec) => *spec,
-                Entry::Kept(id, k) => RouteSpec {
-                    id: *id,
-                    priority: kept[*k].0,
-                    expression: &kept[*k].1,
-                },
-            })
-            .collect();
-
-        let core_errors = |list: Vec<(Uuid, atc_router::Error)>, errs: &mut Vec<RouteError>| {
-            for (id, e) in list {
-                let fail = Fail::from(e);
-                errs.push(RouteError {
-                    // Every id given to the core is in `first` (repeats never reach it).
-                    index: first.get(&id).copied().unwrap_or(usize::MAX),
-                    code: fail.code,
-                    msg: fail.msg,
-                });
-            }
-        };
+        let mut unread = Vec::new();
+        // SAFETY: every route of the slice has pointers valid for their lengths (the caller's
+        // contract).
+        let entries = unsafe { read_entries(routes, &mut unread) };
         let mut counts = AtcSyncReport::default();
-        let applied = match mode {
-            // Invalid before the core: refuse, but still let the core check the rest, so that
-            // every invalid route is reported at once.
-            SyncMode::AllOrNothing if !errs.is_empty() => {
-                if let Err(e) = r.router.prepare_sync(&specs, mode) {
-                    core_errors(e.errors, &mut errs);
+        let (applied, invalid) = match r.router.sync_entries(&entries, mode) {
+            Ok(done) => {
+                if done.stale {
+                    return Err(Fail::new(ATC_ERR_PANIC, "sync plan was stale"));
                 }
-                // Refused here, not by the core's sync (which counts its own).
-                let took = started.elapsed();
-                r.router.record_update(false, took, took);
-                false
+                counts.added = done.added;
+                counts.removed = done.removed;
+                counts.changed = done.changed;
+                counts.unchanged = done.unchanged;
+                (true, done.entry_errors)
             }
-            _ => match r.router.sync(&specs, mode) {
-                Ok(done) => {
-                    if done.stale {
-                        return Err(Fail::new(ATC_ERR_PANIC, "sync plan was stale"));
-                    }
-                    counts.added = done.added;
-                    counts.removed = done.removed;
-                    counts.changed = done.changed;
-                    // Kept routes went to the core unchanged, but they are errors, not
-                    // unchanged routes.
-                    counts.unchanged = done.unchanged - kept.len();
-                    core_errors(done.errors, &mut errs);
-                    true
-                }
-                Err(e) => {
-                    core_errors(e.errors, &mut errs);
-                    false
-                }
-            },
+            Err(e) => (false, e.entry_errors),
         };
-        errs.sort_by_key(|e| e.index);
+        // In list order already (the core reports entries in order).
+        let errs = route_errors(invalid, unread);
         counts.errors = errs.len();
         counts.messages_len = errs.iter().map(|e| e.msg.len() + 1).sum();
-        write_route_errors(&errs, errors, errors_len, msgbuf, msgbuf_len);
+        // SAFETY: `errors`, `msgbuf` and their lengths are valid or NULL (the caller's contract),
+        // and `errors` is non-NULL when its capacity is not 0 (checked above).
+        unsafe { write_route_errors(&errs, errors, errors_len, msgbuf, msgbuf_len) };
         if !report.is_null() {
-            *report = counts;
+            // SAFETY: `report` is non-NULL (checked above) and writable (the caller's contract).
+            unsafe { *report = counts };
         }
         if applied {
             return Ok(ATC_OK);
@@ -319,7 +292,8 @@ pub(crate) unsafe fn route_slice<'a>(routes: *const AtcRoute, n: usize) -> Res<&
             format_args!("`n` is impossibly large ({n})"),
         ));
     }
-    Ok(std::slice::from_raw_parts(routes, n))
+    // SAFETY: `routes` is non-NULL here and points to that many elements (the caller's contract).
+    Ok(unsafe { std::slice::from_raw_parts(routes, n) })
 }
 
 /// Writes the errors that fit and their messages (see `atc_router_sync`).
@@ -335,9 +309,16 @@ pub(crate) unsafe fn write_route_errors(
     msgbuf_len: *mut usize,
 ) {
     let has_msgbuf = !msgbuf.is_null() && !msgbuf_len.is_null();
-    let msg_cap = if has_msgbuf { *msgbuf_len } else { 0 };
+    // SAFETY: `msgbuf_len` is non-NULL when `has_msgbuf` (checked above) and readable (the.
+    // caller's contract).
+    let msg_cap = if has_msgbuf {
+        unsafe { *msgbuf_len }
+    } else {
+        0
+    };
     let mut used = 0usize;
-    let written = errors_len.as_ref().map_or(0, |&cap| errs.len().min(cap));
+    // SAFETY: `errors_len` is NULL or valid for reads (the caller's contract).
+    let written = unsafe { errors_len.as_ref() }.map_or(0, |&cap| errs.len().min(cap));
     for (k, e) in errs[..written].iter().enumerate() {
         let (message, message_len) = if used < msg_cap {
             let room = msg_cap - used;
@@ -345,25 +326,37 @@ pub(crate) unsafe fn write_route_errors(
             while !e.msg.is_char_boundary(len) {
                 len -= 1;
             }
-            let at = msgbuf.add(used);
-            std::ptr::copy_nonoverlapping(e.msg.as_ptr(), at.cast::<u8>(), len);
-            *at.add(len) = 0;
+            // SAFETY: the offset stays within the caller's buffer, whose capacity bounds it
+            // (checked above).
+            let at = unsafe { msgbuf.add(used) };
+            // SAFETY: the destination is the caller's buffer, with room for the bytes copied
+            // (checked above), and the source is our own memory: they do not overlap.
+            unsafe { std::ptr::copy_nonoverlapping(e.msg.as_ptr(), at.cast::<u8>(), len) };
+            // SAFETY: the offset stays within the caller's buffer, whose capacity bounds it
+            // (checked above).
+            unsafe { *at.add(len) = 0 };
             used += len + 1;
             (at.cast_const(), len)
         } else {
             (std::ptr::null(), 0)
         };
-        *errors.add(k) = AtcSyncError {
-            index: e.index,
-            code: e.code,
-            message,
-            message_len,
+        // SAFETY: the offset stays within the caller's buffer, whose capacity bounds it (checked
+        // above).
+        unsafe {
+            *errors.add(k) = AtcSyncError {
+                index: e.index,
+                code: e.code,
+                message,
+                message_len,
+            }
         };
     }
     if !errors_len.is_null() {
-        *errors_len = written;
+        // SAFETY: `errors_len` is non-NULL (checked above) and writable (the caller's contract).
+        unsafe { *errors_len = written };
     }
     if has_msgbuf {
-        *msgbuf_len = used;
+        // SAFETY: `msgbuf_len` is non-NULL (checked above) and writable (the caller's contract).
+        unsafe { *msgbuf_len = used };
     }
 }

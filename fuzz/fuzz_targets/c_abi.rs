@@ -1224,6 +1224,13 @@ impl State {
             Op::Strerror(code) => {
                 let s = CStr::from_ptr(atc_strerror(*code));
                 assert!(!s.to_bytes().is_empty());
+                // The other function without arguments: a static, NUL-terminated version.
+                let v = CStr::from_ptr(atc_router_version());
+                let v = v.to_str().expect("the version is UTF-8");
+                assert_eq!(
+                    v,
+                    format!("{ATC_VERSION_MAJOR}.{ATC_VERSION_MINOR}.{ATC_VERSION_PATCH}")
+                );
             }
             Op::RouterStats(h, size, null_out) => {
                 // A buffer of 128 bytes, of which the caller declares `size` (an older, a newer

@@ -411,6 +411,9 @@ impl<'c> Run<'c> {
             }
             BuiltOutcome::Refused { errors, .. } => Err(atc_router::SyncError {
                 errors: as_pairs(errors),
+                // The builder reports its list's errors by line (`ListError`); the checks here
+                // compare them by id.
+                entry_errors: Vec::new(),
             }),
             BuiltOutcome::Panicked { message, .. } => panic!("the builder panicked: {message}"),
         }

@@ -25,16 +25,20 @@ mod route;
 pub(crate) mod shared;
 mod stats;
 mod sync;
+mod sync_entries;
 
 pub use builder::{BuildState, Builder, ListError, Outcome, OwnedRoute, RouteInput};
 pub use context::{Context, MatchResult};
 pub use explain::{
-    CandidateReport, ExplainOptions, Explanation, PredicateOutcome, RouteMatch, RuledOut,
+    CandidateReport, ExplainJson, ExplainOptions, Explanation, MatchesJson, PredicateOutcome,
+    RouteMatch, RouteNote, RuledOut, REPORT_JSON_VERSION,
 };
 pub use route::Route;
 pub(crate) use stats::next_stripe;
 pub use stats::RouterStats;
-pub use sync::{RouteSpec, SyncError, SyncMode, SyncPlan, SyncReport};
+pub use sync::{
+    EntryError, EntryFault, RouteSpec, SyncEntry, SyncError, SyncMode, SyncPlan, SyncReport,
+};
 
 use catalog::Catalog;
 

@@ -1,6 +1,22 @@
 //! Making a router hold exactly a desired route list, touching only what differs.
+//!
+//! This file is the one statement of a sync's rules, which every caller (the C ABI's
+//! `atc_router_sync`, the builder thread, `SharedRouter`) passes its entries through to:
+//! - **Ids**: the first entry of the list with an id has it (valid or not, as long as its id
+//!   could be read); every later entry with that id is a duplicate and is refused.
+//! - **Invalid entries** (an expression that does not parse or validate, a duplicate, an entry
+//!   the caller could not read): with [`SyncMode::AllOrNothing`] the list is refused and every
+//!   one of them reported; with [`SyncMode::ApplyValid`] the valid entries are applied, an
+//!   invalid one whose id the router holds keeps its current version (serving the old route
+//!   beats dropping it), and an unknown one is left out.
+//!
+//! [`Router::prepare_sync`] goes through named steps: [`Router::classify`] (what each entry is
+//! to the router, without parsing), [`Classified::rebuild`] (route by route, or a fresh
+//! router), [`Router::prepare_entries`] (parse and compile what changed), then the removals and
+//! the plan's last touches. Invariant: none of them changes the router; only
+//! [`Router::apply`] does, and only with a plan prepared against its current version.
 
-use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -11,6 +27,10 @@ use crate::compile::regex_cache::PreparedRegexes;
 use crate::compile::resolve::Node;
 use crate::error::Error;
 use crate::index::Index;
+
+pub(crate) use super::sync_entries::Desired;
+pub use super::sync_entries::{EntryError, EntryFault, SyncEntry};
+use crate::index::Order;
 
 /// One route of a desired route list (see [`Router::sync`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +66,9 @@ pub struct SyncReport {
     pub unchanged: usize,
     /// Routes left out ([`SyncMode::ApplyValid`]), with why.
     pub errors: Vec<(Uuid, Error)>,
+    /// Every invalid entry, by its index in the list (the routes of `errors`, and the
+    /// unreadable entries of [`Router::sync_entries`]), in list order.
+    pub entry_errors: Vec<EntryError>,
     /// The plan was prepared before another change and was not applied.
     pub stale: bool,
 }
@@ -55,6 +78,17 @@ pub struct SyncReport {
 pub struct SyncError {
     /// Every invalid route, with why.
     pub errors: Vec<(Uuid, Error)>,
+    /// Every invalid entry, by its index in the list (see [`SyncReport::entry_errors`]).
+    pub entry_errors: Vec<EntryError>,
+}
+
+impl SyncError {
+    fn of(entry_errors: Vec<EntryError>) -> SyncError {
+        SyncError {
+            errors: entry_errors.iter().filter_map(EntryError::by_id).collect(),
+            entry_errors,
+        }
+    }
 }
 
 impl std::fmt::Display for SyncError {
@@ -82,13 +116,44 @@ pub(crate) enum Stopped {
     Cancelled,
 }
 
-/// What a desired route is to the router (first pass of [`Router::prepare_sync`]).
+/// What a desired entry is to the router (first pass of [`Router::prepare_sync`]).
 #[derive(Debug, Clone, Copy)]
 enum Status {
-    Duplicate,
+    /// Repeats the id of the entry at this index.
+    Duplicate(usize),
     Unchanged(u32),
     Changed(u32),
     Added,
+    /// Unreadable, with the slot of the route that keeps its current version, if any.
+    Unreadable(Option<u32>),
+}
+
+/// The second step's answer: the fresh router's order entries (empty without one) and the
+/// invalid entries, in list order.
+type PreparedEntries = (Vec<(Order, u32)>, Vec<EntryError>);
+
+/// The first step's answer: what each entry is, and what the list is to the router, counted
+/// before any route is parsed.
+struct Classified {
+    status: Vec<Status>,
+    /// Per slot of the router: whether an entry has its id (routes not seen are removed).
+    seen: Vec<bool>,
+    counts: SyncReport,
+}
+
+impl Classified {
+    /// Whether the plan builds a fresh router rather than changing this one route by route.
+    ///
+    /// When most routes go or change, building the whole desired list into a fresh router
+    /// costs what a build does, while taking routes out one index entry at a time and putting
+    /// their new versions in would cost more (and touch every structure twice). So when most
+    /// of the desired list is new (a first load above all): the index is then built once from
+    /// every route's requirements, where adding routes one by one would split and re-key its
+    /// nodes again each time they grow. A broken router is always rebuilt.
+    fn rebuild(&self, router: &Router) -> bool {
+        let c = &self.counts;
+        router.broken || (c.changed + c.removed) * 2 > router.len() || c.added > router.len()
+    }
 }
 
 /// A change prepared by [`Router::prepare_sync`], applied by [`Router::apply`].
@@ -117,13 +182,19 @@ impl SyncPlan {
 impl Router {
     /// Sizes the per-route structures of an empty router for `routes`, as a fresh router
     /// built for a sync knows its size: they then never grow (and copy themselves) on the way.
-    fn reserve(&mut self, routes: &[RouteSpec<'_>]) {
+    fn reserve<D: Desired>(&mut self, routes: &[D]) {
         let n = routes.len();
         self.trees.reserve(n);
         self.programs.reserve(n);
         self.ids.reserve(n);
         self.catalog.rows.reserve(n);
-        let text: usize = routes.iter().map(|r| r.expression.len()).sum();
+        let text: usize = routes
+            .iter()
+            .map(|r| match r.entry() {
+                SyncEntry::Route(spec) => spec.expression.len(),
+                SyncEntry::Unreadable { .. } => 0,
+            })
+            .sum();
         self.catalog.texts.reserve(text);
     }
 
@@ -160,16 +231,7 @@ impl Router {
         desired: &[RouteSpec<'_>],
         mode: SyncMode,
     ) -> Result<SyncReport, SyncError> {
-        let started = Instant::now();
-        let synced = self.prepare_sync(desired, mode).map(|plan| {
-            let (report, replaced) = self.apply_uncounted(plan);
-            drop(replaced);
-            report
-        });
-        let took = started.elapsed();
-        let applied = matches!(&synced, Ok(report) if !report.stale);
-        self.stats.update(applied, took, took);
-        synced
+        self.sync_desired(desired, mode)
     }
 
     /// Computes what it takes to make the router hold exactly `desired`, and prepares it
@@ -191,7 +253,8 @@ impl Router {
     /// Invalid routes (and ids repeated in `desired`): with [`SyncMode::AllOrNothing`] the plan
     /// is refused and the error lists every one of them; with [`SyncMode::ApplyValid`] they are
     /// left out and listed in [`SyncReport::errors`], and a known route whose new version is
-    /// invalid keeps its current version (serving the old route beats dropping it).
+    /// invalid keeps its current version (serving the old route beats dropping it). These are
+    /// the rules of the module docs, for every caller.
     pub fn prepare_sync(
         &self,
         desired: &[RouteSpec<'_>],
@@ -206,153 +269,102 @@ impl Router {
         }
     }
 
+    /// [`Router::sync`] of entries as a caller read them, some perhaps unreadable (see
+    /// [`SyncEntry`]): the rules of the module docs, with every invalid entry reported by its
+    /// index in the list ([`SyncReport::entry_errors`], [`SyncError::entry_errors`]). The C
+    /// ABI passes its lists through this, so that its rules are the core's.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use atc_router::{EntryFault, RouteSpec, Router, Schema, SyncEntry, SyncMode, Type, Uuid};
+    ///
+    /// let mut schema = Schema::new();
+    /// schema.add_field("http.path", Type::String).unwrap();
+    /// let mut router = Router::new(Arc::new(schema));
+    /// let a = Uuid::from_u128(1);
+    /// router.add(a, 1, r#"http.path ^= "/a""#).unwrap();
+    ///
+    /// let route = |id, expression| SyncEntry::Route(RouteSpec { id, priority: 1, expression });
+    /// let entries = [
+    ///     SyncEntry::Unreadable { id: Some(a) },          // `a` keeps its current version
+    ///     route(a, r#"http.path ^= "/b""#),                // a duplicate of entry 0
+    ///     route(Uuid::from_u128(2), r#"http.path ^= "/c""#),
+    /// ];
+    /// let report = router.sync_entries(&entries, SyncMode::ApplyValid).unwrap();
+    /// assert_eq!((report.added, report.unchanged), (1, 0));
+    /// assert_eq!(report.entry_errors[1].fault, EntryFault::Duplicate { first: 0 });
+    /// assert_eq!(router.get(a).unwrap().source(), r#"http.path ^= "/a""#);
+    /// ```
+    pub fn sync_entries(
+        &mut self,
+        entries: &[SyncEntry<'_>],
+        mode: SyncMode,
+    ) -> Result<SyncReport, SyncError> {
+        self.sync_desired(entries, mode)
+    }
+
+    /// [`Router::sync`] of any desired list.
+    fn sync_desired<D: Desired>(
+        &mut self,
+        desired: &[D],
+        mode: SyncMode,
+    ) -> Result<SyncReport, SyncError> {
+        let started = Instant::now();
+        let synced = match self.prepare_sync_with(desired, mode, &|| false, true) {
+            Ok(plan) => {
+                let (report, replaced) = self.apply_uncounted(plan);
+                drop(replaced);
+                Ok(report)
+            }
+            Err(Stopped::Refused(e)) => Err(e),
+            Err(Stopped::Rebuild(_) | Stopped::Cancelled) => {
+                unreachable!("neither a rebuild refused nor a stop asked for")
+            }
+        };
+        let took = started.elapsed();
+        let applied = matches!(&synced, Ok(report) if !report.stale);
+        self.stats.update(applied, took, took);
+        synced
+    }
+
     /// [`Router::prepare_sync`] for the builder thread: it gives up when `stop` says so
     /// (asked between routes) and, unless `rebuild` allows it, before building a fresh
     /// router (the builder then drops its copy first, so that memory never holds three
     /// tables).
-    pub(crate) fn prepare_sync_with(
+    pub(crate) fn prepare_sync_with<D: Desired>(
         &self,
-        desired: &[RouteSpec<'_>],
+        desired: &[D],
         mode: SyncMode,
         stop: &dyn Fn() -> bool,
         rebuild_allowed: bool,
     ) -> Result<SyncPlan, Stopped> {
         let started = Instant::now();
-        // First pass, no parsing: what each desired route is to the router.
-        let mut seen = vec![false; self.catalog.rows.len()];
-        let mut new_ids: HashSet<Uuid> = HashSet::default();
-        let mut status = Vec::with_capacity(desired.len());
-        let mut plan = SyncPlan::default();
-        for (i, spec) in desired.iter().enumerate() {
-            // A list sent again in the same order meets its routes in slot order: try slot `i`
-            // before the id map, turning random memory accesses into a sequential scan.
-            let current = match self.catalog.id(i) {
-                // A broken router's structures cannot be trusted: every route is built anew.
-                _ if self.broken => None,
-                Some(id) if id == spec.id => Some(i as u32),
-                _ => self.ids.get(&spec.id).copied(),
-            };
-            let duplicate = match current {
-                Some(slot) => std::mem::replace(&mut seen[slot as usize], true),
-                None => !new_ids.insert(spec.id),
-            };
-            status.push(match current {
-                _ if duplicate => Status::Duplicate,
-                Some(slot) if self.catalog.same(slot, spec.priority, spec.expression) => {
-                    plan.report.unchanged += 1;
-                    Status::Unchanged(slot)
-                }
-                Some(slot) => Status::Changed(slot),
-                None => Status::Added,
-            });
-        }
-        let changed = status
-            .iter()
-            .filter(|s| matches!(s, Status::Changed(_)))
-            .count();
-        let removed = seen
-            .iter()
-            .zip(&self.catalog.rows)
-            .filter(|(seen, r)| r.is_some() && !**seen)
-            .count();
-        // When most routes go or change, building the whole desired list into a fresh router
-        // costs what a build does, while taking routes out one index entry at a time and
-        // putting their new versions in would cost more (and touch every structure twice).
-        // So when most of the desired list is new (a first load above all): the index is then
-        // built once from every route's requirements, where adding routes one by one would
-        // split and re-key its nodes again each time they grow.
-        let added = status.iter().filter(|s| matches!(s, Status::Added)).count();
-        let rebuild = self.broken || (changed + removed) * 2 > self.len() || added > self.len();
+        let classified = self.classify(desired);
+        let rebuild = classified.rebuild(self);
         if rebuild && !rebuild_allowed {
-            return Err(Stopped::Rebuild(SyncReport {
-                added,
-                removed,
-                changed,
-                unchanged: plan.report.unchanged,
-                ..SyncReport::default()
-            }));
+            return Err(Stopped::Rebuild(classified.counts));
         }
-        let mut errors = Vec::new();
+        let mut plan = SyncPlan::default();
+        plan.report.unchanged = classified.counts.unchanged;
         let mut regexes = match rebuild {
             true => PreparedRegexes::for_new_router(&self.regexes),
             false => PreparedRegexes::new(&self.regexes),
         };
-        let mut fresh = rebuild.then(|| {
-            let mut f = Router::with_limits(self.schema.clone(), self.limits);
-            f.reserve(desired);
-            f.pending_index = Some(Vec::with_capacity(desired.len()));
-            f
-        });
-        // The fresh router's order map, built once all its routes are placed.
-        let mut orders = Vec::with_capacity(if rebuild { desired.len() } else { 0 });
-        // A route kept as it is, into a fresh router: parsed again, as the fresh router holds
-        // its own copy of every route, but the same version (`Route::instance`).
-        let copy = |slot: u32, regexes: &mut PreparedRegexes<'_>| -> Option<Prepared> {
-            let row = self.catalog.row(slot as usize)?;
-            let text = self.catalog.text(slot as usize);
-            let mut p = self.prepare(row.id, row.priority, text, regexes).ok()?;
-            p.instance = row.instance;
-            Some(p)
-        };
-        for (i, (spec, st)) in desired.iter().zip(&status).enumerate() {
-            if i % 64 == 0 && stop() {
-                return Err(Stopped::Cancelled);
-            }
-            let expression = match (*st, &mut fresh) {
-                (Status::Duplicate, _) => {
-                    errors.push((spec.id, Error::DuplicateRoute(spec.id)));
-                    continue;
-                }
-                (Status::Unchanged(slot), Some(f)) => {
-                    orders.push(
-                        f.place(copy(slot, &mut regexes).expect("a live route prepares again")),
-                    );
-                    continue;
-                }
-                (Status::Unchanged(_), None) => continue,
-                (Status::Changed(_) | Status::Added, _) => spec.expression,
-            };
-            match self.prepare(spec.id, spec.priority, expression, &mut regexes) {
-                Ok(route) => {
-                    match *st {
-                        Status::Changed(slot) => {
-                            plan.report.changed += 1;
-                            if fresh.is_none() {
-                                plan.remove.push((spec.id, self.resolve_again(slot)));
-                            }
-                        }
-                        Status::Added => plan.report.added += 1,
-                        _ => {}
-                    }
-                    match &mut fresh {
-                        Some(f) => orders.push(f.place(route)),
-                        None => plan.insert.push(route),
-                    }
-                }
-                Err(e) => {
-                    errors.push((spec.id, e));
-                    // Apply-valid keeps a known route's current version when its new one is
-                    // invalid; a fresh router has to be given that version too.
-                    if let (Status::Changed(slot), Some(f)) = (*st, &mut fresh) {
-                        if let Some(old) = copy(slot, &mut regexes) {
-                            orders.push(f.place(old));
-                        }
-                    }
-                }
-            }
-        }
+        let mut fresh = rebuild.then(|| self.fresh_router(desired));
+        let (orders, errors) = self.prepare_entries(
+            desired,
+            &classified.status,
+            &mut plan,
+            fresh.as_mut(),
+            &mut regexes,
+            stop,
+        )?;
         if !errors.is_empty() && mode == SyncMode::AllOrNothing {
-            return Err(Stopped::Refused(SyncError { errors }));
+            return Err(Stopped::Refused(SyncError::of(errors)));
         }
-        for (slot, row) in self.catalog.rows.iter().enumerate() {
-            if let (Some(row), false) = (row, seen[slot]) {
-                plan.report.removed += 1;
-                if fresh.is_none() {
-                    plan.remove.push((row.id, self.resolve_again(slot as u32)));
-                }
-            }
-        }
-        plan.report.errors = errors;
+        self.take_out_unseen(&classified.seen, &mut plan, fresh.is_none());
+        plan.report.errors = errors.iter().filter_map(EntryError::by_id).collect();
+        plan.report.entry_errors = errors;
         match fresh {
             Some(mut f) => {
                 f.order = orders.into_iter().collect();
@@ -366,6 +378,192 @@ impl Router {
         plan.version = self.version;
         plan.prepared_in = started.elapsed();
         Ok(plan)
+    }
+
+    /// First step, no parsing: what each entry of `desired` is to the router (the id rule of
+    /// the module docs), and what the list is to it, counted (an invalid route counts as added
+    /// or changed; an unreadable entry as neither).
+    fn classify<D: Desired>(&self, desired: &[D]) -> Classified {
+        // Per slot, the index of the first entry with its id; per new id, the same.
+        let mut first_at: Vec<usize> = vec![usize::MAX; self.catalog.rows.len()];
+        let mut new_ids: HashMap<Uuid, usize> = HashMap::default();
+        let mut status = Vec::with_capacity(desired.len());
+        let mut counts = SyncReport::default();
+        for (i, d) in desired.iter().enumerate() {
+            let entry = d.entry();
+            let id = match entry {
+                SyncEntry::Route(spec) => Some(spec.id),
+                SyncEntry::Unreadable { id } => id,
+            };
+            let Some(id) = id else {
+                status.push(Status::Unreadable(None));
+                continue;
+            };
+            // A list sent again in the same order meets its routes in slot order: try slot `i`
+            // before the id map, turning random memory accesses into a sequential scan.
+            let current = match self.catalog.id(i) {
+                // A broken router's structures cannot be trusted: every route is built anew.
+                _ if self.broken => None,
+                Some(slot_id) if slot_id == id => Some(i as u32),
+                _ => self.ids.get(&id).copied(),
+            };
+            let first = match current {
+                Some(slot) => &mut first_at[slot as usize],
+                None => new_ids.entry(id).or_insert(usize::MAX),
+            };
+            if *first != usize::MAX {
+                status.push(Status::Duplicate(*first));
+                continue;
+            }
+            *first = i;
+            status.push(match (entry, current) {
+                (SyncEntry::Unreadable { .. }, slot) => Status::Unreadable(slot),
+                (SyncEntry::Route(spec), Some(slot))
+                    if self.catalog.same(slot, spec.priority, spec.expression) =>
+                {
+                    counts.unchanged += 1;
+                    Status::Unchanged(slot)
+                }
+                (SyncEntry::Route(_), Some(slot)) => {
+                    counts.changed += 1;
+                    Status::Changed(slot)
+                }
+                (SyncEntry::Route(_), None) => {
+                    counts.added += 1;
+                    Status::Added
+                }
+            });
+        }
+        let seen: Vec<bool> = first_at.iter().map(|&at| at != usize::MAX).collect();
+        counts.removed = seen
+            .iter()
+            .zip(&self.catalog.rows)
+            .filter(|(seen, r)| r.is_some() && !**seen)
+            .count();
+        Classified {
+            status,
+            seen,
+            counts,
+        }
+    }
+
+    /// An empty router of this one's schema and limits, sized for `desired` and building its
+    /// index once at the end, to be the plan's fresh router.
+    fn fresh_router<D: Desired>(&self, desired: &[D]) -> Router {
+        let mut f = Router::with_limits(self.schema.clone(), self.limits);
+        f.reserve(desired);
+        f.pending_index = Some(Vec::with_capacity(desired.len()));
+        f
+    }
+
+    /// Second step: parses and compiles every changed and added route, into the plan or into
+    /// the fresh router (which also gets a copy of every route kept as it is, or kept at its
+    /// current version); returns the fresh router's order entries and the invalid entries, in
+    /// list order.
+    fn prepare_entries<D: Desired>(
+        &self,
+        desired: &[D],
+        status: &[Status],
+        plan: &mut SyncPlan,
+        mut fresh: Option<&mut Router>,
+        regexes: &mut PreparedRegexes<'_>,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<PreparedEntries, Stopped> {
+        let mut errors = Vec::new();
+        // The fresh router's order map, built once all its routes are placed.
+        let mut orders = Vec::with_capacity(if fresh.is_some() { desired.len() } else { 0 });
+        // A route kept as it is, into a fresh router: parsed again, as the fresh router holds
+        // its own copy of every route, but the same version (`Route::instance`).
+        let copy = |slot: u32, regexes: &mut PreparedRegexes<'_>| -> Option<Prepared> {
+            let row = self.catalog.row(slot as usize)?;
+            let text = self.catalog.text(slot as usize);
+            let mut p = self.prepare(row.id, row.priority, text, regexes).ok()?;
+            p.instance = row.instance;
+            Some(p)
+        };
+        for (index, (d, st)) in desired.iter().zip(status).enumerate() {
+            if index % 64 == 0 && stop() {
+                return Err(Stopped::Cancelled);
+            }
+            let spec = match (d.entry(), *st) {
+                (entry, Status::Duplicate(first)) => {
+                    let id = match entry {
+                        SyncEntry::Route(spec) => Some(spec.id),
+                        SyncEntry::Unreadable { id } => id,
+                    };
+                    let fault = EntryFault::Duplicate { first };
+                    errors.push(EntryError { index, id, fault });
+                    continue;
+                }
+                (SyncEntry::Unreadable { id }, Status::Unreadable(slot)) => {
+                    let fault = EntryFault::Unreadable;
+                    errors.push(EntryError { index, id, fault });
+                    // Apply-valid keeps a known route's current version when its new one is
+                    // invalid; a fresh router has to be given that version too.
+                    if let (Some(slot), Some(f)) = (slot, fresh.as_deref_mut()) {
+                        if let Some(old) = copy(slot, regexes) {
+                            orders.push(f.place(old));
+                        }
+                    }
+                    continue;
+                }
+                (SyncEntry::Route(_), Status::Unchanged(slot)) => {
+                    if let Some(f) = fresh.as_deref_mut() {
+                        orders.push(
+                            f.place(copy(slot, regexes).expect("a live route prepares again")),
+                        );
+                    }
+                    continue;
+                }
+                (SyncEntry::Route(spec), _) => spec,
+                (SyncEntry::Unreadable { .. }, _) => unreachable!("classified as unreadable"),
+            };
+            match self.prepare(spec.id, spec.priority, spec.expression, regexes) {
+                Ok(route) => {
+                    match *st {
+                        Status::Changed(slot) => {
+                            plan.report.changed += 1;
+                            if fresh.is_none() {
+                                plan.remove.push((spec.id, self.resolve_again(slot)));
+                            }
+                        }
+                        Status::Added => plan.report.added += 1,
+                        _ => {}
+                    }
+                    match fresh.as_deref_mut() {
+                        Some(f) => orders.push(f.place(route)),
+                        None => plan.insert.push(route),
+                    }
+                }
+                Err(e) => {
+                    let fault = EntryFault::Invalid(e);
+                    errors.push(EntryError {
+                        index,
+                        id: Some(spec.id),
+                        fault,
+                    });
+                    if let (Status::Changed(slot), Some(f)) = (*st, fresh.as_deref_mut()) {
+                        if let Some(old) = copy(slot, regexes) {
+                            orders.push(f.place(old));
+                        }
+                    }
+                }
+            }
+        }
+        Ok((orders, errors))
+    }
+
+    /// Third step: the routes of the router no entry has the id of are removed (taken out of
+    /// this router when the plan changes it route by route; simply left behind by a fresh one).
+    fn take_out_unseen(&self, seen: &[bool], plan: &mut SyncPlan, route_by_route: bool) {
+        for (slot, row) in self.catalog.rows.iter().enumerate() {
+            if let (Some(row), false) = (row, seen[slot]) {
+                plan.report.removed += 1;
+                if route_by_route {
+                    plan.remove.push((row.id, self.resolve_again(slot as u32)));
+                }
+            }
+        }
     }
 
     /// Applies a prepared plan: only index updates, no parsing. Returns what was done.

@@ -1,12 +1,15 @@
 //! Names and types: the schema a route is checked against (`names.rs`), the semantic checks
-//! (`validate.rs`), and one request's values by field (`values.rs`). The values themselves
-//! are a leaf below the language (`crate::value`).
+//! (`validate.rs`), one request's values by field (`values.rs`), and a typed value read from
+//! its text (`value_text.rs`). The values themselves are a leaf below the language
+//! (`crate::value`).
 //!
 //! Invariants: a request never registers a name (only routes do); a `FieldId` is never handed
 //! out twice; request values keep their buffers across requests.
 
 pub(crate) mod names;
 pub(crate) mod validate;
+mod value_text;
 pub(crate) mod values;
 
 pub use names::{FieldId, FieldMask, IdState, Schema};
+pub use value_text::ValueTextError;

@@ -43,14 +43,21 @@ pub struct FieldId(u32);
 /// past the 63rd share the last bit, so a mask may name more fields than meant, never fewer.
 pub type FieldMask = u64;
 
-const INDEX_BITS: u32 = 20;
-const INDEX_MASK: u32 = (1 << INDEX_BITS) - 1;
+const INDEX_BITS: u32 = FieldId::INDEX_BITS;
+const INDEX_MASK: u32 = FieldId::INDEX_MASK;
 /// The index of [`FieldId::unused`] ids; never given to a field.
 const UNUSED_INDEX: u32 = INDEX_MASK;
 /// Generations an index goes through before it is retired.
 const GENERATIONS: u32 = 1 << (32 - INDEX_BITS);
 
 impl FieldId {
+    /// How many low bits of a raw id ([`FieldId::to_raw`]) are the field's index
+    /// ([`FieldId::index`]); the bits above are a generation. The layout's one definition: the
+    /// C header exports the mask as `ATC_FIELD_INDEX_MASK`, which the Lua binding reads.
+    pub const INDEX_BITS: u32 = 20;
+    /// The mask of the index bits of a raw id: `raw & INDEX_MASK` is [`FieldId::index`].
+    pub const INDEX_MASK: u32 = (1 << Self::INDEX_BITS) - 1;
+
     /// The place of the field's values in a context (and its bit in a [`FieldMask`]): below
     /// 2^20, and dense — indices are reused lowest first.
     pub fn index(self) -> usize {

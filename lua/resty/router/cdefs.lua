@@ -47,6 +47,7 @@ static const int ATC_LIMIT_REGEX_SIZE = 5;
 static const int ATC_LIMIT_REGEX_TOTAL_SIZE = 6;
 static const int ATC_LIMIT_MAX_VALUES_PER_FIELD = 7;
 static const int ATC_LIMIT_MAX_WILDCARD_FIELDS = 8;
+static const int ATC_FIELD_INDEX_MASK = 1048575;
 static const int ATC_FIELD_MASK_LAST_BIT = 63;
 static const int ATC_UUID_LEN = 36;
 static const int ATC_VERSION_MAJOR = 0;

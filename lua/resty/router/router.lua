@@ -778,11 +778,13 @@ function _M:get_fields()
 end
 
 -- Field masks. A set of fields is a uint64_t whose bit min(index, 63) stands for the field of
--- that index (the low 20 bits of its id; ATC_FIELD_MASK_LAST_BIT stands for every field of a
--- higher index too). Lua gets it as two 32-bit halves, `lo` and `hi`, plain numbers: a uint64_t
--- read from LuaJIT is a boxed cdata, which a request path would allocate. Test a field with
+-- that index (the ATC_FIELD_INDEX_MASK bits of its id; ATC_FIELD_MASK_LAST_BIT stands for
+-- every field of a higher index too). Lua gets it as two 32-bit halves, `lo` and `hi`, plain
+-- numbers: a uint64_t read from LuaJIT is a boxed cdata, which a request path would allocate. Test a field with
 -- router.field_mask(id): `bit.band(lo, flo) ~= 0 or bit.band(hi, fhi) ~= 0`.
 local LAST_BIT = lib.ATC_FIELD_MASK_LAST_BIT
+-- The id layout is the library's (the core's FieldId::INDEX_MASK, exported in the header).
+local INDEX_MASK = lib.ATC_FIELD_INDEX_MASK
 local maskbuf = ffi.new("uint64_t[1]")
 local mask32 = ffi.cast("uint32_t *", maskbuf)
 local LO, HI = 0, 1
@@ -793,7 +795,7 @@ end
 -- The mask of the one field of id `id` (from context:field_id), as halves lo, hi: exactly one
 -- of them is non-zero.
 function _M.field_mask(id)
-    local index = bit.band(id, 0xFFFFF)
+    local index = bit.band(id, INDEX_MASK)
     if index > LAST_BIT then
         index = LAST_BIT
     end
