@@ -132,17 +132,13 @@ impl RouteList {
     /// Reads a JSON list.
     pub fn read_json(text: &[u8]) -> Result<RouteList, String> {
         let text = std::str::from_utf8(text).map_err(|e| format!("not UTF-8 text: {e}"))?;
-        let mut list = read_json(text)?;
-        list.drop_duplicates();
-        Ok(list)
+        read_json(text)
     }
 
     /// Reads a TSV list; `long` are lines a streaming reader left out of `text` (see
     /// [`LongLine`]), and a line of `text` longer than `max_line` bytes is malformed too.
     pub fn read_tsv(text: &[u8], max_line: usize, long: &[LongLine]) -> RouteList {
-        let mut list = read_tsv(text, long, max_line);
-        list.drop_duplicates();
-        list
+        read_tsv(text, long, max_line)
     }
 }
 
@@ -377,53 +373,56 @@ fn json_route(line: usize, text: &str) -> Read {
 
 impl RouteList {
     fn from_reads(format: Format, reads: Vec<Read>) -> RouteList {
-        let mut file = RouteList {
+        let count = reads.len();
+        let (entries, problems) = first_of_each_id(reads.into_iter().map(|r| match r {
+            Read::Good(e) => Ok(e),
+            Read::Bad(p) => Err(p),
+        }));
+        RouteList {
             format,
-            count: reads.len(),
-            entries: Vec::new(),
-            problems: Vec::new(),
-        };
-        for r in reads {
-            match r {
-                Read::Good(e) => file.entries.push(e),
-                Read::Bad(p) => file.problems.push(p),
-            }
+            count,
+            entries,
+            problems,
         }
-        file
     }
+}
 
-    /// Turns every route whose id an earlier route (good or bad) has into a problem.
-    fn drop_duplicates(&mut self) {
-        let mut first: HashMap<Uuid, usize> = HashMap::new();
-        for p in &self.problems {
-            if let Some(id) = p.id {
-                first.entry(id).or_insert(p.line);
+/// The one rule for repeated ids in a route list, whoever read it (this module, a caller of the
+/// C ABI handing routes over one by one, the CLI's reader of Kong's files): in list order, the
+/// first route with an id keeps it, whether it could be read or not; every later readable route
+/// with that id becomes a [`ProblemKind::DuplicateId`] problem naming the first one's line.
+/// Order decides, not lines: the routes of a one-line JSON list share a line. Problems come
+/// back sorted by line (ties in list order).
+pub fn first_of_each_id(
+    reads: impl IntoIterator<Item = Result<Entry, Problem>>,
+) -> (Vec<Entry>, Vec<Problem>) {
+    let mut first: HashMap<Uuid, usize> = HashMap::new();
+    let (mut entries, mut problems) = (Vec::new(), Vec::new());
+    for read in reads {
+        match read {
+            Ok(e) => match first.get(&e.id) {
+                Some(&at) => problems.push(Problem {
+                    line: e.line,
+                    kind: ProblemKind::DuplicateId,
+                    id: Some(e.id),
+                    message: format!("duplicate id {}: line {at} has it already", e.id),
+                    first_line: Some(at),
+                }),
+                None => {
+                    first.insert(e.id, e.line);
+                    entries.push(e);
+                }
+            },
+            Err(p) => {
+                if let Some(id) = p.id {
+                    first.entry(id).or_insert(p.line);
+                }
+                problems.push(p);
             }
         }
-        for e in &self.entries {
-            let line = first.entry(e.id).or_insert(e.line);
-            if *line > e.line {
-                *line = e.line;
-            }
-        }
-        let mut duplicates = Vec::new();
-        self.entries.retain(|e| {
-            let at = first[&e.id];
-            if at == e.line {
-                return true;
-            }
-            duplicates.push(Problem {
-                line: e.line,
-                kind: ProblemKind::DuplicateId,
-                id: Some(e.id),
-                message: format!("duplicate id {}: line {at} has it already", e.id),
-                first_line: Some(at),
-            });
-            false
-        });
-        self.problems.extend(duplicates);
-        self.problems.sort_by_key(|p| p.line);
     }
+    problems.sort_by_key(|p| p.line);
+    (entries, problems)
 }
 
 #[cfg(test)]
@@ -439,8 +438,6 @@ mod tests {
             "# comment\n\n10\t{A}\thttp.path == \"/a\"\r\nx\t{B}\ttrue\n5\tnope\te\n1\t2\n3\t{A}\te\n"
         );
         let f = read_tsv(text.as_bytes(), &[], 1000);
-        let mut f = f;
-        f.drop_duplicates();
         assert_eq!(f.count, 5);
         assert_eq!(f.entries.len(), 1);
         assert_eq!(f.entries[0].line, 3);
@@ -478,5 +475,28 @@ mod tests {
         );
         assert!(read_json("[1,").is_err());
         assert!(read_json("{\"rules\": []}").is_err());
+    }
+
+    #[test]
+    fn the_first_route_of_an_id_keeps_it_by_order_even_on_one_line() {
+        // A one-line JSON list: every route is on line 1, so only order tells them apart.
+        let text = format!(
+            r#"{{"routes": [{{"id": "{A}", "priority": 1, "expression": "a"}}, {{"id": "{A}", "priority": 2, "expression": "b"}}, {{"id": "{B}", "priority": -1, "expression": "c"}}, {{"id": "{B}", "priority": 3, "expression": "d"}}]}}"#
+        );
+        let f = RouteList::read_json(text.as_bytes()).unwrap();
+        assert_eq!(f.entries.len(), 1);
+        assert_eq!(f.entries[0].expression, "a");
+        let kinds: Vec<ProblemKind> = f.problems.iter().map(|p| p.kind).collect();
+        // The unreadable route with B comes first: it keeps B, and the readable one repeats it.
+        assert_eq!(
+            kinds,
+            [
+                ProblemKind::DuplicateId,
+                ProblemKind::BadPriority,
+                ProblemKind::DuplicateId
+            ]
+        );
+        assert!(f.problems.iter().all(|p| p.line == 1));
+        assert_eq!(f.problems[2].first_line, Some(1));
     }
 }

@@ -33,7 +33,7 @@
 use std::collections::HashMap;
 
 use atc_router::error::excerpt;
-use atc_router::route_list::{Entry, Format, Problem, ProblemKind, RouteList};
+use atc_router::route_list::{first_of_each_id, Entry, Format, Problem, ProblemKind, RouteList};
 use atc_router::Uuid;
 use yaml_rust2::parser::{Event, Parser};
 use yaml_rust2::scanner::{Marker, TScalarStyle};
@@ -181,48 +181,30 @@ pub fn read(text: &[u8], kind: Kind, options: Options) -> Result<Routes, String>
         }
     }
     let notes = reader.notes.lines(options);
-    let mut list = RouteList {
-        format: Format::Json,
-        count: reader.reads.len(),
-        entries: Vec::new(),
-        problems: Vec::new(),
-    };
+    let count = reader.reads.len();
     let mut names = HashMap::new();
-    // The first route with an id keeps it; later ones are duplicates, by order (lines do not
-    // tell routes apart in a one-line JSON listing).
-    let mut first: HashMap<Uuid, usize> = HashMap::new();
-    for read in reader.reads {
-        match read {
-            Ok((entry, name)) => {
-                if let Some(&at) = first.get(&entry.id) {
-                    let what = match &name {
-                        Some(n) => format!("route `{}`: duplicate id {}", excerpt(n), entry.id),
-                        None => format!("duplicate id {}", entry.id),
-                    };
-                    list.problems.push(Problem {
-                        line: entry.line,
-                        kind: ProblemKind::DuplicateId,
-                        id: Some(entry.id),
-                        message: format!("{what}: line {at} has it already"),
-                        first_line: Some(at),
-                    });
-                    continue;
-                }
-                first.insert(entry.id, entry.line);
+    let reads: Vec<Result<Entry, Problem>> = reader
+        .reads
+        .into_iter()
+        .map(|read| {
+            read.map(|(entry, name)| {
                 if let Some(n) = name {
-                    names.insert(entry.id, n);
+                    // The first route with an id is the one kept: its name is the id's.
+                    names.entry(entry.id).or_insert(n);
                 }
-                list.entries.push(entry);
-            }
-            Err(p) => {
-                if let Some(id) = p.id {
-                    first.entry(id).or_insert(p.line);
-                }
-                list.problems.push(p);
-            }
-        }
-    }
-    list.problems.sort_by_key(|p| p.line);
+                entry
+            })
+        })
+        .collect();
+    // The core's rule for repeated ids: by order (the routes of a one-line listing share a
+    // line).
+    let (entries, problems) = first_of_each_id(reads);
+    let list = RouteList {
+        format: Format::Json,
+        count,
+        entries,
+        problems,
+    };
     Ok(Routes { list, names, notes })
 }
 

@@ -25,7 +25,6 @@ use std::sync::atomic::{AtomicI32, Ordering};
 
 use atc_router::route_list::{Problem, ProblemKind};
 use atc_router::{BuildState, Builder, ListError, Outcome, OwnedRoute, RouteInput};
-use rustc_hash::FxHashMap;
 
 use crate::router::{parse_uuid, AtcRouter};
 use crate::sync::{
@@ -61,8 +60,6 @@ pub struct AtcRouteList {
     problems: Vec<Problem>,
     /// Routes added so far, readable or not: the next one's position is `count`.
     count: usize,
-    /// Line of the first route of each id (repeats are problems).
-    first: FxHashMap<atc_router::Uuid, usize>,
 }
 
 /// A new, empty route list. Free it with `atc_route_list_free`, unless
@@ -136,18 +133,8 @@ pub unsafe extern "C" fn atc_route_list_add(
                     continue;
                 }
             };
-            if let Some(&at) = l.first.get(&id) {
-                problem(
-                    ProblemKind::DuplicateId,
-                    Some(id),
-                    format!(
-                        "route id {id} is already used by route {} of the list",
-                        at - 1
-                    ),
-                );
-                continue;
-            }
-            l.first.insert(id, line);
+            // A repeated id is left to the core's rule (`route_list::drop_duplicate_ids`), which
+            // the builder applies to the whole list.
             // SAFETY: `route.expr` is NULL or points to `route.expr_len` readable bytes (the
             // caller's contract).
             match unsafe { str_arg(route.expr, route.expr_len, "expr") } {

@@ -16,7 +16,7 @@ use super::builder::{
 use super::sync::Stopped;
 use super::{RouteSpec, Router, SyncMode, SyncReport};
 use crate::limits::Limits;
-use crate::route_list::{Problem, RouteList};
+use crate::route_list::{first_of_each_id, Entry, Problem, RouteList};
 use crate::schema::Schema;
 
 /// The thread's side.
@@ -439,23 +439,49 @@ fn read(input: RouteInput, limits: &Limits) -> Result<Read, String> {
             routes,
             lines,
             problems,
-        } => Ok((routes, lines, problems)),
+        } => {
+            // The caller read the routes; the rule for repeated ids is the list's, here. Lines
+            // are the routes' positions in the caller's list, so they give its order back.
+            let mut reads: Vec<Result<Entry, Problem>> = routes
+                .into_iter()
+                .zip(lines)
+                .map(|(r, line)| {
+                    Ok(Entry {
+                        line,
+                        id: r.id,
+                        priority: r.priority,
+                        expression: r.expression,
+                    })
+                })
+                .chain(problems.into_iter().map(Err))
+                .collect();
+            reads.sort_by_key(|r| match r {
+                Ok(e) => e.line,
+                Err(p) => p.line,
+            });
+            let (entries, problems) = first_of_each_id(reads);
+            Ok(owned(entries, problems))
+        }
         RouteInput::Text(text) => {
             let max_line = limits.max_expression_len.saturating_add(LIST_LINE_SLACK);
             let list = RouteList::read((*text).as_ref(), max_line)?;
-            let lines = list.entries.iter().map(|e| e.line).collect();
-            let routes = list
-                .entries
-                .into_iter()
-                .map(|e| OwnedRoute {
-                    id: e.id,
-                    priority: e.priority,
-                    expression: e.expression,
-                })
-                .collect();
-            Ok((routes, lines, list.problems))
+            Ok(owned(list.entries, list.problems))
         }
     }
+}
+
+/// A list's entries as routes and their lines.
+fn owned(entries: Vec<Entry>, problems: Vec<Problem>) -> Read {
+    let lines = entries.iter().map(|e| e.line).collect();
+    let routes = entries
+        .into_iter()
+        .map(|e| OwnedRoute {
+            id: e.id,
+            priority: e.priority,
+            expression: e.expression,
+        })
+        .collect();
+    (routes, lines, problems)
 }
 
 fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
