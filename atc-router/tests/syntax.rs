@@ -1,4 +1,4 @@
-//! The syntax layer against the language reference (`shared/spec/LANGUAGE.md`), section by
+//! The syntax layer against the language reference (`docs/language.md`), section by
 //! section of docs/language.md: text, grammar and precedence, errors (positions and wording), and
 //! the parser's limits (SECURITY.md). Test names are meant to read as the rule they check.
 

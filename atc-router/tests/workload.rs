@@ -1,4 +1,4 @@
-//! On the gateway-shaped tables of WORKLOAD.md (every family, and the mixed table), the indexed
+//! On the gateway-shaped tables of docs/workload.md (every family, and the mixed table), the indexed
 //! matcher agrees with the reference evaluator on every request of every mix (route, matched
 //! path, captures). A hit request is routed to the route it was built for or, where routes share
 //! keys, to one before it in routing order; a miss or miss-keys request to nothing but the

@@ -1,4 +1,4 @@
-//! Criterion benchmarks on the WORKLOAD.md tables: for every family (and the mixed table), mix
+//! Criterion benchmarks on the docs/workload.md tables: for every family (and the mixed table), mix
 //! and size, the time per request of our indexed matcher (`ours`), of Kong's atc-router 1.7.1
 //! crate on the same table (`kong`) and of our reference evaluator (`reference`), in one run;
 //! our candidates per request; the matchit path router on the rest-api family's paths; and

@@ -1,5 +1,5 @@
 //! Shared set-up of the criterion benchmarks (`benches/`) and of the `atc-bench` diagnosis tool
-//! (`src/bin/atc-bench.rs`): WORKLOAD.md tables loaded into routers, requests loaded into
+//! (`src/bin/atc-bench.rs`): docs/workload.md tables loaded into routers, requests loaded into
 //! contexts, the request the benchmarks time, and an allocator that counts live bytes (for
 //! memory per route).
 //!

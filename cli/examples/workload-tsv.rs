@@ -6,7 +6,7 @@
 //! cargo run --release -p atc-router-cli --example workload-tsv -- 10000 rest-api > rest.tsv
 //! ```
 //!
-//! The family is a WORKLOAD.md name, `mixed` by default.
+//! The family is a docs/workload.md name, `mixed` by default.
 
 use std::io::{BufWriter, Write};
 use std::process::ExitCode;

@@ -5,7 +5,7 @@
 //! ```
 //!
 //! - `parse`, `validate`: real expressions: ones the test suites of atc-router use (copied
-//!   below), one route of every family of a WORKLOAD.md table (atc_workload, several seeds),
+//!   below), one route of every family of a docs/workload.md table (atc_workload, several seeds),
 //!   and the error cases of the language spec.
 //! - `matcher`, `c_abi`: structured inputs are bytes decoded by `arbitrary`; the seeds are
 //!   pseudo-random byte strings (fixed PRNG, so the output is deterministic) chosen because
@@ -273,7 +273,7 @@ fn kong_test_expressions() -> BTreeSet<String> {
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus-seed");
 
-    // One route of each family from a few WORKLOAD.md tables.
+    // One route of each family from a few docs/workload.md tables.
     let mut workload = BTreeSet::new();
     for seed in 1..=4 {
         let table = Table::generate(400, seed, true);

@@ -1,4 +1,4 @@
-//! Arbitrary text validated against a fixed gateway schema (the WORKLOAD.md fields plus an
+//! Arbitrary text validated against a fixed gateway schema (the docs/workload.md fields plus an
 //! `IpCidr` one). Properties:
 //! - `Router::validate` never panics; its errors point inside the source;
 //! - validation is exactly the gate of `Router::add`: an expression validates iff a router over

@@ -3,7 +3,7 @@
 //! Invariants the targets rely on:
 //! - Everything here is deterministic in its input: a crash reproduces from its artifact alone
 //!   (no global state survives between runs of a target; schemas are built per input).
-//! - The fixed schema ([`gateway_schema`]) is the WORKLOAD.md schema plus one `IpCidr` field, so
+//! - The fixed schema ([`gateway_schema`]) is the docs/workload.md schema plus one `IpCidr` field, so
 //!   all four field types and both exact and wildcard names are reachable from text input.
 
 use std::sync::Arc;
@@ -18,7 +18,7 @@ pub use atc_testkit::check::{check_expr_error, reparse_limits};
 /// The `IpCidr` field added to the workload schema (no workload route uses one).
 pub const CIDR_FIELD: &str = "net.src.cidr";
 
-/// The WORKLOAD.md schema plus [`CIDR_FIELD`], with the given limits.
+/// The docs/workload.md schema plus [`CIDR_FIELD`], with the given limits.
 pub fn gateway_schema(limits: Limits) -> Schema {
     let mut s = Schema::with_limits(limits);
     for (name, ty) in SCHEMA {

@@ -1,4 +1,4 @@
-//! The generators of the families of shared/spec/WORKLOAD.md, each making route [`Shape`]s.
+//! The generators of the families of docs/workload.md, each making route [`Shape`]s.
 //!
 //! Routes that share a key space (one host, the routes without a host, one tenant, one wildcard
 //! host) take their path keys from one [`PathAlloc`], which never hands out a key that is

@@ -1,7 +1,7 @@
 //! Deterministic, seeded generator of gateway-shaped route tables and request mixes
-//! (shared/spec/WORKLOAD.md), for benchmarks and for equality tests (indexed matcher vs
+//! (docs/workload.md), for benchmarks and for equality tests (indexed matcher vs
 //! reference evaluator). Expressions are text in the route language of
-//! shared/spec/LANGUAGE.md, written against [`SCHEMA`].
+//! docs/language.md, written against [`SCHEMA`].
 //!
 //! Every route carries its structured description, a [`Shape`] (host, path pieces, methods,
 //! parameters... as the generator chose them): the expression is rendered from it and requests
@@ -125,7 +125,7 @@ pub const CATCH_ALL_EXPRESSION: &str = "http.path ^= \"/\"";
 /// offset below it, so they are all ≥ `PRIORITY_STEP`.
 const PRIORITY_STEP: u64 = 4096;
 
-/// The route families of shared/spec/WORKLOAD.md, and their mix.
+/// The route families of docs/workload.md, and their mix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Family {
     /// Exact host (a few dozen routes per host, heavy-tailed) + 1–3 nested path prefixes.

@@ -1,4 +1,4 @@
-//! The tables and requests WORKLOAD.md asks for, checked with the core crate (its parser,
+//! The tables and requests docs/workload.md asks for, checked with the core crate (its parser,
 //! validation and reference evaluator: the language's one implementation).
 
 use std::collections::{BTreeMap, HashMap, HashSet};

@@ -270,7 +270,15 @@ fn test_str(p: &Code<'_>, pred: &Pred, s: &str, w: Option<&mut MatchRecord>) -> 
         Op::Prefix => (b.starts_with(lit), true),
         Op::Postfix => (b.ends_with(lit), true),
         Op::Contains => (contains(s, lit), false),
-        _ => (false, false),
+        // Not byte comparisons: regexes, integer comparisons and sets have instructions of
+        // their own, and validation keeps these operators off string literals.
+        Op::Regex
+        | Op::Greater
+        | Op::GreaterOrEqual
+        | Op::Less
+        | Op::LessOrEqual
+        | Op::In
+        | Op::NotIn => (false, false),
     };
     if ok && record_literal {
         if let Some(w) = w {

@@ -441,7 +441,19 @@ fn predicate(code: &Code<'_>, p: &Pred) -> Vec<Requirement> {
                 }
                 Op::Postfix if !lit.is_empty() => out.push(req(KeyKind::Suffix, bytes(lit))),
                 Op::Contains if !lit.is_empty() => out.push(req(KeyKind::Contains, bytes(lit))),
-                _ => {}
+                // An empty prefix, suffix or substring: every value has it, no key narrows.
+                Op::Prefix | Op::Postfix | Op::Contains => {}
+                // Negations hold for values the key would not lead to, so they are never keys;
+                // ranges are not (a request's value is probed, not a span); regexes, networks
+                // and sets are keyed above, or too large to be keys.
+                Op::NotEquals
+                | Op::NotIn
+                | Op::Greater
+                | Op::GreaterOrEqual
+                | Op::Less
+                | Op::LessOrEqual
+                | Op::Regex
+                | Op::In => {}
             }
         }
     }

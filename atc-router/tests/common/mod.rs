@@ -1,4 +1,4 @@
-//! Set-up shared by the tests that run the WORKLOAD.md tables.
+//! Set-up shared by the tests that run the docs/workload.md tables.
 // Each test crate includes this module and uses its own part of it.
 #![allow(dead_code)]
 

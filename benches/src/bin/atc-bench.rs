@@ -1,4 +1,4 @@
-//! `atc-bench`: the diagnosis commands next to the criterion benchmarks, on the same WORKLOAD.md
+//! `atc-bench`: the diagnosis commands next to the criterion benchmarks, on the same docs/workload.md
 //! tables and requests (see `docs/performance.md`).
 //!
 //! ```sh
@@ -66,7 +66,7 @@ const COMMANDS: &[Command] = &[
             Opt {
                 name: "--family",
                 value: Some("F"),
-                help: "only this family (WORKLOAD.md name, `mixed`, or a stress family: \
+                help: "only this family (docs/workload.md name, `mixed`, or a stress family: \
                        field-per-route, unanchored-regex, alternations, unicode-classes); \
                        prints the index summary",
             },

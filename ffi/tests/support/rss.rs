@@ -3,7 +3,7 @@
 //! `ffi/examples/rss_check.rs` (1,000 cycles of a 10,000-route table, `scripts/rss-check`) and
 //! `ffi/tests/rss.rs` (a short version that runs with the test suite).
 //!
-//! One cycle: a schema with the WORKLOAD.md fields, a router with every route of an atc_workload
+//! One cycle: a schema with the docs/workload.md fields, a router with every route of an atc_workload
 //! table, four contexts serving requests of the realistic mix (every request must match: the
 //! table has a catch-all), then everything freed, the schema first (the handles keep its data
 //! alive, as documented).
