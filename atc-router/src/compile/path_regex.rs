@@ -108,15 +108,21 @@ impl PathRegex {
     /// Matches `text`: `None` when this form cannot tell (run the regex), `Some(false)` on no
     /// match, `Some(true)` after calling `f(group, text)` for group 0 (the whole text) and every
     /// parameter's group, in group order.
+    ///
+    /// One pass over the path: the parameters' segments are kept (up to [`KEPT_GROUPS`]) while
+    /// it is checked, and handed to `f` only once the whole path matched. A pattern with more
+    /// capturing parameters walks the path a second time for the rest.
     #[inline]
     pub(crate) fn captures(&self, text: &str, mut f: impl FnMut(usize, &str)) -> Option<bool> {
-        let Some(mut rest) = text.strip_prefix('/') else {
+        let Some(rest) = text.strip_prefix('/') else {
             return Some(false);
         };
-        // First pass: does it match (and can this form tell)?
+        let mut kept = [(0u32, ""); KEPT_GROUPS];
+        let mut n_kept = 0;
         let mut at = rest;
         for (i, seg) in self.segs.iter().enumerate() {
-            let (s, after) = match at.find('/') {
+            // `/` is ASCII, so a byte search finds it at a character boundary.
+            let (s, after) = match memchr::memchr(b'/', at.as_bytes()) {
                 Some(k) => (&at[..k], Some(&at[k + 1..])),
                 None => (at, None),
             };
@@ -130,9 +136,15 @@ impl PathRegex {
                         return Some(false);
                     }
                 }
-                Seg::Param { class, .. } => {
+                Seg::Param { class, group } => {
                     if !class.accepts(s.as_bytes())? {
                         return Some(false);
+                    }
+                    if let Some(g) = group {
+                        if n_kept < KEPT_GROUPS {
+                            kept[n_kept] = (*g, s);
+                        }
+                        n_kept += 1;
                     }
                 }
             }
@@ -140,22 +152,35 @@ impl PathRegex {
                 at = after;
             }
         }
-        // Second pass: the groups, in order (parameters are in group order: a capture's index
-        // follows the pattern's left-to-right order).
+        // The groups, in order (parameters are in group order: a capture's index follows the
+        // pattern's left-to-right order).
         f(0, text);
-        for seg in self.segs.iter() {
-            let (s, after) = match rest.find('/') {
-                Some(k) => (&rest[..k], &rest[k + 1..]),
-                None => (rest, ""),
-            };
-            if let Seg::Param { group: Some(g), .. } = seg {
-                f(*g as usize, s);
+        for &(g, s) in &kept[..n_kept.min(KEPT_GROUPS)] {
+            f(g as usize, s);
+        }
+        if n_kept > KEPT_GROUPS {
+            let mut rest = rest;
+            let mut seen = 0;
+            for seg in self.segs.iter() {
+                let (s, after) = match memchr::memchr(b'/', rest.as_bytes()) {
+                    Some(k) => (&rest[..k], &rest[k + 1..]),
+                    None => (rest, ""),
+                };
+                if let Seg::Param { group: Some(g), .. } = seg {
+                    if seen >= KEPT_GROUPS {
+                        f(*g as usize, s);
+                    }
+                    seen += 1;
+                }
+                rest = after;
             }
-            rest = after;
         }
         Some(true)
     }
 }
+
+/// Capturing parameters whose segments one pass keeps (REST paths have a handful).
+const KEPT_GROUPS: usize = 8;
 
 impl SegClass {
     /// Whether the segment is in the class; `None` when this form cannot tell.
@@ -330,5 +355,19 @@ mod tests {
         assert_eq!(ours(&p, "/repos/me/issues/7").unwrap(), None);
         // Unicode \d takes some non-ASCII digits: this form cannot tell.
         assert_eq!(ours(&p, "/repos/me/x/issues/٣"), None);
+    }
+
+    #[test]
+    fn more_parameters_than_one_pass_keeps_come_in_group_order() {
+        let re = format!("^/m{}/end$", "/([^/]+)".repeat(KEPT_GROUPS + 3));
+        let p = form(&re).unwrap();
+        let regex = regex::Regex::new(&re).unwrap();
+        let text: String = format!(
+            "/m{}/end",
+            (1..=KEPT_GROUPS + 3).map(|i| format!("/v{i}")).collect::<String>()
+        );
+        let got = ours(&p, &text).unwrap();
+        assert_eq!(got, regex_groups(&regex, &text));
+        assert_eq!(got.unwrap().len(), KEPT_GROUPS + 4);
     }
 }
