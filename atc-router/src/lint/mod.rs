@@ -1149,9 +1149,7 @@ impl WitnessValues {
         // Kinds without an order to search the witnesses' values by: every witness with a value
         // of the field. (An exhaustive match: a new kind of key must say how lint searches it.)
         let searchable = match req.disc.kind {
-            KeyKind::Exact | KeyKind::Prefix | KeyKind::Path | KeyKind::Int | KeyKind::Cidr => {
-                true
-            }
+            KeyKind::Exact | KeyKind::Prefix | KeyKind::Path | KeyKind::Int | KeyKind::Cidr => true,
             // Reversed texts are kept as written, not lowered.
             KeyKind::Suffix => !req.disc.lower,
             KeyKind::Contains | KeyKind::Regex => false,
