@@ -140,6 +140,8 @@ lua_tests!(
     explain_header,
     explain_summary_fits_a_header,
     explain_summary_cap_is_bytes_and_keeps_characters,
+    lazy_captures_option,
+    lazy_captures_are_valid_until_the_next_route,
     request_source_option,
     async_update_applies_on_route,
     async_update_applies_on_timer,
