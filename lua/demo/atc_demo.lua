@@ -235,8 +235,9 @@ end
 function _M.init(routes_file, opts)
     opts = opts or {}
     -- `opts.builder_nice`: the builder threads run that many nice levels below the worker.
+    -- `opts.captures`: "lazy" for captures read on demand (scripts/gateway-bench --captures).
     GW = assert(gateway.new({ explain_header = opts.explain_header,
-        builder_nice = opts.builder_nice }))
+        builder_nice = opts.builder_nice, captures = opts.captures }))
     STORE = new_store()
     for line in io.lines(routes_file) do
         local prio, id, expr = route_line(line)
@@ -298,7 +299,8 @@ function _M.access()
         ngx.say("no route (table version ", GW:version(), ")")
         return ngx.exit(404)
     end
-    local caps = captures_text(captures)
+    -- GW:captures() is a table in either captures mode (the lazy object has no pairs()).
+    local caps = captures_text(captures and GW:captures())
     ngx.var.route_id, ngx.var.route_path, ngx.var.route_captures = uuid, matched or "", caps
     ngx.req.set_header("X-Route-Id", uuid)
     ngx.req.set_header("X-Route-Path", matched or "")
