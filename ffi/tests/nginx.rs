@@ -9,7 +9,9 @@
 //! old table or wholly by the new one. The gateway's debug header (X-Atc-Explain) must carry the
 //! summary of the core's explanation when asked from 127.0.0.1, and be absent otherwise. The
 //! gateway's Prometheus endpoint (/metrics) must count what was sent: routed, not found and bad
-//! requests, updates applied and refused, the routes of the table in force.
+//! requests, updates applied and refused, the routes of the table in force. Lazy captures
+//! (`captures = "lazy"`) must read as the default table on every request, and raise when read
+//! after another request was routed.
 //!
 //! Needs nginx with the lua module; without it the test prints a notice and passes, unless
 //! `ATC_REQUIRE_NGINX=1` (see `common/nginx.rs`).
@@ -77,6 +79,9 @@ http {{
         }}
         location = /metrics {{
             content_by_lua_block {{ require("gateway").metrics() }}
+        }}
+        location /__lazy/ {{
+            content_by_lua_block {{ require("gateway").lazy_probe() }}
         }}
         location / {{
             access_by_lua_block {{ require("gateway").access() }}
@@ -952,6 +957,17 @@ fn nginx_routes_like_the_reference() {
         explain_failures.is_empty(),
         "{}",
         explain_failures.join("\n")
+    );
+
+    // Lazy captures (captures = "lazy") read by a request after another request was routed
+    // (here its subrequest, a request of its own to nginx) raise: never the other's values.
+    let r = send(port, b"GET /__lazy/42 HTTP/1.0\r\nHost: localhost\r\n\r\n").unwrap();
+    let body = String::from_utf8_lossy(&r.body);
+    assert_eq!(r.status, 200, "{body}");
+    assert!(
+        body.starts_with("own 42\nsubrequest 7\nstale read raised: ")
+            && body.contains("captures read after the gateway routed another request"),
+        "{body}"
     );
 
     // Still the same worker, still routing.

@@ -548,6 +548,165 @@ function T.result_matched_values_and_captures()
     same(c3, { [0] = "/u/é", [1] = "é", n = "é" }, "captures")
 end
 
+-- Captures on demand: get_result_lazy answers what get_result does, with the number of
+-- captures in place of the table; get_capture reads one key, get_captures all of them, into a
+-- table the caller may reuse. get_result itself is unchanged (Kong's).
+function T.lazy_captures_read_on_demand()
+    local s = http_schema()
+    local r = router.new(s)
+    assert(r:add_matcher(3, U1, [[http.path ~ r#"^/users/(?<id>\d+)/(\w+)$"# && http.host == "a.com"]]))
+    assert(r:add_matcher(2, U2, 'http.path ^= "/users"'))
+    local c = context.new(s)
+    assert(c:add_value("http.host", "a.com"))
+    assert(c:add_value("http.path", "/users/42/orders"))
+    eq(r:execute(c), true)
+
+    local uuid, path, n = c:get_result_lazy("http.path")
+    eq(uuid, U1)
+    eq(path, "/users/42/orders")
+    eq(n, 4, "[0], [1], [2] and id")
+    local _, _, table_caps = c:get_result("http.path")
+    same(table_caps, { [0] = "/users/42/orders", [1] = "42", [2] = "orders", id = "42" })
+
+    -- One key at a time, as get_result's table holds it: numbers for groups, names as strings.
+    eq(c:get_capture(0), "/users/42/orders")
+    eq(c:get_capture(1), "42")
+    eq(c:get_capture(2), "orders")
+    eq(c:get_capture("id"), "42")
+    -- Keys the route did not capture, and keys no table would hold, are nil.
+    eq(c:get_capture(3), nil)
+    eq(c:get_capture("1"), nil, "a group number is not a string key")
+    eq(c:get_capture(1.5), nil, "not group 1")
+    eq(c:get_capture("i"), nil, "a prefix of a name")
+    eq(c:get_capture("idx"), nil)
+    eq(c:get_capture(nil), nil)
+    eq(c:get_capture({}), nil)
+
+    -- All of them: a new table, or a reused one emptied first.
+    same(c:get_captures(), table_caps)
+    local reused = { stale = "from an earlier request", [7] = "x" }
+    local got = c:get_captures(reused)
+    eq(got, reused, "fills the table given")
+    same(reused, table_caps)
+    assert(not pcall(c.get_captures, c, "not a table"), "a non-table raises")
+
+    -- A route without captures: 0, nil for every key, an empty table.
+    c:reset()
+    assert(c:add_value("http.path", "/users/x"))
+    eq(r:execute(c), true)
+    uuid, path, n = c:get_result_lazy("http.path")
+    eq(uuid, U2)
+    eq(path, "/users")
+    eq(n, 0)
+    eq(c:get_capture(0), nil)
+    same(c:get_captures(reused), {}, "the reused table is emptied")
+
+    -- Many captures: the buffer grows, and a repeated read finds the same.
+    local many = router.new(s)
+    local groups = {}
+    for i = 1, 40 do
+        groups[i] = "(?<g" .. i .. ">.)"
+    end
+    assert(many:add_matcher(1, U3, 'http.path ~ "^' .. table.concat(groups) .. '$"'))
+    local text = string.rep("abcdefghij", 4)
+    c:reset()
+    assert(c:add_value("http.path", text))
+    eq(many:execute(c), true)
+    eq(select(3, c:get_result_lazy()), 81, "[0], 40 numbers and 40 names")
+    eq(c:get_capture("g40"), "j")
+    eq(c:get_capture(40), "j")
+    eq(c:get_capture("g1"), "a")
+    same(c:get_captures(), select(3, c:get_result()))
+end
+
+-- The lazy readers answer for the result the context holds when they are called: after reset
+-- there is none (nil, an empty table), after the next execute they give its winner's captures.
+-- They never keep pointers into the context, so a late read cannot see stale bytes. A table
+-- filled earlier keeps its strings (Lua strings, the caller's) until it is filled again.
+function T.lazy_captures_follow_the_context()
+    local s = http_schema()
+    local r = router.new(s)
+    assert(r:add_matcher(1, U1, [[http.path ~ r#"^/users/(?<id>\d+)$"#]]))
+    local c = context.new(s)
+    assert(c:add_value("http.path", "/users/42"))
+    eq(r:execute(c), true)
+    local kept = c:get_captures({})
+    eq(c:get_capture("id"), "42")
+
+    c:reset()
+    eq(c:get_result_lazy("http.path"), nil, "no result after reset")
+    eq(c:get_capture("id"), nil)
+    same(c:get_captures(), {})
+
+    assert(c:add_value("http.path", "/users/7"))
+    eq(r:execute(c), true)
+    eq(c:get_capture("id"), "7", "the new winner's capture")
+    eq(kept.id, "42", "a filled table keeps its values")
+
+    -- A miss: no result, no captures.
+    c:reset()
+    assert(c:add_value("http.path", "/nobody"))
+    eq(r:execute(c), false)
+    eq(c:get_result_lazy(), nil)
+    eq(c:get_capture(0), nil)
+end
+
+-- The point of the lazy readers: routing a request whose route captures, and reading its id and
+-- matched prefix, makes no Lua object once the route's id string exists; get_result makes a
+-- table and a string per capture each time.
+function T.lazy_result_allocates_nothing()
+    local s = http_schema()
+    local r = router.new(s)
+    assert(r:add_matcher(1, U1, [[http.path ^= "/users/" && http.path ~ r#"^/users/(?<id>\d+)/(?<tab>\w+)$"#]]))
+    local c = context.new(s)
+    -- Distinct request paths, made before measuring (a gateway's come from nginx's memory).
+    local paths = {}
+    for i = 1, 64 do
+        paths[i] = "/users/" .. (1000 + i) .. "/orders"
+    end
+    local function route_lazy(i)
+        c:reset()
+        c:add_value("http.path", paths[i % 64 + 1])
+        assert(r:execute(c))
+        local uuid, _, n = c:get_result_lazy()
+        assert(uuid == U1 and n == 5)
+    end
+    local function route_table(i)
+        c:reset()
+        c:add_value("http.path", paths[i % 64 + 1])
+        assert(r:execute(c))
+        local _, _, caps = c:get_result()
+        assert(caps.id)
+    end
+    -- Bytes allocated by `iterations` calls, measured on the second of two runs: the first
+    -- compiles the JIT traces (their objects are allocated too) and grows the buffers.
+    local function allocated(fn, iterations)
+        local bytes
+        for _ = 1, 2 do
+            collectgarbage()
+            collectgarbage("stop")
+            local before = collectgarbage("count")
+            for i = 1, iterations do
+                fn(i)
+            end
+            bytes = (collectgarbage("count") - before) * 1024
+            collectgarbage("restart")
+        end
+        return bytes
+    end
+    local lazy = allocated(route_lazy, 20000)
+    local tables = allocated(route_table, 20000)
+    assert(tables > 20000 * 32, "get_result makes a table per request (" .. tables .. " bytes)")
+    if jit and jit.status() then
+        assert(lazy == 0, "the lazy path allocated " .. lazy .. " bytes in 20,000 requests")
+    else
+        -- The interpreter boxes the 64-bit integers it reads from C (24 bytes a request): still
+        -- far below a table and its strings.
+        assert(lazy < tables / 4, "the lazy path allocated " .. lazy .. " bytes, get_result "
+            .. tables)
+    end
+end
+
 -- A regex that matched the empty string records "": get_result answers nil for it, as Kong's
 -- binding does.
 function T.result_empty_matched_value_is_nil()

@@ -16,6 +16,10 @@
 -- /metrics) serves GW's stats in Prometheus' text format.
 -- A request with the header X-Atc-Explain from 127.0.0.1 also gets the response header
 -- X-Atc-Explain: gateway.explain_summary() of its explanation (the gateway's debug header).
+-- GW_ALL returns lazy captures (captures = "lazy"): access() checks on every request that they
+-- read as GW's table. lazy_probe() (location /__lazy/N) checks that lazy captures read by a
+-- request after another request (its subrequest) was routed raise instead of giving the other
+-- request's values.
 --
 -- Field derivation is resty.router.gateway's (ffi/tests/nginx.rs mirrors it to compute the
 -- expected route), except the connection fields net.dst.port, tls.sni, net.src.port,
@@ -36,6 +40,8 @@ local GW
 -- The same routes, routed by reading every field in use (read_all_fields): access() checks that
 -- the two-phase routing of GW gives its answers.
 local GW_ALL
+-- A gateway of one capturing route, for lazy_probe().
+local LAZY
 local STATUS = { loaded = 0, errors = {} }
 
 local function test_header(name, fallback)
@@ -89,7 +95,12 @@ function _M.init_worker(schema_file, routes_file)
     GW = assert(gateway.new(opts))
     opts.read_all_fields = true
     opts.explain_header = nil
+    opts.captures = "lazy"
     GW_ALL = assert(gateway.new(opts))
+    -- path = "nginx": $uri is the subrequest's own path ($request_uri is its parent's).
+    LAZY = assert(gateway.new({ captures = "lazy", path = "nginx" }))
+    assert(LAZY:update(1, { { id = "a8f2c1e4-0000-4000-8000-00000000babe", priority = 1,
+        expression = [[http.path ~ r#"^/__lazy/(?<n>\d+)$"#]] } }))
     -- Apply-valid, so that a bad line would be listed on the status page instead of leaving the
     -- worker without routes.
     local routes = read_routes(routes_file)
@@ -188,7 +199,16 @@ function _M.access()
     -- Two-phase routing answers what reading every field answers, except that a malformed value
     -- it never read (no candidate uses its field) does not make the request bad.
     -- (Each gateway builds on its own thread: compared only when both route by one version.)
-    local all_uuid, all_matched, all_captures = GW_ALL:route()
+    -- GW_ALL's captures are lazy: compared key by key through the object, and as the table
+    -- GW_ALL:captures() makes.
+    local all_uuid, all_matched, lazy_captures = GW_ALL:route()
+    local all_captures = lazy_captures and GW_ALL:captures()
+    for k, v in pairs(all_captures or {}) do
+        if lazy_captures[k] ~= v then
+            all_captures = { ["lazy captures[" .. tostring(k) .. "]"] = tostring(lazy_captures[k]) }
+            break
+        end
+    end
     if GW_ALL:version() == version and not (all_uuid == nil and all_matched ~= nil)
         and (uuid ~= all_uuid or matched ~= all_matched or flat(captures) ~= flat(all_captures))
     then
@@ -210,6 +230,25 @@ function _M.access()
     ngx.header["X-Route"] = uuid
     ngx.print(body)
     return ngx.exit(200)
+end
+
+-- location /__lazy/: routes by LAZY, reads its lazy capture, lets a subrequest (another
+-- request, routed by the same gateway) route /__lazy/7, then reads the capture again, which
+-- must raise. Answers "own N", "subrequest 7" and "stale read raised: <error>" (or "gave ...").
+function _M.lazy_probe()
+    local _, _, caps = LAZY:route()
+    if ngx.is_subrequest then
+        ngx.print(caps and caps.n or "-")
+        return
+    end
+    local own = caps and caps.n
+    local sub = ngx.location.capture("/__lazy/7")
+    local ok, err = pcall(function()
+        return caps.n
+    end)
+    ngx.say("own ", tostring(own))
+    ngx.say("subrequest ", sub.body)
+    ngx.say("stale read ", ok and ("gave " .. tostring(err)) or ("raised: " .. tostring(err)))
 end
 
 return _M

@@ -769,6 +769,123 @@ function T.explain_summary_cap_is_bytes_and_keeps_characters()
     has(err, "max_len must be a number")
 end
 
+-- captures = "lazy": route() answers as in the default "table" mode, but its captures are one
+-- read-only object of the gateway that reads a capture when it is indexed. gw:capture(key) and
+-- gw:captures([into]) read the same in either mode.
+function T.lazy_captures_option()
+    local flat = require("captures_flat").flat
+    local routes = list(
+        { U1, 9, [[http.path ~ r#"^/users/(?<id>\d+)/(\w+)$"#]] },
+        { U2, 8, [[http.host == "a.com" && http.path ~ r#"^/a/(?<x>[^/]+)"#]] },
+        { U3, 1, 'http.path ^= "/"' }
+    )
+    local eager = assert(gateway.new())
+    local lazy = assert(gateway.new({ captures = "lazy" }))
+    assert(eager:update(1, routes))
+    assert(lazy:update(1, routes))
+    local object = nil
+    for _, r in ipairs({
+        { uri = "/users/42/orders" }, { uri = "/a/b/c", host = "a.com" },
+        { uri = "/a/b/c", host = "b.com" }, { uri = "/" }, { uri = "/users/x/y" },
+    }) do
+        set_request({ var = r })
+        local u1, m1, c1 = eager:route()
+        local u2, m2, c2 = lazy:route()
+        eq(u2, u1, r.uri .. " uuid")
+        eq(m2, m1, r.uri .. " matched path")
+        eq(c2 == nil, c1 == nil, r.uri .. ": captures only when the route captured")
+        if c1 then
+            -- Every key reads the same, through the object and through gw:capture().
+            for k, v in pairs(c1) do
+                eq(c2[k], v, r.uri .. " captures[" .. tostring(k) .. "]")
+                eq(lazy:capture(k), v)
+            end
+            eq(c2.nope, nil, "a name the route did not capture")
+            eq(c2[7], nil)
+            -- The whole table, new or reused, as the default mode gives it.
+            eq(flat(lazy:captures()), flat(c1))
+            local reused = { left = "over" }
+            eq(lazy:captures(reused), reused)
+            eq(flat(reused), flat(c1))
+            -- The same object for every request: nothing made per request.
+            object = object or c2
+            eq(rawequal(c2, object), true, "one object per gateway")
+            -- Read-only: a key set on the shared object would hide later requests' captures.
+            local ok, err = pcall(function() c2.id = "1" end)
+            eq(ok, false)
+            has(err, "read-only")
+            eq(getmetatable(c2), "resty.router.gateway lazy captures")
+        else
+            eq(lazy:capture(0), nil)
+            same(lazy:captures(), {})
+        end
+        -- gw:capture() and gw:captures() read the default mode's gateway as well.
+        eq(eager:capture("id"), c1 and c1.id)
+        eq(flat(eager:captures()), flat(c1 or {}))
+    end
+    eq(object ~= nil, true)
+
+    local gw, err = gateway.new({ captures = "strings" })
+    eq(gw, nil)
+    has(err, 'captures must be "table" or "lazy"')
+end
+
+-- Lazy captures are valid until the next route() of the gateway. A request that yields between
+-- its route() and reading them, while another request is routed, gets an error, never the
+-- other request's values; the request routed last reads its own; a table from gw:captures()
+-- keeps its strings.
+function T.lazy_captures_are_valid_until_the_next_route()
+    local gw = assert(gateway.new({ captures = "lazy" }))
+    assert(gw:update(1, list(
+        { U1, 9, [[http.path ~ r#"^/users/(?<id>\d+)$"#]] },
+        { U2, 1, 'http.path ^= "/"' }
+    )))
+    -- Request A is routed and keeps its captures (ngx.ctx is the mock's per-request table,
+    -- which stands for the request outside nginx; inside, it is the request pointer).
+    set_request({ var = { uri = "/users/42" } })
+    local ctx_a = ngx.ctx
+    local _, _, caps_a = gw:route()
+    eq(caps_a.id, "42")
+    local copy = gw:captures()
+
+    -- A yields; request B is routed meanwhile, and its route captures too.
+    set_request({ var = { uri = "/users/7" } })
+    local ctx_b = ngx.ctx
+    local _, _, caps_b = gw:route()
+    eq(caps_b.id, "7")
+
+    -- A resumes and reads: an error, whichever way it reads.
+    ngx.ctx = ctx_a
+    local ok, err = pcall(function() return caps_a.id end)
+    eq(ok, false)
+    has(err, "captures read after the gateway routed another request")
+    has(err, "gateway_test.lua", "the error points at the read")
+    eq(pcall(gw.capture, gw, "id"), false)
+    eq(pcall(gw.captures, gw), false)
+    eq(copy.id, "42", "a copy keeps its values")
+
+    -- B, the request routed last, reads its own.
+    ngx.ctx = ctx_b
+    eq(caps_a.id, "7", "the one object reads the request routed last")
+
+    -- B routes again (after an update that removed its route): the object follows the new
+    -- result; a route without captures gives nil for every key.
+    assert(gw:update(2, list({ U2, 1, 'http.path ^= "/"' })))
+    local uuid, _, caps = gw:route()
+    eq(uuid, U2)
+    eq(caps, nil)
+    eq(caps_b.id, nil)
+    eq(caps_b[0], nil)
+    -- A miss: nothing either.
+    assert(gw:update(3, list({ U1, 9, 'http.path ^= "/nothing"' })))
+    eq(gw:route(), nil)
+    eq(caps_b.id, nil)
+
+    -- request_values() resets the context: no request's captures are there any more.
+    gw:request_values("plain")
+    eq(pcall(function() return caps_b.id end), false)
+end
+
 -- The source of request values: lua-nginx-module's FFI functions only inside nginx, on a
 -- reviewed lua-nginx-module version, with lua-resty-core; the plain ngx API otherwise or when
 -- asked for. (ffi/tests/nginx.rs checks that a real nginx 0.10.23 gets the native source.)

@@ -364,7 +364,9 @@ mod tests {
         let regex = regex::Regex::new(&re).unwrap();
         let text: String = format!(
             "/m{}/end",
-            (1..=KEPT_GROUPS + 3).map(|i| format!("/v{i}")).collect::<String>()
+            (1..=KEPT_GROUPS + 3)
+                .map(|i| format!("/v{i}"))
+                .collect::<String>()
         );
         let got = ours(&p, &text).unwrap();
         assert_eq!(got, regex_groups(&regex, &text));

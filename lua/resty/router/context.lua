@@ -10,6 +10,14 @@
 --   end
 --   c:reset()
 --
+-- Captures that cost nothing until read (opt-in; get_result stays exactly Kong's):
+--   local uuid, prefix, n = c:get_result_lazy("http.path")   -- n: how many captures
+--   local id = c:get_capture("id")                          -- one capture, on demand
+--   local caps = c:get_captures(reused)                     -- all of them, into a table
+-- These read the result the context holds when they are called (the last execute's winner;
+-- nothing after reset), through the C ABI each time: they never keep pointers into the context
+-- between calls, so a late read gives the current result or nil, never stale bytes.
+--
 -- Invariants: declared field names are resolved to ids once per schema (cached on the schema
 -- object); wildcard names (headers) are resolved on each use, since their ids change with the
 -- routes that use them (a name no route uses resolves to an id whose values are ignored);
@@ -195,12 +203,15 @@ local caps_cap = 16
 local caps = ffi.new("atc_capture[?]", caps_cap)
 local caps_n = ffi.new("size_t[1]")
 
-local function read_captures(self, n)
+-- Reads the context's captures into the module's buffer `caps` (grown when too small): their
+-- number, or nil when the call failed. The entries point into the context: valid only until
+-- the next call that changes it, so every reader uses them before returning.
+local function fetch_captures(self)
     while true do
         caps_n[0] = caps_cap
         local rc = lib.atc_context_captures(self.ptr, caps, caps_n)
         if rc == 0 then
-            break
+            return tonumber(caps_n[0])
         end
         if rc ~= ERR_BUFFER then
             return nil
@@ -208,8 +219,11 @@ local function read_captures(self, n)
         caps_cap = tonumber(caps_n[0])
         caps = ffi.new("atc_capture[?]", caps_cap)
     end
-    n = tonumber(caps_n[0])
-    local out = table_new(n, n)
+end
+
+-- Fills `out` with the n captures fetch_captures() left in `caps` (a key may repeat: the last
+-- one wins, as the C ABI documents).
+local function fill_captures(out, n)
     for i = 0, n - 1 do
         local c = caps[i]
         local v = ffi_string(c.value, c.value_len)
@@ -220,6 +234,14 @@ local function read_captures(self, n)
         end
     end
     return out
+end
+
+local function read_captures(self)
+    local n = fetch_captures(self)
+    if not n then
+        return nil
+    end
+    return fill_captures(table_new(n, n), n)
 end
 
 local value_out = ffi.new("atc_matched[1]")
@@ -251,12 +273,9 @@ function _M:get_values(field)
     end
 end
 
--- After a successful execute: uuid, matched_value, captures. `matched_value` is the value
--- recorded for `matched_field` (a string; a number for an Int field) or nil (also for an empty
--- string, as Kong's binding answers); `captures` maps
--- group numbers (Lua numbers, 0 = whole match) and group names to text, or is nil when the
--- route captured nothing. Returns nil when the last execute matched nothing.
-function _M:get_result(matched_field)
+-- The result of the last execute without its captures: uuid, matched_value and the number of
+-- captures; nil when it matched nothing. Shared by get_result and get_result_lazy.
+local function result(self, matched_field)
     local fid = nil
     if matched_field ~= nil then
         local id = resolve(self, matched_field)
@@ -270,6 +289,8 @@ function _M:get_result(matched_field)
     if rc ~= 1 then
         return nil
     end
+    -- A route's id is the same text on every request it wins: LuaJIT interns strings, so after
+    -- the first request this finds the existing string and allocates nothing.
     local uuid = ffi_string(uuid_buf, UUID_LEN)
     local value = nil
     local vt = matched.value_type
@@ -280,12 +301,101 @@ function _M:get_result(matched_field)
         -- binding.
         value = ffi_string(matched.ptr, matched.len)
     end
+    return uuid, value, tonumber(ncaptures[0])
+end
+
+-- After a successful execute: uuid, matched_value, captures. `matched_value` is the value
+-- recorded for `matched_field` (a string; a number for an Int field) or nil (also for an empty
+-- string, as Kong's binding answers); `captures` maps
+-- group numbers (Lua numbers, 0 = whole match) and group names to text, or is nil when the
+-- route captured nothing. Returns nil when the last execute matched nothing.
+function _M:get_result(matched_field)
+    local uuid, value, n = result(self, matched_field)
+    if not uuid then
+        return nil
+    end
     local captures = nil
-    local n = tonumber(ncaptures[0])
     if n > 0 then
-        captures = read_captures(self, n)
+        captures = read_captures(self)
     end
     return uuid, value, captures
+end
+
+-- get_result without the captures table: uuid, matched_value (as get_result gives them) and
+-- the number of captures the route recorded (0 when none), or nil when the last execute matched
+-- nothing. No Lua object is made for the captures: read the ones wanted with get_capture(), or
+-- all of them with get_captures(). For callers that read captures on few requests (a gateway
+-- whose routes capture path parameters that only some upstreams want), where get_result would
+-- make a table and a string per capture for nothing. The uuid and a matched value that is a
+-- route's literal (a prefix) are interned strings found again, not made; a matched value cut
+-- from the request (a regex's match) is a new string.
+function _M:get_result_lazy(matched_field)
+    return result(self, matched_field)
+end
+
+pcall(ffi.cdef, "int memcmp(const void *a, const void *b, size_t n);")
+local memcmp = ffi.C.memcmp
+
+-- The capture of the current result under `key`: a group number (a Lua number, 0 = the whole
+-- match) or a group name (a string), as get_result's table would hold it; nil when the route
+-- did not capture it, when there is no result (no match, or after reset), or for a key of
+-- another type. Reads the context's result when called: after the next execute it answers for
+-- that request's winner. Costs one FFI call and a scan of the route's captures; makes only the
+-- returned string.
+function _M:get_capture(key)
+    local tk = type(key)
+    if tk ~= "number" and tk ~= "string" then
+        return nil
+    end
+    local n = fetch_captures(self)
+    if not n then
+        return nil
+    end
+    -- From the last: a key that repeats keeps its last value, as in get_result's table.
+    if tk == "number" then
+        for i = n - 1, 0, -1 do
+            local c = caps[i]
+            -- tonumber: an int64 compared with a Lua number would truncate the number (1.5
+            -- would find group 1).
+            if tonumber(c.index) == key then
+                return ffi_string(c.value, c.value_len)
+            end
+        end
+    else
+        local len = #key
+        for i = n - 1, 0, -1 do
+            local c = caps[i]
+            if c.index < 0 and c.name_len == len and memcmp(c.name, key, len) == 0 then
+                return ffi_string(c.value, c.value_len)
+            end
+        end
+    end
+    return nil
+end
+
+local ok_clear, table_clear = pcall(require, "table.clear")
+if not ok_clear then
+    table_clear = function(t)
+        for k in pairs(t) do
+            t[k] = nil
+        end
+    end
+end
+
+-- All captures of the current result, as get_result's table holds them, in `into` (emptied
+-- first: a table the caller reuses across requests) or in a new table; the table is returned,
+-- empty when there are none or no result. A reused table is the caller's: its
+-- values are the strings of the request it was last filled for, until it is filled again.
+function _M:get_captures(into)
+    if into == nil then
+        into = {}
+    elseif type(into) ~= "table" then
+        error("bad argument #1 to 'get_captures' (table or nil expected, got " .. type(into)
+            .. ")", 2)
+    else
+        table_clear(into)
+    end
+    return fill_captures(into, fetch_captures(self) or 0)
 end
 
 return _M

@@ -7,6 +7,8 @@
 --   assert(gw:wait(version))                          -- where the caller must know it applied
 --   ...
 --   local uuid, matched_path, captures = gw:route()   -- in access_by_lua*, per request
+--   -- captures that cost nothing until read: gateway.new({ captures = "lazy" }), then
+--   -- captures.id reads one on demand (until the next route(); see route())
 --   -- opt-in debug header: gateway.new({ explain_header = "X-Atc-Explain" }), then
 --   -- gateway.explain_summary(ngx.ctx.atc_explanation) for a response header
 --   -- tighter limits for routes tenants write (SECURITY.md):
@@ -29,6 +31,10 @@
 --   on every request they send.
 -- * Between reading values into `self.batch` and the add_values() that copies them, nothing
 --   else reads a request (the batch's pointers stay valid; see gateway.request).
+-- * `self.routed_for` is the identity (sources.identity) of the request that called route()
+--   last, or NOBODY once request_values() has reset the context: the captures that gw:capture(),
+--   gw:captures() and the lazy captures object read are those in the context, which only that
+--   request's route() left there.
 
 local schema = require("resty.router.schema")
 local router = require("resty.router.router")
@@ -48,6 +54,10 @@ local ipairs, setmetatable, tostring = ipairs, setmetatable, tostring
 
 local read, ALL = request.read, request.ALL
 local poll = updates.poll
+local identity = sources.identity
+
+-- routed_for after request_values(): no request's captures are in the context.
+local NOBODY = {}
 
 local _M = {}
 _M._VERSION = "0.2.0"
@@ -63,6 +73,36 @@ do
         i = i + 1
         _M.SCHEMA[i] = { ffi.string(name[0], len[0]), cdefs.TYPE_NAMES[ty[0]] }
     end
+end
+
+-- Raises unless the current request is the one that called route() last (`level`: error()'s).
+local function check_reader(self, level)
+    if self.routed_for ~= identity() then
+        error("resty.router.gateway: captures read after the gateway routed another request "
+            .. "(they are valid until the next route() of this gateway: read them before "
+            .. "anything that yields, or copy them with gw:captures())", level + 1)
+    end
+end
+
+-- The object route() returns as captures in "lazy" mode: one per gateway, reused for every
+-- request (no allocation per request). Indexing it reads the capture from the context through
+-- the C ABI each time (context:get_capture), so it never holds pointers that a later request
+-- could leave dangling; check_reader makes a read by another request than the one routed last
+-- an error instead of that request's values. Writing to it raises: a key set on the shared
+-- object would shadow the captures of every later request.
+local function lazy_captures(gw)
+    local context = gw.context
+    return setmetatable({}, {
+        __index = function(_, key)
+            check_reader(gw, 2)
+            return context:get_capture(key)
+        end,
+        __newindex = function()
+            error("resty.router.gateway: lazy captures are read-only (copy them with "
+                .. "gw:captures())", 2)
+        end,
+        __metatable = "resty.router.gateway lazy captures",
+    })
 end
 
 -- Options:
@@ -109,6 +149,10 @@ end
 --               lua-nginx-module's FFI functions when sources.native is available, else the
 --               plain ngx API), "plain" (always the plain ngx API), or "native" (an error
 --               when it is not available, with the reason)
+--   captures    what route() returns as captures: "table" (default: a new table of strings per
+--               request, as Kong's get_result) or "lazy" (one read-only object of the gateway
+--               that reads a capture from the context when it is indexed: a request whose
+--               captures are not read makes no Lua object for them; see route())
 -- Returns the gateway, or nil and an error.
 function _M.new(opts)
     opts = opts or {}
@@ -160,6 +204,10 @@ function _M.new(opts)
     if host ~= "kong" and host ~= "nginx" then
         return nil, "host must be \"kong\" or \"nginx\", got " .. tostring(host)
     end
+    local captures = opts.captures or "table"
+    if captures ~= "table" and captures ~= "lazy" then
+        return nil, "captures must be \"table\" or \"lazy\", got " .. tostring(captures)
+    end
     local want, source = opts.request_source or "auto", nil
     if want == "auto" then
         source = sources.native or sources.plain
@@ -175,10 +223,12 @@ function _M.new(opts)
         return nil, "request_source must be \"auto\", \"plain\" or \"native\", got "
             .. tostring(want)
     end
-    return setmetatable({
+    local gw = setmetatable({
         schema = s,
         router = r,
         context = c,
+        lazy = captures == "lazy",
+        routed_for = NOBODY,
         extractors = opts.extractors or {},
         mode = opts.mode or "all_or_nothing",
         max_headers = opts.max_headers or 100,
@@ -201,6 +251,10 @@ function _M.new(opts)
         seq = 0, order = 0, tickets = 0, started = 0, last_handover = -math.huge, next = nil,
         jobs = {}, latest = {}, done = {}, newest = nil, error = nil, timer_armed = false,
     }, mt)
+    if gw.lazy then
+        gw.captures_object = lazy_captures(gw)
+    end
+    return gw
 end
 
 -- The version last applied (nil before the first update).
@@ -354,6 +408,16 @@ end
 -- explained once routed (not a request that could not be read): ngx.ctx.atc_explanation gets
 -- router:explain's table, or { error = message }; gateway.explain_summary() makes a header
 -- value of it.
+--
+-- With captures = "lazy" the captures are the gateway's one read-only object (nil, as in
+-- "table" mode, when the route captured nothing): `captures.id`, `captures[1]` read that
+-- capture when indexed, and a request that reads none makes no table and no string for them.
+-- The object reads the request route() last routed, so it is valid until the next route() of
+-- this gateway (one per worker): read it before anything that yields (a cosocket, ngx.sleep,
+-- a subrequest), or copy what is needed. Indexed by the same request after it called route()
+-- again, it gives the new route's captures; indexed by another request, after that request
+-- was routed, it raises (never another request's values). pairs() and # do not see captures
+-- (LuaJIT tables do not ask __pairs and __len): gw:captures([into]) makes the table.
 function _M:route()
     -- A built table waits (one atomic load): swap it and its plan in before reading anything.
     if self.router:sync_ready() then
@@ -361,6 +425,8 @@ function _M:route()
     end
     local c, plan, source = self.context, self.plan, self.source
     c:reset()
+    -- From here the context holds this request's values and result (see check_reader).
+    self.routed_for = identity()
     local ok, err
     if plan.one_pass or self.read_all then
         ok, err = read_into(self, source, plan.steps, ALL, ALL)
@@ -386,7 +452,32 @@ function _M:route()
     if not matched then
         return nil
     end
+    if self.lazy then
+        local uuid, path, n = c:get_result_lazy("http.path")
+        if n > 0 then
+            return uuid, path, self.captures_object
+        end
+        return uuid, path
+    end
     return c:get_result("http.path")
+end
+
+-- The capture `key` (a group number, 0 = the whole match, or a group name) of the request
+-- route() last routed: a string, or nil when its route did not capture `key` or it matched
+-- nothing. In either captures mode; what indexing the lazy captures object does. Raises when
+-- called by another request than the one route() last routed (in nginx: a request that
+-- yielded between its route() and this call while another request was routed).
+function _M:capture(key)
+    check_reader(self, 2)
+    return self.context:get_capture(key)
+end
+
+-- All captures of the request route() last routed, as route()'s "table" mode gives them, in
+-- `into` (emptied first: a table the caller reuses) or a new table; empty when there are none.
+-- The table is the caller's and keeps its strings. Raises as gw:capture() does.
+function _M:captures(into)
+    check_reader(self, 2)
+    return self.context:get_captures(into)
 end
 
 -- Explains the request route() last routed (router:explain on the gateway's context; `opts`
@@ -416,6 +507,7 @@ function _M:request_values(source)
     end
     local c = self.context
     c:reset()
+    self.routed_for = NOBODY
     local ok, err = read_into(self, src, self.plan.steps, ALL, ALL)
     if not ok then
         return "error: " .. tostring(err)

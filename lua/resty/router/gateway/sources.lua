@@ -289,4 +289,27 @@ do
 end
 _M.native = native
 
+-- identity(): a value that tells the current request from every other request in flight in
+-- this worker, for the gateway's check that lazy captures are read by the request that routed
+-- them (compared with ==, never kept past the next route()). In nginx with lua-resty-core,
+-- resty.core.base's get_request (the request pointer: one light userdata, no allocation; two
+-- requests alive at once never share it, and a request cannot read after it ended); without it,
+-- ngx.ctx (a table nginx makes per request, on first use; the mock tests' per-request table);
+-- outside nginx, nil: one caller, no requests to tell apart.
+do
+    local identity = nil
+    if native then
+        identity = native.request
+    elseif type(ngx) == "table" and type(ngx.config) == "table" then
+        local ok, base = pcall(require, "resty.core.base")
+        if ok and type(base.get_request) == "function" then
+            identity = base.get_request
+        end
+    end
+    _M.identity = identity or function()
+        local n = ngx
+        return type(n) == "table" and n.ctx or nil
+    end
+end
+
 return _M
