@@ -9,6 +9,7 @@
 //! here or nowhere.
 
 pub mod args;
+pub mod operators;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::net::IpAddr;

@@ -177,3 +177,29 @@ fn stress_families_by_name() {
     let err = refused(&["candidates", "--family", "stress"]);
     assert!(err.contains("unanchored-regex"), "{err}");
 }
+
+#[test]
+fn operators_keep_one_candidate_where_keyed() {
+    let out = ok(&["operators", "--sizes", "30"]);
+    let rows: Vec<&str> = out.lines().skip(1).collect();
+    assert_eq!(rows.len(), atc_benches::operators::FAMILIES.len());
+    for row in rows {
+        let keyed = row.ends_with("yes");
+        // `candidates mean / max`: one route where the index keys the form, every route else.
+        let cands = row
+            .split("  ")
+            .map(str::trim)
+            .find(|c| c.contains(" / "))
+            .unwrap();
+        if keyed {
+            assert!(cands.starts_with("1.0 / 1"), "{row}");
+        } else {
+            assert!(cands.starts_with("30.0 / 30"), "{row}");
+        }
+        assert!(
+            row.contains(" 1.00 ") || !keyed,
+            "every request routes: {row}"
+        );
+    }
+    assert!(refused(&["operators", "--sizes", "0"]).contains("positive integers"));
+}

@@ -134,6 +134,18 @@ const COMMANDS: &[Command] = &[
         run: hot,
     },
     Command {
+        name: "operators",
+        synopsis: "[--sizes N,N,...]",
+        about: "one table per operator (each route its own literal): candidates per request \
+                and ns per whole execute at each size; a form the index cannot key says so",
+        opts: &[Opt {
+            name: "--sizes",
+            value: Some("N,N,..."),
+            help: "table sizes (default 100,10000,100000)",
+        }],
+        run: operators,
+    },
+    Command {
         name: "build",
         synopsis: "[--routes N] [--rounds R]",
         about: "build of the mixed table (all, non-regex and regex routes) route by route and \
@@ -253,6 +265,38 @@ fn candidates(a: &Parsed) -> Result<(), String> {
     }
     if let Some(s) = summary {
         println!("\nindex summary:\n{}", s.trim_end());
+    }
+    Ok(())
+}
+
+// ---- operators ----
+
+fn operators(a: &Parsed) -> Result<(), String> {
+    let sizes: Vec<usize> = match a.value("--sizes") {
+        Some(list) => list
+            .split(',')
+            .map(|n| match n.trim().parse() {
+                Ok(n) if n > 0 => Ok(n),
+                _ => Err(format!("`--sizes` takes positive integers, got `{n}`")),
+            })
+            .collect::<Result<_, _>>()?,
+        None => vec![100, 10_000, 100_000],
+    };
+    let schema = schema();
+    println!("operator          routes  candidates mean / max   ns/request  hits  keyed");
+    for family in atc_benches::operators::FAMILIES {
+        for &n in &sizes {
+            let row = family.measure(&schema, n, 64, Duration::from_millis(300));
+            println!(
+                "{:<16} {:>8}  {:>21}  {:>11.0}  {:>4.2}  {}",
+                family.name,
+                n,
+                format!("{:.1} / {}", row.candidates.0, row.candidates.1),
+                row.ns,
+                row.hits,
+                if family.keyed { "yes" } else { "no" }
+            );
+        }
     }
     Ok(())
 }
