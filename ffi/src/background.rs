@@ -133,8 +133,8 @@ pub unsafe extern "C" fn atc_route_list_add(
                     continue;
                 }
             };
-            // A repeated id is left to the core's rule (`route_list::drop_duplicate_ids`), which
-            // the builder applies to the whole list.
+            // A repeated id is left to the core's sync, which refuses it as `Router::sync` does
+            // (`Error::DuplicateRoute`, reported with the route's position).
             // SAFETY: `route.expr` is NULL or points to `route.expr_len` readable bytes (the
             // caller's contract).
             match unsafe { str_arg(route.expr, route.expr_len, "expr") } {

@@ -1439,6 +1439,19 @@ function T.background_sync_steps()
     eq(errs[1].id, U2)
     eq(path_route(r, c, "/x"), U1)
 
+    -- A repeated id is refused by the core's sync, as r:sync refuses it.
+    assert(r:sync_start(10, {
+        { id = U1, priority = 1, expression = 'http.path ^= "/q"' },
+        { id = U1, priority = 2, expression = 'http.path ^= "/r"' },
+    }))
+    ok, err, errs, rv = applied(r)
+    eq(ok, nil)
+    fails("1 invalid route(s), nothing changed; route #2 (" .. U1 .. ")", ok, err)
+    eq(rv, 10)
+    eq(#errs, 1)
+    eq(errs[1].id, U1)
+    eq(path_route(r, c, "/x"), U1)
+
     -- Bad calls start nothing.
     fails("version must be", r:sync_start(-1, {}))
     fails("version must be", r:sync_start("1", {}))

@@ -16,7 +16,7 @@ use super::builder::{
 use super::sync::Stopped;
 use super::{RouteSpec, Router, SyncMode, SyncReport};
 use crate::limits::Limits;
-use crate::route_list::{first_of_each_id, Entry, Problem, RouteList};
+use crate::route_list::{Entry, Problem, RouteList};
 use crate::schema::Schema;
 
 /// The thread's side.
@@ -435,33 +435,13 @@ type Read = (Vec<OwnedRoute>, Vec<usize>, Vec<Problem>);
 
 fn read(input: RouteInput, limits: &Limits) -> Result<Read, String> {
     match input {
+        // A repeated id in a list the caller read is the sync's to refuse, as `Router::sync`
+        // refuses it (`Error::DuplicateRoute`): the rule lives in the core's sync.
         RouteInput::Routes {
             routes,
             lines,
             problems,
-        } => {
-            // The caller read the routes; the rule for repeated ids is the list's, here. Lines
-            // are the routes' positions in the caller's list, so they give its order back.
-            let mut reads: Vec<Result<Entry, Problem>> = routes
-                .into_iter()
-                .zip(lines)
-                .map(|(r, line)| {
-                    Ok(Entry {
-                        line,
-                        id: r.id,
-                        priority: r.priority,
-                        expression: r.expression,
-                    })
-                })
-                .chain(problems.into_iter().map(Err))
-                .collect();
-            reads.sort_by_key(|r| match r {
-                Ok(e) => e.line,
-                Err(p) => p.line,
-            });
-            let (entries, problems) = first_of_each_id(reads);
-            Ok(owned(entries, problems))
-        }
+        } => Ok((routes, lines, problems)),
         RouteInput::Text(text) => {
             let max_line = limits.max_expression_len.saturating_add(LIST_LINE_SLACK);
             let list = RouteList::read((*text).as_ref(), max_line)?;
