@@ -134,7 +134,8 @@ fn conjunct_predicates<'a>(code: &Code<'a>, i: usize, out: &mut Vec<&'a Pred>) {
                 c = code.end(c);
             }
         }
-        _ => {}
+        // An `||` or a `!( … )` does not make each of its predicates necessary.
+        Instr::Or { .. } | Instr::Not { .. } | Instr::End | Instr::OnHeap(_) => {}
     }
 }
 
