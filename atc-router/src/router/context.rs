@@ -78,6 +78,7 @@ impl Context {
     }
 
     /// The schema the context was made for.
+    #[inline]
     pub fn schema(&self) -> &Arc<Schema> {
         self.values.schema()
     }
@@ -87,16 +88,19 @@ impl Context {
     /// A wildcard name that no route uses (a header no route reads) is accepted and its value
     /// ignored: no route could read it, and registering it would let requests grow the schema
     /// (see [`Schema::resolve`]).
+    #[inline]
     pub fn add_value(&mut self, field: &str, value: impl Into<Value>) -> Result<(), Error> {
         self.values.add_value(field, value)
     }
 
     /// Appends a value to a field resolved with [`Schema::resolve`].
+    #[inline]
     pub fn add_value_by_id(&mut self, id: FieldId, value: Value) -> Result<(), Error> {
         self.values.add_value_by_id(id, value)
     }
 
     /// Appends a String value, reusing the buffer a previous request left in that place.
+    #[inline]
     pub fn add_str(&mut self, id: FieldId, value: &str) -> Result<(), Error> {
         self.values.add_str(id, value)
     }
@@ -149,21 +153,25 @@ impl Context {
     /// from the context's own slots for the ids it holds values under. (So an id released
     /// after this context took a value under it still reads as live here: values under it are
     /// kept, where no route reads them.)
+    #[inline]
     pub fn id_state(&self, id: FieldId) -> IdState {
         self.values.id_state(id)
     }
 
     /// The values of a field, in insertion order (empty when absent or unknown).
+    #[inline]
     pub fn values(&self, field: &str) -> &[Value] {
         self.values.values(field)
     }
 
     /// The values of a field, in the order they were added (empty when it has none).
+    #[inline]
     pub fn values_by_id(&self, id: FieldId) -> &[Value] {
         self.values.values_by_id(id)
     }
 
     /// Forgets all values and the result; keeps the buffers for the next request.
+    #[inline]
     pub fn reset(&mut self) {
         self.values.reset();
         self.candidates.by = None;
