@@ -441,7 +441,8 @@ impl Cond {
                 // Another literal first, so that a lookup must find more than the first one.
                 s(&format!(
                     "/a{}{}z",
-                    CONTAINS[(c + 1 + pick as usize) % CONTAINS.len()],
+                    CONTAINS[(c % CONTAINS.len() + 1 + pick as usize % CONTAINS.len())
+                        % CONTAINS.len()],
                     CONTAINS[*c % CONTAINS.len()]
                 )),
             )),

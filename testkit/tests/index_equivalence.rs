@@ -358,3 +358,19 @@ fn decoded_tables_match_the_reference() {
     }
     assert!(routes > 100, "{routes} routes decoded");
 }
+
+/// A request's `pick` is any `u64` the fuzzer decodes: building a request from it never
+/// overflows (crash-a36a6c8d of the `tables` target: `contains` with a pick near `u64::MAX`).
+#[test]
+fn any_pick_builds_a_request() {
+    let table = tables::Table {
+        routes: vec![tables::RouteShape {
+            priority: 1,
+            conds: vec![tables::Cond::Contains(3)],
+        }],
+    };
+    for pick in [0, 1, u64::MAX / 2, u64::MAX - 1, u64::MAX] {
+        let req = table.request_for(0, pick);
+        assert_eq!(req.len(), 1, "{req:?}");
+    }
+}
