@@ -347,3 +347,67 @@ proptest! {
         }
     }
 }
+
+/// Routes as Kong itself generates them: the workload's `kong-traditional` family is what
+/// Kong's `traditional_compatible` flavour makes of traditional routes (host alternatives with
+/// wildcards and ports, several paths split by length, regex paths, methods, a tenant header
+/// under `any(lower(...))`, the SNI clause, Kong's packed priorities with their many ties).
+/// Both libraries route every request of every mix alike, with the same matched values and
+/// captures, before and after half the routes go.
+#[test]
+fn kong_traditional_tables_are_routed_alike() {
+    use atc_workload::{requests, Family, Mix, Table};
+    let schema: Vec<(String, atc_router::Type)> = atc_workload::SCHEMA
+        .iter()
+        .map(|(n, t)| {
+            let t = atc_router::Type::from_name(t.name()).expect("a type name");
+            (n.to_string(), t)
+        })
+        .collect();
+    let mut total = vs_kong::Stats::default();
+    for (n, seed) in [(60, 1), (900, 2)] {
+        let table = Table::family(Family::KongTraditional, n, seed);
+        let routes = table
+            .routes
+            .iter()
+            .map(|r| gen::RenderedRoute {
+                id: atc_router::Uuid::from_bytes(r.id),
+                priority: r.priority,
+                text: r.expression.clone(),
+                kong_text: Some(r.expression.clone()),
+            })
+            .collect();
+        let reqs = Mix::all()
+            .into_iter()
+            .flat_map(|mix| requests(&table, mix, 60, seed))
+            .map(|req| gen::RenderedRequest {
+                values: req
+                    .fields
+                    .iter()
+                    .map(|(f, v)| {
+                        let v = match v {
+                            atc_workload::Value::Str(s) => atc_router::Value::String(s.clone()),
+                            atc_workload::Value::Int(i) => atc_router::Value::Int(*i),
+                            atc_workload::Value::Ip(a) => atc_router::Value::IpAddr(*a),
+                        };
+                        (f.clone(), v)
+                    })
+                    .collect(),
+                bad_values: Vec::new(),
+            })
+            .collect();
+        let case = gen::Rendered {
+            schema: schema.clone(),
+            routes,
+            requests: reqs,
+            steps: Vec::new(),
+            slots: Vec::new(),
+            limits: atc_router::Limits::default(),
+        };
+        total.add(&vs_kong::check(&case));
+    }
+    println!("{total:#?}");
+    assert_eq!(total.accepted, total.routes, "{total:#?}");
+    assert!(total.matched * 2 >= total.requests, "{total:#?}");
+    assert!(total.with_values * 10 >= total.matched, "{total:#?}");
+}

@@ -150,6 +150,7 @@ fn ingress(host: Option<&str>, alloc: &mut PathAlloc, rng: &mut Rng) -> Shape {
     let exact = PathRegex {
         parts: vec![Part::Lit(key.clone())],
         raw: false,
+        open: false,
     };
     let mut conds: Vec<Cond> = host
         .map(|h| Cond::Host(h.to_string()))
@@ -386,6 +387,7 @@ fn rest_api(n: usize, rng: &mut Rng) -> Vec<Shape> {
                 PathMatch::Regex(PathRegex {
                     parts,
                     raw: rng.chance(0.8),
+                    open: false,
                 })
             };
             out.push(Shape::new(vec![

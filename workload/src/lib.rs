@@ -38,6 +38,7 @@
 //!   A request for a route that uses segment fields carries one for every segment of its path.
 
 mod families;
+mod kong;
 mod rest;
 mod rng;
 mod shape;
@@ -52,8 +53,8 @@ use std::net::IpAddr;
 pub use crate::families::API_HOST;
 pub use crate::rest::ParamKind;
 pub use crate::shape::{
-    Alternation, CharClass, Cidr, Cond, FreePart, FreeRegex, Header, Part, PathMatch, PathRegex,
-    Shape,
+    Alternation, CharClass, Cidr, Cond, FreePart, FreeRegex, Header, HostMatch, Part, PathMatch,
+    PathRegex, Shape,
 };
 
 use crate::rng::{fnv1a, mix64, Rng};
@@ -150,7 +151,12 @@ pub enum Family {
     OtherOperators,
     /// A path prefix alone (the catch-all is of this family too).
     PathOnly,
-    /// All of the above in the spec's shares.
+    /// Kong's traditional routes (hosts with wildcards and ports, several paths, regex paths,
+    /// methods, a tenant header, SNIs) as Kong's `traditional_compatible` flavour turns them
+    /// into expressions and priorities, on heavy-tailed hosts. Outside the mixed table's
+    /// shares (docs/workload.md).
+    KongTraditional,
+    /// The other gateway families in the spec's shares.
     Mixed,
     /// Stress: every route on a header of its own, `http.headers.x_tenant_<i>` (some under
     /// `lower`/`any`, a quarter with a host). See [`stress`].
@@ -184,7 +190,7 @@ impl Family {
     /// The gateway families and the mixed table (last): what the benchmarks' `match/` group and
     /// the `candidates` report cover by default. The stress families are apart
     /// ([`Family::stress`]).
-    pub fn all() -> [Family; 11] {
+    pub fn all() -> [Family; 12] {
         [
             Family::HostPrefixes,
             Family::RestApi,
@@ -196,6 +202,7 @@ impl Family {
             Family::HeaderOnly,
             Family::OtherOperators,
             Family::PathOnly,
+            Family::KongTraditional,
             Family::Mixed,
         ]
     }
@@ -213,6 +220,7 @@ impl Family {
             Family::HeaderOnly => "header-only",
             Family::OtherOperators => "other-operators",
             Family::PathOnly => "path-only",
+            Family::KongTraditional => "kong-traditional",
             Family::Mixed => "mixed",
             Family::FieldPerRoute => "field-per-route",
             Family::UnanchoredRegex => "unanchored-regex",
@@ -427,6 +435,23 @@ impl Table {
             vec![(family, n)]
         };
         let family_seed = seed ^ mix64(fnv1a(family.name().as_bytes()));
+        if family == Family::KongTraditional {
+            let mut routes = kong::generate(n, &mut Rng::new(family_seed, STREAM_SHAPES));
+            Rng::new(family_seed, STREAM_FAMILIES).shuffle(&mut routes);
+            let mut irng = Rng::new(family_seed, STREAM_IDS);
+            let mut used = HashSet::with_capacity(n + 1);
+            let routes = routes
+                .into_iter()
+                .map(|(shape, priority)| {
+                    let id = fresh_id(&mut irng, &mut used);
+                    Route::new(id, priority, family, shape)
+                })
+                .collect();
+            return Table {
+                routes,
+                catch_all: false,
+            };
+        }
         let mut shapes = families::generate(&counts, &mut Rng::new(family_seed, STREAM_SHAPES));
         Rng::new(family_seed, STREAM_FAMILIES).shuffle(&mut shapes);
         Table::assign(shapes, family_seed)
@@ -569,6 +594,17 @@ impl Table {
                 match c {
                     Cond::Host(h) => *hosts.entry(h.clone()).or_default() += 1,
                     Cond::HostSuffix(s) => *hosts.entry(format!("www{s}")).or_default() += 1,
+                    Cond::Hosts(hs) => {
+                        for h in hs {
+                            let name = match h {
+                                HostMatch::Exact(h) => h.clone(),
+                                HostMatch::Suffix(s) => format!("www{s}"),
+                                // a miss-keys request sends the default port
+                                HostMatch::WithPort(..) => continue,
+                            };
+                            *hosts.entry(name).or_default() += 1;
+                        }
+                    }
                     Cond::Methods(ms) => {
                         for m in ms {
                             *methods.entry(m).or_default() += 1;

@@ -89,6 +89,9 @@ pub struct PathRegex {
     pub parts: Vec<Part>,
     /// Rendered as a raw string `r#"…"#` (else a quoted string with `\\` escapes).
     pub raw: bool,
+    /// Without the closing `$`: the regex also takes longer paths (`^/users/\d+/orders`), as
+    /// Kong users often write them.
+    pub open: bool,
 }
 
 impl PathRegex {
@@ -110,7 +113,9 @@ impl PathRegex {
                 }
             }
         }
-        re.push('$');
+        if !self.open {
+            re.push('$');
+        }
         re
     }
 
@@ -396,6 +401,29 @@ pub struct Header {
     pub lower: bool,
 }
 
+/// One host of a [`Cond::Hosts`] list.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum HostMatch {
+    /// `http.host == "h"`.
+    Exact(String),
+    /// `http.host =^ ".suffix"` (Kong's `*.suffix`).
+    Suffix(String),
+    /// `(http.host == "h" && net.dst.port == P)` (Kong's `h:P`).
+    WithPort(String, u16),
+}
+
+impl HostMatch {
+    fn render(&self) -> String {
+        match self {
+            HostMatch::Exact(h) => format!("http.host == {}", quote(h)),
+            HostMatch::Suffix(s) => format!("http.host =^ {}", quote(s)),
+            HostMatch::WithPort(h, p) => {
+                format!("(http.host == {} && net.dst.port == {p})", quote(h))
+            }
+        }
+    }
+}
+
 /// One conjunct of a route.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Cond {
@@ -407,6 +435,8 @@ pub enum Cond {
     Host(String),
     /// `http.host =^ ".suffix"` (a wildcard host).
     HostSuffix(String),
+    /// One of several hosts, as Kong writes a route's `hosts` list (parenthesised when several).
+    Hosts(Vec<HostMatch>),
     /// One of the alternatives (`||`, parenthesised when several). The first path condition of a
     /// shape makes the request's path; a later one (contains, suffix) only shapes its tail.
     Path(Vec<PathMatch>),
@@ -435,6 +465,17 @@ pub enum Cond {
     },
     /// `tls.sni == "s"`.
     Sni(String),
+    /// `(net.protocol != "https" || tls.sni == "a" || …)`: Kong's form of a route's `snis`,
+    /// which a request over plain HTTP meets whatever its SNI.
+    SniUnlessPlain(Vec<String>),
+    /// `(any(lower(http.headers.NAME)) == "v1" || …)`: Kong's form of one of a route's
+    /// `headers` with its values (lowercase).
+    HeaderAnyOf {
+        /// The header's field name (`x_tenant`).
+        name: String,
+        /// The values, one of which a request must send (in any case).
+        values: Vec<String>,
+    },
     /// `net.src.ip in NET`.
     SrcIn(Cidr),
     /// `net.src.ip not in NET` (never a network holding the default source addresses).
@@ -510,6 +551,7 @@ impl Cond {
             Cond::MethodNot(m) => format!("http.method != {}", quote(m)),
             Cond::Host(h) => format!("http.host == {}", quote(h)),
             Cond::HostSuffix(s) => format!("http.host =^ {}", quote(s)),
+            Cond::Hosts(hs) => any_of(hs.iter().map(HostMatch::render).collect()),
             Cond::Path(alts) => any_of(alts.iter().map(render_path).collect()),
             Cond::PathNotPrefix(p) => format!("!(http.path ^= {})", quote(p)),
             Cond::Segments(segs) => segs
@@ -533,6 +575,17 @@ impl Cond {
             Cond::PortAtLeast { port, hex: true } => format!("net.dst.port >= {port:#x}"),
             Cond::PortAtLeast { port, hex: false } => format!("net.dst.port >= {port}"),
             Cond::Sni(s) => format!("tls.sni == {}", quote(s)),
+            Cond::SniUnlessPlain(snis) => {
+                let mut alts = vec!["net.protocol != \"https\"".to_string()];
+                alts.extend(snis.iter().map(|s| format!("tls.sni == {}", quote(s))));
+                any_of(alts)
+            }
+            Cond::HeaderAnyOf { name, values } => any_of(
+                values
+                    .iter()
+                    .map(|v| format!("any(lower(http.headers.{name})) == {}", quote(v)))
+                    .collect(),
+            ),
             Cond::SrcIn(c) => format!("net.src.ip in {c}"),
             Cond::SrcNotIn(c) => format!("net.src.ip not in {c}"),
         }
@@ -684,6 +737,16 @@ impl Shape {
                 Cond::HostSuffix(s) => {
                     host = Some(format!("{}{s}", rng.pick_str(&["www", "app", "eu", "us"])))
                 }
+                Cond::Hosts(hs) => match rng.pick(hs) {
+                    HostMatch::Exact(h) => host = Some(h.clone()),
+                    HostMatch::Suffix(s) => {
+                        host = Some(format!("{}{s}", rng.pick_str(&["www", "app", "eu", "us"])))
+                    }
+                    HostMatch::WithPort(h, p) => {
+                        host = Some(h.clone());
+                        port = Some(i64::from(*p));
+                    }
+                },
                 Cond::Path(alts) => {
                     let m = rng.pick(alts);
                     path = Some(match (path.take(), m) {
@@ -744,6 +807,20 @@ impl Shape {
                 }
                 Cond::Sni(s) => {
                     rest.insert("tls.sni".into(), vec![Value::Str(s.clone())]);
+                }
+                Cond::SniUnlessPlain(snis) => {
+                    rest.insert("net.protocol".into(), vec![Value::Str("https".into())]);
+                    let sni = rng.pick(snis).clone();
+                    rest.insert("tls.sni".into(), vec![Value::Str(sni)]);
+                }
+                Cond::HeaderAnyOf { name, values } => {
+                    let v = rng.pick(values);
+                    let v = if rng.chance(0.5) {
+                        v.to_uppercase()
+                    } else {
+                        v.clone()
+                    };
+                    rest.insert(format!("http.headers.{name}"), vec![Value::Str(v)]);
                 }
                 Cond::SrcIn(c) => src = Some(c.random_member(rng)),
                 Cond::SrcNotIn(c) => debug_assert!(!c.contains(DEFAULT_SOURCE.addr)),
