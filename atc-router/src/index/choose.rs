@@ -16,7 +16,7 @@ use rustc_hash::FxHashMap;
 use crate::schema::FieldId;
 
 use super::keyed::{sample, Keyed, Probe, WalkBufs};
-use super::requirement::{Disc, KeyKind, Requirement};
+use super::requirement::{Disc, KeyKind, Keys, Requirement, MAX_AFFIX_BYTES};
 use super::Entry;
 
 /// A field split is considered only among routes that name more distinct fields than this
@@ -38,9 +38,29 @@ pub(crate) enum Choice {
     Fields,
 }
 
-/// The requirement of `reqs` on `disc`, if any.
+/// The requirement of `reqs` on `disc`, if any: one of that disc, else one of a stronger kind
+/// on the same field whose keys serve as keys of `disc`'s kind ([`KeyKind::implies`]: an exact
+/// host is a suffix key too, so a route on `a.com` and one on `*.a.com` can share a suffix
+/// split). Every user of a split (building, adding, removing, choosing) asks through this
+/// function, so a route is always looked for under the keys it was placed by.
 pub(crate) fn requirement<'r>(reqs: &'r [Requirement], disc: &Disc) -> Option<&'r Requirement> {
-    reqs.iter().find(|r| r.disc == *disc)
+    reqs.iter()
+        .find(|r| r.disc == *disc)
+        .or_else(|| reqs.iter().find(|r| serves_as(r, disc)))
+}
+
+/// Whether `r`, of another kind, serves as a requirement of `disc` (see [`requirement`]).
+/// Keys longer than an affix key may be are not used so: a radix tree's depth is bounded by
+/// [`MAX_AFFIX_BYTES`].
+fn serves_as(r: &Requirement, disc: &Disc) -> bool {
+    r.disc.field == disc.field
+        && r.disc.lower == disc.lower
+        && r.disc.kind != disc.kind
+        && r.disc.kind.implies(disc.kind)
+        && match &r.keys {
+            Keys::Bytes(keys) => keys.iter().all(|k| k.len() <= MAX_AFFIX_BYTES),
+            _ => false,
+        }
 }
 
 /// The distinct fields `reqs` need a value of (a route has at most a few requirements).
@@ -77,6 +97,32 @@ pub(crate) fn choose(
     for &i in idx {
         for r in &table[i as usize].1 {
             by_disc.entry(r.disc).or_default().push(i);
+        }
+    }
+    // A route whose key also serves a weaker kind that some route here is keyed by joins that
+    // kind's routes (see `requirement`). Only kinds the node already has: a node of exact
+    // hosts alone is not also weighed as a suffix split.
+    let weaker: Vec<Disc> = by_disc
+        .keys()
+        .filter(|d| {
+            matches!(
+                d.kind,
+                KeyKind::Prefix | KeyKind::Suffix | KeyKind::Contains
+            )
+        })
+        .copied()
+        .collect();
+    for d in weaker {
+        let joining: Vec<u32> = idx
+            .iter()
+            .copied()
+            .filter(|&i| {
+                let reqs = &table[i as usize].1;
+                !reqs.iter().any(|r| r.disc == d) && reqs.iter().any(|r| serves_as(r, &d))
+            })
+            .collect();
+        if let Some(routes) = by_disc.get_mut(&d) {
+            routes.extend(joining);
         }
     }
     // The best so far: its worst case, then (between equal worst cases) the mean over the

@@ -4,9 +4,12 @@
 //! in place, one allocation whose first line holds the first keys, where a hash table reads its
 //! control bytes and then a bucket elsewhere, two dependent cache misses per level in a table
 //! of 100,000 routes. A map that grows past [`FEW`] keys becomes a hash table, and one that
-//! shrinks to half of that a list again, so a lookup costs a few comparisons or one hash.
+//! shrinks to half of that a list again, so a lookup costs a few comparisons or one hash. The
+//! list keeps its keys apart from the payloads (a payload is a subtree node, several times a
+//! key's size): a scan reads the keys' few lines, then the one payload it found.
 //!
-//! Invariant: a key is stored once, whichever form the map has; keys compare as their bytes.
+//! Invariants: a key is stored once, whichever form the map has; keys compare as their bytes;
+//! in a list, `keys[i]` is the key of `vals[i]`.
 
 use rustc_hash::FxHashMap;
 
@@ -17,20 +20,29 @@ const FEW: usize = 8;
 
 #[derive(Debug)]
 pub(crate) enum ExactMap<T> {
-    Few(Vec<(SmallKey, T)>),
+    Few { keys: Vec<SmallKey>, vals: Vec<T> },
     Many(FxHashMap<SmallKey, T>),
 }
 
 impl<T> Default for ExactMap<T> {
     fn default() -> Self {
-        ExactMap::Few(Vec::new())
+        ExactMap::Few {
+            keys: Vec::new(),
+            vals: Vec::new(),
+        }
     }
+}
+
+/// Where `key` is in a list's keys.
+#[inline]
+fn position(keys: &[SmallKey], key: &[u8]) -> Option<usize> {
+    keys.iter().position(|k| **k == *key)
 }
 
 impl<T> ExactMap<T> {
     pub(crate) fn len(&self) -> usize {
         match self {
-            ExactMap::Few(v) => v.len(),
+            ExactMap::Few { keys, .. } => keys.len(),
             ExactMap::Many(m) => m.len(),
         }
     }
@@ -42,36 +54,40 @@ impl<T> ExactMap<T> {
     #[inline]
     pub(crate) fn get(&self, key: &[u8]) -> Option<&T> {
         match self {
-            ExactMap::Few(v) => v.iter().find(|(k, _)| **k == *key).map(|(_, x)| x),
+            ExactMap::Few { keys, vals } => position(keys, key).map(|i| &vals[i]),
             ExactMap::Many(m) => m.get(key),
         }
     }
 
     pub(crate) fn get_mut(&mut self, key: &[u8]) -> Option<&mut T> {
         match self {
-            ExactMap::Few(v) => v.iter_mut().find(|(k, _)| **k == *key).map(|(_, x)| x),
+            ExactMap::Few { keys, vals } => position(keys, key).map(|i| &mut vals[i]),
             ExactMap::Many(m) => m.get_mut(key),
         }
     }
 
     /// The payload of `key`, inserted with `make` if the key is new.
     pub(crate) fn get_or_insert_with(&mut self, key: &[u8], make: impl FnOnce() -> T) -> &mut T {
-        if let ExactMap::Few(v) = self {
-            if v.len() == FEW && !v.iter().any(|(k, _)| **k == *key) {
-                let m: FxHashMap<SmallKey, T> = std::mem::take(v).into_iter().collect();
+        if let ExactMap::Few { keys, vals } = self {
+            if keys.len() == FEW && position(keys, key).is_none() {
+                let m: FxHashMap<SmallKey, T> = std::mem::take(keys)
+                    .into_iter()
+                    .zip(std::mem::take(vals))
+                    .collect();
                 *self = ExactMap::Many(m);
             }
         }
         match self {
-            ExactMap::Few(v) => {
-                let i = match v.iter().position(|(k, _)| **k == *key) {
+            ExactMap::Few { keys, vals } => {
+                let i = match position(keys, key) {
                     Some(i) => i,
                     None => {
-                        v.push((SmallKey::new(key), make()));
-                        v.len() - 1
+                        keys.push(SmallKey::new(key));
+                        vals.push(make());
+                        vals.len() - 1
                     }
                 };
-                &mut v[i].1
+                &mut vals[i]
             }
             ExactMap::Many(m) => {
                 if !m.contains_key(key) {
@@ -84,14 +100,16 @@ impl<T> ExactMap<T> {
 
     pub(crate) fn remove(&mut self, key: &[u8]) -> Option<T> {
         match self {
-            ExactMap::Few(v) => {
-                let i = v.iter().position(|(k, _)| **k == *key)?;
-                Some(v.swap_remove(i).1)
+            ExactMap::Few { keys, vals } => {
+                let i = position(keys, key)?;
+                keys.swap_remove(i);
+                Some(vals.swap_remove(i))
             }
             ExactMap::Many(m) => {
                 let x = m.remove(key)?;
                 if m.len() <= FEW / 2 {
-                    *self = ExactMap::Few(std::mem::take(m).into_iter().collect());
+                    let (keys, vals) = std::mem::take(m).into_iter().unzip();
+                    *self = ExactMap::Few { keys, vals };
                 }
                 Some(x)
             }
@@ -100,7 +118,7 @@ impl<T> ExactMap<T> {
 
     pub(crate) fn values(&self) -> impl Iterator<Item = &T> {
         let (few, many) = match self {
-            ExactMap::Few(v) => (Some(v.iter().map(|(_, x)| x)), None),
+            ExactMap::Few { vals, .. } => (Some(vals.iter()), None),
             ExactMap::Many(m) => (None, Some(m.values())),
         };
         few.into_iter().flatten().chain(many.into_iter().flatten())
@@ -109,7 +127,7 @@ impl<T> ExactMap<T> {
     /// Takes every payload out, leaving the map empty.
     pub(crate) fn drain_values(&mut self) -> impl Iterator<Item = T> {
         let (few, many) = match std::mem::take(self) {
-            ExactMap::Few(v) => (Some(v.into_iter().map(|(_, x)| x)), None),
+            ExactMap::Few { vals, .. } => (Some(vals.into_iter()), None),
             ExactMap::Many(m) => (None, Some(m.into_values())),
         };
         few.into_iter().flatten().chain(many.into_iter().flatten())
@@ -132,7 +150,7 @@ mod tests {
             // Inserting a key again finds it.
             *m.get_or_insert_with(&key(i), || 1000) += 1;
             assert_eq!(m.len(), i + 1);
-            assert_eq!(matches!(m, ExactMap::Few(_)), i < FEW, "{i}");
+            assert_eq!(matches!(m, ExactMap::Few { .. }), i < FEW, "{i}");
             for j in 0..=i {
                 assert_eq!(m.get(&key(j)), Some(&(j + 1)), "{i} {j}");
             }
@@ -144,7 +162,7 @@ mod tests {
             assert_eq!(m.remove(&key(i)), None);
             assert_eq!(m.len(), i);
             // A hash table again becomes a list only at half the size it left it at.
-            assert_eq!(matches!(m, ExactMap::Few(_)), i <= FEW / 2, "{i}");
+            assert_eq!(matches!(m, ExactMap::Few { .. }), i <= FEW / 2, "{i}");
             for j in 0..i {
                 assert_eq!(m.get_mut(&key(j)).copied(), Some(j + 1), "{i} {j}");
             }

@@ -10,8 +10,8 @@
 //! only from predicates that are true only when the field has a value with the property (`==`,
 //! `^=`, `=^`, `contains`, `in` a network or a set of at most [`MAX_KEYS`] elements, and `~`
 //! through what every match of the regex must look like),
-//! from any child of `&&`, and from `||` only when every child yields one of the same
-//! [`Disc`] (then merged). Nothing is taken from inside `!( … )`. Both modes are covered: a
+//! from any child of `&&`, and from `||` only when every child yields one on the same field
+//! (then merged, under the weaker kind when their kinds differ: [`KeyKind::implies`]). Nothing is taken from inside `!( … )`. Both modes are covered: a
 //! predicate true for all values (at least one) or for any value has *some* value with the
 //! property. The property tests compare the index with the reference evaluator to catch a
 //! breach.
@@ -62,6 +62,20 @@ pub(crate) enum KeyKind {
     /// patterns cost tens of milliseconds a request that way). Kept so that explain can name
     /// the regex that ruled a route out.
     Regex,
+}
+
+impl KeyKind {
+    /// Whether a key of this kind, read as a key of `weaker`, holds wherever it held: equal to
+    /// `k` implies starting with, ending with and containing `k`; starting or ending with it
+    /// implies containing it. (Every kind implies itself.) Only byte-string kinds convert.
+    pub(crate) fn implies(self, weaker: KeyKind) -> bool {
+        use KeyKind::*;
+        self == weaker
+            || matches!(
+                (self, weaker),
+                (Exact, Prefix | Suffix | Contains) | (Prefix | Suffix, Contains)
+            )
+    }
 }
 
 /// One requirement: one of `keys` holds of some value of `disc.field`.
@@ -255,6 +269,35 @@ impl Keys {
         }
     }
 
+    /// Drops the keys another key of the set already covers: a prefix that starts with a
+    /// shorter prefix of the set (`/a/b` beside `/a`), a suffix that ends with a shorter one
+    /// (`.a.com` beside `a.com`), a substring that contains another. The requirement means the
+    /// same, and a request no longer finds the route once per redundant key (which made a split
+    /// look worse than it is).
+    fn drop_implied(&mut self, kind: KeyKind) {
+        let Keys::Bytes(keys) = self else {
+            return;
+        };
+        let covers = |k: &[u8], other: &[u8]| match kind {
+            KeyKind::Prefix => other.starts_with(k),
+            KeyKind::Suffix => other.ends_with(k),
+            KeyKind::Contains => other.windows(k.len().max(1)).any(|w| w == k),
+            _ => false,
+        };
+        let mut i = 0;
+        while i < keys.len() {
+            let redundant = keys
+                .iter()
+                .enumerate()
+                .any(|(j, k)| j != i && k.len() < keys[i].len() && covers(k, &keys[i]));
+            if redundant {
+                keys.remove(i);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
     /// How much a key narrows (for keeping the better of two requirements of one disc):
     /// fewer alternatives, then longer literals.
     fn strength(&self) -> (std::cmp::Reverse<usize>, usize) {
@@ -316,6 +359,7 @@ pub(crate) fn requirements(code: &Code<'_>) -> Vec<Requirement> {
     out.truncate(MAX_REQUIREMENTS);
     for r in &mut out {
         r.keys.shorten(r.disc.kind);
+        r.keys.drop_implied(r.disc.kind);
     }
     out
 }
@@ -354,16 +398,7 @@ fn of(code: &Code<'_>, i: usize) -> Vec<Requirement> {
                 let theirs = crate::stack::guarded(|| of(code, c));
                 acc = Some(match acc {
                     None => theirs,
-                    Some(acc) => acc
-                        .iter()
-                        .filter_map(|a| {
-                            let b = theirs.iter().find(|b| b.disc == a.disc)?;
-                            Some(Requirement {
-                                disc: a.disc,
-                                keys: a.keys.union(&b.keys)?,
-                            })
-                        })
-                        .collect(),
+                    Some(acc) => either(&acc, &theirs),
                 });
                 if acc.as_ref().is_some_and(Vec::is_empty) {
                     break;
@@ -375,6 +410,32 @@ fn of(code: &Code<'_>, i: usize) -> Vec<Requirement> {
         Instr::Not { .. } | Instr::End | Instr::OnHeap(_) => Vec::new(),
         Instr::Pred(p) => predicate(code, p),
     }
+}
+
+/// Requirements that hold when either side's do (`a || b`): for each pair on one field, the
+/// union of their keys under the kind both imply. Keys of one kind are also keys of a weaker
+/// kind ([`KeyKind::implies`]): `host == "a.com" || host =^ ".a.com"` requires some host ending
+/// with `a.com`, which a suffix structure keys (Kong writes every `*.a.com` route this way).
+fn either(a: &[Requirement], b: &[Requirement]) -> Vec<Requirement> {
+    let mut out = Vec::new();
+    for x in a {
+        for y in b {
+            if x.disc.field != y.disc.field || x.disc.lower != y.disc.lower {
+                continue;
+            }
+            let disc = if x.disc.kind.implies(y.disc.kind) {
+                y.disc
+            } else if y.disc.kind.implies(x.disc.kind) {
+                x.disc
+            } else {
+                continue;
+            };
+            if let Some(keys) = x.keys.union(&y.keys) {
+                keep(&mut out, Requirement { disc, keys });
+            }
+        }
+    }
+    out
 }
 
 fn predicate(code: &Code<'_>, p: &Pred) -> Vec<Requirement> {

@@ -11,7 +11,7 @@
 //!   each split, the children of the keys its values satisfy and always `rest`.
 //! - **Leaves are small when they can be.** A leaf of more than [`LEAF_MAX`] routes is split
 //!   when some key would leave a request fewer routes than the leaf holds ([`choose`]); one that
-//!   no key improves is tried again only once it has doubled. A split whose subtree shrinks to
+//!   no key improves is tried again once it has grown by half ([`retry_size`]). A split whose subtree shrinks to
 //!   [`LEAF_MAX`] / 2 routes becomes a leaf again.
 //! - **Changes are local.** An add or a remove follows the route's own path down the tree and
 //!   changes what it meets there: a leaf split or a split collapsed costs the routes of that
@@ -550,6 +550,14 @@ impl Level {
     }
 }
 
+/// The size at which a leaf no key improved is tried again: half as large again (at least one
+/// more route). Geometric, so a leaf no key will ever split costs each insert a constant
+/// number of route reads on average; small steps, so that a leaf whose first routes could not
+/// be told apart (a route on two hosts beside one on one) is split as soon as a third can be.
+fn retry_size(routes: u32) -> u32 {
+    routes + (routes / 2).max(1)
+}
+
 /// Builds the subtree of routes `idx` of `table` (entries with their requirements), at level
 /// `at`: a leaf, or a split by the best choice with its parts built the same way.
 pub(crate) fn build(
@@ -572,7 +580,7 @@ pub(crate) fn build(
     }
     let routes = idx.len() as u32;
     match choose(table, &idx, at.filtered) {
-        None => leaf(&idx, 2 * routes),
+        None => leaf(&idx, retry_size(routes)),
         Some(Choice::Key(disc)) => {
             // Group the routes by stored key (each structure decides which keys are one: a
             // radix tree stores a long prefix shortened), then build each group's subtree.
