@@ -9,13 +9,69 @@
 //! FAMILY defaults to `mixed`, MIX to `realistic`. Files: `schema.tsv` (name, type),
 //! `routes.tsv` (priority, uuid, expression) and `requests.tsv`, one request per line, each
 //! value a `name=T:value` cell (T is `s` for a String, `i` for an Int, `a` for an address).
+//! When every route is one lua-resty-radixtree can express (hosts, methods, exact paths,
+//! prefixes as `/p*`, path parameters as `:name`), also `radixtree.tsv` for
+//! `lua/bench/radixtree.lua`: uuid, priority, hosts, methods and paths, lists joined by `,`
+//! (`-` for none). A parameter becomes `:name`, which takes any segment where the route's
+//! regex may take only digits: the same for the requests, all built for a route.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
 use atc_router::{Context, Router, Schema, Type, Uuid};
-use atc_workload::{requests, Family, Mix, Table, Value};
+use atc_workload::{requests, Cond, Family, Mix, Part, PathMatch, Route, Table, Value};
+
+/// The route as lua-resty-radixtree writes it (see the module docs), if it can.
+fn radixtree_line(r: &Route) -> Option<String> {
+    let (mut hosts, mut methods, mut paths) = (Vec::new(), Vec::new(), Vec::new());
+    for c in &r.shape.conds {
+        match c {
+            Cond::Host(h) => hosts.push(h.clone()),
+            Cond::Methods(ms) => methods.extend(ms.iter().cloned()),
+            Cond::Path(alts) => {
+                for m in alts {
+                    paths.push(match m {
+                        PathMatch::Prefix(p) => format!("{p}*"),
+                        PathMatch::Exact(p) => p.clone(),
+                        PathMatch::Regex(re) if !re.open => {
+                            let mut out = String::new();
+                            for part in &re.parts {
+                                match part {
+                                    Part::Lit(l) => out.push_str(l),
+                                    Part::Param { name, .. } => {
+                                        out.push(':');
+                                        out.push_str(name);
+                                    }
+                                }
+                            }
+                            out
+                        }
+                        _ => return None,
+                    });
+                }
+            }
+            _ => return None,
+        }
+    }
+    let list = |v: &[String]| {
+        if v.is_empty() {
+            "-".to_string()
+        } else {
+            v.join(",")
+        }
+    };
+    (!paths.is_empty()).then(|| {
+        format!(
+            "{}\t{}\t{}\t{}\t{}\n",
+            r.id_string(),
+            r.priority,
+            list(&hosts),
+            list(&methods),
+            list(&paths)
+        )
+    })
+}
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -57,6 +113,14 @@ fn main() {
             .unwrap();
     }
     std::fs::write(out.join("routes.tsv"), tsv).unwrap();
+    let radix: Option<String> = table.routes.iter().map(radixtree_line).collect();
+    let radix_path = out.join("radixtree.tsv");
+    match radix {
+        Some(lines) => std::fs::write(&radix_path, lines).unwrap(),
+        None => {
+            let _ = std::fs::remove_file(&radix_path);
+        }
+    }
 
     let mut reqs: Vec<Vec<(String, atc_router::Value)>> = Vec::new();
     let mut tsv = String::new();
