@@ -5,7 +5,8 @@
 -- get_result (the route's id, the matched path and the captures table, as Kong's router reads
 -- them). Radixtree: match(path, { method = ..., host = ... }), which returns the route's
 -- metadata (its id). Both walk the same requests, the table's realistic mix, in the same
--- order; before timing, every request is routed by both and the ids compared.
+-- order, in alternating rounds; before timing, every request is routed by both and the ids
+-- compared.
 local ffi = require("ffi")
 local schema = require("resty.router.schema")
 local router = require("resty.router.router")
@@ -83,17 +84,20 @@ local function load(dir)
     return s, ours, rx, reqs, #routes, ours_ms, rx_ms
 end
 
-local function median(rounds, fn, reqs)
-    local samples = {}
-    for round = 1, rounds do
-        local start = now_ns()
-        for i = 1, #reqs do
-            fn(reqs[i])
-        end
-        samples[round] = (now_ns() - start) / #reqs
+-- Times one pass of `fn` over the requests, in ns per request, after a full collection (each
+-- side pays for the garbage it makes, not for the other's).
+local function pass(fn, reqs)
+    collectgarbage()
+    local start = now_ns()
+    for i = 1, #reqs do
+        fn(reqs[i])
     end
+    return (now_ns() - start) / #reqs
+end
+
+local function summary(samples)
     table.sort(samples)
-    return samples[math.floor(rounds / 2) + 1], samples[1], samples[rounds]
+    return samples[math.floor(#samples / 2) + 1], samples[1], samples[#samples]
 end
 
 function _M.run(dir, rounds)
@@ -125,8 +129,15 @@ function _M.run(dir, rounds)
             matched = matched + 1
         end
     end
-    local o = { median(rounds, ours_route, reqs) }
-    local x = { median(rounds, rx_route, reqs) }
+    -- Rounds alternate between the two, so that a noisy stretch of a shared machine falls on
+    -- both alike.
+    local os, xs = {}, {}
+    for round = 1, rounds do
+        os[round] = pass(ours_route, reqs)
+        xs[round] = pass(rx_route, reqs)
+    end
+    local o = { summary(os) }
+    local x = { summary(xs) }
     return string.format(
         "%d routes (built: ours %.0f ms, radixtree %.0f ms), %d requests, %d matched by ours, "
             .. "%d routed alike\n"
