@@ -281,7 +281,11 @@ impl Keys {
         let covers = |k: &[u8], other: &[u8]| match kind {
             KeyKind::Prefix => other.starts_with(k),
             KeyKind::Suffix => other.ends_with(k),
-            KeyKind::Contains => other.windows(k.len().max(1)).any(|w| w == k),
+            // Substring keys are not shortened: only short ones are compared, so that a set
+            // of long literals costs its size, not its size squared.
+            KeyKind::Contains => {
+                other.len() <= MAX_AFFIX_BYTES && memchr::memmem::find(other, k).is_some()
+            }
             _ => false,
         };
         let mut i = 0;
@@ -413,7 +417,7 @@ fn of(code: &Code<'_>, i: usize) -> Vec<Requirement> {
 }
 
 /// Requirements that hold when either side's do (`a || b`): for each pair on one field, the
-/// union of their keys under the kind both imply. Keys of one kind are also keys of a weaker
+/// union of their keys under the strongest kind both imply. Keys of one kind are also keys of a weaker
 /// kind ([`KeyKind::implies`]): `host == "a.com" || host =^ ".a.com"` requires some host ending
 /// with `a.com`, which a suffix structure keys (Kong writes every `*.a.com` route this way).
 fn either(a: &[Requirement], b: &[Requirement]) -> Vec<Requirement> {
@@ -423,13 +427,15 @@ fn either(a: &[Requirement], b: &[Requirement]) -> Vec<Requirement> {
             if x.disc.field != y.disc.field || x.disc.lower != y.disc.lower {
                 continue;
             }
-            let disc = if x.disc.kind.implies(y.disc.kind) {
-                y.disc
-            } else if y.disc.kind.implies(x.disc.kind) {
-                x.disc
-            } else {
+            // The strongest kind both imply (a prefix or a suffix: a substring).
+            let both = |k: KeyKind| x.disc.kind.implies(k) && y.disc.kind.implies(k);
+            let Some(kind) = [x.disc.kind, y.disc.kind, KeyKind::Contains]
+                .into_iter()
+                .find(|&k| both(k))
+            else {
                 continue;
             };
+            let disc = Disc { kind, ..x.disc };
             if let Some(keys) = x.keys.union(&y.keys) {
                 keep(&mut out, Requirement { disc, keys });
             }
@@ -519,4 +525,75 @@ fn predicate(code: &Code<'_>, p: &Pred) -> Vec<Requirement> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compile::program::Program;
+    use crate::compile::regex_cache::{PreparedRegexes, RegexCache};
+    use crate::limits::Limits;
+    use crate::value::Type;
+
+    fn requirements_of(expression: &str) -> Vec<Requirement> {
+        let mut schema = Schema::new();
+        schema.add_field("http.host", Type::String).unwrap();
+        schema.add_field("http.path", Type::String).unwrap();
+        let limits = Limits::default();
+        let parsed = crate::language::parse_with_limits(expression, &limits).unwrap();
+        let cache = RegexCache::default();
+        let node = crate::compile::resolve::resolve(
+            expression,
+            &parsed,
+            crate::compile::resolve::Fields::Peek(&schema),
+            &limits,
+            &mut PreparedRegexes::new(&cache),
+        )
+        .unwrap();
+        requirements(&Program::compile(&node).view())
+    }
+
+    fn keys_of(reqs: &[Requirement], kind: KeyKind) -> Option<Vec<String>> {
+        let r = reqs.iter().find(|r| r.disc.kind == kind)?;
+        Some(
+            r.keys
+                .iter()
+                .map(|k| match k {
+                    Key::Bytes(b) => String::from_utf8_lossy(b).into_owned(),
+                    _ => unreachable!("byte keys"),
+                })
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn a_host_and_its_wildcard_require_a_host_ending_in_it() {
+        // Kong's form of hosts = { "a.com", "*.a.com" }
+        let reqs = requirements_of(r#"http.host == "a.com" || http.host =^ ".a.com""#);
+        assert_eq!(keys_of(&reqs, KeyKind::Suffix), Some(vec!["a.com".into()]));
+        assert_eq!(keys_of(&reqs, KeyKind::Exact), None);
+    }
+
+    #[test]
+    fn an_exact_path_or_a_prefix_requires_the_prefixes() {
+        let reqs = requirements_of(r#"http.path == "/a/b" || http.path ^= "/c""#);
+        let mut keys = keys_of(&reqs, KeyKind::Prefix).unwrap();
+        keys.sort();
+        assert_eq!(keys, ["/a/b", "/c"]);
+        // a prefix covered by another of the set goes
+        let reqs = requirements_of(r#"http.path ^= "/a/b" || http.path ^= "/a""#);
+        assert_eq!(keys_of(&reqs, KeyKind::Prefix), Some(vec!["/a".into()]));
+    }
+
+    #[test]
+    fn a_prefix_or_a_suffix_requires_a_substring() {
+        let reqs = requirements_of(r#"http.host ^= "a." || http.host =^ ".b""#);
+        assert_eq!(keys_of(&reqs, KeyKind::Prefix), None);
+        assert_eq!(keys_of(&reqs, KeyKind::Suffix), None);
+        // both imply a substring, which the weaker kind keeps
+        assert_eq!(keys_of(&reqs, KeyKind::Contains).map(|k| k.len()), Some(2));
+        // and different fields never merge
+        let reqs = requirements_of(r#"http.host == "a" || http.path == "/a""#);
+        assert!(reqs.is_empty(), "{reqs:?}");
+    }
 }
