@@ -29,8 +29,10 @@
 //!   catch-all.
 //! * **Priorities and ids.** Ids are random version-4 UUID bytes, unique within a table and
 //!   uncorrelated with priority. Priorities are distinct except for 10% of the routes
-//!   (rounded), which form equal-priority pairs so the id tie-break matters. Router order (that
-//!   of [`Table::priority_order`]) is priority descending, then id bytes descending.
+//!   (rounded), which form equal-priority pairs so the id tie-break matters; the
+//!   [`Family::KongTraditional`] routes carry Kong's computed priorities instead, which repeat
+//!   heavily. Router order (that of [`Table::priority_order`]) is priority descending, then id
+//!   bytes descending.
 //! * **Rendering.** [`Route::expression`] is [`Shape::expression`] of [`Route::shape`] for
 //!   every generated or changed route. A caller may write another expression by hand; requests
 //!   are still built from the shape, so the expression must accept what the shape describes.
