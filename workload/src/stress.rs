@@ -1,7 +1,7 @@
 //! The stress families: route shapes that no gateway family of the mixed table has, each pushing
 //! one dimension of a table far past what the mixed table does (docs/performance.md, "Stress
-//! families"). They are not in [`Family::SHARES`], so the mixed table does not change with them,
-//! and not in [`Family::all`]; [`Family::stress`] lists them.
+//! families"). They are not in [`Family::SHARES`](crate::Family::SHARES), so the mixed table does not change with them,
+//! and not in [`Family::all`](crate::Family::all); [`Family::stress`](crate::Family::stress) lists them.
 //!
 //! * `field-per-route`: every route tests a header of its own (`http.headers.x_tenant_<i>`):
 //!   as many fields as routes, names sharing long prefixes.
