@@ -56,8 +56,19 @@ impl PathAlloc {
         }
         // The words are running out (100,000 routes on one key space): a numbered segment,
         // fixed-width so that none is a byte prefix of another, under a random free prefix.
+        // Where no free prefix is left (every root, or every root and word, already a key of
+        // its own), the numbered segment becomes the root: no word starts with `z9`.
+        let mut attempts = 0;
         loop {
+            attempts += 1;
             self.numbered += 1;
+            if attempts > 1000 {
+                let key = format!("z9{:07}", self.numbered);
+                if let Some(key) = self.try_take(&[&key]) {
+                    return key;
+                }
+                continue;
+            }
             let mut segs: Vec<String> = vec![(*rng.pick(roots)).to_owned()];
             segs.extend((2..depth.max(2)).map(|_| (*rng.pick(WORDS)).to_owned()));
             segs.push(format!("z9{:07}", self.numbered));

@@ -874,3 +874,22 @@ fn stress_tables_change_and_grow() {
         check_requests(&grown, 8);
     }
 }
+
+/// A key space whose roots are all taken as keys of their own still hands out keys, never one
+/// another's prefix (one root, one segment: the numbered fallback becomes the root).
+#[test]
+fn a_full_key_space_still_hands_out_prefix_free_keys() {
+    let mut alloc = crate::families::PathAlloc::default();
+    let mut rng = crate::rng::Rng::new(1, 1);
+    let keys: Vec<String> = (0..40)
+        .map(|_| alloc.alloc(&mut rng, &["a"], 1, 1))
+        .collect();
+    assert_eq!(keys[0], "/a");
+    for a in &keys {
+        for b in &keys {
+            assert!(a == b || !b.starts_with(&format!("{a}/")), "{a} {b}");
+        }
+    }
+    let distinct: std::collections::HashSet<&String> = keys.iter().collect();
+    assert_eq!(distinct.len(), keys.len());
+}
