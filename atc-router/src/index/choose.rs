@@ -112,17 +112,40 @@ pub(crate) fn choose(
         })
         .copied()
         .collect();
-    for d in weaker {
-        let joining: Vec<u32> = idx
-            .iter()
-            .copied()
-            .filter(|&i| {
-                let reqs = &table[i as usize].1;
-                !reqs.iter().any(|r| r.disc == d) && reqs.iter().any(|r| serves_as(r, &d))
-            })
-            .collect();
-        if let Some(routes) = by_disc.get_mut(&d) {
-            routes.extend(joining);
+    if !weaker.is_empty() {
+        // The routes that could join, by field: each weaker disc reads only its own field's
+        // (a node of thousands of fields, each with a prefix, stays linear in its size).
+        let mut by_field: FxHashMap<(FieldId, bool), Vec<u32>> = FxHashMap::default();
+        for &i in idx {
+            for r in &table[i as usize].1 {
+                if matches!(r.keys, Keys::Bytes(_))
+                    && matches!(
+                        r.disc.kind,
+                        KeyKind::Exact | KeyKind::Prefix | KeyKind::Suffix
+                    )
+                {
+                    let routes = by_field.entry((r.disc.field, r.disc.lower)).or_default();
+                    if routes.last() != Some(&i) {
+                        routes.push(i);
+                    }
+                }
+            }
+        }
+        for d in weaker {
+            let Some(candidates) = by_field.get(&(d.field, d.lower)) else {
+                continue;
+            };
+            let joining: Vec<u32> = candidates
+                .iter()
+                .copied()
+                .filter(|&i| {
+                    let reqs = &table[i as usize].1;
+                    !reqs.iter().any(|r| r.disc == d) && reqs.iter().any(|r| serves_as(r, &d))
+                })
+                .collect();
+            if let Some(routes) = by_disc.get_mut(&d) {
+                routes.extend(joining);
+            }
         }
     }
     // The best so far: its worst case, then (between equal worst cases) the mean over the

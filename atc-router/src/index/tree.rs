@@ -11,8 +11,8 @@
 //!   each split, the children of the keys its values satisfy and always `rest`.
 //! - **Leaves are small when they can be.** A leaf of more than [`LEAF_MAX`] routes is split
 //!   when some key would leave a request fewer routes than the leaf holds ([`choose`]); one that
-//!   no key improves is tried again once it has grown by half ([`retry_size`]). A split whose subtree shrinks to
-//!   [`LEAF_MAX`] / 2 routes becomes a leaf again.
+//!   no key improves is tried again once it has grown by half ([`retry_size`]). A split whose
+//!   subtree shrinks to [`LEAF_MAX`] / 2 routes becomes a leaf again.
 //! - **Changes are local.** An add or a remove follows the route's own path down the tree and
 //!   changes what it meets there: a leaf split or a split collapsed costs the routes of that
 //!   node, never the table.
