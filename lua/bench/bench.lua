@@ -7,7 +7,6 @@
 --
 -- DATA_DIR holds schema.tsv, routes.tsv and requests.tsv (ffi/examples/workload_dump.rs).
 
-local ffi = require("ffi")
 local schema = require("resty.router.schema")
 local router = require("resty.router.router")
 local context = require("resty.router.context")
@@ -15,14 +14,10 @@ local context = require("resty.router.context")
 local dir = assert(arg[1], "usage: bench.lua DATA_DIR [ROUNDS]")
 local rounds = tonumber(arg[2] or "21")
 
-pcall(ffi.cdef, [[
-typedef struct { long tv_sec; long tv_nsec; } atc_bench_timespec;
-int clock_gettime(int clk_id, atc_bench_timespec *tp);
-]])
-local ts = ffi.new("atc_bench_timespec")
+-- The library's monotonic clock (the gateway's), in nanoseconds.
+local now_ms = require("resty.router.gateway.updates").now_ms
 local function now_ns()
-    ffi.C.clock_gettime(1, ts) -- CLOCK_MONOTONIC
-    return tonumber(ts.tv_sec) * 1e9 + tonumber(ts.tv_nsec)
+    return now_ms() * 1e6
 end
 
 local s = schema.new()

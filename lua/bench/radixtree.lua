@@ -7,7 +7,6 @@
 -- metadata (its id). Both walk the same requests, the table's realistic mix, in the same
 -- order, in alternating rounds; before timing, every request is routed by both and the ids
 -- compared.
-local ffi = require("ffi")
 local schema = require("resty.router.schema")
 local router = require("resty.router.router")
 local context = require("resty.router.context")
@@ -15,14 +14,10 @@ local radix = require("resty.radixtree")
 
 local _M = {}
 
-pcall(ffi.cdef, [[
-typedef struct { long tv_sec; long tv_nsec; } atc_rx_timespec;
-int clock_gettime(int clk_id, atc_rx_timespec *tp);
-]])
-local ts = ffi.new("atc_rx_timespec")
+-- The library's monotonic clock (the gateway's), in nanoseconds.
+local now_ms = require("resty.router.gateway.updates").now_ms
 local function now_ns()
-    ffi.C.clock_gettime(1, ts) -- CLOCK_MONOTONIC
-    return tonumber(ts.tv_sec) * 1e9 + tonumber(ts.tv_nsec)
+    return now_ms() * 1e6
 end
 
 local function split(list)

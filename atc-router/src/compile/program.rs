@@ -445,6 +445,31 @@ impl Builder {
     }
 }
 
+/// The program of `expression` over the String fields `http.host` and `http.path`, for unit
+/// tests of the compiler and of what reads programs (the index's requirements).
+#[cfg(test)]
+pub(crate) fn test_program(expression: &str) -> Program {
+    use crate::compile::regex_cache::{PreparedRegexes, RegexCache};
+    use crate::limits::Limits;
+    use crate::schema::Schema;
+    use crate::value::Type;
+    let mut schema = Schema::new();
+    schema.add_field("http.host", Type::String).unwrap();
+    schema.add_field("http.path", Type::String).unwrap();
+    let limits = Limits::default();
+    let parsed = crate::language::parse_with_limits(expression, &limits).unwrap();
+    let cache = RegexCache::default();
+    let node = crate::compile::resolve::resolve(
+        expression,
+        &parsed,
+        crate::compile::resolve::Fields::Peek(&schema),
+        &limits,
+        &mut PreparedRegexes::new(&cache),
+    )
+    .unwrap();
+    Program::compile(&node)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -465,27 +490,7 @@ mod tests {
         assert_eq!(std::mem::align_of::<Program>(), 64);
     }
 
-    fn program(expression: &str) -> Program {
-        use crate::compile::regex_cache::{PreparedRegexes, RegexCache};
-        use crate::limits::Limits;
-        use crate::schema::Schema;
-        use crate::value::Type;
-        let mut schema = Schema::new();
-        schema.add_field("http.host", Type::String).unwrap();
-        schema.add_field("http.path", Type::String).unwrap();
-        let limits = Limits::default();
-        let parsed = crate::language::parse_with_limits(expression, &limits).unwrap();
-        let cache = RegexCache::default();
-        let node = crate::compile::resolve::resolve(
-            expression,
-            &parsed,
-            crate::compile::resolve::Fields::Peek(&schema),
-            &limits,
-            &mut PreparedRegexes::new(&cache),
-        )
-        .unwrap();
-        Program::compile(&node)
-    }
+    use super::test_program as program;
 
     /// Instructions up to the end of the last run: the program's length.
     fn length(p: &Program) -> usize {

@@ -530,27 +530,10 @@ fn predicate(code: &Code<'_>, p: &Pred) -> Vec<Requirement> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compile::program::Program;
-    use crate::compile::regex_cache::{PreparedRegexes, RegexCache};
-    use crate::limits::Limits;
-    use crate::value::Type;
+    use crate::compile::program::test_program;
 
     fn requirements_of(expression: &str) -> Vec<Requirement> {
-        let mut schema = Schema::new();
-        schema.add_field("http.host", Type::String).unwrap();
-        schema.add_field("http.path", Type::String).unwrap();
-        let limits = Limits::default();
-        let parsed = crate::language::parse_with_limits(expression, &limits).unwrap();
-        let cache = RegexCache::default();
-        let node = crate::compile::resolve::resolve(
-            expression,
-            &parsed,
-            crate::compile::resolve::Fields::Peek(&schema),
-            &limits,
-            &mut PreparedRegexes::new(&cache),
-        )
-        .unwrap();
-        requirements(&Program::compile(&node).view())
+        requirements(&test_program(expression).view())
     }
 
     fn keys_of(reqs: &[Requirement], kind: KeyKind) -> Option<Vec<String>> {
