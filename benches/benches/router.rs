@@ -17,6 +17,10 @@
 //!   family (n = 124, GitHub's REST list; 9,920, its copies for 80 tenants): reset a reused
 //!   context, add method, host and path by id, execute, read the captures; Kong's crate the same
 //!   way; matchit a path lookup, the method picked among the path's routes, the parameters read.
+//! * `change/<family>/<n>/<ours|kong>`: one route of the family's table changed in place (removed,
+//!   added again with another expression of its family), at `ATC_BENCH_CHANGE_SIZES` routes
+//!   (default 1,000 and 50,000); also `one-host-exact`, one host whose routes differ by exact
+//!   path only.
 //! * `update/<n>/…` and `sync/<n>/…`: build, replace, add / remove / change one route, sync.
 //! * `stress/<case>/<ours|kong>/<what>`: the shapes of the "no route table crashes or stalls a
 //!   worker" issue, ours next to Kong's library on the same routes and requests: 500 routes of
@@ -631,6 +635,91 @@ fn whole_requests(c: &mut Criterion) {
     }
 }
 
+// ---- change one route, every family, ours next to Kong's ----
+
+/// One route of each family's table changed in place, ours next to Kong's library: the route
+/// removed and added again with another expression of its family (its paths under a token of
+/// their own, as [`Table::with_changes`] makes them), flipping between the two. Kong's library
+/// has no change of its own; a gateway calls `remove_matcher` then `add_matcher` (its Lua
+/// router does exactly that), and so does this bench. Ours: [`Router::remove`] then
+/// [`Router::add`] (what the Lua binding's change does through the C ABI).
+fn family_changes(c: &mut Criterion) {
+    let schema = schema();
+    let kschema = kong_schema();
+    let ns = env_list("ATC_BENCH_CHANGE_SIZES").unwrap_or_else(|| {
+        if test_mode() {
+            vec![1_000]
+        } else {
+            vec![1_000, 50_000]
+        }
+    });
+    // Every family's table, and one host whose routes differ by exact path only.
+    let mut tables: Vec<(String, MakeTable)> = families()
+        .into_iter()
+        .map(|f| {
+            let make: Box<dyn Fn(usize) -> Table> =
+                Box::new(move |n| Table::family(f, n, TABLE_SEED));
+            (f.name().to_owned(), make)
+        })
+        .collect();
+    tables.push(("one-host-exact".to_owned(), Box::new(one_host_exact)));
+    for (name, make) in &tables {
+        for &n in &ns {
+            let group = format!("change/{name}/{n}");
+            if !wanted(&[format!("{group}/ours"), format!("{group}/kong")]) {
+                continue;
+            }
+            let table = make(n);
+            let changed = table.with_changes(1, TABLE_SEED);
+            let Some(at) =
+                (0..n).find(|&i| table.routes[i].expression != changed.routes[i].expression)
+            else {
+                continue;
+            };
+            let (before, after) = (&table.routes[at], &changed.routes[at]);
+            let id = Uuid::from_bytes(before.id);
+            let exprs = [before.expression.as_str(), after.expression.as_str()];
+            let mut g = c.benchmark_group(&group);
+            g.warm_up_time(Duration::from_millis(300));
+            g.measurement_time(Duration::from_secs(1));
+            g.sample_size(30);
+            let mut router = build(&table, &schema);
+            let mut flip = 0;
+            g.bench_function("ours", |b| {
+                b.iter(|| {
+                    flip ^= 1;
+                    router.remove(id);
+                    router
+                        .add(id, before.priority, exprs[flip])
+                        .expect("a changed route of the family compiles");
+                })
+            });
+            drop(router);
+            let mut krouter = kong_router(&table, &kschema);
+            let prio = before.priority as usize;
+            g.bench_function("kong", |b| {
+                b.iter(|| {
+                    flip ^= 1;
+                    krouter.remove_matcher(prio, id);
+                    krouter
+                        .add_matcher(prio, id, exprs[flip])
+                        .expect("Kong takes a changed route of the family");
+                })
+            });
+            g.finish();
+        }
+    }
+}
+
+/// A table of `n` routes.
+type MakeTable = Box<dyn Fn(usize) -> Table>;
+
+/// `n` routes on one host that differ by exact path only ([`stress::one_host_exact_path`]).
+fn one_host_exact(n: usize) -> Table {
+    let shapes = (0..n).map(stress::one_host_exact_path).collect();
+    Table::from_shapes(Family::HostPrefixes, shapes, TABLE_SEED)
+}
+
 // ---- update and sync (mixed table) ----
 
 fn updates(c: &mut Criterion) {
@@ -1077,6 +1166,7 @@ criterion_group!(
     matching,
     paths,
     whole_requests,
+    family_changes,
     updates,
     syncs,
     stresses

@@ -85,6 +85,16 @@ pub fn alternation(i: usize, branches: usize, path_len: usize) -> Shape {
     }))
 }
 
+/// `http.host == "<API_HOST>" && http.path == "/svc<i>/v1"`: thousands of these are one host
+/// whose routes differ by exact path only, the table where a route change meets the index's
+/// largest map.
+pub fn one_host_exact_path(i: usize) -> Shape {
+    Shape::new(vec![
+        Cond::Host(crate::API_HOST.into()),
+        Cond::Path(vec![PathMatch::Exact(format!("/svc{i}/v1"))]),
+    ])
+}
+
 /// `http.headers.x_tenant_<i> == "yes"`.
 pub fn own_header(i: usize) -> Shape {
     Shape::new(vec![Cond::Header(Header {

@@ -3,16 +3,16 @@
 //! prefix), and a request looks one up at every level it passes: a small map is a list scanned
 //! in place, one allocation whose first line holds the first keys, where a hash table reads its
 //! control bytes and then a bucket elsewhere, two dependent cache misses per level in a table
-//! of 100,000 routes. A map that grows past [`FEW`] keys becomes a hash table, and one that
-//! shrinks to half of that a list again, so a lookup costs a few comparisons or one hash. The
+//! of 100,000 routes. A map that grows past [`FEW`] keys becomes a hash table (a
+//! [`ProbeMap`], which no churn of keys makes rebuild itself), and one that shrinks to half of
+//! that a list again, so a lookup costs a few comparisons or one hash. The
 //! list keeps its keys apart from the payloads (a payload is a subtree node, several times a
 //! key's size): a scan reads the keys' few lines, then the one payload it found.
 //!
 //! Invariants: a key is stored once, whichever form the map has; keys compare as their bytes;
 //! in a list, `keys[i]` is the key of `vals[i]`.
 
-use rustc_hash::FxHashMap;
-
+use super::probe_map::ProbeMap;
 use super::small_key::SmallKey;
 
 /// Most keys a map keeps as a list.
@@ -21,7 +21,7 @@ const FEW: usize = 8;
 #[derive(Debug)]
 pub(crate) enum ExactMap<T> {
     Few { keys: Vec<SmallKey>, vals: Vec<T> },
-    Many(FxHashMap<SmallKey, T>),
+    Many(ProbeMap<SmallKey, T>),
 }
 
 impl<T> Default for ExactMap<T> {
@@ -70,7 +70,7 @@ impl<T> ExactMap<T> {
     pub(crate) fn get_or_insert_with(&mut self, key: &[u8], make: impl FnOnce() -> T) -> &mut T {
         if let ExactMap::Few { keys, vals } = self {
             if keys.len() == FEW && position(keys, key).is_none() {
-                let m: FxHashMap<SmallKey, T> = std::mem::take(keys)
+                let m: ProbeMap<SmallKey, T> = std::mem::take(keys)
                     .into_iter()
                     .zip(std::mem::take(vals))
                     .collect();
@@ -89,12 +89,7 @@ impl<T> ExactMap<T> {
                 };
                 &mut vals[i]
             }
-            ExactMap::Many(m) => {
-                if !m.contains_key(key) {
-                    m.insert(SmallKey::new(key), make());
-                }
-                m.get_mut(key).expect("just inserted")
-            }
+            ExactMap::Many(m) => m.get_or_insert_with(key, || SmallKey::new(key), make),
         }
     }
 
@@ -108,7 +103,7 @@ impl<T> ExactMap<T> {
             ExactMap::Many(m) => {
                 let x = m.remove(key)?;
                 if m.len() <= FEW / 2 {
-                    let (keys, vals) = std::mem::take(m).into_iter().unzip();
+                    let (keys, vals) = std::mem::take(m).into_entries().into_iter().unzip();
                     *self = ExactMap::Few { keys, vals };
                 }
                 Some(x)
@@ -128,7 +123,7 @@ impl<T> ExactMap<T> {
     pub(crate) fn drain_values(&mut self) -> impl Iterator<Item = T> {
         let (few, many) = match std::mem::take(self) {
             ExactMap::Few { vals, .. } => (Some(vals.into_iter()), None),
-            ExactMap::Many(m) => (None, Some(m.into_values())),
+            ExactMap::Many(m) => (None, Some(m.into_entries().into_iter().map(|(_, v)| v))),
         };
         few.into_iter().flatten().chain(many.into_iter().flatten())
     }

@@ -23,6 +23,7 @@ pub(crate) mod keyed;
 mod lookup;
 pub(crate) mod path_tree;
 mod prefix_tree;
+mod probe_map;
 pub(crate) mod requirement;
 mod small_key;
 pub(crate) mod tree;

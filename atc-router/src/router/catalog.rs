@@ -1,20 +1,31 @@
-//! The catalog: what a sync compares, stored for a sync to read fast.
+//! The catalog: what a sync compares, stored for a sync to read fast and for a route change to
+//! cost the same every time.
 
 use uuid::Uuid;
 
+/// Bytes of text per chunk: a text never moves once written (a chunk is never grown past the
+/// capacity it was made with), so no route change copies the texts of the others, where one
+/// growing arena copied megabytes (milliseconds) every time it doubled.
+const CHUNK: usize = 64 * 1024;
+
 /// Id, priority and expression text of every live slot, stored densely in slot order, so that
-/// a sync of an unchanged list reads two sequential arrays instead of chasing one pointer per
+/// a sync of an unchanged list reads sequential arrays instead of chasing one pointer per
 /// route into the heap (at 100,000 routes those cache misses were most of its cost).
 ///
-/// Invariant: `rows[s]` describes the route in slot `s` (`None` for a free slot) and its text is
-/// `texts[start..start + len]`, byte for byte the route's source. Texts of removed routes stay in
-/// `texts` as garbage until it outweighs the live text, then the arena is rewritten in slot
-/// order.
+/// Invariants: `rows[s]` describes the route in slot `s` (`None` for a free slot); slot `s`
+/// owns the bytes `rooms[s]` names in one chunk, and a live slot's text is the first `len` of
+/// them, byte for byte the route's source (the rest is padding). A slot keeps its room while
+/// free, so the next route placed in it (a route changed in place is removed and added again
+/// in the same slot) writes its text there when it fits. `written` counts the bytes of every
+/// room made since the chunks were last rewritten and `live` the bytes of live texts; once the
+/// difference (text of no route) outweighs the live text, the chunks are rewritten in slot order.
 #[derive(Debug, Default)]
 pub(super) struct Catalog {
     pub(super) rows: Vec<Option<CatalogRow>>,
-    pub(super) texts: String,
-    pub(super) garbage: usize,
+    rooms: Vec<Room>,
+    chunks: Vec<String>,
+    written: usize,
+    live: usize,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -22,8 +33,15 @@ pub(super) struct CatalogRow {
     pub(super) id: Uuid,
     pub(super) priority: u64,
     pub(super) instance: u64,
-    pub(super) start: usize,
     pub(super) len: usize,
+}
+
+/// Where a slot's text goes: `cap` bytes from `start` in chunk `chunk`.
+#[derive(Debug, Clone, Copy, Default)]
+struct Room {
+    chunk: u32,
+    start: u32,
+    cap: u32,
 }
 
 impl Catalog {
@@ -31,40 +49,104 @@ impl Catalog {
         let slot = slot as usize;
         if self.rows.len() <= slot {
             self.rows.resize(slot + 1, None);
+            self.rooms.resize(slot + 1, Room::default());
         }
-        if self.garbage > 4096 && self.garbage > self.texts.len() / 2 {
+        if let Some(old) = self.rows[slot].take() {
+            // Callers clear a slot before setting it again; this keeps the counts right if not.
+            self.live -= old.len;
+        }
+        if self.garbage() > 4096 && self.garbage() > self.live {
             self.compact();
         }
-        let start = self.texts.len();
-        self.texts.push_str(text);
+        let room = self.rooms[slot];
+        if text.len() <= room.cap as usize {
+            // Overwrite the room whole, so that both ends of each write fall between
+            // characters: blanks first, then the text over them.
+            let chunk = &mut self.chunks[room.chunk as usize];
+            let start = room.start as usize;
+            let end = start + room.cap as usize;
+            chunk.replace_range(start..end, &" ".repeat(end - start));
+            chunk.replace_range(start..start + text.len(), text);
+        } else {
+            self.rooms[slot] = self.append(text);
+        }
+        self.live += text.len();
         self.rows[slot] = Some(CatalogRow {
             id,
             priority,
             instance,
-            start,
             len: text.len(),
         });
     }
 
-    pub(super) fn clear(&mut self, slot: u32) {
-        if let Some(row) = self.rows.get_mut(slot as usize).and_then(Option::take) {
-            self.garbage += row.len;
+    /// Bytes of the chunks that are no live route's text.
+    fn garbage(&self) -> usize {
+        self.written - self.live
+    }
+
+    /// Writes `text` after the last text (in a new chunk when the last has no room), as the
+    /// room of a slot.
+    fn append(&mut self, text: &str) -> Room {
+        let fits = self
+            .chunks
+            .last()
+            .is_some_and(|c| c.capacity() - c.len() >= text.len());
+        if !fits {
+            self.chunks
+                .push(String::with_capacity(CHUNK.max(text.len())));
+        }
+        let chunk = self.chunks.len() - 1;
+        let c = &mut self.chunks[chunk];
+        let start = c.len();
+        c.push_str(text);
+        self.written += text.len();
+        Room {
+            chunk: chunk as u32,
+            start: start as u32,
+            cap: text.len() as u32,
         }
     }
 
-    pub(super) fn compact(&mut self) {
-        let mut texts = String::with_capacity(self.texts.len() - self.garbage);
-        for row in self.rows.iter_mut().flatten() {
-            let start = texts.len();
-            texts.push_str(&self.texts[row.start..row.start + row.len]);
-            row.start = start;
+    pub(super) fn clear(&mut self, slot: u32) {
+        if let Some(row) = self.rows.get_mut(slot as usize).and_then(Option::take) {
+            self.live -= row.len;
         }
-        self.texts = texts;
-        self.garbage = 0;
+    }
+
+    /// Rewrites the live texts in slot order into fresh chunks, each slot's room exactly its
+    /// text; free slots lose their rooms.
+    pub(super) fn compact(&mut self) {
+        let old = std::mem::take(&mut self.chunks);
+        self.written = 0;
+        for slot in 0..self.rows.len() {
+            let room = self.rooms[slot];
+            self.rooms[slot] = match self.rows[slot] {
+                Some(row) => {
+                    let start = room.start as usize;
+                    let text = &old[room.chunk as usize][start..start + row.len];
+                    self.append(text)
+                }
+                None => Room::default(),
+            };
+        }
+    }
+
+    /// Room for `bytes` more text: a fresh router built for a sync knows its size.
+    pub(super) fn reserve_text(&mut self, bytes: usize) {
+        if self.chunks.is_empty() && bytes > 0 {
+            self.chunks.push(String::with_capacity(bytes.min(CHUNK)));
+        }
     }
 
     pub(super) fn text(&self, slot: usize) -> &str {
-        self.rows[slot].map_or("", |r| &self.texts[r.start..r.start + r.len])
+        match self.rows.get(slot).copied().flatten() {
+            Some(r) => {
+                let room = self.rooms[slot];
+                let start = room.start as usize;
+                &self.chunks[room.chunk as usize][start..start + r.len]
+            }
+            None => "",
+        }
     }
 
     pub(super) fn id(&self, slot: usize) -> Option<Uuid> {
@@ -78,8 +160,95 @@ impl Catalog {
     /// Whether slot `slot` holds a route with this priority and expression text.
     pub(super) fn same(&self, slot: u32, priority: u64, text: &str) -> bool {
         self.rows[slot as usize].is_some_and(|r| {
-            r.priority == priority
-                && self.texts.as_bytes()[r.start..r.start + r.len] == *text.as_bytes()
+            r.priority == priority && self.text(slot as usize).as_bytes() == text.as_bytes()
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn texts(c: &Catalog) -> Vec<&str> {
+        (0..c.rows.len()).map(|s| c.text(s)).collect()
+    }
+
+    #[test]
+    fn a_slot_changed_in_place_keeps_its_room_and_every_other_text() {
+        let mut c = Catalog::default();
+        for s in 0..100u32 {
+            c.set(
+                s,
+                Uuid::from_u128(s.into()),
+                1,
+                1,
+                &format!("route number {s}"),
+            );
+        }
+        let chunks = c.chunks.len();
+        for round in 0..10_000u32 {
+            c.clear(50);
+            // Shorter, equal and (once, in the first round) longer than the room.
+            let text = match round % 3 {
+                0 => format!("a longer text for route fifty, round {round}"),
+                1 => "short".to_owned(),
+                _ => "route number 50".to_owned(),
+            };
+            c.set(50, Uuid::from_u128(50), 1, 1, &text);
+            assert_eq!(c.text(50), text);
+        }
+        assert_eq!(
+            c.chunks.len(),
+            chunks,
+            "no text appended after the room grew once"
+        );
+        let t = texts(&c);
+        for s in (0..100).filter(|&s| s != 50) {
+            assert_eq!(t[s], format!("route number {s}"));
+        }
+        assert!(c.same(49, 1, "route number 49"));
+        assert!(!c.same(49, 2, "route number 49"));
+    }
+
+    #[test]
+    fn garbage_is_compacted_away_and_multibyte_texts_survive() {
+        let mut c = Catalog::default();
+        for s in 0..64u32 {
+            c.set(
+                s,
+                Uuid::from_u128(s.into()),
+                1,
+                1,
+                &format!("é{}ü", "x".repeat(s as usize)),
+            );
+        }
+        // Every slot freed and refilled with longer texts: rooms are outgrown, garbage piles
+        // up and is compacted.
+        for round in 1..20usize {
+            for s in 0..64u32 {
+                c.clear(s);
+                let text = format!("ñ{}{}", "y".repeat(s as usize + round), "€");
+                c.set(s, Uuid::from_u128(s.into()), 1, 1, &text);
+                assert_eq!(c.text(s as usize), text);
+            }
+            assert!(c.garbage() <= c.live.max(4096) + 4096, "round {round}");
+        }
+        for s in 0..64usize {
+            assert_eq!(c.text(s), format!("ñ{}€", "y".repeat(s + 19)));
+        }
+        c.clear(3);
+        assert_eq!(c.text(3), "");
+        c.compact();
+        assert_eq!(c.text(4), format!("ñ{}€", "y".repeat(23)));
+    }
+
+    #[test]
+    fn a_text_longer_than_a_chunk_gets_a_chunk_of_its_own() {
+        let mut c = Catalog::default();
+        let long = "z".repeat(CHUNK + 10);
+        c.set(0, Uuid::from_u128(1), 1, 1, "short");
+        c.set(1, Uuid::from_u128(2), 1, 1, &long);
+        c.set(2, Uuid::from_u128(3), 1, 1, "after");
+        assert_eq!(texts(&c), ["short", long.as_str(), "after"]);
     }
 }

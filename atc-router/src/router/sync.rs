@@ -195,7 +195,7 @@ impl Router {
                 SyncEntry::Unreadable { .. } => 0,
             })
             .sum();
-        self.catalog.texts.reserve(text);
+        self.catalog.reserve_text(text);
     }
 
     /// Makes the router hold exactly `desired`, touching only what differs: see

@@ -29,7 +29,9 @@ use atc_benches::{
     build, candidate_stats, contexts, execute_reading_captures, live_bytes, schema, specs,
     split_by_captures, split_by_regex, CountingAlloc, TABLE_SEED,
 };
-use atc_router::{parse, Context, ExplainOptions, Linter, Router, Schema, SyncMode};
+use atc_router::{
+    parse, Context, ExplainOptions, FieldId, Linter, Router, Schema, SyncMode, Value,
+};
 use atc_workload::{Family, Mix, Table};
 
 #[global_allocator]
@@ -87,7 +89,7 @@ const COMMANDS: &[Command] = &[
     Command {
         name: "hot",
         synopsis: "--routes N --family F --mix M [--plain|--captures] [--iters K] \
-                   [--requests R] [--candidates-only]",
+                   [--requests R] [--candidates-only|--whole]",
         about: "a tight request loop for perf and callgrind; prints ns per request",
         opts: &[
             Opt {
@@ -129,6 +131,12 @@ const COMMANDS: &[Command] = &[
                 name: "--candidates-only",
                 value: None,
                 help: "only collect candidates (the index's part of a request), no evaluation",
+            },
+            Opt {
+                name: "--whole",
+                value: None,
+                help: "the whole request, as the `request/` bench: reset, the table's fields \
+                       added by id, execute, captures read",
             },
         ],
         run: hot,
@@ -348,6 +356,10 @@ fn hot(a: &Parsed) -> Result<(), String> {
     let iters = a.count("--iters", Some(5_000_000))?.max(1);
     let count = a.count("--requests", Some(256))?.max(1);
     let candidates_only = a.switch("--candidates-only");
+    let whole = a.switch("--whole");
+    if candidates_only && whole {
+        return Err("`--candidates-only` and `--whole` exclude each other".into());
+    }
 
     let schema = schema();
     let table = Table::family(family, n, TABLE_SEED);
@@ -370,6 +382,8 @@ fn hot(a: &Parsed) -> Result<(), String> {
     }
     let what = if candidates_only {
         "candidate_count"
+    } else if whole {
+        "reset, fields added, execute, captures read"
     } else {
         "execute, captures read"
     };
@@ -384,8 +398,28 @@ fn hot(a: &Parsed) -> Result<(), String> {
     for ctx in ctxs.iter_mut() {
         black_box(execute_reading_captures(&router, ctx));
     }
-    let start = Instant::now();
-    let total = hot_loop(&router, &mut ctxs, iters, candidates_only);
+    let (start, total) = if whole {
+        // What a gateway adds per request: the table's fields, ids resolved once.
+        let fields: Vec<Vec<(FieldId, Value)>> = ctxs
+            .iter()
+            .map(|ctx| {
+                let mut fs = Vec::new();
+                for name in router.fields() {
+                    let id = schema
+                        .lookup(name.as_str())
+                        .expect("a routed field is in the schema");
+                    fs.extend(ctx.values(name.as_str()).iter().map(|v| (id, v.clone())));
+                }
+                fs
+            })
+            .collect();
+        let mut ctx = Context::new(schema.clone());
+        let start = Instant::now();
+        (start, whole_loop(&router, &mut ctx, &fields, iters))
+    } else {
+        let start = Instant::now();
+        (start, hot_loop(&router, &mut ctxs, iters, candidates_only))
+    };
     let elapsed = start.elapsed();
     let per = elapsed.as_nanos() as f64 / iters as f64;
     if candidates_only {
@@ -415,6 +449,34 @@ fn hot_loop(router: &Router, ctxs: &mut [Context], iters: usize, candidates_only
         };
         k += 1;
         if k == ctxs.len() {
+            k = 0;
+        }
+    }
+    black_box(total)
+}
+
+/// The timed loop of `hot --whole`: the whole request in rotation, as the `request/` bench
+/// times it (one reused context). Not inlined, for the same reason as [`hot_loop`].
+#[inline(never)]
+fn whole_loop(
+    router: &Router,
+    ctx: &mut Context,
+    fields: &[Vec<(FieldId, Value)>],
+    iters: usize,
+) -> usize {
+    let (mut total, mut k) = (0, 0);
+    for _ in 0..iters {
+        ctx.reset();
+        for (id, v) in &fields[k] {
+            let added = match v {
+                Value::String(s) => ctx.add_str(*id, s),
+                other => ctx.add_value_by_id(*id, other.clone()),
+            };
+            added.expect("a request value fits its field");
+        }
+        total += usize::from(execute_reading_captures(router, ctx));
+        k += 1;
+        if k == fields.len() {
             k = 0;
         }
     }

@@ -1,0 +1,144 @@
+//! The latency of changing one route in place, ours next to Kong's library 1.7.1, as a
+//! distribution (median, p99, max) rather than criterion's mean: a change that costs
+//! microseconds most of the time and milliseconds once in a few thousand stalls a worker.
+//!
+//! ```sh
+//! cargo run --release -p atc-benches --example change_latency -- [ROUTES] [CHANGES] [FAMILY,...]
+//! ```
+//!
+//! For every workload family (or those named) and for `one-host-exact` (every route
+//! `http.host == "api.example.com" && http.path == "/svc<i>/v1"`, the table where one route
+//! change meets the largest map), one route in the middle of routing order is removed and added
+//! again `CHANGES` times (default 20,000), flipping between two expressions of its family (its
+//! paths under a token of their own, as `Table::with_changes` makes them). Ours: `Router::remove`
+//! then `Router::add`; Kong's: `remove_matcher` then `add_matcher`, what its Lua router does.
+//! Each change is timed alone with `Instant` (about 20 ns of the figure).
+
+use std::time::{Duration, Instant};
+
+use atc_benches::{schema, TABLE_SEED};
+use atc_router::{Router, Uuid};
+use atc_workload::{stress, Family, Table, SCHEMA};
+
+/// A table, and the route to change: its id, priority and two expressions.
+struct Case {
+    name: String,
+    routes: Vec<(Uuid, u64, String)>,
+    victim: (Uuid, u64, [String; 2]),
+}
+
+fn table_case(name: &str, table: Table) -> Option<Case> {
+    let changed = table.with_changes(1, TABLE_SEED);
+    let at = (0..table.routes.len())
+        .find(|&i| table.routes[i].expression != changed.routes[i].expression)?;
+    let r = &table.routes[at];
+    Some(Case {
+        name: name.to_owned(),
+        routes: table
+            .routes
+            .iter()
+            .map(|r| (Uuid::from_bytes(r.id), r.priority, r.expression.clone()))
+            .collect(),
+        victim: (
+            Uuid::from_bytes(r.id),
+            r.priority,
+            [r.expression.clone(), changed.routes[at].expression.clone()],
+        ),
+    })
+}
+
+fn one_host_case(n: usize) -> Option<Case> {
+    let shapes = (0..n).map(stress::one_host_exact_path).collect();
+    table_case(
+        "one-host-exact",
+        Table::from_shapes(Family::HostPrefixes, shapes, TABLE_SEED),
+    )
+}
+
+/// Median, p99 and max of `times`.
+fn summary(mut times: Vec<Duration>) -> [Duration; 3] {
+    times.sort();
+    let at = |q: f64| times[((times.len() - 1) as f64 * q) as usize];
+    [at(0.5), at(0.99), times[times.len() - 1]]
+}
+
+fn ours(case: &Case, changes: usize) -> [Duration; 3] {
+    let mut r = Router::new(schema());
+    for (id, prio, e) in &case.routes {
+        r.add(*id, *prio, e).expect("a workload route compiles");
+    }
+    let (id, prio, exprs) = &case.victim;
+    let mut times = Vec::with_capacity(changes);
+    for k in 0..changes {
+        let t = Instant::now();
+        r.remove(*id);
+        r.add(*id, *prio, &exprs[(k + 1) % 2])
+            .expect("a changed route compiles");
+        times.push(t.elapsed());
+    }
+    summary(times)
+}
+
+fn kong(case: &Case, changes: usize) -> [Duration; 3] {
+    let mut s = kong::schema::Schema::default();
+    for (name, ty) in SCHEMA {
+        s.add_field(
+            name,
+            match ty {
+                atc_workload::FieldType::String => kong::ast::Type::String,
+                atc_workload::FieldType::Int => kong::ast::Type::Int,
+                atc_workload::FieldType::IpAddr => kong::ast::Type::IpAddr,
+                atc_workload::FieldType::IpCidr => kong::ast::Type::IpCidr,
+            },
+        );
+    }
+    let mut r = kong::router::Router::new(&s);
+    for (id, prio, e) in &case.routes {
+        r.add_matcher(*prio as usize, *id, e)
+            .expect("Kong takes a workload route");
+    }
+    let (id, prio, exprs) = &case.victim;
+    let mut times = Vec::with_capacity(changes);
+    for k in 0..changes {
+        let t = Instant::now();
+        r.remove_matcher(*prio as usize, *id);
+        r.add_matcher(*prio as usize, *id, &exprs[(k + 1) % 2])
+            .expect("Kong takes a changed route");
+        times.push(t.elapsed());
+    }
+    summary(times)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let n: usize = args.first().and_then(|a| a.parse().ok()).unwrap_or(50_000);
+    let changes: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(20_000);
+    let wanted: Option<Vec<&str>> = args.get(2).map(|a| a.split(',').collect());
+    let want = |name: &str| wanted.as_ref().is_none_or(|w| w.contains(&name));
+
+    let mut cases: Vec<Case> = Family::all()
+        .iter()
+        .filter(|f| want(f.name()))
+        .filter_map(|&f| table_case(f.name(), Table::family(f, n, TABLE_SEED)))
+        .collect();
+    if want("one-host-exact") {
+        cases.extend(one_host_case(n));
+    }
+    println!("one route changed in place {changes} times, tables of {n} routes");
+    println!("| table | ours median / p99 / max | Kong 1.7.1 median / p99 / max |");
+    println!("|---|---:|---:|");
+    let us = |d: Duration| format!("{:.1} µs", d.as_nanos() as f64 / 1000.0);
+    for case in &cases {
+        let (o, k) = (ours(case, changes), kong(case, changes));
+        println!(
+            "| {} | {} / {} / {} | {} / {} / {} |",
+            case.name,
+            us(o[0]),
+            us(o[1]),
+            us(o[2]),
+            us(k[0]),
+            us(k[1]),
+            us(k[2])
+        );
+    }
+}
