@@ -90,6 +90,7 @@ extern crate alloc;
 mod compile;
 pub mod error;
 mod failpoint;
+mod fitted;
 mod index;
 mod language;
 mod limits;

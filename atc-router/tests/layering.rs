@@ -12,10 +12,11 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 /// Modules that depend on nothing but each other and std: errors, limits, values, the stack
-/// guard, the work counter, failpoints, route-list decoding.
+/// guard, the work counter, failpoints, route-list decoding, exact-size allocation.
 const LEAVES: &[&str] = &[
     "error",
     "failpoint",
+    "fitted",
     "limits",
     "route_list",
     "stack",

@@ -81,6 +81,10 @@ fn hot_loops_in_each_mode() {
             &["--mix", "miss", "--candidates-only", "--requests", "8"][..],
             "candidate_count",
         ),
+        (
+            &["--mix", "hit-middle", "--whole"][..],
+            "reset, fields added, execute, captures read",
+        ),
     ] {
         let args: Vec<&str> = base.iter().chain(extra).copied().collect();
         let out = ok(&args);

@@ -81,6 +81,18 @@ impl ParamClass {
     }
 }
 
+/// The first `n` `/`-separated pieces of `text` as literal segments, in a slice allocated at
+/// its size (a collected vector shrunk to fit leaves glibc a fragment per route change).
+fn lit_segs(text: &[u8], n: usize) -> Box<[Seg]> {
+    let mut segs = Vec::with_capacity(n);
+    segs.extend(
+        text.split(|&b| b == b'/')
+            .take(n)
+            .map(|s| Seg::Lit(s.into())),
+    );
+    segs.into_boxed_slice()
+}
+
 /// What every path a route accepts looks like, by segment (see the module docs).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct PathPattern {
@@ -94,10 +106,7 @@ impl PathPattern {
     pub(crate) fn exact(literal: &[u8]) -> Option<PathPattern> {
         let rest = literal.strip_prefix(b"/")?;
         Some(PathPattern {
-            segs: rest
-                .split(|&b| b == b'/')
-                .map(|s| Seg::Lit(s.into()))
-                .collect(),
+            segs: lit_segs(rest, memchr::memchr_iter(b'/', rest).count() + 1),
             open: false,
         })
     }
@@ -106,14 +115,9 @@ impl PathPattern {
     /// a `/` in it), then anything.
     pub(crate) fn prefix(literal: &[u8]) -> Option<PathPattern> {
         let rest = literal.strip_prefix(b"/")?;
-        let mut segs: Vec<Seg> = rest
-            .split(|&b| b == b'/')
-            .map(|s| Seg::Lit(s.into()))
-            .collect();
         // The last piece is not followed by a `/`: the path's segment only starts with it.
-        segs.pop();
         Some(PathPattern {
-            segs: segs.into(),
+            segs: lit_segs(rest, memchr::memchr_iter(b'/', rest).count()),
             open: true,
         })
     }
@@ -370,7 +374,7 @@ fn tokens_to_pattern(tokens: &[Token], end: bool) -> Option<PathPattern> {
     // An open pattern keeps only its complete segments: the last piece (if any) only starts
     // the path's next segment.
     Some(PathPattern {
-        segs: segs.into(),
+        segs: crate::fitted::fitted(segs),
         open,
     })
 }
@@ -385,7 +389,7 @@ fn segment(tokens: &[&Token]) -> Seg {
                 _ => unreachable!(),
             })
             .collect();
-        return Seg::Lit(text.into());
+        return Seg::Lit(crate::fitted::fitted_bytes(text));
     }
     match tokens {
         [Token::Run(c)] => Seg::Param(*c),

@@ -88,7 +88,7 @@ impl PathRegex {
                             Tok::Param(..) => return None,
                         }
                     }
-                    Seg::Lit(text.into())
+                    Seg::Lit(crate::fitted::fitted_bytes(text))
                 }
             };
             segs.push(seg);
@@ -102,7 +102,9 @@ impl PathRegex {
             }
         }
         flush(&mut cur, &mut segs)?;
-        Some(PathRegex { segs: segs.into() })
+        Some(PathRegex {
+            segs: crate::fitted::fitted(segs),
+        })
     }
 
     /// Matches `text`: `None` when this form cannot tell (run the regex), `Some(false)` on no

@@ -282,8 +282,8 @@ impl Program {
             }
         } else {
             p.head[0] = Instr::OnHeap(Box::new(HeapCode {
-                code: b.code.into(),
-                text: b.text.into(),
+                code: crate::fitted::fitted(b.code),
+                text: crate::fitted::fitted_str(b.text),
             }));
         }
         p

@@ -256,7 +256,7 @@ impl CompiledRegex {
         Ok(CompiledRegex {
             source: source.into(),
             engine,
-            names: names.into(),
+            names: crate::fitted::fitted(names),
             prefixes,
             required,
             path,

@@ -179,7 +179,16 @@ impl Resolver<'_> {
     }
 
     fn nodes(&mut self, children: &[Expr]) -> Result<Box<[Node]>, ExprError> {
-        crate::stack::guarded(|| children.iter().map(|c| self.node(c)).collect())
+        crate::stack::guarded(|| {
+            // Sized up front: collecting a fallible iterator grows a vector and then shrinks
+            // it in place, and glibc keeps the shrunk-off tail as a fragment that piles up
+            // with route changes until one malloc spends milliseconds merging them.
+            let mut out = Vec::with_capacity(children.len());
+            for c in children {
+                out.push(self.node(c)?);
+            }
+            Ok(out.into_boxed_slice())
+        })
     }
 }
 

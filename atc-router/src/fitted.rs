@@ -1,0 +1,57 @@
+//! Slices allocated at their exact size, for what a route keeps.
+//!
+//! `Vec::into_boxed_slice` on a vector with spare capacity shrinks its allocation in place, and
+//! glibc's allocator files the cut-off tail as a small free fragment. A route change cuts a few
+//! such tails off and nothing of their sizes reuses them, so they pile up (tens of thousands
+//! after some thousand changes) until one allocation merges them all: milliseconds for a change
+//! that otherwise costs microseconds (`benches/examples/change_latency.rs` showed 10-20 ms every
+//! 9,000 changes on the host-prefixes table). Copying into an allocation of the exact size
+//! instead frees the whole grown block, which the allocator reuses as it is.
+//!
+//! Invariant: every slice or string a route keeps past its compilation, built in a growing
+//! vector, goes through [`fitted`] (or [`fitted_bytes`]).
+
+/// `v` as a boxed slice in an allocation of exactly its length.
+pub(crate) fn fitted<T>(mut v: Vec<T>) -> Box<[T]> {
+    if v.len() == v.capacity() {
+        return v.into_boxed_slice();
+    }
+    let mut out = Vec::with_capacity(v.len());
+    out.append(&mut v);
+    out.into_boxed_slice()
+}
+
+/// [`fitted`] for bytes.
+pub(crate) fn fitted_bytes(v: Vec<u8>) -> Box<[u8]> {
+    if v.len() == v.capacity() {
+        return v.into_boxed_slice();
+    }
+    Box::from(v.as_slice())
+}
+
+/// [`fitted`] for text.
+pub(crate) fn fitted_str(s: String) -> Box<str> {
+    if s.len() == s.capacity() {
+        return s.into_boxed_str();
+    }
+    Box::from(s.as_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fitted_slice_keeps_its_elements_in_order() {
+        let mut v = Vec::with_capacity(16);
+        v.extend(["a".to_owned(), "b".to_owned(), "c".to_owned()]);
+        assert_eq!(&*fitted(v), ["a", "b", "c"]);
+        let mut b = Vec::with_capacity(64);
+        b.extend_from_slice(b"/repos");
+        assert_eq!(&*fitted_bytes(b), b"/repos");
+        assert!(fitted(Vec::<u8>::new()).is_empty());
+        let mut t = String::with_capacity(32);
+        t.push_str("api.example.com");
+        assert_eq!(&*fitted_str(t), "api.example.com");
+    }
+}
