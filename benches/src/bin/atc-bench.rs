@@ -77,13 +77,21 @@ const COMMANDS: &[Command] = &[
     },
     Command {
         name: "memory",
-        synopsis: "[--routes N]",
-        about: "live heap bytes per route of the mixed table: all, non-regex and regex routes",
-        opts: &[Opt {
-            name: "--routes",
-            value: Some("N"),
-            help: "routes in the mixed table (default 100000)",
-        }],
+        synopsis: "[--routes N] [--family F]",
+        about: "live heap bytes per route of the mixed table (or a family's): all, non-regex \
+                and regex routes",
+        opts: &[
+            Opt {
+                name: "--routes",
+                value: Some("N"),
+                help: "routes in the table (default 100000)",
+            },
+            Opt {
+                name: "--family",
+                value: Some("F"),
+                help: "the table's family (default `mixed`)",
+            },
+        ],
         run: memory,
     },
     Command {
@@ -313,13 +321,17 @@ fn operators(a: &Parsed) -> Result<(), String> {
 
 fn memory(a: &Parsed) -> Result<(), String> {
     let n = a.count("--routes", Some(100_000))?;
+    let family = a.family("--family", Some(Family::Mixed))?;
     let schema = schema();
     // A thread keeps some of what its first builds allocate (the regex compiler's caches, the
     // matcher's scratch buffers) for life: a small table built and dropped first pays for them,
     // so that the first part counted is not charged for them.
     drop(build(&Table::generate(200, TABLE_SEED, false), &schema));
-    let table = Table::generate(n, TABLE_SEED, false);
-    println!("live heap bytes per route, mixed table of {n} routes, each part built alone");
+    let table = Table::family(family, n, TABLE_SEED);
+    println!(
+        "live heap bytes per route, {} table of {n} routes, each part built alone",
+        family.name()
+    );
     println!(
         "{:<10} {:>8} {:>8} {:>12} {:>12}",
         "routes", "count", "regexes", "bytes/route", "total"
