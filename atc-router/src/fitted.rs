@@ -37,6 +37,16 @@ pub(crate) fn fitted_str(s: String) -> Box<str> {
     Box::from(s.as_str())
 }
 
+/// Makes room for one more element in a vector that usually stays small (the keys of one index
+/// node, the children of a tree node): a quarter more, at least one, where `Vec::push` would
+/// start at four and double. A node of one key then holds one, not four (most index nodes hold
+/// one or two); a node that grows large still grows geometrically.
+pub(crate) fn room_for_one<T>(v: &mut Vec<T>) {
+    if v.len() == v.capacity() {
+        v.reserve_exact((v.len() / 4).max(1));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -53,5 +63,16 @@ mod tests {
         let mut t = String::with_capacity(32);
         t.push_str("api.example.com");
         assert_eq!(&*fitted_str(t), "api.example.com");
+        let mut small: Vec<u64> = Vec::new();
+        for i in 0..3 {
+            room_for_one(&mut small);
+            small.push(i);
+        }
+        assert_eq!(small.capacity(), 3);
+        for i in 3..1000 {
+            room_for_one(&mut small);
+            small.push(i);
+        }
+        assert!(small.capacity() < 1250, "{}", small.capacity());
     }
 }

@@ -82,6 +82,8 @@ impl<T> ExactMap<T> {
                 let i = match position(keys, key) {
                     Some(i) => i,
                     None => {
+                        crate::fitted::room_for_one(keys);
+                        crate::fitted::room_for_one(vals);
                         keys.push(SmallKey::new(key));
                         vals.push(make());
                         vals.len() - 1

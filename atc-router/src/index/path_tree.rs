@@ -116,6 +116,7 @@ impl<T> PathTree<T> {
                     let i = match node.params.iter().position(|(k, _)| k == c) {
                         Some(i) => i,
                         None => {
+                            crate::fitted::room_for_one(&mut node.params);
                             node.params.push((*c, PathNode::default()));
                             node.params.len() - 1
                         }

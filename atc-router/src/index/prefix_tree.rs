@@ -72,6 +72,7 @@ impl<T> TreeNode<T> {
         let mut firsts = self.firsts.to_vec();
         firsts.insert(at, c.label[0]);
         self.firsts = SmallKey::new(&firsts);
+        crate::fitted::room_for_one(&mut self.children);
         self.children.insert(at, c);
     }
 

@@ -107,6 +107,7 @@ impl Entries {
             Entries::Many(v) => v,
         };
         if let Err(i) = v.binary_search(&e) {
+            crate::fitted::room_for_one(&mut v);
             v.insert(i, e);
         }
         *self = Entries::from_sorted(v);
