@@ -321,9 +321,11 @@ fn regex(re: &CompiledRegex, pred: &Pred, s: &str, w: Option<&mut MatchRecord>) 
     };
     re.captures(s, |i, text| {
         if i == 0 {
-            w.text(pred.field, text);
+            // The whole match is both the field's matched value and capture 0: one copy.
+            w.text_and_whole_match(pred.field, text);
+        } else {
+            w.capture_index(i, text);
         }
-        w.capture_index(i, text);
         if let Some(name) = &re.names[i] {
             w.capture_name(name, text);
         }

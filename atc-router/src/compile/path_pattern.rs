@@ -81,6 +81,21 @@ impl ParamClass {
     }
 }
 
+/// Where the next `/` of a path is. Path segments are short, and a byte loop finds the end of
+/// one in fewer instructions than `memchr` spends getting started (a tenth of a whole request
+/// on the rest-api family went there); past the first bytes, `memchr` takes over, so a segment
+/// of a megabyte still costs what `memchr` costs.
+#[inline]
+pub(crate) fn next_slash(b: &[u8]) -> Option<usize> {
+    const SCANNED: usize = 16;
+    let head = &b[..b.len().min(SCANNED)];
+    match head.iter().position(|&c| c == b'/') {
+        Some(i) => Some(i),
+        None if b.len() > SCANNED => memchr::memchr(b'/', &b[SCANNED..]).map(|i| i + SCANNED),
+        None => None,
+    }
+}
+
 /// The first `n` `/`-separated pieces of `text` as literal segments, in a slice allocated at
 /// its size (a collected vector shrunk to fit leaves glibc a fragment per route change).
 fn lit_segs(text: &[u8], n: usize) -> Box<[Seg]> {
@@ -156,7 +171,7 @@ impl PathPattern {
             return false;
         };
         for (n, seg) in self.segs.iter().enumerate() {
-            let (text, after) = match memchr::memchr(b'/', rest) {
+            let (text, after) = match next_slash(rest) {
                 Some(i) => (&rest[..i], Some(&rest[i + 1..])),
                 None => (rest, None),
             };
@@ -408,6 +423,18 @@ mod tests {
 
     fn lit(s: &str) -> Seg {
         Seg::Lit(s.as_bytes().into())
+    }
+
+    #[test]
+    fn the_next_slash_is_found_near_or_far() {
+        for len in [0, 1, 15, 16, 17, 40, 100_000] {
+            let mut b = vec![b'x'; len];
+            assert_eq!(next_slash(&b), None, "{len}");
+            b.push(b'/');
+            b.extend_from_slice(b"a/b");
+            assert_eq!(next_slash(&b), Some(len), "{len}");
+            assert_eq!(memchr::memchr(b'/', &b), next_slash(&b));
+        }
     }
 
     #[test]

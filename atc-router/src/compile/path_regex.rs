@@ -12,6 +12,7 @@
 //! answers `None` and the caller runs the regex. `tests/long_texts.rs`-style property tests in
 //! this module's tests compare it with the `regex` crate.
 
+use super::path_pattern::next_slash;
 use regex_syntax::hir::{Class, Hir, HirKind, Look};
 
 /// A class of one segment's bytes: ASCII bytes exactly; non-ASCII characters all or none
@@ -124,7 +125,7 @@ impl PathRegex {
         let mut at = rest;
         for (i, seg) in self.segs.iter().enumerate() {
             // `/` is ASCII, so a byte search finds it at a character boundary.
-            let (s, after) = match memchr::memchr(b'/', at.as_bytes()) {
+            let (s, after) = match next_slash(at.as_bytes()) {
                 Some(k) => (&at[..k], Some(&at[k + 1..])),
                 None => (at, None),
             };
@@ -164,7 +165,7 @@ impl PathRegex {
             let mut rest = rest;
             let mut seen = 0;
             for seg in self.segs.iter() {
-                let (s, after) = match memchr::memchr(b'/', rest.as_bytes()) {
+                let (s, after) = match next_slash(rest.as_bytes()) {
                     Some(k) => (&rest[..k], &rest[k + 1..]),
                     None => (rest, ""),
                 };

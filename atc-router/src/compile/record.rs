@@ -86,6 +86,13 @@ impl MatchRecord {
         self.matched.push((field, Matched::Text(r)));
     }
 
+    /// Records `s` as `field`'s matched value and as capture 0, sharing one copy.
+    pub(crate) fn text_and_whole_match(&mut self, field: FieldId, s: &str) {
+        let r = self.push_text(s);
+        self.matched.push((field, Matched::Text(r.clone())));
+        self.captures.push((Key::Index(0), r));
+    }
+
     pub(crate) fn capture_index(&mut self, index: usize, s: &str) {
         let r = self.push_text(s);
         self.captures.push((Key::Index(index), r));

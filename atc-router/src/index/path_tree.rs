@@ -10,7 +10,7 @@
 //! classes.
 
 use super::exact_map::ExactMap;
-use crate::compile::path_pattern::{ParamClass, PathPattern, Seg};
+use crate::compile::path_pattern::{next_slash, ParamClass, PathPattern, Seg};
 
 /// Payloads indexed by path pattern (see the module docs).
 #[derive(Debug)]
@@ -198,7 +198,7 @@ impl<T> PathTree<T> {
         }
         // `rest` is what follows the `/` that ends the segments walked so far: the next segment
         // and, after another `/`, the rest of the path.
-        let (seg, after) = match memchr::memchr(b'/', rest) {
+        let (seg, after) = match next_slash(rest) {
             Some(i) => (&rest[..i], Some(&rest[i + 1..])),
             None => (rest, None),
         };

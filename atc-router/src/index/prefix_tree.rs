@@ -15,6 +15,7 @@
 
 use super::exact_map::ExactMap;
 use super::small_key::SmallKey;
+use crate::compile::path_pattern::next_slash;
 
 #[derive(Debug)]
 pub(crate) struct PrefixTree<T> {
@@ -279,7 +280,7 @@ impl<T> Default for SegmentedPrefixTree<T> {
 /// The first complete segment of `b` (up to and including its first `/`) and the rest.
 #[inline]
 fn segment(b: &[u8]) -> Option<(&[u8], &[u8])> {
-    let end = memchr::memchr(b'/', b)? + 1;
+    let end = next_slash(b)? + 1;
     Some((&b[..end], &b[end..]))
 }
 
