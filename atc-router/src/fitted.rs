@@ -1,15 +1,17 @@
-//! Slices allocated at their exact size, for what a route keeps.
+//! Allocations sized for what they hold: what a route keeps, and the index's small vectors.
 //!
 //! `Vec::into_boxed_slice` on a vector with spare capacity shrinks its allocation in place, and
 //! glibc's allocator files the cut-off tail as a small free fragment. A route change cuts a few
 //! such tails off and nothing of their sizes reuses them, so they pile up (tens of thousands
 //! after some thousand changes) until one allocation merges them all: milliseconds for a change
-//! that otherwise costs microseconds (`benches/examples/change_latency.rs` showed 10-20 ms every
-//! 9,000 changes on the host-prefixes table). Copying into an allocation of the exact size
-//! instead frees the whole grown block, which the allocator reuses as it is.
+//! that otherwise costs microseconds (`benches/examples/change_latency.rs` shows 10-20 ms every
+//! 9,000 changes on the host-prefixes table when they are shrunk). Copying into an allocation of
+//! the exact size instead frees the whole grown block, which the allocator reuses as it is.
 //!
 //! Invariant: every slice or string a route keeps past its compilation, built in a growing
-//! vector, goes through [`fitted`] (or [`fitted_bytes`]).
+//! vector, goes through [`fitted`] (or [`fitted_str`]); `atc-router/tests/change_fragments.rs`
+//! checks it. The index's vectors that usually hold one or two elements grow with
+//! [`room_for_one`].
 
 /// `v` as a boxed slice in an allocation of exactly its length.
 pub(crate) fn fitted<T>(mut v: Vec<T>) -> Box<[T]> {
@@ -19,14 +21,6 @@ pub(crate) fn fitted<T>(mut v: Vec<T>) -> Box<[T]> {
     let mut out = Vec::with_capacity(v.len());
     out.append(&mut v);
     out.into_boxed_slice()
-}
-
-/// [`fitted`] for bytes.
-pub(crate) fn fitted_bytes(v: Vec<u8>) -> Box<[u8]> {
-    if v.len() == v.capacity() {
-        return v.into_boxed_slice();
-    }
-    Box::from(v.as_slice())
 }
 
 /// [`fitted`] for text.
@@ -58,7 +52,7 @@ mod tests {
         assert_eq!(&*fitted(v), ["a", "b", "c"]);
         let mut b = Vec::with_capacity(64);
         b.extend_from_slice(b"/repos");
-        assert_eq!(&*fitted_bytes(b), b"/repos");
+        assert_eq!(&*fitted(b), b"/repos");
         assert!(fitted(Vec::<u8>::new()).is_empty());
         let mut t = String::with_capacity(32);
         t.push_str("api.example.com");

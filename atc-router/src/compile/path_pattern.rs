@@ -404,7 +404,7 @@ fn segment(tokens: &[&Token]) -> Seg {
                 _ => unreachable!(),
             })
             .collect();
-        return Seg::Lit(crate::fitted::fitted_bytes(text));
+        return Seg::Lit(crate::fitted::fitted(text));
     }
     match tokens {
         [Token::Run(c)] => Seg::Param(*c),

@@ -89,7 +89,7 @@ impl PathRegex {
                             Tok::Param(..) => return None,
                         }
                     }
-                    Seg::Lit(crate::fitted::fitted_bytes(text))
+                    Seg::Lit(crate::fitted::fitted(text))
                 }
             };
             segs.push(seg);
