@@ -29,23 +29,32 @@ thread_local! {
     /// The matcher's buffers, one set per thread rather than one per context: with many
     /// contexts in use (a benchmark rotating 256 requests, a server interleaving connections)
     /// a context's own buffers were a cache line per request that was rarely in cache, and
-    /// each context carried them; the thread's stay in cache. Taken out while in use.
-    static SCRATCH: std::cell::Cell<Option<Scratch>> = const { std::cell::Cell::new(None) };
+    /// each context carried them; the thread's stay in cache. Borrowed in place (not moved
+    /// out and back: a request's fixed cost is a few dozen instructions, and the move was
+    /// ten of them).
+    static SCRATCH: std::cell::RefCell<Scratch> = const {
+        std::cell::RefCell::new(Scratch {
+            candidates: Vec::new(),
+            lowered: String::new(),
+            levels: Vec::new(),
+        })
+    };
 }
 
 /// Runs `f` with the thread's buffers; with fresh ones when they are in use (an execute nested
 /// in another: they then allocate as they grow) or the thread is shutting down.
 #[inline]
 fn with_scratch<T>(f: impl FnOnce(&mut Scratch) -> T) -> T {
-    let mut scratch = SCRATCH
-        .try_with(|s| s.take())
-        .ok()
-        .flatten()
-        .unwrap_or_default();
-    let out = f(&mut scratch);
-    // Ignoring the error: a thread shutting down has no use for the buffers.
-    let _ = SCRATCH.try_with(|s| s.set(Some(scratch)));
-    out
+    let mut f = Some(f);
+    let borrowed = SCRATCH.try_with(|s| match s.try_borrow_mut() {
+        Ok(mut scratch) => Some((f.take().expect("called once"))(&mut scratch)),
+        Err(_) => None,
+    });
+    match (borrowed, f) {
+        (Ok(Some(out)), _) => out,
+        (_, Some(f)) => f(&mut Scratch::default()),
+        (_, None) => unreachable!("the buffers were borrowed and `f` ran"),
+    }
 }
 
 impl Router {
@@ -77,7 +86,6 @@ impl Router {
         if !Arc::ptr_eq(&self.schema, ctx.schema()) {
             return Err(Error::SchemaMismatch);
         }
-        let mut w = std::mem::take(&mut ctx.record);
         // The candidates `needed_fields` found for this request, if no key field has changed.
         let cached = ctx.candidates.by == Some((self.uid, self.version))
             && ctx.values.added() & self.index.key_fields() == 0;
@@ -86,6 +94,7 @@ impl Router {
         } else {
             Vec::new()
         };
+        let (values, w) = (&ctx.values, &mut ctx.record);
         let found = with_scratch(|scratch| {
             let candidates = if cached {
                 &mut cache[..]
@@ -95,7 +104,7 @@ impl Router {
                 let candidates = &mut scratch.candidates;
                 candidates.clear();
                 self.index
-                    .candidates(&ctx.values, &mut scratch.levels, candidates);
+                    .candidates(values, &mut scratch.levels, candidates);
                 if candidates.len() > 1 {
                     candidates.sort_unstable();
                     candidates.dedup();
@@ -104,7 +113,7 @@ impl Router {
             };
             for &(order, slot) in candidates.iter() {
                 let program = &self.programs[slot as usize];
-                if matcher::eval(program, &ctx.values, &mut scratch.lowered, &mut w) {
+                if matcher::eval(program, values, &mut scratch.lowered, w) {
                     return Some((order.id(), order.priority()));
                 }
                 w.clear();
@@ -114,7 +123,6 @@ impl Router {
         if cached {
             ctx.candidates.entries = cache;
         }
-        ctx.record = w;
         ctx.outcome = found;
         // One relaxed increment in the context's stripe (see `stats.rs`).
         self.stats.executed(ctx.stripe, found.is_some());

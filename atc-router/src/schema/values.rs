@@ -25,6 +25,9 @@ pub(crate) struct Values {
     /// The bit of every field given a value since [`Values::take_added`] (a router's cached
     /// candidates stay right while none of these is a key field's).
     added: FieldMask,
+    /// Whether the schema's limits let a field hold a value at all (`max_values_per_field`
+    /// above 0; a shared schema's limits never change): [`Values::add_str`]'s inline case.
+    first_allowed: bool,
 }
 
 /// A field's values. The first one lives in the slot itself: a matcher reading a single-valued
@@ -106,6 +109,7 @@ impl Values {
     /// No values yet, for requests to routers of `schema`.
     pub(crate) fn new(schema: Arc<Schema>) -> Values {
         Values {
+            first_allowed: schema.limits().max_values_per_field > 0,
             schema,
             slots: Vec::new(),
             types: Vec::new(),
@@ -139,7 +143,31 @@ impl Values {
     }
 
     /// Appends a String value, reusing the buffer a previous request left in that place.
+    ///
+    /// The common case, a field's first value into a slot bound to it, is checked inline: it
+    /// needs none of [`Values::slot_for`]'s binding, type or limit work (a field's first value is
+    /// within the limit whenever the limit allows any), and a request adds a few of these before every execute.
+    #[inline]
     pub(crate) fn add_str(&mut self, id: FieldId, value: &str) -> Result<(), Error> {
+        let i = id.index();
+        if let (Some(slot), Some(Type::String)) = (self.slots.get_mut(i), self.types.get(i)) {
+            let first = slot.len == 0 && slot.id == id.to_raw() && self.first_allowed;
+            if let (true, Value::String(buf)) = (first, &mut slot.one) {
+                buf.clear();
+                buf.push_str(value);
+                slot.len = 1;
+                self.added |= id.bit();
+                self.touched.push(id);
+                return Ok(());
+            }
+        }
+        self.add_str_slow(id, value)
+    }
+
+    /// [`Values::add_str`] for every other case: an unbound slot, a field's second value, a
+    /// type mismatch, the limit.
+    #[inline(never)]
+    fn add_str_slow(&mut self, id: FieldId, value: &str) -> Result<(), Error> {
         let Some(slot) = self.slot_for(id, Type::String)? else {
             return Ok(());
         };
@@ -270,6 +298,27 @@ mod tests {
     #[test]
     fn a_slot_is_one_cache_line() {
         assert_eq!(std::mem::size_of::<Slot>(), 64);
+    }
+
+    #[test]
+    fn the_limit_holds_for_a_fields_first_value_too() {
+        for (max, first, second) in [(0, false, false), (1, true, false), (2, true, true)] {
+            let mut s = Schema::with_limits(crate::Limits {
+                max_values_per_field: max,
+                ..crate::Limits::default()
+            });
+            s.add_field("h", Type::String).unwrap();
+            let mut ctx = Values::new(Arc::new(s));
+            let id = ctx.schema().lookup("h").unwrap();
+            // Twice: the second request's first value takes the inline path of a bound slot.
+            for _ in 0..2 {
+                ctx.reset();
+                assert_eq!(ctx.add_str(id, "a").is_ok(), first, "limit {max}");
+                assert_eq!(ctx.add_str(id, "b").is_ok(), second, "limit {max}");
+                let n = usize::from(first) + usize::from(second);
+                assert_eq!(ctx.values_by_id(id).len(), n, "limit {max}");
+            }
+        }
     }
 
     #[test]
