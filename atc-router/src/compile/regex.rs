@@ -103,11 +103,31 @@ enum Engine {
         end: bool,
     },
     Nfa {
-        full: NfaEngines,
+        full: FullNfa,
         /// The same pattern with every class and word boundary cut down to ASCII, for texts
         /// that are all ASCII (see [`restrict_to_ascii`]); `None` when that changes nothing.
         ascii: Option<NfaEngines>,
     },
+}
+
+/// The NFA simulations of the whole pattern (see [`CompiledRegex::full`]): built with the
+/// pattern, except for a pattern that has a segment form ([`PathRegex`]) or an ASCII narrowing,
+/// either of which answers every ASCII text. Its automaton then serves only non-ASCII texts
+/// (a non-ASCII path parameter), which most tables never see, and would otherwise be most of
+/// what a regex route holds (≈1.4 KB a path pattern). It is compiled when the pattern is added (the
+/// size limits are checked, the group names read) and dropped; the first text that needs it
+/// compiles it again, from the same source under the same limit, so the same automaton.
+#[derive(Debug)]
+struct FullNfa(OnceLock<Option<NfaEngines>>);
+
+impl FullNfa {
+    fn built(engines: NfaEngines) -> FullNfa {
+        FullNfa(OnceLock::from(Some(engines)))
+    }
+
+    fn on_demand() -> FullNfa {
+        FullNfa(OnceLock::new())
+    }
 }
 
 /// The NFA simulations of one compiled pattern.
@@ -205,8 +225,11 @@ impl CompiledRegex {
             .look_set_prefix()
             .contains(regex_syntax::hir::Look::Start);
         let segments = PathRegex::from_hir(&hir);
-        let (engine, names) = match literal(&hir) {
-            Some((text, start, end)) => (Engine::Literal { text, start, end }, vec![None]),
+        let (engine, names, full_size) = match literal(&hir) {
+            Some((text, start, end)) => {
+                let size = text.len();
+                (Engine::Literal { text, start, end }, vec![None], size)
+            }
             None => {
                 let nfa = compile_nfa(&hir, size_limit)?;
                 let names: Vec<Option<Arc<str>>> = nfa
@@ -231,7 +254,12 @@ impl CompiledRegex {
                     .filter(|narrow| narrow.group_info().group_len(PatternID::ZERO) == groups)
                     .and_then(|narrow| NfaEngines::new(narrow).ok());
                 let full = NfaEngines::new(nfa)?;
-                (Engine::Nfa { full, ascii }, names)
+                let size = full.pikevm.get_nfa().memory_usage();
+                let full = match (&segments, &ascii) {
+                    (None, None) => FullNfa::built(full),
+                    _ => FullNfa::on_demand(),
+                };
+                (Engine::Nfa { full, ascii }, names, size)
             }
         };
         let unanchored = match &engine {
@@ -244,10 +272,12 @@ impl CompiledRegex {
             }
             _ => None,
         };
+        // The full automaton counts whether it is kept or compiled on demand: the limits
+        // accept the same patterns either way.
         let compiled_size = match &engine {
-            Engine::Literal { text, .. } => text.len(),
-            Engine::Nfa { full, ascii } => {
-                full.pikevm.get_nfa().memory_usage()
+            Engine::Literal { .. } => full_size,
+            Engine::Nfa { ascii, .. } => {
+                full_size
                     + ascii
                         .as_ref()
                         .map_or(0, |a| a.pikevm.get_nfa().memory_usage())
@@ -343,7 +373,9 @@ impl CompiledRegex {
                 if let Some(long) = self.long_text(s) {
                     return with_scratch(|sc| long.search(&mut sc.slots, s, 0));
                 }
-                let e = engines_for(full, ascii, s);
+                let Some(e) = self.engines_for(full, ascii, s) else {
+                    return false;
+                };
                 with_scratch(|sc| search(e, sc, &Input::new(s).earliest(true), 0))
             }
         }
@@ -369,11 +401,19 @@ impl CompiledRegex {
         };
         // The long-text engine first: choosing the NFA engines reads the whole text.
         let long = self.long_text(s);
+        let nfa = match long {
+            Some(_) => None,
+            None => match self.engines_for(e.0, e.1, s) {
+                Some(nfa) => Some(nfa),
+                None => return false,
+            },
+        };
         with_scratch(|sc| {
             let slots = 2 * self.names.len();
-            let found = match long {
-                Some(long) => long.search(&mut sc.slots, s, slots),
-                None => search(engines_for(e.0, e.1, s), sc, &Input::new(s), slots),
+            let found = match (long, nfa) {
+                (Some(long), _) => long.search(&mut sc.slots, s, slots),
+                (None, Some(nfa)) => search(nfa, sc, &Input::new(s), slots),
+                (None, None) => false,
             };
             if !found {
                 return false;
@@ -415,6 +455,44 @@ impl CompiledRegex {
             }
         }
         None
+    }
+
+    /// The engines to search `text` with: the ASCII ones when the text is all ASCII and there
+    /// are any, else the full ones (compiled now if they are compiled on demand and this is
+    /// the first text to need them).
+    #[inline]
+    fn engines_for<'e>(
+        &'e self,
+        full: &'e FullNfa,
+        ascii: &'e Option<NfaEngines>,
+        text: &str,
+    ) -> Option<&'e NfaEngines> {
+        match ascii {
+            Some(a) if text.is_ascii() => Some(a),
+            _ => self.full(full),
+        }
+    }
+
+    /// The full automaton, compiled now if it is compiled on demand (see [`FullNfa`]). The
+    /// compile repeats one that succeeded when the pattern was added (same source, same
+    /// limit), so `None` is not expected; it would make the regex match nothing rather than
+    /// panic on a request.
+    #[cold]
+    fn full_on_demand(&self) -> Option<NfaEngines> {
+        let hir = match plain_literal_hir(&self.source) {
+            Some(hir) => hir,
+            None => regex_syntax::Parser::new().parse(&self.source).ok()?,
+        };
+        let built = compile_nfa(&hir, self.size_limit)
+            .ok()
+            .and_then(|nfa| NfaEngines::new(nfa).ok());
+        debug_assert!(built.is_some(), "{} compiled when added", self.source);
+        built
+    }
+
+    #[inline]
+    fn full<'e>(&'e self, full: &'e FullNfa) -> Option<&'e NfaEngines> {
+        full.0.get_or_init(|| self.full_on_demand()).as_ref()
     }
 
     fn find_literal<'s>(&self, s: &'s str) -> Option<&'s str> {
@@ -485,23 +563,38 @@ fn search(e: &NfaEngines, sc: &mut Scratch, input: &Input<'_>, slots: usize) -> 
     }
 }
 
-/// The engines to search `text` with: the ASCII ones when the text is all ASCII and there are
-/// any.
-#[inline]
-fn engines_for<'e>(
-    full: &'e NfaEngines,
-    ascii: &'e Option<NfaEngines>,
-    text: &str,
-) -> &'e NfaEngines {
-    match ascii {
-        Some(a) if text.is_ascii() => a,
-        _ => full,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_path_regex_compiles_its_automaton_only_for_a_text_its_segments_cannot_tell() {
+        let re = CompiledRegex::new(r"^/users/(?<name>\w+)/orders/(?<id>\d+)$", 10 << 20).unwrap();
+        assert!(re.segments.is_some());
+        let Engine::Nfa { full, .. } = &re.engine else {
+            panic!("not a literal")
+        };
+        let kept = |f: &FullNfa| f.0.get().is_some();
+        assert!(!kept(full));
+        // The limits count the automaton all the same.
+        assert!(re.compiled_size() > 1000, "{}", re.compiled_size());
+        assert!(re.is_match("/users/bob/orders/42"));
+        assert!(!re.is_match("/users/bob/orders/x"));
+        assert!(!kept(full), "ASCII texts are the segment form's");
+        let mut got = Vec::new();
+        assert!(re.captures("/users/zoë/orders/42", |g, t| got.push((g, t.to_owned()))));
+        assert!(full.0.get().is_some_and(Option::is_some));
+        assert_eq!(
+            got,
+            [
+                (0, "/users/zoë/orders/42".to_owned()),
+                (1, "zoë".to_owned()),
+                (2, "42".to_owned())
+            ]
+        );
+        assert!(!re.is_match("/users/zoë/orders/x"));
+        assert!(re.is_match("/users/zoë/orders/7"));
+    }
 
     fn lit(p: &str) -> Option<(Box<str>, bool, bool)> {
         literal(&regex_syntax::Parser::new().parse(p).unwrap())
@@ -533,6 +626,7 @@ mod tests {
         let Engine::Nfa { full, ascii } = &compiled[0].engine else {
             panic!("not a literal")
         };
+        let full = compiled[0].full(full).expect("compiles");
         for e in [full, ascii.as_ref().expect("\\d narrows")] {
             assert!(
                 e.backtrack.max_haystack_len() < long.len(),

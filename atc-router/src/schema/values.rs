@@ -303,9 +303,9 @@ mod tests {
     #[test]
     fn the_limit_holds_for_a_fields_first_value_too() {
         for (max, first, second) in [(0, false, false), (1, true, false), (2, true, true)] {
-            let mut s = Schema::with_limits(crate::Limits {
+            let mut s = Schema::with_limits(crate::limits::Limits {
                 max_values_per_field: max,
-                ..crate::Limits::default()
+                ..crate::limits::Limits::default()
             });
             s.add_field("h", Type::String).unwrap();
             let mut ctx = Values::new(Arc::new(s));
