@@ -91,6 +91,10 @@ mod compile;
 pub mod error;
 mod failpoint;
 mod fitted;
+/// The container of a table image (in progress: the checked file format; the table's flat
+/// sections come with the image itself). Public for the loader's fuzz target.
+#[doc(hidden)]
+pub mod image;
 mod index;
 mod language;
 mod limits;

@@ -12,11 +12,13 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 /// Modules that depend on nothing but each other and std: errors, limits, values, the stack
-/// guard, the work counter, failpoints, route-list decoding, exact-size allocation.
+/// guard, the work counter, failpoints, route-list decoding, exact-size allocation, the table
+/// image's container.
 const LEAVES: &[&str] = &[
     "error",
     "failpoint",
     "fitted",
+    "image",
     "limits",
     "route_list",
     "stack",

@@ -20,6 +20,9 @@
 //!   input, each followed by pseudo-random bytes that decode to a case with requests. Every
 //!   seed is run through the comparison first, so a seed that fails is reported here.
 //!
+//! - `image`: valid table images of 0 to 8 sections (the fuzz target also builds images from
+//!   its input and forges headers, so these only give the raw path its accepting case).
+//!
 //! File names are a hash of the contents, as libFuzzer names its corpus files.
 
 use std::collections::BTreeSet;
@@ -384,9 +387,22 @@ fn main() {
         kong_n += 1;
     }
 
+    // image: valid images (the loader's accepting path from the raw bytes), one per number of
+    // sections up to 8, sections of pseudo-random lengths (its own PRNG).
+    let dir = fresh(&root, "image");
+    let mut rng = Rng(0x1a6e);
+    for sections in 0..=8u32 {
+        let mut writer = atc_router::image::ImageWriter::new(0x5eed);
+        for kind in 0..sections {
+            let len = (rng.next() % 200) as usize;
+            writer.section(kind * 3, rng.bytes(len)).expect("distinct kinds");
+        }
+        write(&dir, &writer.finish());
+    }
+
     println!(
         "seeds written to {}: parse/validate {} each, matcher {} (of {tries} tried), c_abi {}, \
-         tables {tables_n}, kong_diff {kong_n} (from {} expressions of Kong's tests)",
+         tables {tables_n}, kong_diff {kong_n} (from {} expressions of Kong's tests), image 9",
         root.display(),
         n[0],
         n[2],
