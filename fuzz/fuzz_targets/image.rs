@@ -1,13 +1,16 @@
 //! The table image's loader (`atc_router::image::Image::open`) on three kinds of input, from
 //! the same bytes. Properties:
 //! - it never panics and never reads outside the bytes it was given (AddressSanitizer);
-//! - every section and word of an image it accepts reads without a panic;
+//! - every section and word of an image it accepts reads without a panic, and so does every
+//!   section read as an exact-key table (with the last section as its keys' bytes) and
+//!   looked up with keys taken from those bytes;
 //! - the bytes as they come (mostly refused by the first checks) and the bytes with a header
 //!   forged to pass every check but the section table's (which reaches that parser);
 //! - a valid image whose sections are the input's bytes is accepted, and refused once one of
 //!   its bytes is changed or it is cut short.
 #![no_main]
 
+use atc_router::image::exact_table::ExactTable;
 use atc_router::image::{forge, Image, ImageWriter};
 use libfuzzer_sys::fuzz_target;
 
@@ -21,6 +24,15 @@ fn read_all(bytes: &[u8]) -> bool {
     for k in kinds {
         let section = image.section(k).expect("a listed kind has a section");
         std::hint::black_box(section);
+        if let (Ok(words), Some(last)) = (image.words(k), image.kinds().last()) {
+            let keys = image.section(last).expect("listed");
+            if let Some(table) = ExactTable::new(words, keys) {
+                for n in 0..keys.len().min(8) {
+                    std::hint::black_box(table.get(&keys[n..keys.len().min(n + 5)]));
+                }
+                std::hint::black_box(table.get(b""));
+            }
+        }
         if let Ok(words) = image.words(k) {
             for w in words.iter() {
                 std::hint::black_box(w);

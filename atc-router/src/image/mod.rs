@@ -17,6 +17,7 @@
 //!   from a section's start (what sections hold), so it means the same at any address.
 
 mod container;
+pub mod exact_table;
 
 #[doc(hidden)]
 pub use container::forge;
