@@ -2,8 +2,8 @@
 //! the same bytes. Properties:
 //! - it never panics and never reads outside the bytes it was given (AddressSanitizer);
 //! - every section and word of an image it accepts reads without a panic, and so does every
-//!   section read as an exact-key table (with the last section as its keys' bytes) and
-//!   looked up with keys taken from those bytes;
+//!   section read as an exact-key table or a prefix table (with the last section as their
+//!   bytes), looked up and walked with keys taken from those bytes;
 //! - the bytes as they come (mostly refused by the first checks) and the bytes with a header
 //!   forged to pass every check but the section table's (which reaches that parser);
 //! - a valid image whose sections are the input's bytes is accepted, and refused once one of
@@ -11,6 +11,7 @@
 #![no_main]
 
 use atc_router::image::exact_table::ExactTable;
+use atc_router::image::prefix_table::PrefixTable;
 use atc_router::image::{forge, Image, ImageWriter};
 use libfuzzer_sys::fuzz_target;
 
@@ -31,6 +32,11 @@ fn read_all(bytes: &[u8]) -> bool {
                     std::hint::black_box(table.get(&keys[n..keys.len().min(n + 5)]));
                 }
                 std::hint::black_box(table.get(b""));
+            }
+            if let Some(table) = PrefixTable::new(words, keys) {
+                let mut visited = 0usize;
+                table.walk(keys, |v| visited += v as usize & 1);
+                std::hint::black_box(visited);
             }
         }
         if let Ok(words) = image.words(k) {

@@ -413,6 +413,13 @@ impl<'a> Words<'a> {
         self.0.get(start..end).map(Words)
     }
 
+    /// The bytes of the words in `range` as they are stored, or `None` when it is not inside
+    /// (for records that keep short byte strings in place).
+    pub fn raw(&self, range: Range<usize>) -> Option<&'a [u8]> {
+        self.0
+            .get(range.start.checked_mul(4)?..range.end.checked_mul(4)?)
+    }
+
     /// Every word, in order.
     pub fn iter(&self) -> impl Iterator<Item = u32> + 'a {
         self.0

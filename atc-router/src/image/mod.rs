@@ -18,6 +18,7 @@
 
 mod container;
 pub mod exact_table;
+pub mod prefix_table;
 
 #[doc(hidden)]
 pub use container::forge;
