@@ -116,6 +116,9 @@ pub use language::{
 };
 pub use limits::Limits;
 pub use lint::{Finding, FindingKind, LintOptions, Linter};
+#[cfg(feature = "diagnostics")]
+#[doc(hidden)]
+pub use router::image_index::{IndexImage, IndexImageBufs};
 pub use router::shared::{ReadGuard, SharedRouter};
 pub use router::{
     BuildState, Builder, CandidateReport, Context, EntryError, EntryFault, ExplainJson,

@@ -121,6 +121,19 @@ impl<T> ExactMap<T> {
         few.into_iter().flatten().chain(many.into_iter().flatten())
     }
 
+    /// Every key with its payload, in no particular order.
+    // The image writer's (index/image.rs), which only diagnostics builds call so far.
+    #[cfg_attr(not(feature = "diagnostics"), allow(dead_code))]
+    pub(crate) fn entries(&self) -> impl Iterator<Item = (&[u8], &T)> {
+        let (few, many) = match self {
+            ExactMap::Few { keys, vals } => (Some(keys.iter().zip(vals.iter())), None),
+            ExactMap::Many(m) => (None, Some(m.entries())),
+        };
+        let few = few.into_iter().flatten().map(|(k, v)| (k.as_bytes(), v));
+        let many = many.into_iter().flatten().map(|(k, v)| (k.as_bytes(), v));
+        few.chain(many)
+    }
+
     /// Takes every payload out, leaving the map empty.
     pub(crate) fn drain_values(&mut self) -> impl Iterator<Item = T> {
         let (few, many) = match std::mem::take(self) {

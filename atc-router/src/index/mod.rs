@@ -19,6 +19,7 @@ mod choose;
 mod cidr_map;
 mod contains_set;
 mod exact_map;
+pub(crate) mod image;
 pub(crate) mod keyed;
 mod lookup;
 pub(crate) mod path_tree;
@@ -117,6 +118,13 @@ impl Index {
             bufs.resize_with(self.stats.max_depth, LevelBufs::default);
         }
         self.root.collect(ctx, bufs, out);
+    }
+
+    /// The index in image form (see `image.rs`); `rank` numbers a route by its slot in routing
+    /// order.
+    #[cfg(feature = "diagnostics")]
+    pub(crate) fn write_image(&self, rank: &dyn Fn(u32) -> u32) -> Option<image::Written> {
+        image::write(&self.root, rank)
     }
 
     /// The routes of a tree that is one leaf (no key tells its routes apart: a small table, or

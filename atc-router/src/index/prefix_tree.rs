@@ -208,9 +208,9 @@ impl<T> PrefixTree<T> {
     }
 
     /// Every payload with its key (in no particular order).
-    pub(crate) fn for_each(&self, mut visit: impl FnMut(&[u8], &T)) {
+    pub(crate) fn for_each<'a>(&'a self, mut visit: impl FnMut(&[u8], &'a T)) {
         // Each entry: a node and the length of its key (the labels on the way to it).
-        let mut stack: Vec<(&TreeNode<T>, usize)> = vec![(&self.root, 0)];
+        let mut stack: Vec<(&'a TreeNode<T>, usize)> = vec![(&self.root, 0)];
         let mut key: Vec<u8> = Vec::new();
         while let Some((n, depth)) = stack.pop() {
             key.truncate(depth);
@@ -375,6 +375,28 @@ impl<T> SegmentedPrefixTree<T> {
             };
             node = child;
             text = rest;
+        }
+    }
+
+    /// Every stored key with its payload (in no particular order).
+    // The image writer's (index/image.rs), which only diagnostics builds call so far.
+    #[cfg_attr(not(feature = "diagnostics"), allow(dead_code))]
+    pub(crate) fn for_each_key<'a>(&'a self, mut visit: impl FnMut(&[u8], &'a T)) {
+        // Each entry: a node and the length of the segments on the way to it.
+        let mut stack: Vec<(&'a SegNode<T>, &'a [u8], usize)> = vec![(&self.root, b"", 0)];
+        let mut key: Vec<u8> = Vec::new();
+        while let Some((n, seg, depth)) = stack.pop() {
+            key.truncate(depth);
+            key.extend_from_slice(seg);
+            let len = key.len();
+            if let Some(t) = &n.tails {
+                t.for_each(|tail, v| {
+                    key.truncate(len);
+                    key.extend_from_slice(tail);
+                    visit(&key, v);
+                });
+            }
+            stack.extend(n.next.entries().map(|(s, c)| (c, s, len)));
         }
     }
 

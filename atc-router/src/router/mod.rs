@@ -19,6 +19,8 @@ mod builder;
 mod catalog;
 pub(crate) mod context;
 mod explain;
+#[cfg(feature = "diagnostics")]
+pub(crate) mod image_index;
 mod matching;
 pub(crate) mod needs;
 mod route;

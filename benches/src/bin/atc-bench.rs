@@ -97,7 +97,7 @@ const COMMANDS: &[Command] = &[
     Command {
         name: "hot",
         synopsis: "--routes N --family F --mix M [--plain|--captures] [--iters K] \
-                   [--requests R] [--candidates-only|--whole]",
+                   [--requests R] [--candidates-only|--image|--whole]",
         about: "a tight request loop for perf and callgrind; prints ns per request",
         opts: &[
             Opt {
@@ -139,6 +139,12 @@ const COMMANDS: &[Command] = &[
                 name: "--candidates-only",
                 value: None,
                 help: "only collect candidates (the index's part of a request), no evaluation",
+            },
+            Opt {
+                name: "--image",
+                value: None,
+                help: "only collect candidates, from the table's index written as an image \
+                       (checked once) and walked in place",
             },
             Opt {
                 name: "--whole",
@@ -368,9 +374,15 @@ fn hot(a: &Parsed) -> Result<(), String> {
     let iters = a.count("--iters", Some(5_000_000))?.max(1);
     let count = a.count("--requests", Some(256))?.max(1);
     let candidates_only = a.switch("--candidates-only");
+    let image = a.switch("--image");
     let whole = a.switch("--whole");
-    if candidates_only && whole {
-        return Err("`--candidates-only` and `--whole` exclude each other".into());
+    if [candidates_only, image, whole]
+        .iter()
+        .filter(|s| **s)
+        .count()
+        > 1
+    {
+        return Err("`--candidates-only`, `--image` and `--whole` exclude each other".into());
     }
 
     let schema = schema();
@@ -394,6 +406,8 @@ fn hot(a: &Parsed) -> Result<(), String> {
     }
     let what = if candidates_only {
         "candidate_count"
+    } else if image {
+        "the candidates of the index image"
     } else if whole {
         "reset, fields added, execute, captures read"
     } else {
@@ -428,13 +442,23 @@ fn hot(a: &Parsed) -> Result<(), String> {
         let mut ctx = Context::new(schema.clone());
         let start = Instant::now();
         (start, whole_loop(&router, &mut ctx, &fields, iters))
+    } else if image {
+        let (bytes, leaves) = router.index_image();
+        println!(
+            "index image: {} bytes ({:.0} per route), {leaves} splits written as leaves",
+            bytes.len(),
+            bytes.len() as f64 / router.len().max(1) as f64
+        );
+        let index = atc_router::IndexImage::open(&bytes).map_err(|e| e.to_string())?;
+        let start = Instant::now();
+        (start, image_loop(&index, &ctxs, iters))
     } else {
         let start = Instant::now();
         (start, hot_loop(&router, &mut ctxs, iters, candidates_only))
     };
     let elapsed = start.elapsed();
     let per = elapsed.as_nanos() as f64 / iters as f64;
-    if candidates_only {
+    if candidates_only || image {
         println!(
             "{per:.1} ns per request, {:.2} candidates per request",
             total as f64 / iters as f64
@@ -459,6 +483,24 @@ fn hot_loop(router: &Router, ctxs: &mut [Context], iters: usize, candidates_only
         } else {
             usize::from(execute_reading_captures(router, ctx))
         };
+        k += 1;
+        if k == ctxs.len() {
+            k = 0;
+        }
+    }
+    black_box(total)
+}
+
+/// The timed loop of `hot --image`: the candidates of each request from the index image (as
+/// `hot_loop` with `--candidates-only` from the in-process index). Returns the candidates.
+#[inline(never)]
+fn image_loop(index: &atc_router::IndexImage<'_>, ctxs: &[Context], iters: usize) -> usize {
+    let (mut total, mut k) = (0, 0);
+    let mut bufs = atc_router::IndexImageBufs::default();
+    let mut out = Vec::new();
+    for _ in 0..iters {
+        index.candidates(&ctxs[k], &mut bufs, &mut out);
+        total += out.len();
         k += 1;
         if k == ctxs.len() {
             k = 0;

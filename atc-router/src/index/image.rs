@@ -1,0 +1,366 @@
+//! The index in image form: the decision tree written as words (`crate::image`'s flat tables
+//! for its keyed structures) and walked in place, giving a request's candidates as route
+//! numbers in routing order.
+//!
+//! Layout: node records in one word array, a node's number being the position of its first
+//! word; leaf entries in a second array; keys' bytes in the tables' arena.
+//! - leaf: `LEAF`, start and length of its entries (route numbers, ascending);
+//! - split by exact key, prefix or suffix: its kind, the field's raw id, whether values are
+//!   lowercased, its `rest` node, the number of table words, then the table (an
+//!   [`ExactTable`], or a [`PrefixTable`], over reversed keys for a suffix split) whose values
+//!   are child nodes;
+//! - split by integer: `INT`, the field, 0, `rest`, the number of keys, then per key (ascending)
+//!   its low and high words and its child;
+//! - split by field: `FIELDS`, `rest`, the number of children, then per child the field's raw id
+//!   and its node.
+//!
+//! Until a router reads images, this is exercised by the `diagnostics` feature's
+//! `Router::index_image` and the tests comparing its walks with the in-process ones.
+//!
+//! Invariants:
+//! - **A walk finds every route the in-process walk finds** (a superset, which evaluation
+//!   narrows as it narrows the in-process candidates). A split of a kind that has no flat form
+//!   yet (networks, path patterns, `contains`) is written as the leaf of every route below it:
+//!   still every route a request can match, at the cost of more candidates; [`Written::leaves_in_place_of_splits`]
+//!   counts them.
+//! - A walk trusts nothing beyond the container's checksum: reads are bounds-checked, it goes at
+//!   most [`MAX_DEPTH`] levels down (one scratch buffer per level, so corrupt words cannot make
+//!   it loop), and words it cannot read end that branch. Lowercasing is the evaluator's
+//!   (`compile::eval::lowercase_if`), so a key is looked up as the in-process index looks it up.
+
+#![cfg_attr(not(feature = "diagnostics"), allow(dead_code))]
+
+use super::tree::{FieldSplit, Node, Split};
+use super::Entry;
+use crate::compile::eval::lowercase_if;
+use crate::image::exact_table::{self, ExactTable};
+use crate::image::prefix_table::{self, PrefixTable};
+use crate::image::Words;
+use crate::schema::values::Values;
+use crate::schema::FieldId;
+use crate::value::Value;
+
+const LEAF: u32 = 0;
+const EXACT: u32 = 1;
+const PREFIX: u32 = 2;
+const SUFFIX: u32 = 3;
+const INT: u32 = 4;
+const FIELDS: u32 = 5;
+
+/// Deepest a walk goes (the in-process tree's bound, with room).
+const MAX_DEPTH: usize = 2 * super::tree::MAX_DEPTH;
+
+/// The index written as words: what the image's sections hold.
+#[derive(Debug, Default)]
+pub(crate) struct Written {
+    /// The number of the root node.
+    pub(crate) root: u32,
+    pub(crate) nodes: Vec<u32>,
+    pub(crate) entries: Vec<u32>,
+    pub(crate) bytes: Vec<u8>,
+    /// Splits written as the leaf of all their routes (kinds without a flat form yet).
+    pub(crate) leaves_in_place_of_splits: usize,
+}
+
+/// Writes `root`'s tree; `rank` numbers a route (by its slot) in routing order. `None` when a
+/// number outgrows 32 bits.
+pub(crate) fn write(root: &Node, rank: &dyn Fn(u32) -> u32) -> Option<Written> {
+    let mut w = Written::default();
+    w.root = write_node(root, rank, &mut w)?;
+    Some(w)
+}
+
+fn word(n: usize) -> Option<u32> {
+    u32::try_from(n).ok()
+}
+
+/// Writes `node` and below; returns its number.
+fn write_node(node: &Node, rank: &dyn Fn(u32) -> u32, w: &mut Written) -> Option<u32> {
+    match node {
+        Node::Leaf(l) => leaf(l.entries.as_slice().iter().map(|e| rank(e.1)), w),
+        Node::Split(s) => split(s, rank, w),
+        Node::Fields(f) => fields(f, rank, w),
+    }
+}
+
+fn leaf(ranks: impl Iterator<Item = u32>, w: &mut Written) -> Option<u32> {
+    let mut ranks: Vec<u32> = ranks.collect();
+    ranks.sort_unstable();
+    ranks.dedup();
+    let at = word(w.nodes.len())?;
+    let start = word(w.entries.len())?;
+    w.entries.extend(&ranks);
+    w.nodes.extend([LEAF, start, word(ranks.len())?]);
+    Some(at)
+}
+
+/// Every route below `node`.
+fn all_routes(node: &Node, out: &mut Vec<Entry>) {
+    match node {
+        Node::Leaf(l) => out.extend_from_slice(l.entries.as_slice()),
+        Node::Split(s) => {
+            s.keyed.for_each(|c| all_routes(c, out));
+            all_routes(&s.rest, out);
+        }
+        Node::Fields(f) => {
+            for c in f.children.values() {
+                all_routes(c, out);
+            }
+            all_routes(&f.rest, out);
+        }
+    }
+}
+
+fn split(s: &Split, rank: &dyn Fn(u32) -> u32, w: &mut Written) -> Option<u32> {
+    use super::keyed::Keyed;
+    if matches!(
+        s.keyed,
+        Keyed::Cidr(_) | Keyed::Path(_) | Keyed::Contains(_)
+    ) {
+        let mut routes = Vec::new();
+        s.keyed.for_each(|c| all_routes(c, &mut routes));
+        all_routes(&s.rest, &mut routes);
+        w.leaves_in_place_of_splits += 1;
+        return leaf(routes.iter().map(|e| rank(e.1)), w);
+    }
+    let rest = write_node(&s.rest, rank, w)?;
+    // Children first, so that a node's number is known when its parent's table is written.
+    let mut keyed: Vec<(Vec<u8>, u32)> = Vec::new();
+    let mut ints: Vec<(i64, u32)> = Vec::new();
+    let kind = match &s.keyed {
+        Keyed::Exact(m) => {
+            for (k, c) in m.entries() {
+                keyed.push((k.to_vec(), write_node(c, rank, w)?));
+            }
+            EXACT
+        }
+        Keyed::Prefix(t) => {
+            let mut children = Vec::new();
+            t.for_each_key(|k, c| children.push((k.to_vec(), c)));
+            for (k, c) in children {
+                keyed.push((k, write_node(c, rank, w)?));
+            }
+            PREFIX
+        }
+        // Stored reversed in process too: the keys are the reversed suffixes.
+        Keyed::Suffix(t) => {
+            let mut children = Vec::new();
+            t.for_each(|k, c| children.push((k.to_vec(), c)));
+            for (k, c) in children {
+                keyed.push((k, write_node(c, rank, w)?));
+            }
+            SUFFIX
+        }
+        Keyed::Int(m) => {
+            for (k, c) in m {
+                ints.push((*k, write_node(c, rank, w)?));
+            }
+            INT
+        }
+        // Written as a leaf above.
+        Keyed::Cidr(_) | Keyed::Path(_) | Keyed::Contains(_) => return None,
+    };
+    let at = word(w.nodes.len())?;
+    let field = s.disc.field.to_raw();
+    w.nodes.extend([kind, field, u32::from(s.disc.lower), rest]);
+    if kind == INT {
+        ints.sort_unstable();
+        w.nodes.push(word(ints.len())?);
+        for (k, c) in ints {
+            w.nodes
+                .extend([k as u64 as u32, ((k as u64) >> 32) as u32, c]);
+        }
+        return Some(at);
+    }
+    let entries: Vec<(&[u8], u32)> = keyed.iter().map(|(k, c)| (&k[..], *c)).collect();
+    let table = match kind {
+        EXACT => exact_table::write(&entries, &mut w.bytes)?,
+        _ => prefix_table::write(&entries, &mut w.bytes)?,
+    };
+    w.nodes.push(word(table.len())?);
+    w.nodes.extend(table);
+    Some(at)
+}
+
+fn fields(f: &FieldSplit, rank: &dyn Fn(u32) -> u32, w: &mut Written) -> Option<u32> {
+    let rest = write_node(&f.rest, rank, w)?;
+    let mut children = Vec::new();
+    for (field, c) in &f.children {
+        children.push((field.to_raw(), write_node(c, rank, w)?));
+    }
+    children.sort_unstable();
+    let at = word(w.nodes.len())?;
+    w.nodes.extend([FIELDS, rest, word(children.len())?]);
+    for (field, c) in children {
+        w.nodes.extend([field, c]);
+    }
+    Some(at)
+}
+
+/// Scratch of one level of a walk: a value lowercased, a value reversed.
+#[derive(Debug, Default)]
+pub(crate) struct LevelBuf {
+    lowered: String,
+    reversed: Vec<u8>,
+}
+
+/// The index read in place from an image's sections.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ImageIndex<'a> {
+    nodes: Words<'a>,
+    entries: Words<'a>,
+    bytes: &'a [u8],
+}
+
+impl<'a> ImageIndex<'a> {
+    pub(crate) fn new(nodes: Words<'a>, entries: Words<'a>, bytes: &'a [u8]) -> ImageIndex<'a> {
+        ImageIndex {
+            nodes,
+            entries,
+            bytes,
+        }
+    }
+
+    /// Appends to `out` the route numbers of every route the request can match (unsorted, with
+    /// repeats), from the node numbered `root`. `bufs` is scratch, one per level (grown to the
+    /// depth the walk reaches, then reused).
+    pub(crate) fn candidates(
+        &self,
+        root: u32,
+        ctx: &Values,
+        bufs: &mut Vec<LevelBuf>,
+        out: &mut Vec<u32>,
+    ) {
+        if bufs.len() < MAX_DEPTH + 1 {
+            bufs.resize_with(MAX_DEPTH + 1, LevelBuf::default);
+        }
+        self.collect(root as usize, ctx, bufs, out);
+    }
+
+    fn at(&self, i: usize) -> Option<u32> {
+        self.nodes.get(i)
+    }
+
+    /// `bufs` holds one buffer per level left: a walk deeper than that stops (corrupt words).
+    fn collect(&self, n: usize, ctx: &Values, bufs: &mut [LevelBuf], out: &mut Vec<u32>) {
+        let Some((here, deeper)) = bufs.split_first_mut() else {
+            return;
+        };
+        let Some(kind) = self.at(n) else {
+            return;
+        };
+        match kind {
+            LEAF => {
+                let (Some(start), Some(len)) = (self.at(n + 1), self.at(n + 2)) else {
+                    return;
+                };
+                let (start, len) = (start as usize, len as usize);
+                if let Some(e) = self.entries.slice(start..start.saturating_add(len)) {
+                    out.extend(e.iter());
+                }
+            }
+            EXACT | PREFIX | SUFFIX | INT => {
+                let (Some(field), Some(lower), Some(rest)) =
+                    (self.at(n + 1), self.at(n + 2), self.at(n + 3))
+                else {
+                    return;
+                };
+                self.collect(rest as usize, ctx, deeper, out);
+                for v in ctx.values_by_id(FieldId::from_raw(field)) {
+                    self.keyed(n, kind, lower != 0, v, ctx, here, deeper, out);
+                }
+            }
+            FIELDS => {
+                let (Some(rest), Some(count)) = (self.at(n + 1), self.at(n + 2)) else {
+                    return;
+                };
+                self.collect(rest as usize, ctx, deeper, out);
+                for i in 0..count as usize {
+                    let at = n + 3 + 2 * i;
+                    let (Some(field), Some(child)) = (self.at(at), self.at(at + 1)) else {
+                        return;
+                    };
+                    if !ctx.values_by_id(FieldId::from_raw(field)).is_empty() {
+                        self.collect(child as usize, ctx, deeper, out);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Collects from the children of split `n` (of `kind`) that value `v` reaches.
+    #[allow(clippy::too_many_arguments)]
+    fn keyed(
+        &self,
+        n: usize,
+        kind: u32,
+        lower: bool,
+        v: &Value,
+        ctx: &Values,
+        here: &mut LevelBuf,
+        deeper: &mut [LevelBuf],
+        out: &mut Vec<u32>,
+    ) {
+        if kind == INT {
+            if let Value::Int(i) = v {
+                if let Some(c) = self.int_child(n, *i) {
+                    self.collect(c as usize, ctx, deeper, out);
+                }
+            }
+            return;
+        }
+        let Value::String(s) = v else {
+            return;
+        };
+        let Some(len) = self.at(n + 4) else {
+            return;
+        };
+        let start = n + 5;
+        let Some(table) = self.nodes.slice(start..start.saturating_add(len as usize)) else {
+            return;
+        };
+        let text = lowercase_if(lower, s, &mut here.lowered).as_bytes();
+        match kind {
+            EXACT => {
+                let child = ExactTable::new(table, self.bytes).and_then(|t| t.get(text));
+                if let Some(c) = child {
+                    self.collect(c as usize, ctx, deeper, out);
+                }
+            }
+            _ => {
+                let Some(t) = PrefixTable::new(table, self.bytes) else {
+                    return;
+                };
+                let text = if kind == SUFFIX {
+                    here.reversed.clear();
+                    here.reversed.extend(text.iter().rev());
+                    &here.reversed[..]
+                } else {
+                    text
+                };
+                t.walk(text, |c| self.collect(c as usize, ctx, deeper, out));
+            }
+        }
+    }
+
+    /// The child of integer split `n` under key `i` (binary search over its sorted keys).
+    fn int_child(&self, n: usize, i: i64) -> Option<u32> {
+        let count = self.at(n + 4)? as usize;
+        let key = |k: usize| -> Option<i64> {
+            let at = n + 5 + 3 * k;
+            let (lo, hi) = (self.at(at)?, self.at(at + 1)?);
+            Some((u64::from(hi) << 32 | u64::from(lo)) as i64)
+        };
+        let (mut lo, mut hi) = (0usize, count);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match key(mid)?.cmp(&i) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return self.at(n + 5 + 3 * mid + 2),
+            }
+        }
+        None
+    }
+}
