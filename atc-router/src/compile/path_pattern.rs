@@ -35,6 +35,34 @@ pub(crate) struct ParamClass {
 }
 
 impl ParamClass {
+    /// The class as five words (its ASCII bytes' bits, low word first, then a flags word: 1 for
+    /// non-ASCII bytes, 2 for the empty segment), for the index in image form.
+    #[cfg_attr(not(feature = "diagnostics"), allow(dead_code))]
+    pub(crate) fn to_words(self) -> [u32; 5] {
+        let a = self.ascii;
+        [
+            a as u32,
+            (a >> 32) as u32,
+            (a >> 64) as u32,
+            (a >> 96) as u32,
+            u32::from(self.non_ascii) | u32::from(self.empty) << 1,
+        ]
+    }
+
+    /// The class [`ParamClass::to_words`] wrote (any words make some class: at worst one that
+    /// accepts more or fewer segments than the route's, which the image's checksum rules out).
+    #[cfg_attr(not(feature = "diagnostics"), allow(dead_code))]
+    pub(crate) fn from_words(w: [u32; 5]) -> ParamClass {
+        ParamClass {
+            ascii: u128::from(w[0])
+                | u128::from(w[1]) << 32
+                | u128::from(w[2]) << 64
+                | u128::from(w[3]) << 96,
+            non_ascii: w[4] & 1 != 0,
+            empty: w[4] & 2 != 0,
+        }
+    }
+
     /// Any segment at all (what a segment the analysis cannot describe becomes).
     pub(crate) const ANY: ParamClass = ParamClass {
         ascii: !(1u128 << b'/'),
@@ -415,6 +443,28 @@ fn segment(tokens: &[&Token]) -> Seg {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_class_reads_back_from_its_words() {
+        let mut classes = vec![ParamClass::ANY];
+        for re in [
+            r"^/(\d+)$",
+            r"^/([a-z]+)$",
+            r"^/(\w*)$",
+            r"^/([^/]+)$",
+            r"^/(é|x)$",
+        ] {
+            for seg in pattern(re).segs.iter() {
+                if let Seg::Param(c) = seg {
+                    classes.push(*c);
+                }
+            }
+        }
+        assert!(classes.len() > 3);
+        for c in classes {
+            assert_eq!(ParamClass::from_words(c.to_words()), c);
+        }
+    }
 
     fn pattern(re: &str) -> PathPattern {
         let hir = regex_syntax::Parser::new().parse(re).unwrap();

@@ -12,7 +12,12 @@
 //! - split by integer: `INT`, the field, 0, `rest`, the number of keys, then per key (ascending)
 //!   its low and high words and its child;
 //! - split by field: `FIELDS`, `rest`, the number of children, then per child the field's raw id
-//!   and its node.
+//!   and its node;
+//! - split by path pattern: `PATH`, the field, lowercasing, `rest`, the root of its path tree;
+//!   a path node is the decision nodes of the patterns that end there open and exact
+//!   ([`NONE`] if none), the length of its literal children's [`ExactTable`] (segment to path
+//!   node) and the table, then the number of parameter children and per child its class (five
+//!   words, `ParamClass::to_words`) and its path node.
 //!
 //! Until a router reads images, this is exercised by the `diagnostics` feature's
 //! `Router::index_image` and the tests comparing its walks with the in-process ones.
@@ -20,7 +25,8 @@
 //! Invariants:
 //! - **A walk finds every route the in-process walk finds** (a superset, which evaluation
 //!   narrows as it narrows the in-process candidates). A split of a kind that has no flat form
-//!   yet (networks, path patterns, `contains`) is written as the leaf of every route below it:
+//!   yet (networks, `contains`) is written as the leaf of every route below it:
+//!   (as is a path split deeper than [`MAX_PATH_DEPTH`] segments)
 //!   still every route a request can match, at the cost of more candidates; [`Written::leaves_in_place_of_splits`]
 //!   counts them.
 //! - A walk trusts nothing beyond the container's checksum: reads are bounds-checked, it goes at
@@ -33,6 +39,7 @@
 use super::tree::{FieldSplit, Node, Split};
 use super::Entry;
 use crate::compile::eval::lowercase_if;
+use crate::compile::path_pattern::{next_slash, ParamClass};
 use crate::image::exact_table::{self, ExactTable};
 use crate::image::prefix_table::{self, PrefixTable};
 use crate::image::Words;
@@ -40,12 +47,20 @@ use crate::schema::values::Values;
 use crate::schema::FieldId;
 use crate::value::Value;
 
+/// An end of a path node that no pattern takes.
+const NONE: u32 = u32::MAX;
+
 const LEAF: u32 = 0;
 const EXACT: u32 = 1;
 const PREFIX: u32 = 2;
 const SUFFIX: u32 = 3;
 const INT: u32 = 4;
 const FIELDS: u32 = 5;
+const PATH: u32 = 6;
+
+/// Deepest path pattern a path split is written for (segments); a deeper one is written as a
+/// leaf. Bounds the walk's recursion, which goes a level per segment.
+const MAX_PATH_DEPTH: usize = 128;
 
 /// Deepest a walk goes (the in-process tree's bound, with room).
 const MAX_DEPTH: usize = 2 * super::tree::MAX_DEPTH;
@@ -113,10 +128,12 @@ fn all_routes(node: &Node, out: &mut Vec<Entry>) {
 
 fn split(s: &Split, rank: &dyn Fn(u32) -> u32, w: &mut Written) -> Option<u32> {
     use super::keyed::Keyed;
-    if matches!(
-        s.keyed,
-        Keyed::Cidr(_) | Keyed::Path(_) | Keyed::Contains(_)
-    ) {
+    let flat = match &s.keyed {
+        Keyed::Path(t) => t.depth() <= MAX_PATH_DEPTH,
+        Keyed::Cidr(_) | Keyed::Contains(_) => false,
+        _ => true,
+    };
+    if !flat {
         let mut routes = Vec::new();
         s.keyed.for_each(|c| all_routes(c, &mut routes));
         all_routes(&s.rest, &mut routes);
@@ -157,8 +174,24 @@ fn split(s: &Split, rank: &dyn Fn(u32) -> u32, w: &mut Written) -> Option<u32> {
             }
             INT
         }
+        Keyed::Path(t) => {
+            // The payloads first, then the path tree, whose records name them.
+            let mut children: Vec<&Node> = Vec::new();
+            t.for_each(|c| children.push(c));
+            let mut numbers = rustc_hash::FxHashMap::default();
+            for c in children {
+                numbers.insert(c as *const Node, write_node(c, rank, w)?);
+            }
+            let payload = &mut |c: &Node| numbers.get(&(c as *const Node)).copied();
+            let root = t.write_flat(payload, &mut w.nodes, &mut w.bytes)?;
+            let at = word(w.nodes.len())?;
+            let field = s.disc.field.to_raw();
+            w.nodes
+                .extend([PATH, field, u32::from(s.disc.lower), rest, root]);
+            return Some(at);
+        }
         // Written as a leaf above.
-        Keyed::Cidr(_) | Keyed::Path(_) | Keyed::Contains(_) => return None,
+        Keyed::Cidr(_) | Keyed::Contains(_) => return None,
     };
     let at = word(w.nodes.len())?;
     let field = s.disc.field.to_raw();
@@ -259,7 +292,7 @@ impl<'a> ImageIndex<'a> {
                     out.extend(e.iter());
                 }
             }
-            EXACT | PREFIX | SUFFIX | INT => {
+            EXACT | PREFIX | SUFFIX | INT | PATH => {
                 let (Some(field), Some(lower), Some(rest)) =
                     (self.at(n + 1), self.at(n + 2), self.at(n + 3))
                 else {
@@ -313,6 +346,17 @@ impl<'a> ImageIndex<'a> {
         let Value::String(s) = v else {
             return;
         };
+        if kind == PATH {
+            let Some(root) = self.at(n + 4) else {
+                return;
+            };
+            let text = lowercase_if(lower, s, &mut here.lowered).as_bytes();
+            if let Some(rest) = text.strip_prefix(b"/") {
+                let visit = &mut |c: u32| self.collect(c as usize, ctx, deeper, out);
+                self.path_walk(root as usize, rest, 0, visit);
+            }
+            return;
+        }
         let Some(len) = self.at(n + 4) else {
             return;
         };
@@ -340,6 +384,70 @@ impl<'a> ImageIndex<'a> {
                     text
                 };
                 t.walk(text, |c| self.collect(c as usize, ctx, deeper, out));
+            }
+        }
+    }
+
+    /// Visits the payload of every pattern below path node `node` that accepts `rest` (what
+    /// follows the `/` after the segments walked so far), as `PathTree::walk` does in process.
+    fn path_walk(&self, node: usize, rest: &[u8], depth: usize, visit: &mut dyn FnMut(u32)) {
+        if depth > MAX_PATH_DEPTH {
+            return;
+        }
+        let (Some(open), Some(len)) = (self.at(node), self.at(node + 2)) else {
+            return;
+        };
+        if open != NONE {
+            visit(open);
+        }
+        let (seg, after) = match next_slash(rest) {
+            Some(i) => (&rest[..i], Some(&rest[i + 1..])),
+            None => (rest, None),
+        };
+        let table = node + 3;
+        let lit = self
+            .nodes
+            .slice(table..table.saturating_add(len as usize))
+            .and_then(|t| ExactTable::new(t, self.bytes))
+            .and_then(|t| t.get(seg));
+        if let Some(c) = lit {
+            self.path_next(c as usize, after, depth, visit);
+        }
+        let params = table.saturating_add(len as usize);
+        let Some(count) = self.at(params) else {
+            return;
+        };
+        for i in 0..count as usize {
+            let at = params + 1 + 6 * i;
+            let class = [at, at + 1, at + 2, at + 3, at + 4].map(|k| self.at(k));
+            let (Some(child), [Some(a), Some(b), Some(c), Some(d), Some(e)]) =
+                (self.at(at + 5), class)
+            else {
+                return;
+            };
+            if ParamClass::from_words([a, b, c, d, e]).accepts(seg) {
+                self.path_next(child as usize, after, depth, visit);
+            }
+        }
+    }
+
+    /// The step into `child` after a matched segment: deeper while the path goes on, else
+    /// the payloads of the patterns that end at `child`.
+    fn path_next(
+        &self,
+        child: usize,
+        after: Option<&[u8]>,
+        depth: usize,
+        visit: &mut dyn FnMut(u32),
+    ) {
+        match after {
+            Some(after) => self.path_walk(child, after, depth + 1, visit),
+            None => {
+                for end in [self.at(child), self.at(child + 1)].into_iter().flatten() {
+                    if end != NONE {
+                        visit(end);
+                    }
+                }
             }
         }
     }

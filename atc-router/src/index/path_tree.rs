@@ -223,8 +223,71 @@ impl<T> PathTree<T> {
         }
     }
 
+    /// How many segments the longest pattern has (the depth of a walk).
+    #[cfg_attr(not(feature = "diagnostics"), allow(dead_code))]
+    pub(crate) fn depth(&self) -> usize {
+        let mut deepest = 0;
+        let mut stack = vec![(&self.root, 0usize)];
+        while let Some((n, d)) = stack.pop() {
+            deepest = deepest.max(d);
+            stack.extend(n.lits.values().map(|c| (c, d + 1)));
+            stack.extend(n.params.iter().map(|(_, c)| (c, d + 1)));
+        }
+        deepest
+    }
+
+    /// Writes the tree in image form into `words` (see `index/image.rs`), each payload as the
+    /// number `payload` gives it; returns the root's number. Children are written before their
+    /// parent, so a record names nodes already written. Recurses once per level: the caller
+    /// bounds [`PathTree::depth`].
+    #[cfg_attr(not(feature = "diagnostics"), allow(dead_code))]
+    pub(crate) fn write_flat(
+        &self,
+        payload: &mut dyn FnMut(&T) -> Option<u32>,
+        words: &mut Vec<u32>,
+        bytes: &mut Vec<u8>,
+    ) -> Option<u32> {
+        Self::write_node(&self.root, payload, words, bytes)
+    }
+
+    fn write_node(
+        n: &PathNode<T>,
+        payload: &mut dyn FnMut(&T) -> Option<u32>,
+        words: &mut Vec<u32>,
+        bytes: &mut Vec<u8>,
+    ) -> Option<u32> {
+        let mut lits: Vec<(Vec<u8>, u32)> = Vec::new();
+        for (seg, c) in n.lits.entries() {
+            lits.push((seg.to_vec(), Self::write_node(c, payload, words, bytes)?));
+        }
+        let mut params = Vec::new();
+        for (class, c) in &n.params {
+            params.push((
+                class.to_words(),
+                Self::write_node(c, payload, words, bytes)?,
+            ));
+        }
+        let end = |v: Option<&T>, payload: &mut dyn FnMut(&T) -> Option<u32>| match v {
+            Some(v) => payload(v),
+            None => Some(u32::MAX),
+        };
+        let open = end(n.open(), payload)?;
+        let exact = end(n.exact(), payload)?;
+        let entries: Vec<(&[u8], u32)> = lits.iter().map(|(k, c)| (&k[..], *c)).collect();
+        let table = crate::image::exact_table::write(&entries, bytes)?;
+        let at = u32::try_from(words.len()).ok()?;
+        words.extend([open, exact, u32::try_from(table.len()).ok()?]);
+        words.extend(table);
+        words.push(u32::try_from(params.len()).ok()?);
+        for (class, c) in params {
+            words.extend(class);
+            words.push(c);
+        }
+        Some(at)
+    }
+
     /// Every payload (in no particular order).
-    pub(crate) fn for_each(&self, mut visit: impl FnMut(&T)) {
+    pub(crate) fn for_each<'a>(&'a self, mut visit: impl FnMut(&'a T)) {
         let mut stack = vec![&self.root];
         while let Some(n) = stack.pop() {
             n.exact().into_iter().chain(n.open()).for_each(&mut visit);
