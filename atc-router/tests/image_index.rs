@@ -70,9 +70,9 @@ fn an_image_index_finds_what_the_index_finds_on_every_family() {
             flat.push(family.name());
         }
     }
-    // The families whose splits all have a flat form (every kind but networks and `contains`)
-    // get exactly the in-process candidates from their images; other-operators and the mixed
-    // table split by those too, and get more.
+    // The families whose splits all have a flat form (every kind but `contains`) get exactly
+    // the in-process candidates from their images; other-operators and the mixed table split
+    // by `contains` too, and get more.
     for family in [
         "host-prefixes",
         "rest-api",
@@ -103,4 +103,40 @@ fn a_corrupt_index_image_is_refused() {
     let last = image.len() - 1;
     image[last] ^= 1;
     assert!(Router::image_candidates(&image, &ctx).is_err());
+}
+
+#[test]
+fn network_splits_find_what_the_index_finds() {
+    let schema = schema();
+    let mut r = Router::new(schema.clone());
+    for i in 0..600u32 {
+        let expr = match i % 3 {
+            0 => format!("net.src.ip in 10.{}.{}.0/24", i / 256, i % 256),
+            1 => format!("net.src.ip in 2001:db8:{i:x}::/48"),
+            _ => format!("net.src.ip == 192.168.{}.{}", i / 256, i % 256),
+        };
+        r.add(Uuid::from_u128(u128::from(i) + 1), u64::from(i), &expr)
+            .unwrap_or_else(|e| panic!("{expr}: {e}"));
+    }
+    let (image, leaves) = r.index_image();
+    assert_eq!(leaves, 0, "networks have a flat form");
+    let mut ctx = Context::new(schema);
+    let mut found = 0;
+    for i in 0..700u32 {
+        for addr in [
+            format!("10.{}.{}.7", i / 256, i % 256),
+            format!("2001:db8:{i:x}::1"),
+            format!("192.168.{}.{}", i / 256, i % 256),
+            format!("172.16.0.{}", i % 256),
+        ] {
+            ctx.reset();
+            ctx.add_value("net.src.ip", addr.parse::<std::net::IpAddr>().unwrap())
+                .unwrap();
+            let in_process = r.candidate_ids(&mut ctx);
+            let from_image = Router::image_candidates(&image, &ctx).unwrap();
+            assert_eq!(from_image, in_process, "{addr}");
+            found += in_process.len();
+        }
+    }
+    assert!(found >= 600, "{found} candidates in all");
 }

@@ -13,6 +13,9 @@
 //!   its low and high words and its child;
 //! - split by field: `FIELDS`, `rest`, the number of children, then per child the field's raw id
 //!   and its node;
+//! - split by network: `CIDR`, the field, 0, `rest`, the number of (family, length) pairs in
+//!   use, each as `family << 8 | length`, then the length of an [`ExactTable`] keyed by
+//!   `cidr_map::flat_key` (family, length, masked address) and the table;
 //! - split by path pattern: `PATH`, the field, lowercasing, `rest`, the root of its path tree;
 //!   a path node is the decision nodes of the patterns that end there open and exact
 //!   ([`NONE`] if none), the length of its literal children's [`ExactTable`] (segment to path
@@ -25,7 +28,7 @@
 //! Invariants:
 //! - **A walk finds every route the in-process walk finds** (a superset, which evaluation
 //!   narrows as it narrows the in-process candidates). A split of a kind that has no flat form
-//!   yet (networks, `contains`) is written as the leaf of every route below it:
+//!   yet (`contains`) is written as the leaf of every route below it:
 //!   (as is a path split deeper than [`MAX_PATH_DEPTH`] segments)
 //!   still every route a request can match, at the cost of more candidates; [`Written::leaves_in_place_of_splits`]
 //!   counts them.
@@ -36,6 +39,7 @@
 
 #![cfg_attr(not(feature = "diagnostics"), allow(dead_code))]
 
+use super::cidr_map::flat_key;
 use super::tree::{FieldSplit, Node, Split};
 use super::Entry;
 use crate::compile::eval::lowercase_if;
@@ -57,6 +61,7 @@ const SUFFIX: u32 = 3;
 const INT: u32 = 4;
 const FIELDS: u32 = 5;
 const PATH: u32 = 6;
+const CIDR: u32 = 7;
 
 /// Deepest path pattern a path split is written for (segments); a deeper one is written as a
 /// leaf. Bounds the walk's recursion, which goes a level per segment.
@@ -130,7 +135,7 @@ fn split(s: &Split, rank: &dyn Fn(u32) -> u32, w: &mut Written) -> Option<u32> {
     use super::keyed::Keyed;
     let flat = match &s.keyed {
         Keyed::Path(t) => t.depth() <= MAX_PATH_DEPTH,
-        Keyed::Cidr(_) | Keyed::Contains(_) => false,
+        Keyed::Contains(_) => false,
         _ => true,
     };
     if !flat {
@@ -190,8 +195,36 @@ fn split(s: &Split, rank: &dyn Fn(u32) -> u32, w: &mut Written) -> Option<u32> {
                 .extend([PATH, field, u32::from(s.disc.lower), rest, root]);
             return Some(at);
         }
+        Keyed::Cidr(m) => {
+            let mut children = Vec::new();
+            m.for_each_flat(|fam, len, key, c| {
+                children.push((u32::from(fam) << 8 | u32::from(len), key, c))
+            });
+            let mut lens: Vec<u32> = children.iter().map(|(l, _, _)| *l).collect();
+            lens.sort_unstable();
+            lens.dedup();
+            let mut keyed = Vec::new();
+            for (_, key, c) in children {
+                keyed.push((key, write_node(c, rank, w)?));
+            }
+            let entries: Vec<(&[u8], u32)> = keyed.iter().map(|(k, c)| (&k[..], *c)).collect();
+            let table = exact_table::write(&entries, &mut w.bytes)?;
+            let at = word(w.nodes.len())?;
+            let field = s.disc.field.to_raw();
+            w.nodes.extend([
+                CIDR,
+                field,
+                u32::from(s.disc.lower),
+                rest,
+                word(lens.len())?,
+            ]);
+            w.nodes.extend(lens);
+            w.nodes.push(word(table.len())?);
+            w.nodes.extend(table);
+            return Some(at);
+        }
         // Written as a leaf above.
-        Keyed::Cidr(_) | Keyed::Contains(_) => return None,
+        Keyed::Contains(_) => return None,
     };
     let at = word(w.nodes.len())?;
     let field = s.disc.field.to_raw();
@@ -292,7 +325,7 @@ impl<'a> ImageIndex<'a> {
                     out.extend(e.iter());
                 }
             }
-            EXACT | PREFIX | SUFFIX | INT | PATH => {
+            EXACT | PREFIX | SUFFIX | INT | PATH | CIDR => {
                 let (Some(field), Some(lower), Some(rest)) =
                     (self.at(n + 1), self.at(n + 2), self.at(n + 3))
                 else {
@@ -335,6 +368,12 @@ impl<'a> ImageIndex<'a> {
         deeper: &mut [LevelBuf],
         out: &mut Vec<u32>,
     ) {
+        if kind == CIDR {
+            if let Value::IpAddr(a) = v {
+                self.cidr(n, a, ctx, deeper, out);
+            }
+            return;
+        }
         if kind == INT {
             if let Value::Int(i) = v {
                 if let Some(c) = self.int_child(n, *i) {
@@ -448,6 +487,46 @@ impl<'a> ImageIndex<'a> {
                         visit(end);
                     }
                 }
+            }
+        }
+    }
+
+    /// Collects from the children of network split `n` whose networks contain `a`: the
+    /// address masked to each length in use, looked up.
+    fn cidr(
+        &self,
+        n: usize,
+        a: &std::net::IpAddr,
+        ctx: &Values,
+        deeper: &mut [LevelBuf],
+        out: &mut Vec<u32>,
+    ) {
+        let Some(count) = self.at(n + 4) else {
+            return;
+        };
+        let table_at = n + 5 + count as usize;
+        let Some(len) = self.at(table_at) else {
+            return;
+        };
+        let start = table_at + 1;
+        let table = self
+            .nodes
+            .slice(start..start.saturating_add(len as usize))
+            .and_then(|t| ExactTable::new(t, self.bytes));
+        let Some(table) = table else {
+            return;
+        };
+        let family = if a.is_ipv4() { 4 } else { 6 };
+        for i in 0..count as usize {
+            let Some(l) = self.at(n + 5 + i) else {
+                return;
+            };
+            if l >> 8 != family {
+                continue;
+            }
+            let key = flat_key(a, (l & 0xff) as u8);
+            if let Some(c) = table.get(&key) {
+                self.collect(c as usize, ctx, deeper, out);
             }
         }
     }
