@@ -21,7 +21,8 @@
 //!   seed is run through the comparison first, so a seed that fails is reported here.
 //!
 //! - `image`: valid table images of 0 to 8 sections (the fuzz target also builds images from
-//!   its input and forges headers, so these only give the raw path its accepting case).
+//!   its input and forges headers, so these only give the raw path its accepting case), and the
+//!   inputs of past crashes.
 //!
 //! File names are a hash of the contents, as libFuzzer names its corpus files.
 
@@ -399,10 +400,13 @@ fn main() {
         }
         write(&dir, &writer.finish());
     }
+    // A crash found by fuzzing: an index image's network length word changed past 32
+    // (atc-router/tests/image_index.rs, `changed_words_never_break_a_walk`).
+    write(&dir, &[0x9b, 0xff, 0xff, 0xff, 0x31, 0, 0, 0, 0, 0, 0, 0]);
 
     println!(
         "seeds written to {}: parse/validate {} each, matcher {} (of {tries} tried), c_abi {}, \
-         tables {tables_n}, kong_diff {kong_n} (from {} expressions of Kong's tests), image 9",
+         tables {tables_n}, kong_diff {kong_n} (from {} expressions of Kong's tests), image 10",
         root.display(),
         n[0],
         n[2],

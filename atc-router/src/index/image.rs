@@ -521,10 +521,12 @@ impl<'a> ImageIndex<'a> {
             let Some(l) = self.at(n + 5 + i) else {
                 return;
             };
-            if l >> 8 != family {
+            // A length past the family's width is no network (corrupt words): skipped.
+            let (fam, len) = (l >> 8, l & 0xff);
+            if fam != family || len > if family == 4 { 32 } else { 128 } {
                 continue;
             }
-            let key = flat_key(a, (l & 0xff) as u8);
+            let key = flat_key(a, len as u8);
             if let Some(c) = table.get(&key) {
                 self.collect(c as usize, ctx, deeper, out);
             }
