@@ -396,7 +396,9 @@ fn main() {
         let mut writer = atc_router::image::ImageWriter::new(0x5eed);
         for kind in 0..sections {
             let len = (rng.next() % 200) as usize;
-            writer.section(kind * 3, rng.bytes(len)).expect("distinct kinds");
+            writer
+                .section(kind * 3, rng.bytes(len))
+                .expect("distinct kinds");
         }
         write(&dir, &writer.finish());
     }

@@ -68,11 +68,16 @@ fn index_image_case() -> (Vec<u8>, Vec<Context>) {
     let mut n = 0u128;
     let mut add = |e: String| {
         n += 1;
-        r.add(Uuid::from_u128(n), n as u64, &e).expect("a valid route");
+        r.add(Uuid::from_u128(n), n as u64, &e)
+            .expect("a valid route");
     };
     for i in 0..12 {
-        add(format!(r#"http.host == "h{i}.com" && http.path ^= "/p{i}/""#));
-        add(format!(r#"http.host =^ ".w{i}.net" && http.method == "GET""#));
+        add(format!(
+            r#"http.host == "h{i}.com" && http.path ^= "/p{i}/""#
+        ));
+        add(format!(
+            r#"http.host =^ ".w{i}.net" && http.method == "GET""#
+        ));
         add(format!(r##"http.path ~ r#"^/users/\d+/o{i}$"#"##));
         add(format!("net.dst.port == {}", 8000 + i));
         add(format!("net.src.ip in 10.{i}.0.0/16"));
@@ -84,7 +89,8 @@ fn index_image_case() -> (Vec<u8>, Vec<Context>) {
     for i in 0..12 {
         let mut c = Context::new(schema.clone());
         c.add_value("http.host", format!("h{i}.com")).unwrap();
-        c.add_value("http.path", format!("/p{i}/users/7/o{i}/k{i}x")).unwrap();
+        c.add_value("http.path", format!("/p{i}/users/7/o{i}/k{i}x"))
+            .unwrap();
         c.add_value("http.method", "GET").unwrap();
         c.add_value("net.dst.port", 8000 + i64::from(i)).unwrap();
         let ip: std::net::IpAddr = format!("10.{i}.1.1").parse().unwrap();
@@ -142,6 +148,12 @@ fuzz_target!(|data: &[u8]| {
     let at = (usize::from(ctl) * 7919 + rest.len()) % image.len();
     let mut changed = image.clone();
     changed[at] ^= ctl | 1;
-    assert!(Image::open(&changed, TAG).is_err(), "byte {at} changed, accepted");
-    assert!(Image::open(&image[..at], TAG).is_err(), "cut at {at}, accepted");
+    assert!(
+        Image::open(&changed, TAG).is_err(),
+        "byte {at} changed, accepted"
+    );
+    assert!(
+        Image::open(&image[..at], TAG).is_err(),
+        "cut at {at}, accepted"
+    );
 });
