@@ -1,14 +1,15 @@
 //! A table image: a compiled table written once, as bytes that any process can check and read in
 //! place (a file every worker of a node maps read-only).
 //!
-//! This module is the image's container: a header that says what the bytes are and which
-//! library wrote them, a table of sections, a checksum over both, and a reader that refuses
-//! anything it cannot prove well-formed. What the sections hold is the business of the stages
-//! that write and read them.
+//! This module is the image's container (`container.rs`: a header that says what the bytes are
+//! and which library wrote them, a table of sections, a checksum over both, and a reader that
+//! refuses anything it cannot prove well-formed) and the flat tables stages build their image
+//! forms from (`exact_table.rs`, `prefix_table.rs`). What the sections hold is the business of
+//! the stages that write and read them (`index/image.rs` for the index).
 //!
 //! Invariants a reader relies on:
 //! - Nothing is read from an image before [`Image::open`] has checked it whole: magic, format
-//!   version, byte order, library version, length, checksum, and every section inside the image,
+//!   version, library version, length, checksum, tag, and every section inside the image,
 //!   after the section table, 64-byte aligned from the image's start, not overlapping another.
 //! - Every read after that goes through a bounds-checked slice: a section is a `&[u8]` and its
 //!   words are read by index ([`Words`]), so a reader's bug is a `None`, never a read out of

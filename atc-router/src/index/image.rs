@@ -28,13 +28,13 @@
 //! Invariants:
 //! - **A walk finds every route the in-process walk finds** (a superset, which evaluation
 //!   narrows as it narrows the in-process candidates). A split of a kind that has no flat form
-//!   yet (`contains`) is written as the leaf of every route below it:
-//!   (as is a path split deeper than [`MAX_PATH_DEPTH`] segments)
-//!   still every route a request can match, at the cost of more candidates; [`Written::leaves_in_place_of_splits`]
-//!   counts them.
+//!   yet (`contains`), and a path split deeper than [`MAX_PATH_DEPTH`] segments, is written as
+//!   the leaf of every route below it: still every route a request can match, at the cost of
+//!   more candidates; [`Written::leaves_in_place_of_splits`] counts them.
 //! - A walk trusts nothing beyond the container's checksum: reads are bounds-checked, it goes at
-//!   most [`MAX_DEPTH`] levels down (one scratch buffer per level, so corrupt words cannot make
-//!   it loop), and words it cannot read end that branch. Lowercasing is the evaluator's
+//!   most [`MAX_DEPTH`] levels down (one scratch buffer per level) and at most
+//!   [`MAX_PATH_DEPTH`] segments into a path tree, so corrupt words can neither make it loop
+//!   nor recurse past a few thousand small frames, and words it cannot read end that branch. Lowercasing is the evaluator's
 //!   (`compile::eval::lowercase_if`), so a key is looked up as the in-process index looks it up.
 
 #![cfg_attr(not(feature = "diagnostics"), allow(dead_code))]
@@ -65,7 +65,7 @@ const CIDR: u32 = 7;
 
 /// Deepest path pattern a path split is written for (segments); a deeper one is written as a
 /// leaf. Bounds the walk's recursion, which goes a level per segment.
-const MAX_PATH_DEPTH: usize = 128;
+const MAX_PATH_DEPTH: usize = 64;
 
 /// Deepest a walk goes (the in-process tree's bound, with room).
 const MAX_DEPTH: usize = 2 * super::tree::MAX_DEPTH;
