@@ -27,105 +27,105 @@ const NODE: usize = 8;
 /// Bytes a record keeps in place (two words).
 const IN_PLACE: usize = 8;
 
-#[derive(Debug)]
-struct Building<'k> {
-    label: &'k [u8],
-    value: u32,
-    children: Vec<Building<'k>>,
-}
-
 fn common_prefix(a: &[u8], b: &[u8]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
-/// The radix tree of `keys`, which are sorted, distinct and all start with the first `depth`
-/// bytes of the first (`keys[0][..depth]` is the part above this node).
-fn grow<'k>(keys: &[(&'k [u8], u32)], depth: usize) -> Vec<Building<'k>> {
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < keys.len() {
-        let first = keys[i].0[depth];
+/// A node still to be written: the sorted keys `lo..hi` below it, all sharing their first
+/// `end` bytes; its label is `keys[lo][start..end]`, and if `keys[lo]` is exactly `end` bytes
+/// long it is the key that ends here.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    lo: usize,
+    hi: usize,
+    start: usize,
+    end: usize,
+}
+
+/// The children of `n`: consecutive runs of the keys below it (the one ending at `n` left out)
+/// with the same byte at `n.end`, each down to what its keys share.
+fn children(keys: &[(&[u8], u32)], n: Pending, out: &mut Vec<Pending>) {
+    out.clear();
+    let mut i = n.lo + usize::from(keys[n.lo].0.len() == n.end);
+    while i < n.hi {
+        let first = keys[i].0[n.end];
         let mut j = i + 1;
-        while j < keys.len() && keys[j].0[depth] == first {
+        while j < n.hi && keys[j].0[n.end] == first {
             j += 1;
         }
-        // The group's shared label: what all its keys have in common below `depth`.
-        let group = &keys[i..j];
-        let shared = group[1..]
-            .iter()
-            .fold(group[0].0.len() - depth, |n, (k, _)| {
-                n.min(common_prefix(&group[0].0[depth..], &k[depth..]))
-            });
-        let end = depth + shared;
-        let (value, rest) = match group[0].0.len() == end {
-            true => (group[0].1, &group[1..]),
-            false => (NONE, group),
-        };
-        out.push(Building {
-            label: &group[0].0[depth..end],
-            value,
-            children: grow(rest, end),
+        // Sorted keys: what the whole run shares is what its first and last share.
+        let shared = common_prefix(&keys[i].0[n.end..], &keys[j - 1].0[n.end..]);
+        out.push(Pending {
+            lo: i,
+            hi: j,
+            start: n.end,
+            end: n.end + shared,
         });
         i = j;
     }
-    out
+}
+
+/// Two words holding `b` in place, or its offset in `bytes`.
+fn place(b: &[u8], bytes: &mut Vec<u8>) -> Option<[u32; 2]> {
+    if b.len() <= IN_PLACE {
+        let mut w = [0u8; IN_PLACE];
+        w[..b.len()].copy_from_slice(b);
+        let word = |i: usize| u32::from_le_bytes([w[i], w[i + 1], w[i + 2], w[i + 3]]);
+        return Some([word(0), word(4)]);
+    }
+    let at = u32::try_from(bytes.len()).ok()?;
+    bytes.extend_from_slice(b);
+    Some([at, 0])
 }
 
 /// Writes the table of `entries` (distinct keys): its words, and its labels and first bytes
-/// appended to `bytes`. `None` when two keys are equal or offsets outgrow 32 bits.
+/// appended to `bytes`. `None` when two keys are equal or offsets outgrow 32 bits. Built
+/// breadth first in one loop (no recursion, whatever the keys' lengths): each node's children
+/// take the next free run of numbers, and nodes are written in the order they are numbered.
 pub fn write(entries: &[(&[u8], u32)], bytes: &mut Vec<u8>) -> Option<Vec<u32>> {
-    let mut sorted = entries.to_vec();
-    sorted.sort_unstable_by(|a, b| a.0.cmp(b.0));
-    if sorted.windows(2).any(|w| w[0].0 == w[1].0) || sorted.iter().any(|e| e.1 == NONE) {
+    let mut keys = entries.to_vec();
+    keys.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    if keys.windows(2).any(|w| w[0].0 == w[1].0) || keys.iter().any(|e| e.1 == NONE) {
         return None;
     }
-    let (root_value, rest) = match sorted.first() {
-        Some(([], v)) => (*v, &sorted[1..]),
-        _ => (NONE, &sorted[..]),
-    };
-    let root = Building {
-        label: b"",
-        value: root_value,
-        children: grow(rest, 0),
-    };
-    // Breadth first: each node's children take the next free run of indexes.
-    let mut order: Vec<&Building> = vec![&root];
+    let mut queue = std::collections::VecDeque::from([Pending {
+        lo: 0,
+        hi: keys.len(),
+        start: 0,
+        end: 0,
+    }]);
     let mut words = vec![0u32];
-    let mut next = 1usize;
-    let mut k = 0;
-    // Two words holding `b` in place, or its offset in `bytes`.
-    let place = |b: &[u8], bytes: &mut Vec<u8>| -> Option<[u32; 2]> {
-        if b.len() <= IN_PLACE {
-            let mut w = [0u8; IN_PLACE];
-            w[..b.len()].copy_from_slice(b);
-            let word = |i: usize| u32::from_le_bytes([w[i], w[i + 1], w[i + 2], w[i + 3]]);
-            return Some([word(0), word(4)]);
+    let (mut written, mut next) = (0usize, 1usize);
+    let mut kids = Vec::new();
+    while let Some(n) = queue.pop_front() {
+        let (label, value) = match keys.get(n.lo) {
+            Some((k, v)) => (&k[n.start..n.end], if k.len() == n.end { *v } else { NONE }),
+            None => (&b""[..], NONE),
+        };
+        if n.lo < n.hi {
+            children(&keys, n, &mut kids);
+        } else {
+            kids.clear();
         }
-        let at = u32::try_from(bytes.len()).ok()?;
-        bytes.extend_from_slice(b);
-        Some([at, 0])
-    };
-    while k < order.len() {
-        let n = order[k];
-        let firsts: Vec<u8> = n.children.iter().map(|c| c.label[0]).collect();
-        let label = place(n.label, bytes)?;
-        let firsts = place(&firsts, bytes)?;
+        let firsts: Vec<u8> = kids.iter().map(|c| keys[c.lo].0[c.start]).collect();
+        let label_words = place(label, bytes)?;
+        let firsts_words = place(&firsts, bytes)?;
         words.extend([
-            u32::try_from(n.label.len()).ok()?,
-            n.value,
+            u32::try_from(label.len()).ok()?,
+            value,
             u32::try_from(next).ok()?,
-            u32::try_from(n.children.len()).ok()?,
-            label[0],
-            label[1],
-            firsts[0],
-            firsts[1],
+            u32::try_from(kids.len()).ok()?,
+            label_words[0],
+            label_words[1],
+            firsts_words[0],
+            firsts_words[1],
         ]);
-        next += n.children.len();
-        order.extend(n.children.iter());
-        k += 1;
+        next += kids.len();
+        queue.extend(kids.iter().copied());
+        written += 1;
     }
     u32::try_from(bytes.len()).ok()?;
-    words[0] = u32::try_from(order.len()).ok()?;
+    words[0] = u32::try_from(written).ok()?;
     Some(words)
 }
 
@@ -251,6 +251,34 @@ mod tests {
         assert_eq!(walked(&t, "/ap"), [6, 0]);
         assert_eq!(walked(&t, ""), [6]);
         assert_eq!(walked(&t, "x"), [6]);
+    }
+
+    #[test]
+    fn long_keys_and_deep_chains_build_and_walk_on_a_small_stack() {
+        // `a`, `aa`, ... a chain of 3,000 nodes, and one key of 100,000 bytes.
+        let keys: Vec<Vec<u8>> = (1..=3000)
+            .map(|n| vec![b'a'; n])
+            .chain([vec![b'b'; 100_000]])
+            .collect();
+        std::thread::Builder::new()
+            .stack_size(64 * 1024)
+            .spawn(move || {
+                let entries: Vec<(&[u8], u32)> = keys
+                    .iter()
+                    .enumerate()
+                    .map(|(i, k)| (&k[..], i as u32))
+                    .collect();
+                let mut bytes = Vec::new();
+                let words = as_bytes(&write(&entries, &mut bytes).unwrap());
+                let t = PrefixTable::new(Words::new(&words).unwrap(), &bytes).unwrap();
+                let mut n = 0;
+                t.walk(&[b'a'; 5000], |_| n += 1);
+                assert_eq!(n, 3000);
+                assert_eq!(walked(&t, &"b".repeat(100_001)), [3000]);
+            })
+            .unwrap()
+            .join()
+            .unwrap();
     }
 
     #[test]
