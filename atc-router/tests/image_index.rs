@@ -4,26 +4,11 @@
 //! route a request can match is lost), and exactly those where every split of the table has a
 //! flat form.
 
-use std::sync::Arc;
-
-use atc_router::{Context, Router, Schema, Uuid};
+use atc_router::{Context, Router, Uuid};
 use atc_workload::{requests, Family, Mix, Table};
 
 mod common;
-use common::{workload_schema as schema, workload_value as value};
-
-fn router(table: &Table, schema: &Arc<Schema>) -> Router {
-    let mut r = Router::new(schema.clone());
-    for route in &table.routes {
-        r.add(
-            Uuid::from_bytes(route.id),
-            route.priority,
-            &route.expression,
-        )
-        .unwrap_or_else(|e| panic!("{}\n{e}", route.expression));
-    }
-    r
-}
+use common::{workload_router as router, workload_schema as schema, workload_value as value};
 
 /// Checks the image of `table`'s index; returns the splits written as leaves.
 fn check(name: &str, table: &Table, per_mix: usize) -> usize {

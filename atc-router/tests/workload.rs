@@ -4,27 +4,12 @@
 //! keys, to one before it in routing order; a miss or miss-keys request to nothing but the
 //! catch-all.
 
-use std::collections::HashMap;
-use std::sync::Arc;
-
-use atc_router::{Context, Router, Schema, Uuid};
+use atc_router::{Context, Uuid};
 use atc_workload::{requests, Family, Mix, Table};
+use std::collections::HashMap;
 
 mod common;
-use common::{workload_schema as schema, workload_value as value};
-
-fn router(table: &Table, schema: &Arc<Schema>) -> Router {
-    let mut r = Router::new(schema.clone());
-    for route in &table.routes {
-        r.add(
-            Uuid::from_bytes(route.id),
-            route.priority,
-            &route.expression,
-        )
-        .unwrap_or_else(|e| panic!("{}\n{e}", route.expression));
-    }
-    r
-}
+use common::{workload_router as router, workload_schema as schema, workload_value as value};
 
 fn check(table: &Table, per_mix: usize) {
     let schema = schema();

@@ -5,8 +5,8 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use atc_router::{Schema, Type, Value};
-use atc_workload::{FieldType, SCHEMA};
+use atc_router::{Router, Schema, Type, Uuid, Value};
+use atc_workload::{FieldType, Table, SCHEMA};
 
 /// The schema every WORKLOAD table is written against.
 pub fn workload_schema() -> Arc<Schema> {
@@ -30,4 +30,18 @@ pub fn workload_value(v: &atc_workload::Value) -> Value {
         atc_workload::Value::Int(i) => Value::Int(*i),
         atc_workload::Value::Ip(a) => Value::IpAddr(*a as IpAddr),
     }
+}
+
+/// A router of `table`'s routes, added one by one as a gateway adds them.
+pub fn workload_router(table: &Table, schema: &Arc<Schema>) -> Router {
+    let mut r = Router::new(schema.clone());
+    for route in &table.routes {
+        r.add(
+            Uuid::from_bytes(route.id),
+            route.priority,
+            &route.expression,
+        )
+        .unwrap_or_else(|e| panic!("{}\n{e}", route.expression));
+    }
+    r
 }
