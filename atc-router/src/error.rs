@@ -374,6 +374,9 @@ pub enum Error {
     /// A panic interrupted a change of the router part-way (see `Router::is_broken`): it
     /// refuses to match until a sync rebuilds it.
     Broken,
+    /// A table image that cannot be opened: not an image, corrupt, truncated, or built by
+    /// another library version or for another schema (see [`crate::ImageRouter`]).
+    Image(crate::image::ImageError),
 }
 
 /// The kind of an [`Error`], without its data (see [`Error::code`]).
@@ -400,6 +403,8 @@ pub enum ErrorCode {
     SchemaMismatch,
     /// [`Error::Broken`].
     Broken,
+    /// [`Error::Image`].
+    Image,
 }
 
 impl Error {
@@ -415,6 +420,7 @@ impl Error {
             Error::Limit(_) => ErrorCode::Limit,
             Error::SchemaMismatch => ErrorCode::SchemaMismatch,
             Error::Broken => ErrorCode::Broken,
+            Error::Image(_) => ErrorCode::Image,
         }
     }
 }
@@ -447,6 +453,7 @@ impl fmt::Display for Error {
                 "the router is broken: a panic interrupted a change of its routes part-way; \
                  sync the full route list to rebuild it",
             ),
+            Error::Image(e) => e.fmt(f),
         }
     }
 }

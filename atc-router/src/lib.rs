@@ -126,6 +126,7 @@ pub use router::{
     PredicateOutcome, Route, RouteInput, RouteMatch, RouteNote, RouteSpec, Router, RouterStats,
     RuledOut, SyncEntry, SyncError, SyncMode, SyncPlan, SyncReport, REPORT_JSON_VERSION,
 };
+pub use router::{ImageBytes, ImageRouter};
 pub use schema::{FieldId, FieldMask, IdState, Schema, ValueTextError};
 pub use uuid::Uuid;
 pub use value::{IpCidr, Type, Value};

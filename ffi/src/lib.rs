@@ -99,6 +99,9 @@ pub const ATC_ERR_ROUTES: i32 = -15;
 /// The router is broken: a panic interrupted a change of its routes part-way, so it refuses to
 /// match. `atc_router_sync` with the full route list rebuilds it.
 pub const ATC_ERR_BROKEN: i32 = -16;
+/// A table image was refused: not an image, corrupt, truncated, written by another library
+/// version or for a schema with other fields. Whatever the caller had stays in use.
+pub const ATC_ERR_IMAGE: i32 = -18;
 
 /// Field type `String`.
 pub const ATC_TYPE_STRING: i32 = 0;
@@ -209,6 +212,7 @@ pub extern "C" fn atc_strerror(status: i32) -> *const c_char {
         ATC_ERR_ROUTES => c"invalid routes, nothing changed",
         ATC_ERR_BROKEN => c"the router is broken (a change was interrupted); sync to rebuild it",
         ATC_ERR_NOT_READY => c"no background sync outcome is ready",
+        ATC_ERR_IMAGE => c"the table image was refused (corrupt, foreign or of another version)",
         _ => c"unknown status code",
     };
     s.as_ptr()
@@ -248,6 +252,7 @@ impl From<Error> for Fail {
             ErrorCode::Limit => ATC_ERR_LIMIT,
             ErrorCode::SchemaMismatch => ATC_ERR_SCHEMA_MISMATCH,
             ErrorCode::Broken => ATC_ERR_BROKEN,
+            ErrorCode::Image => ATC_ERR_IMAGE,
         };
         Fail::new(code, e)
     }

@@ -10,7 +10,9 @@
 //!   never register one, and the last route using a name releases it);
 //! - the indexed matcher ([`Router::execute`]) and the reference evaluator
 //!   ([`Router::execute_reference`]) give every request the same answer: matched or not, route,
-//!   priority, matched values and captures, in recording order ([`Outcome`]);
+//!   priority, matched values and captures, in recording order ([`Outcome`]); and so does the
+//!   router written as a table image ([`Router::to_image`]) and opened by an [`ImageRouter`]
+//!   over a schema of its own, as another process would open it;
 //! - [`Router::explain`] names that winner, and for every candidate that does not match, a
 //!   predicate whose contribution is false; [`Router::matches`] lists exactly the candidates
 //!   explain found matching, the winner first, with the winner's matched values and captures;
@@ -37,9 +39,9 @@
 use std::sync::Arc;
 
 use atc_router::{
-    parse_with_limits, Builder, CaptureKey, Context, Error, ExplainOptions, ExprError, Limits,
-    ListError, MatchedValue, Outcome as BuiltOutcome, OwnedRoute, RouteInput, RouteSpec, Router,
-    Schema, SyncMode, Uuid, Value,
+    parse_with_limits, Builder, CaptureKey, Context, Error, ExplainOptions, ExprError, ImageRouter,
+    Limits, ListError, MatchedValue, Outcome as BuiltOutcome, OwnedRoute, RouteInput, RouteSpec,
+    Router, Schema, SyncMode, Uuid, Value,
 };
 
 use crate::gen::{Desired, Edit, Rendered, RenderedRequest, Step};
@@ -524,6 +526,13 @@ impl<'c> Run<'c> {
     }
 
     fn check_requests(&mut self, when: &str) {
+        // The router as a table image, opened with a schema of its own (as another process
+        // opens it: no wildcard name registered, ids handed out in another order).
+        let image = (!self.router.is_broken()).then(|| {
+            let bytes = self.router.to_image().expect("a router writes its image");
+            ImageRouter::from_bytes(schema(self.case), bytes).expect("an image the router wrote")
+        });
+        let mut image_ctx = image.as_ref().map(|i| Context::new(i.schema().clone()));
         for (n, request) in self.case.requests.iter().enumerate() {
             fill(&mut self.ctx, request);
             let fast = self.router.execute(&mut self.ctx);
@@ -542,6 +551,17 @@ impl<'c> Run<'c> {
                     .collect::<Vec<_>>()
             );
             assert_eq!(fast, slow);
+            if let (Some(image), Some(ctx)) = (&image, &mut image_ctx) {
+                fill(ctx, request);
+                let found = image.execute(ctx);
+                let image_out = outcome(ctx);
+                assert_eq!(found, image_out.is_some());
+                assert_eq!(
+                    image_out, fast_out,
+                    "the table image and the router disagree {when}, on request {n}\n\
+                     request: {request:?}"
+                );
+            }
             self.check_explain(&fast_out, when, n);
             self.stats.requests += 1;
             if let Some((id, ..)) = fast_out {

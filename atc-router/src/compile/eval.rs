@@ -13,7 +13,8 @@
 //! Invariant: this file and `reference.rs` must keep the same semantics. The property tests in
 //! `testkit/tests/equivalence.rs` compare them on random tables and requests.
 
-use crate::compile::program::{Code, Instr, Lit, Pred, Program, Set};
+use crate::compile::code_view::{CodeView, LitRef, PredRef, SetRef, Shape};
+use crate::compile::program::{Code, Pred, Program};
 use crate::compile::record::MatchRecord;
 use crate::compile::regex::CompiledRegex;
 use crate::compile::resolve as resolved;
@@ -46,12 +47,22 @@ fn lowercase_into<'a>(s: &str, buf: &'a mut String) -> &'a str {
 }
 
 /// Evaluates a route's program (see [`crate::program`]) against the request.
+#[inline]
 pub(crate) fn eval(p: &Program, ctx: &Values, lowered: &mut String, w: &mut MatchRecord) -> bool {
+    eval_code(p.view(), ctx, lowered, w)
+}
+
+/// Evaluates a program in either form (see `code_view.rs`).
+pub(crate) fn eval_code<'a>(
+    code: impl CodeView<'a>,
+    ctx: &Values,
+    lowered: &mut String,
+    w: &mut MatchRecord,
+) -> bool {
     // Every program is a conjunction of its top-level runs (see `crate::program`).
-    let code = p.view();
     let mark = w.mark();
     for c in code.runs() {
-        if !instr(&code, c, ctx, lowered, w) {
+        if !instr(code, c, ctx, lowered, w) {
             w.rollback(mark);
             return false;
         }
@@ -60,8 +71,8 @@ pub(crate) fn eval(p: &Program, ctx: &Values, lowered: &mut String, w: &mut Matc
 }
 
 /// Whether every instruction run in `start..end` is true: an `And`'s children.
-fn all(
-    p: &Code<'_>,
+fn all<'a>(
+    p: impl CodeView<'a>,
     start: usize,
     end: usize,
     ctx: &Values,
@@ -80,12 +91,21 @@ fn all(
     true
 }
 
-fn instr(p: &Code<'_>, i: usize, ctx: &Values, lowered: &mut String, w: &mut MatchRecord) -> bool {
-    match &p.code()[i] {
-        &Instr::And { end, .. } => all(p, i + 1, end as usize, ctx, lowered, w),
-        &Instr::Or { end, .. } => {
+fn instr<'a>(
+    p: impl CodeView<'a>,
+    i: usize,
+    ctx: &Values,
+    lowered: &mut String,
+    w: &mut MatchRecord,
+) -> bool {
+    // Recursion only into nested `&&`, `||` and `!`, always to a later instruction: as deep as
+    // the expression's nesting (bounded by the parser, `Limits::HARD_MAX_DEPTH`, and checked
+    // again when an image is opened).
+    match p.shape(i) {
+        Shape::And(end) => all(p, i + 1, end, ctx, lowered, w),
+        Shape::Or(end) => {
             let mut c = i + 1;
-            while c < end as usize {
+            while c < end {
                 let mark = w.mark();
                 if instr(p, c, ctx, lowered, w) {
                     return true;
@@ -95,15 +115,18 @@ fn instr(p: &Code<'_>, i: usize, ctx: &Values, lowered: &mut String, w: &mut Mat
             }
             false
         }
-        Instr::Not { .. } => {
+        Shape::Not(_) => {
             let mark = w.mark();
             let r = instr(p, i + 1, ctx, lowered, w);
             w.rollback(mark);
             !r
         }
-        Instr::Pred(pred) => predicate(p, pred, ctx, lowered, w),
+        Shape::Pred => match p.pred(i) {
+            Some(pred) => predicate(&pred, ctx, lowered, w),
+            None => false,
+        },
         // Slot markers, never part of the code a view hands out (see `crate::program`).
-        Instr::End | Instr::OnHeap(_) => true,
+        Shape::End => true,
     }
 }
 
@@ -150,11 +173,11 @@ fn instr_traced(
 ) -> bool {
     // Recursion only into nested `&&`, `||` and `!`: as deep as the expression's nesting, which
     // the parser bounds (`Limits::HARD_MAX_DEPTH`).
-    match &p.code()[i] {
-        &Instr::And { end, .. } => {
+    match p.shape(i) {
+        Shape::And(end) => {
             let (mark, kept) = (w.mark(), t.decisive.len());
             let mut c = i + 1;
-            while c < end as usize {
+            while c < end {
                 if !instr_traced(p, c, ctx, lowered, w, t) {
                     w.rollback(mark);
                     t.decisive.truncate(kept);
@@ -164,9 +187,9 @@ fn instr_traced(
             }
             true
         }
-        &Instr::Or { end, .. } => {
+        Shape::Or(end) => {
             let mut c = i + 1;
-            while c < end as usize {
+            while c < end {
                 let (mark, kept) = (w.mark(), t.decisive.len());
                 if instr_traced(p, c, ctx, lowered, w, t) {
                     return true;
@@ -177,43 +200,38 @@ fn instr_traced(
             }
             false
         }
-        Instr::Not { .. } => {
+        Shape::Not(_) => {
             let mark = w.mark();
             // What the negated part evaluated decided the `!`: it stays in `decisive`.
             let r = instr_traced(p, i + 1, ctx, lowered, w, t);
             w.rollback(mark);
             !r
         }
-        Instr::Pred(pred) => {
-            let r = predicate(p, pred, ctx, lowered, w);
+        Shape::Pred => {
+            let r = p
+                .pred(i)
+                .is_some_and(|pred| predicate(&pred, ctx, lowered, w));
             t.last = Some((i, r));
             t.decisive.push((i, r));
             r
         }
-        Instr::End | Instr::OnHeap(_) => true,
+        Shape::End => true,
     }
 }
 
-fn predicate(
-    p: &Code<'_>,
-    pred: &Pred,
-    ctx: &Values,
-    lowered: &mut String,
-    w: &mut MatchRecord,
-) -> bool {
+fn predicate(pred: &PredRef<'_>, ctx: &Values, lowered: &mut String, w: &mut MatchRecord) -> bool {
     match ctx.values_by_id(pred.field) {
         [] => false,
         // One value (the common case): "all" and "any" agree, and a false test records
         // nothing, so no mark or rollback is needed.
-        [v] => test_value(p, pred, v, lowered, Some(w)),
-        values => multi_valued(p, pred, values, lowered, w),
+        [v] => test_value_ref(pred, v, lowered, Some(w)),
+        values => multi_valued(pred, values, lowered, w),
     }
 }
 
 #[inline(never)]
 fn multi_valued(
-    p: &Code<'_>,
-    pred: &Pred,
+    pred: &PredRef<'_>,
     values: &[Value],
     lowered: &mut String,
     w: &mut MatchRecord,
@@ -222,7 +240,7 @@ fn multi_valued(
     // Every satisfying value records (see `crate::reference`): in the default mode the last
     // value's match wins and captures merge.
     for v in values {
-        let ok = test_value(p, pred, v, lowered, Some(&mut *w));
+        let ok = test_value_ref(pred, v, lowered, Some(&mut *w));
         if ok && pred.any {
             return true;
         }
@@ -234,6 +252,7 @@ fn multi_valued(
     !pred.any
 }
 
+/// Whether value `v` satisfies predicate `pred` of program `p` (recording into `w` if given).
 #[inline]
 pub(crate) fn test_value(
     p: &Code<'_>,
@@ -242,24 +261,32 @@ pub(crate) fn test_value(
     lowered: &mut String,
     w: Option<&mut MatchRecord>,
 ) -> bool {
+    test_value_ref(&p.pred_ref(pred), v, lowered, w)
+}
+
+#[inline]
+fn test_value_ref(
+    pred: &PredRef<'_>,
+    v: &Value,
+    lowered: &mut String,
+    w: Option<&mut MatchRecord>,
+) -> bool {
     match v {
         Value::String(s) => {
             let s = lowercase_if(pred.lower, s, lowered);
-            test_str(p, pred, s, w)
+            test_str(pred, s, w)
         }
         v => test_other(pred, v, w),
     }
 }
 
 #[inline]
-fn test_str(p: &Code<'_>, pred: &Pred, s: &str, w: Option<&mut MatchRecord>) -> bool {
-    match &pred.lit {
-        Lit::Regex(re) => return regex(re, pred, s, w),
-        Lit::Set(set) => return str_in_set(set, pred, s, w),
-        _ => {}
-    }
-    let Some(lit) = p.bytes(&pred.lit) else {
-        return false;
+fn test_str(pred: &PredRef<'_>, s: &str, w: Option<&mut MatchRecord>) -> bool {
+    let lit = match pred.lit {
+        LitRef::Str(lit) => lit,
+        LitRef::Regex(re) => return regex(re, pred, s, w),
+        LitRef::Set(set) => return str_in_set(&set, pred, s, w),
+        _ => return false,
     };
     let b = s.as_bytes();
     // Byte comparisons: both sides are whole UTF-8 strings, so byte and character equality,
@@ -295,7 +322,7 @@ fn test_str(p: &Code<'_>, pred: &Pred, s: &str, w: Option<&mut MatchRecord>) -> 
 
 /// `in` / `not in` a set of strings: `in` records the value, which equals the element.
 #[inline(never)]
-fn str_in_set(set: &Set, pred: &Pred, s: &str, w: Option<&mut MatchRecord>) -> bool {
+fn str_in_set(set: &SetRef<'_>, pred: &PredRef<'_>, s: &str, w: Option<&mut MatchRecord>) -> bool {
     let found = set.has_str(s);
     match pred.op {
         Op::In if found => {
@@ -315,7 +342,7 @@ fn contains(s: &str, lit: &[u8]) -> bool {
 }
 
 #[inline(never)]
-fn regex(re: &CompiledRegex, pred: &Pred, s: &str, w: Option<&mut MatchRecord>) -> bool {
+fn regex(re: &CompiledRegex, pred: &PredRef<'_>, s: &str, w: Option<&mut MatchRecord>) -> bool {
     let Some(w) = w else {
         return re.is_match(s);
     };
@@ -333,24 +360,24 @@ fn regex(re: &CompiledRegex, pred: &Pred, s: &str, w: Option<&mut MatchRecord>) 
 }
 
 #[inline(never)]
-fn test_other(pred: &Pred, v: &Value, w: Option<&mut MatchRecord>) -> bool {
+fn test_other(pred: &PredRef<'_>, v: &Value, w: Option<&mut MatchRecord>) -> bool {
     let ok = match (pred.op, v, &pred.lit) {
         (Op::Equals | Op::NotEquals, v, lit) => {
             let eq = match (v, lit) {
-                (Value::Int(a), Lit::Int(b)) => a == b,
-                (Value::IpAddr(a), Lit::IpAddr(b)) => a == b,
-                (Value::IpCidr(a), Lit::IpCidr(b)) => a == b,
+                (Value::Int(a), LitRef::Int(b)) => a == b,
+                (Value::IpAddr(a), LitRef::IpAddr(b)) => a == b,
+                (Value::IpCidr(a), LitRef::IpCidr(b)) => a == b,
                 _ => false,
             };
             eq == (pred.op == Op::Equals)
         }
-        (Op::Greater, Value::Int(a), Lit::Int(b)) => a > b,
-        (Op::GreaterOrEqual, Value::Int(a), Lit::Int(b)) => a >= b,
-        (Op::Less, Value::Int(a), Lit::Int(b)) => a < b,
-        (Op::LessOrEqual, Value::Int(a), Lit::Int(b)) => a <= b,
-        (Op::In, Value::IpAddr(a), Lit::IpCidr(c)) => cidr_contains(c, a),
-        (Op::NotIn, Value::IpAddr(a), Lit::IpCidr(c)) => !cidr_contains(c, a),
-        (Op::In | Op::NotIn, v, Lit::Set(set)) => {
+        (Op::Greater, Value::Int(a), LitRef::Int(b)) => a > b,
+        (Op::GreaterOrEqual, Value::Int(a), LitRef::Int(b)) => a >= b,
+        (Op::Less, Value::Int(a), LitRef::Int(b)) => a < b,
+        (Op::LessOrEqual, Value::Int(a), LitRef::Int(b)) => a <= b,
+        (Op::In, Value::IpAddr(a), LitRef::IpCidr(c)) => cidr_contains(c, a),
+        (Op::NotIn, Value::IpAddr(a), LitRef::IpCidr(c)) => !cidr_contains(c, a),
+        (Op::In | Op::NotIn, v, LitRef::Set(set)) => {
             let found = match v {
                 Value::Int(i) => set.has_int(*i),
                 Value::IpAddr(a) => set.has_addr(a),
@@ -372,10 +399,10 @@ fn test_other(pred: &Pred, v: &Value, w: Option<&mut MatchRecord>) -> bool {
         if let Some(w) = w {
             // Records the literal, which equals the value: the same record either way.
             let lit = match pred.lit {
-                Lit::Int(i) => resolved::Lit::Int(i),
-                Lit::IpAddr(a) => resolved::Lit::IpAddr(a),
-                Lit::IpCidr(c) => resolved::Lit::IpCidr(c),
-                Lit::Str { .. } | Lit::Inline { .. } | Lit::Regex(_) | Lit::Set(_) => return ok,
+                LitRef::Int(i) => resolved::Lit::Int(i),
+                LitRef::IpAddr(a) => resolved::Lit::IpAddr(a),
+                LitRef::IpCidr(c) => resolved::Lit::IpCidr(c),
+                _ => return ok,
             };
             w.literal(pred.field, &lit);
         }

@@ -7,10 +7,12 @@
 //! walks the tree; the property tests compare the two); every engine of a regex finds what the
 //! `regex` crate finds.
 
+pub(crate) mod code_view;
 pub(crate) mod eval;
 pub(crate) mod path_pattern;
 pub(crate) mod path_regex;
 pub(crate) mod program;
+pub(crate) mod program_image;
 pub(crate) mod record;
 pub(crate) mod regex;
 pub(crate) mod regex_cache;

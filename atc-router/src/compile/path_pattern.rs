@@ -37,7 +37,6 @@ pub(crate) struct ParamClass {
 impl ParamClass {
     /// The class as five words (its ASCII bytes' bits, low word first, then a flags word: 1 for
     /// non-ASCII bytes, 2 for the empty segment), for the index in image form.
-    #[cfg_attr(not(feature = "diagnostics"), allow(dead_code))]
     pub(crate) fn to_words(self) -> [u32; 5] {
         let a = self.ascii;
         [
@@ -51,7 +50,6 @@ impl ParamClass {
 
     /// The class [`ParamClass::to_words`] wrote (any words make some class: at worst one that
     /// accepts more or fewer segments than the route's, which the image's checksum rules out).
-    #[cfg_attr(not(feature = "diagnostics"), allow(dead_code))]
     pub(crate) fn from_words(w: [u32; 5]) -> ParamClass {
         ParamClass {
             ascii: u128::from(w[0])

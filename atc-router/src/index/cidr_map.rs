@@ -59,7 +59,6 @@ fn by_len<K, T>(maps: &mut Vec<(u8, FxHashMap<K, T>)>, len: u8) -> &mut FxHashMa
 /// A network as an image's exact-table key: the family (4 or 6), the prefix length and the
 /// masked address's bytes, big-endian. Lookups mask an address to each length in use and look
 /// this up, as [`CidrMap::walk`] does with its maps.
-#[cfg_attr(not(feature = "diagnostics"), allow(dead_code))]
 pub(crate) fn flat_key(addr: &IpAddr, len: u8) -> Vec<u8> {
     match addr {
         IpAddr::V4(a) => {
@@ -78,7 +77,6 @@ pub(crate) fn flat_key(addr: &IpAddr, len: u8) -> Vec<u8> {
 impl<T> CidrMap<T> {
     /// Every network with its payload, as `(family, length, image key, payload)`, lengths
     /// ascending within a family (see [`flat_key`]).
-    #[cfg_attr(not(feature = "diagnostics"), allow(dead_code))]
     pub(crate) fn for_each_flat<'a>(&'a self, mut visit: impl FnMut(u8, u8, Vec<u8>, &'a T)) {
         for (len, map) in &self.v4 {
             for (k, v) in map {

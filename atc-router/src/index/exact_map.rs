@@ -123,7 +123,6 @@ impl<T> ExactMap<T> {
 
     /// Every key with its payload, in no particular order.
     // The image writer's (index/image.rs), which only diagnostics builds call so far.
-    #[cfg_attr(not(feature = "diagnostics"), allow(dead_code))]
     pub(crate) fn entries(&self) -> impl Iterator<Item = (&[u8], &T)> {
         let (few, many) = match self {
             ExactMap::Few { keys, vals } => (Some(keys.iter().zip(vals.iter())), None),

@@ -37,8 +37,6 @@
 //!   nor recurse past a few thousand small frames, and words it cannot read end that branch. Lowercasing is the evaluator's
 //!   (`compile::eval::lowercase_if`), so a key is looked up as the in-process index looks it up.
 
-#![cfg_attr(not(feature = "diagnostics"), allow(dead_code))]
-
 use super::cidr_map::flat_key;
 use super::tree::{FieldSplit, Node, Split};
 use super::Entry;
@@ -82,11 +80,18 @@ pub(crate) struct Written {
     pub(crate) leaves_in_place_of_splits: usize,
 }
 
-/// Writes `root`'s tree; `rank` numbers a route (by its slot) in routing order. `None` when a
-/// number outgrows 32 bits.
-pub(crate) fn write(root: &Node, rank: &dyn Fn(u32) -> u32) -> Option<Written> {
+/// How an image numbers what the index refers to.
+pub(crate) struct Numbering<'a> {
+    /// A route (by its slot), in routing order.
+    pub(crate) rank: &'a dyn Fn(u32) -> u32,
+    /// A field, in the image's field table (which a reader maps to its own ids).
+    pub(crate) field: &'a dyn Fn(FieldId) -> u32,
+}
+
+/// Writes `root`'s tree. `None` when a number outgrows 32 bits.
+pub(crate) fn write(root: &Node, num: &Numbering<'_>) -> Option<Written> {
     let mut w = Written::default();
-    w.root = write_node(root, rank, &mut w)?;
+    w.root = write_node(root, num, &mut w)?;
     Some(w)
 }
 
@@ -95,11 +100,11 @@ fn word(n: usize) -> Option<u32> {
 }
 
 /// Writes `node` and below; returns its number.
-fn write_node(node: &Node, rank: &dyn Fn(u32) -> u32, w: &mut Written) -> Option<u32> {
+fn write_node(node: &Node, num: &Numbering<'_>, w: &mut Written) -> Option<u32> {
     match node {
-        Node::Leaf(l) => leaf(l.entries.as_slice().iter().map(|e| rank(e.1)), w),
-        Node::Split(s) => split(s, rank, w),
-        Node::Fields(f) => fields(f, rank, w),
+        Node::Leaf(l) => leaf(l.entries.as_slice().iter().map(|e| (num.rank)(e.1)), w),
+        Node::Split(s) => split(s, num, w),
+        Node::Fields(f) => fields(f, num, w),
     }
 }
 
@@ -131,7 +136,7 @@ fn all_routes(node: &Node, out: &mut Vec<Entry>) {
     }
 }
 
-fn split(s: &Split, rank: &dyn Fn(u32) -> u32, w: &mut Written) -> Option<u32> {
+fn split(s: &Split, num: &Numbering<'_>, w: &mut Written) -> Option<u32> {
     use super::keyed::Keyed;
     let flat = match &s.keyed {
         Keyed::Path(t) => t.depth() <= MAX_PATH_DEPTH,
@@ -143,16 +148,16 @@ fn split(s: &Split, rank: &dyn Fn(u32) -> u32, w: &mut Written) -> Option<u32> {
         s.keyed.for_each(|c| all_routes(c, &mut routes));
         all_routes(&s.rest, &mut routes);
         w.leaves_in_place_of_splits += 1;
-        return leaf(routes.iter().map(|e| rank(e.1)), w);
+        return leaf(routes.iter().map(|e| (num.rank)(e.1)), w);
     }
-    let rest = write_node(&s.rest, rank, w)?;
+    let rest = write_node(&s.rest, num, w)?;
     // Children first, so that a node's number is known when its parent's table is written.
     let mut keyed: Vec<(Vec<u8>, u32)> = Vec::new();
     let mut ints: Vec<(i64, u32)> = Vec::new();
     let kind = match &s.keyed {
         Keyed::Exact(m) => {
             for (k, c) in m.entries() {
-                keyed.push((k.to_vec(), write_node(c, rank, w)?));
+                keyed.push((k.to_vec(), write_node(c, num, w)?));
             }
             EXACT
         }
@@ -160,7 +165,7 @@ fn split(s: &Split, rank: &dyn Fn(u32) -> u32, w: &mut Written) -> Option<u32> {
             let mut children = Vec::new();
             t.for_each_key(|k, c| children.push((k.to_vec(), c)));
             for (k, c) in children {
-                keyed.push((k, write_node(c, rank, w)?));
+                keyed.push((k, write_node(c, num, w)?));
             }
             PREFIX
         }
@@ -169,13 +174,13 @@ fn split(s: &Split, rank: &dyn Fn(u32) -> u32, w: &mut Written) -> Option<u32> {
             let mut children = Vec::new();
             t.for_each(|k, c| children.push((k.to_vec(), c)));
             for (k, c) in children {
-                keyed.push((k, write_node(c, rank, w)?));
+                keyed.push((k, write_node(c, num, w)?));
             }
             SUFFIX
         }
         Keyed::Int(m) => {
             for (k, c) in m {
-                ints.push((*k, write_node(c, rank, w)?));
+                ints.push((*k, write_node(c, num, w)?));
             }
             INT
         }
@@ -185,12 +190,12 @@ fn split(s: &Split, rank: &dyn Fn(u32) -> u32, w: &mut Written) -> Option<u32> {
             t.for_each(|c| children.push(c));
             let mut numbers = rustc_hash::FxHashMap::default();
             for c in children {
-                numbers.insert(c as *const Node, write_node(c, rank, w)?);
+                numbers.insert(c as *const Node, write_node(c, num, w)?);
             }
             let payload = &mut |c: &Node| numbers.get(&(c as *const Node)).copied();
             let root = t.write_flat(payload, &mut w.nodes, &mut w.bytes)?;
             let at = word(w.nodes.len())?;
-            let field = s.disc.field.to_raw();
+            let field = (num.field)(s.disc.field);
             w.nodes
                 .extend([PATH, field, u32::from(s.disc.lower), rest, root]);
             return Some(at);
@@ -205,12 +210,12 @@ fn split(s: &Split, rank: &dyn Fn(u32) -> u32, w: &mut Written) -> Option<u32> {
             lens.dedup();
             let mut keyed = Vec::new();
             for (_, key, c) in children {
-                keyed.push((key, write_node(c, rank, w)?));
+                keyed.push((key, write_node(c, num, w)?));
             }
             let entries: Vec<(&[u8], u32)> = keyed.iter().map(|(k, c)| (&k[..], *c)).collect();
             let table = exact_table::write(&entries, &mut w.bytes)?;
             let at = word(w.nodes.len())?;
-            let field = s.disc.field.to_raw();
+            let field = (num.field)(s.disc.field);
             w.nodes.extend([
                 CIDR,
                 field,
@@ -227,7 +232,7 @@ fn split(s: &Split, rank: &dyn Fn(u32) -> u32, w: &mut Written) -> Option<u32> {
         Keyed::Contains(_) => return None,
     };
     let at = word(w.nodes.len())?;
-    let field = s.disc.field.to_raw();
+    let field = (num.field)(s.disc.field);
     w.nodes.extend([kind, field, u32::from(s.disc.lower), rest]);
     if kind == INT {
         ints.sort_unstable();
@@ -248,11 +253,11 @@ fn split(s: &Split, rank: &dyn Fn(u32) -> u32, w: &mut Written) -> Option<u32> {
     Some(at)
 }
 
-fn fields(f: &FieldSplit, rank: &dyn Fn(u32) -> u32, w: &mut Written) -> Option<u32> {
-    let rest = write_node(&f.rest, rank, w)?;
+fn fields(f: &FieldSplit, num: &Numbering<'_>, w: &mut Written) -> Option<u32> {
+    let rest = write_node(&f.rest, num, w)?;
     let mut children = Vec::new();
     for (field, c) in &f.children {
-        children.push((field.to_raw(), write_node(c, rank, w)?));
+        children.push(((num.field)(*field), write_node(c, num, w)?));
     }
     children.sort_unstable();
     let at = word(w.nodes.len())?;
@@ -276,14 +281,31 @@ pub(crate) struct ImageIndex<'a> {
     nodes: Words<'a>,
     entries: Words<'a>,
     bytes: &'a [u8],
+    /// The image's field numbers to this process's ids.
+    fields: &'a [FieldId],
 }
 
 impl<'a> ImageIndex<'a> {
-    pub(crate) fn new(nodes: Words<'a>, entries: Words<'a>, bytes: &'a [u8]) -> ImageIndex<'a> {
+    pub(crate) fn new(
+        nodes: Words<'a>,
+        entries: Words<'a>,
+        bytes: &'a [u8],
+        fields: &'a [FieldId],
+    ) -> ImageIndex<'a> {
         ImageIndex {
             nodes,
             entries,
             bytes,
+            fields,
+        }
+    }
+
+    /// The values of the field the image numbers `n` (none for a number it does not have).
+    #[inline]
+    fn values<'v>(&self, ctx: &'v Values, n: u32) -> &'v [Value] {
+        match self.fields.get(n as usize) {
+            Some(id) => ctx.values_by_id(*id),
+            None => &[],
         }
     }
 
@@ -332,7 +354,7 @@ impl<'a> ImageIndex<'a> {
                     return;
                 };
                 self.collect(rest as usize, ctx, deeper, out);
-                for v in ctx.values_by_id(FieldId::from_raw(field)) {
+                for v in self.values(ctx, field) {
                     self.keyed(n, kind, lower != 0, v, ctx, here, deeper, out);
                 }
             }
@@ -346,7 +368,7 @@ impl<'a> ImageIndex<'a> {
                     let (Some(field), Some(child)) = (self.at(at), self.at(at + 1)) else {
                         return;
                     };
-                    if !ctx.values_by_id(FieldId::from_raw(field)).is_empty() {
+                    if !self.values(ctx, field).is_empty() {
                         self.collect(child as usize, ctx, deeper, out);
                     }
                 }

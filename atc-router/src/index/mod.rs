@@ -120,11 +120,9 @@ impl Index {
         self.root.collect(ctx, bufs, out);
     }
 
-    /// The index in image form (see `image.rs`); `rank` numbers a route by its slot in routing
-    /// order.
-    #[cfg(feature = "diagnostics")]
-    pub(crate) fn write_image(&self, rank: &dyn Fn(u32) -> u32) -> Option<image::Written> {
-        image::write(&self.root, rank)
+    /// The index in image form (see `image.rs`).
+    pub(crate) fn write_image(&self, num: &image::Numbering<'_>) -> Option<image::Written> {
+        image::write(&self.root, num)
     }
 
     /// The routes of a tree that is one leaf (no key tells its routes apart: a small table, or

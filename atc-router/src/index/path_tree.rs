@@ -224,7 +224,6 @@ impl<T> PathTree<T> {
     }
 
     /// How many segments the longest pattern has (the depth of a walk).
-    #[cfg_attr(not(feature = "diagnostics"), allow(dead_code))]
     pub(crate) fn depth(&self) -> usize {
         let mut deepest = 0;
         let mut stack = vec![(&self.root, 0usize)];
@@ -240,7 +239,6 @@ impl<T> PathTree<T> {
     /// number `payload` gives it; returns the root's number. Children are written before their
     /// parent, so a record names nodes already written. Recurses once per level: the caller
     /// bounds [`PathTree::depth`].
-    #[cfg_attr(not(feature = "diagnostics"), allow(dead_code))]
     pub(crate) fn write_flat(
         &self,
         payload: &mut dyn FnMut(&T) -> Option<u32>,

@@ -246,7 +246,6 @@ impl<K: Hash + Eq, V> ProbeMap<K, V> {
 
     /// The entries, in no particular order.
     // The image writer's (index/image.rs), which only diagnostics builds call so far.
-    #[cfg_attr(not(feature = "diagnostics"), allow(dead_code))]
     pub(crate) fn entries(&self) -> impl Iterator<Item = (&K, &V)> {
         self.entries.iter().map(|(k, v)| (k, v))
     }

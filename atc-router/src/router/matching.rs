@@ -23,6 +23,9 @@ struct Scratch {
     lowered: String,
     /// The index lookup's buffers, one per level of its tree.
     levels: Vec<LevelBufs>,
+    /// An image index walk's buffers and candidates (`table_image.rs`).
+    image_levels: Vec<crate::index::image::LevelBuf>,
+    ranks: Vec<u32>,
 }
 
 thread_local! {
@@ -37,6 +40,8 @@ thread_local! {
             candidates: Vec::new(),
             lowered: String::new(),
             levels: Vec::new(),
+            image_levels: Vec::new(),
+            ranks: Vec::new(),
         })
     };
 }
@@ -55,6 +60,15 @@ fn with_scratch<T>(f: impl FnOnce(&mut Scratch) -> T) -> T {
         (_, Some(f)) => f(&mut Scratch::default()),
         (_, None) => unreachable!("the buffers were borrowed and `f` ran"),
     }
+}
+
+/// [`with_scratch`] for a walk of an image: the lowering buffer, the walk's level buffers and
+/// the candidates' buffer.
+#[inline]
+pub(super) fn with_scratch_image<T>(
+    f: impl FnOnce(&mut String, &mut Vec<crate::index::image::LevelBuf>, &mut Vec<u32>) -> T,
+) -> T {
+    with_scratch(|s| f(&mut s.lowered, &mut s.image_levels, &mut s.ranks))
 }
 
 impl Router {

@@ -28,6 +28,7 @@ pub(crate) mod shared;
 mod stats;
 mod sync;
 mod sync_entries;
+pub(crate) mod table_image;
 
 pub use builder::{BuildState, Builder, ListError, Outcome, OwnedRoute, RouteInput};
 pub use context::{Context, MatchResult};
@@ -41,6 +42,7 @@ pub use stats::RouterStats;
 pub use sync::{
     EntryError, EntryFault, RouteSpec, SyncEntry, SyncError, SyncMode, SyncPlan, SyncReport,
 };
+pub use table_image::{ImageBytes, ImageRouter};
 
 use catalog::Catalog;
 

@@ -446,6 +446,33 @@ impl Schema {
         Some((slot.name.as_deref()?.to_owned(), slot.ty?))
     }
 
+    /// A 64-bit digest of the declared fields (names, types, ids) and wildcard patterns: two
+    /// schemas with the same digest give every declared name the same id and type, and accept
+    /// the same wildcard names. Table images carry it (see `router/table_image.rs`).
+    pub(crate) fn fingerprint(&self) -> u64 {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut eat = |bytes: &[u8]| {
+            for &b in bytes.iter().chain(&[0xff]) {
+                h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+            }
+        };
+        for (i, f) in self.fields.iter().enumerate() {
+            if let Some((name, ty)) = f {
+                eat(&(i as u64).to_le_bytes());
+                eat(name.as_bytes());
+                eat(&[type_code(*ty) as u8]);
+            }
+        }
+        let mut wildcards: Vec<(&String, &Type)> = self.wildcards.iter().collect();
+        wildcards.sort_by(|a, b| a.0.cmp(b.0));
+        for (prefix, ty) in wildcards {
+            eat(b"*");
+            eat(prefix.as_bytes());
+            eat(&[type_code(*ty) as u8]);
+        }
+        h
+    }
+
     /// The type of a declared field or a wildcard name in use.
     pub fn type_of(&self, id: FieldId) -> Option<Type> {
         match self.id_state(id) {

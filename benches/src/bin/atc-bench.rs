@@ -147,6 +147,12 @@ const COMMANDS: &[Command] = &[
                        (checked once) and walked in place",
             },
             Opt {
+                name: "--image-router",
+                value: None,
+                help: "execute, captures read, from the table written as an image and opened \
+                       by an ImageRouter (what a worker sharing a node's table runs)",
+            },
+            Opt {
                 name: "--whole",
                 value: None,
                 help: "the whole request, as the `request/` bench: reset, the table's fields \
@@ -376,13 +382,17 @@ fn hot(a: &Parsed) -> Result<(), String> {
     let candidates_only = a.switch("--candidates-only");
     let image = a.switch("--image");
     let whole = a.switch("--whole");
-    if [candidates_only, image, whole]
+    let image_router = a.switch("--image-router");
+    if [candidates_only, image, whole, image_router]
         .iter()
         .filter(|s| **s)
         .count()
         > 1
     {
-        return Err("`--candidates-only`, `--image` and `--whole` exclude each other".into());
+        return Err(
+            "`--candidates-only`, `--image`, `--image-router` and `--whole` exclude each other"
+                .into(),
+        );
     }
 
     let schema = schema();
@@ -410,6 +420,8 @@ fn hot(a: &Parsed) -> Result<(), String> {
         "the candidates of the index image"
     } else if whole {
         "reset, fields added, execute, captures read"
+    } else if image_router {
+        "execute from the table image, captures read"
     } else {
         "execute, captures read"
     };
@@ -442,6 +454,17 @@ fn hot(a: &Parsed) -> Result<(), String> {
         let mut ctx = Context::new(schema.clone());
         let start = Instant::now();
         (start, whole_loop(&router, &mut ctx, &fields, iters))
+    } else if image_router {
+        let bytes = router.to_image().map_err(|e| e.to_string())?;
+        println!(
+            "table image: {} bytes ({:.0} per route)",
+            bytes.len(),
+            bytes.len() as f64 / router.len().max(1) as f64
+        );
+        let table = atc_router::ImageRouter::from_bytes(router.schema().clone(), bytes)
+            .map_err(|e| e.to_string())?;
+        let start = Instant::now();
+        (start, image_router_loop(&table, &mut ctxs, iters))
     } else if image {
         let (bytes, leaves) = router.index_image();
         println!(
@@ -449,7 +472,8 @@ fn hot(a: &Parsed) -> Result<(), String> {
             bytes.len(),
             bytes.len() as f64 / router.len().max(1) as f64
         );
-        let index = atc_router::IndexImage::open(&bytes).map_err(|e| e.to_string())?;
+        let index = atc_router::IndexImage::open(router.schema().clone(), bytes)
+            .map_err(|e| e.to_string())?;
         let start = Instant::now();
         (start, image_loop(&index, &ctxs, iters))
     } else {
@@ -491,10 +515,32 @@ fn hot_loop(router: &Router, ctxs: &mut [Context], iters: usize, candidates_only
     black_box(total)
 }
 
+/// The timed loop of `hot --image-router`: as [`hot_loop`], from the table image. Returns the
+/// requests routed.
+#[inline(never)]
+fn image_router_loop(table: &atc_router::ImageRouter, ctxs: &mut [Context], iters: usize) -> usize {
+    let (mut total, mut k) = (0, 0);
+    for _ in 0..iters {
+        let ctx = &mut ctxs[k];
+        let hit = table.execute(ctx);
+        if let Some(m) = ctx.result() {
+            for c in m.captures() {
+                black_box(c);
+            }
+        }
+        total += usize::from(hit);
+        k += 1;
+        if k == ctxs.len() {
+            k = 0;
+        }
+    }
+    black_box(total)
+}
+
 /// The timed loop of `hot --image`: the candidates of each request from the index image (as
 /// `hot_loop` with `--candidates-only` from the in-process index). Returns the candidates.
 #[inline(never)]
-fn image_loop(index: &atc_router::IndexImage<'_>, ctxs: &[Context], iters: usize) -> usize {
+fn image_loop(index: &atc_router::IndexImage, ctxs: &[Context], iters: usize) -> usize {
     let (mut total, mut k) = (0, 0);
     let mut bufs = atc_router::IndexImageBufs::default();
     let mut out = Vec::new();

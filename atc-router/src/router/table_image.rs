@@ -1,0 +1,497 @@
+//! A router as a table image: [`Router::to_image`] writes the whole matching state (index,
+//! programs, routes in routing order) as one flat, position-independent image
+//! (`crate::image`); [`ImageRouter`] matches in place from it, with the same results as the
+//! router that wrote it.
+//!
+//! Sections (kinds below): the head; the index (`index/image.rs`: nodes, leaf entries, key
+//! bytes); the routes, one record each in routing order (id, priority, program); the field
+//! table (each field's type and name, in the order the image numbers them); the programs
+//! (`compile/program_image.rs`: instructions, literal bytes, sets, regex sources).
+//!
+//! Invariants:
+//! - An image is refused whole or opened whole: [`ImageRouter::open`] checks the container
+//!   (checksum, versions, the schema fingerprint as its tag), every section's shape, and every
+//!   program ([`program_image::check`]) before the first request; after that, reads stay
+//!   bounds-checked and a word that cannot be read ends its branch, never the process.
+//! - Field ids are this process's: the image names its fields and the reader registers those
+//!   names in its schema (holding them for as long as it lives), so an image built in another
+//!   process, whose wildcard names got other ids, matches the same.
+//! - A route's rank (its place in routing order) is its number everywhere in the image: leaf
+//!   entries are ranks, and the candidates of a request are tried in ascending rank.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
+
+use super::matching::with_scratch_image;
+use super::{Router, NEXT_INSTANCE};
+use crate::compile::eval;
+use crate::compile::program_image::{self, ProgramArenas, ProgramWriter, RegexSlots, INSTR_WORDS};
+use crate::error::Error;
+use crate::image::{Image, ImageError, ImageWriter, Words};
+use crate::index::image::{ImageIndex, Numbering};
+use crate::limits::Limits;
+use crate::router::context::Context;
+use crate::schema::names::Holds;
+use crate::schema::{FieldId, Schema};
+use crate::value::Type;
+
+const HEAD: u32 = 1;
+const NODES: u32 = 2;
+const ENTRIES: u32 = 3;
+const INDEX_BYTES: u32 = 4;
+const ROUTES: u32 = 5;
+const FIELDS: u32 = 6;
+const FIELD_NAMES: u32 = 7;
+const CODE: u32 = 8;
+const LITERALS: u32 = 9;
+const SETS: u32 = 10;
+const REGEXES: u32 = 11;
+
+/// Words of a route record: id (4), priority (2), first instruction, instruction count.
+const ROUTE_WORDS: usize = 8;
+/// Words of the head: index root, route count, regex size limit (2), image kind.
+const HEAD_WORDS: usize = 5;
+/// The head's kind word: a whole table (what `ImageRouter` reads).
+const KIND_TABLE: u32 = 1;
+
+/// The tag an image of `schema`'s tables carries: its fingerprint, so that an image opens only
+/// with a schema that gives its field names the same types.
+fn tag(schema: &Schema) -> u64 {
+    schema.fingerprint()
+}
+
+fn type_code(ty: Type) -> u32 {
+    match ty {
+        Type::String => 0,
+        Type::Int => 1,
+        Type::IpAddr => 2,
+        Type::IpCidr => 3,
+    }
+}
+
+fn type_of(code: u32) -> Option<Type> {
+    Some(match code {
+        0 => Type::String,
+        1 => Type::Int,
+        2 => Type::IpAddr,
+        3 => Type::IpCidr,
+        _ => return None,
+    })
+}
+
+fn too_big() -> Error {
+    Error::Limit("the table is too large for an image (an offset past 32 bits)".to_owned())
+}
+
+impl Router {
+    /// The table as an image: the bytes an [`ImageRouter`] matches from, in this process or
+    /// any other with a schema of the same fields (see `docs/architecture.md`, "Table
+    /// images"). Also returns nothing about the router's changes since: an image is a snapshot.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use atc_router::{Context, ImageRouter, Router, Schema, Type, Uuid};
+    /// let mut s = Schema::new();
+    /// s.add_field("http.path", Type::String).unwrap();
+    /// let s = Arc::new(s);
+    /// let mut r = Router::new(s.clone());
+    /// r.add(Uuid::from_u128(1), 1, r#"http.path ^= "/api""#).unwrap();
+    ///
+    /// let image = ImageRouter::from_bytes(s.clone(), r.to_image().unwrap()).unwrap();
+    /// let mut ctx = Context::new(s);
+    /// ctx.add_value("http.path", "/api/users").unwrap();
+    /// assert!(image.execute(&mut ctx));
+    /// assert_eq!(ctx.result().unwrap().id(), Uuid::from_u128(1));
+    /// ```
+    pub fn to_image(&self) -> Result<Vec<u8>, Error> {
+        Ok(self.write_image()?.0)
+    }
+
+    /// [`Router::to_image`], and how many index splits were written as the leaf of all their
+    /// routes (kinds without a flat form).
+    pub(crate) fn write_image(&self) -> Result<(Vec<u8>, usize), Error> {
+        if self.broken {
+            return Err(Error::Broken);
+        }
+        let word = |n: usize| u32::try_from(n).map_err(|_| too_big());
+        // Fields are numbered as the programs name them; the index's fields are a subset.
+        let mut numbers: FxHashMap<FieldId, u32> = FxHashMap::default();
+        let mut fields: Vec<FieldId> = Vec::new();
+        let mut programs = ProgramWriter::default();
+        let mut routes: Vec<u32> = Vec::with_capacity(self.order.len() * ROUTE_WORDS);
+        let mut rank_of: FxHashMap<u32, u32> = FxHashMap::default();
+        for (rank, (order, slot)) in self.order.iter().enumerate() {
+            rank_of.insert(*slot, word(rank)?);
+            let mut number = |f: FieldId| {
+                *numbers.entry(f).or_insert_with(|| {
+                    fields.push(f);
+                    fields.len() as u32 - 1
+                })
+            };
+            let (start, len) = programs
+                .program(&self.programs[*slot as usize], &mut number)
+                .ok_or_else(too_big)?;
+            let id = order.id().as_u128();
+            let priority = order.priority();
+            routes.extend([
+                id as u32,
+                (id >> 32) as u32,
+                (id >> 64) as u32,
+                (id >> 96) as u32,
+                priority as u32,
+                (priority >> 32) as u32,
+                start,
+                len,
+            ]);
+        }
+        let rank = |slot: u32| rank_of.get(&slot).copied().unwrap_or(u32::MAX);
+        let field = |f: FieldId| numbers.get(&f).copied().unwrap_or(u32::MAX);
+        let index = self
+            .index
+            .write_image(&Numbering {
+                rank: &rank,
+                field: &field,
+            })
+            .ok_or_else(too_big)?;
+        let mut field_words = Vec::with_capacity(fields.len() * 3);
+        let mut names = Vec::new();
+        for f in &fields {
+            let (name, ty) = self
+                .schema
+                .field(*f)
+                .ok_or_else(|| Error::UnknownField(format!("field id {}", f.to_raw())))?;
+            field_words.extend([type_code(ty), word(names.len())?, word(name.len())?]);
+            names.extend_from_slice(name.as_bytes());
+        }
+        let size_limit = self.limits.regex_size_limit as u64;
+        let head = [
+            index.root,
+            word(self.order.len())?,
+            size_limit as u32,
+            (size_limit >> 32) as u32,
+            KIND_TABLE,
+        ];
+        let mut w = ImageWriter::new(tag(&self.schema));
+        let image_err = |e: ImageError| Error::Image(e);
+        for (kind, words) in [
+            (HEAD, &head[..]),
+            (NODES, &index.nodes[..]),
+            (ENTRIES, &index.entries[..]),
+            (ROUTES, &routes[..]),
+            (FIELDS, &field_words[..]),
+            (CODE, &programs.code[..]),
+            (SETS, &programs.sets[..]),
+            (REGEXES, &programs.regexes[..]),
+        ] {
+            w.words(kind, words).map_err(image_err)?;
+        }
+        w.section(INDEX_BYTES, index.bytes).map_err(image_err)?;
+        w.section(FIELD_NAMES, names).map_err(image_err)?;
+        w.section(LITERALS, programs.bytes).map_err(image_err)?;
+        Ok((w.finish(), index.leaves_in_place_of_splits))
+    }
+}
+
+/// Where each section is, found once when the image is opened.
+#[derive(Debug, Clone)]
+struct Layout {
+    root: u32,
+    routes: usize,
+    nodes: Range<usize>,
+    entries: Range<usize>,
+    index_bytes: Range<usize>,
+    route_records: Range<usize>,
+    code: Range<usize>,
+    literals: Range<usize>,
+    sets: Range<usize>,
+    regexes: Range<usize>,
+}
+
+/// The bytes an [`ImageRouter`] reads: an image in memory, or a file mapped by the caller.
+pub type ImageBytes = Arc<dyn AsRef<[u8]> + Send + Sync>;
+
+/// A router that matches in place from a table image written by [`Router::to_image`] (in this
+/// process or another): what many workers of one node share, mapped read-only, instead of each
+/// building and holding its own table. Same results as the router that wrote the image.
+///
+/// Read-only: a changed table is a new image. Regexes are compiled in this process the first
+/// time a request evaluates them (see `compile/program_image.rs`).
+pub struct ImageRouter {
+    schema: Arc<Schema>,
+    bytes: ImageBytes,
+    layout: Layout,
+    /// The image's field numbers to this schema's ids.
+    fields: Box<[FieldId]>,
+    /// The image's wildcard names, registered in the schema while this router lives.
+    _holds: Holds,
+    regexes: RegexSlots,
+    uid: u64,
+}
+
+impl std::fmt::Debug for ImageRouter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ImageRouter")
+            .field("routes", &self.layout.routes)
+            .field("bytes", &self.image_len())
+            .finish()
+    }
+}
+
+fn section_range(image: &Image<'_>, kind: u32, words: bool) -> Result<Range<usize>, ImageError> {
+    let bytes = image.section(kind).ok_or(ImageError::Section {
+        kind,
+        why: "missing",
+    })?;
+    if words && !bytes.len().is_multiple_of(4) {
+        return Err(ImageError::Section {
+            kind,
+            why: "not a whole number of 32-bit words",
+        });
+    }
+    let start = bytes.as_ptr() as usize - image.bytes().as_ptr() as usize;
+    Ok(start..start + bytes.len())
+}
+
+impl ImageRouter {
+    /// Opens an image held in memory (see [`ImageRouter::open`]).
+    pub fn from_bytes(schema: Arc<Schema>, bytes: Vec<u8>) -> Result<ImageRouter, Error> {
+        ImageRouter::open(schema, Arc::new(bytes))
+    }
+
+    /// Checks `bytes` whole (see the module docs) and opens them for requests of `schema`'s
+    /// contexts. Refused, with nothing changed, when they are not an image of this library
+    /// version, are corrupt or truncated, were built for a schema with other fields, or name a
+    /// field `schema` cannot register (its wildcard-name limit).
+    pub fn open(schema: Arc<Schema>, bytes: ImageBytes) -> Result<ImageRouter, Error> {
+        let image = Image::open((*bytes).as_ref(), tag(&schema)).map_err(Error::Image)?;
+        let bad = |kind, why| Error::Image(ImageError::Section { kind, why });
+        let head = image.words(HEAD).map_err(Error::Image)?;
+        if head.len() != HEAD_WORDS || head.get(4) != Some(KIND_TABLE) {
+            return Err(bad(HEAD, "not the head of a table image"));
+        }
+        let get = |i| head.get(i).unwrap_or(0);
+        let routes = get(1) as usize;
+        let size_limit = u64::from(get(2)) | u64::from(get(3)) << 32;
+        let size_limit = usize::try_from(size_limit).unwrap_or(usize::MAX);
+        let range = |kind, words| section_range(&image, kind, words).map_err(Error::Image);
+        let layout = Layout {
+            root: get(0),
+            routes,
+            nodes: range(NODES, true)?,
+            entries: range(ENTRIES, true)?,
+            index_bytes: range(INDEX_BYTES, false)?,
+            route_records: range(ROUTES, true)?,
+            code: range(CODE, true)?,
+            literals: range(LITERALS, false)?,
+            sets: range(SETS, true)?,
+            regexes: range(REGEXES, true)?,
+        };
+        if layout.route_records.len() != routes * ROUTE_WORDS * 4 {
+            return Err(bad(ROUTES, "not one record per route"));
+        }
+        if !layout.code.len().is_multiple_of(INSTR_WORDS * 4) {
+            return Err(bad(CODE, "not whole instructions"));
+        }
+        // The fields, registered in this schema.
+        let field_words = image.words(FIELDS).map_err(Error::Image)?;
+        let names = image.section(FIELD_NAMES).unwrap_or_default();
+        if !field_words.len().is_multiple_of(3) {
+            return Err(bad(FIELDS, "not whole field records"));
+        }
+        let mut holds = Holds::new(schema.clone());
+        let mut fields = Vec::with_capacity(field_words.len() / 3);
+        for i in 0..field_words.len() / 3 {
+            let w = |j| field_words.get(3 * i + j).unwrap_or(u32::MAX);
+            let (ty, at, len) = (w(0), w(1) as usize, w(2) as usize);
+            let name = at
+                .checked_add(len)
+                .and_then(|end| names.get(at..end))
+                .and_then(|n| std::str::from_utf8(n).ok())
+                .ok_or(bad(
+                    FIELD_NAMES,
+                    "a field name outside the section or not UTF-8",
+                ))?;
+            let (id, found) = holds.acquire(name)?;
+            if type_of(ty) != Some(found) {
+                return Err(bad(FIELDS, "a field of another type than the schema's"));
+            }
+            fields.push(id);
+        }
+        let regex_count = image.words(REGEXES).map_err(Error::Image)?.len() / 2;
+        let router = ImageRouter {
+            schema,
+            bytes: bytes.clone(),
+            layout,
+            fields: fields.into_boxed_slice(),
+            _holds: holds,
+            regexes: RegexSlots::new(regex_count, size_limit),
+            uid: NEXT_INSTANCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        };
+        router.check_programs()?;
+        Ok(router)
+    }
+
+    /// Every route's program is inside the code and well formed (see the module docs).
+    fn check_programs(&self) -> Result<(), Error> {
+        let arenas = self.arenas();
+        let max_depth = Limits::HARD_MAX_DEPTH;
+        for rank in 0..self.layout.routes {
+            let (start, len) = self.program_of(rank).unwrap_or((u32::MAX, u32::MAX));
+            let why = match arenas.program(start, len) {
+                None => "a route's program outside the code",
+                Some(code) => match program_image::check(&code, max_depth) {
+                    Ok(()) => continue,
+                    Err(why) => why,
+                },
+            };
+            return Err(Error::Image(ImageError::Section { kind: CODE, why }));
+        }
+        Ok(())
+    }
+
+    fn part(&self, r: &Range<usize>) -> &[u8] {
+        (*self.bytes).as_ref().get(r.clone()).unwrap_or_default()
+    }
+
+    fn words(&self, r: &Range<usize>) -> Words<'_> {
+        Words::new(self.part(r)).unwrap_or(Words::new(&[]).expect("empty"))
+    }
+
+    fn arenas(&self) -> ProgramArenas<'_> {
+        ProgramArenas {
+            code: self.words(&self.layout.code),
+            bytes: self.part(&self.layout.literals),
+            sets: self.words(&self.layout.sets),
+            regex_sources: self.words(&self.layout.regexes),
+            regexes: &self.regexes,
+            fields: &self.fields,
+        }
+    }
+
+    fn index(&self) -> ImageIndex<'_> {
+        ImageIndex::new(
+            self.words(&self.layout.nodes),
+            self.words(&self.layout.entries),
+            self.part(&self.layout.index_bytes),
+            &self.fields,
+        )
+    }
+
+    fn route_word(&self, rank: usize, w: usize) -> Option<u32> {
+        self.words(&self.layout.route_records)
+            .get(rank.checked_mul(ROUTE_WORDS)? + w)
+    }
+
+    fn program_of(&self, rank: usize) -> Option<(u32, u32)> {
+        Some((self.route_word(rank, 6)?, self.route_word(rank, 7)?))
+    }
+
+    pub(crate) fn id_and_priority(&self, rank: usize) -> Option<(uuid::Uuid, u64)> {
+        let w = |i| self.route_word(rank, i).map(u128::from);
+        let id = w(0)? | w(1)? << 32 | w(2)? << 64 | w(3)? << 96;
+        let priority = w(4)? as u64 | (w(5)? as u64) << 32;
+        Some((uuid::Uuid::from_u128(id), priority))
+    }
+
+    /// Number of routes.
+    pub fn len(&self) -> usize {
+        self.layout.routes
+    }
+
+    /// Whether the table has no route.
+    pub fn is_empty(&self) -> bool {
+        self.layout.routes == 0
+    }
+
+    /// The image's size in bytes.
+    pub fn image_len(&self) -> usize {
+        (*self.bytes).as_ref().len()
+    }
+
+    /// How many of the image's distinct regexes there are, and how many this process has
+    /// compiled so far (each the first time a request needed it).
+    pub fn regexes(&self) -> (usize, usize) {
+        (self.regexes_len(), self.regexes.compiled())
+    }
+
+    fn regexes_len(&self) -> usize {
+        self.layout.regexes.len() / 8
+    }
+
+    /// The schema its contexts are made from.
+    pub fn schema(&self) -> &Arc<Schema> {
+        &self.schema
+    }
+
+    /// [`Router::execute`] from the image: the first route in routing order whose expression
+    /// holds, its result left in the context. A context of another schema never matches.
+    pub fn execute(&self, ctx: &mut Context) -> bool {
+        self.try_execute(ctx).unwrap_or(false)
+    }
+
+    /// [`ImageRouter::execute`], with [`Error::SchemaMismatch`] for a context of another
+    /// schema. The context's previous result is cleared either way.
+    pub fn try_execute(&self, ctx: &mut Context) -> Result<bool, Error> {
+        ctx.clear_result();
+        if !Arc::ptr_eq(&self.schema, ctx.schema()) {
+            return Err(Error::SchemaMismatch);
+        }
+        let (values, w) = (&ctx.values, &mut ctx.record);
+        let index = self.index();
+        let arenas = self.arenas();
+        let found = with_scratch_image(|lowered, bufs, ranks| {
+            ranks.clear();
+            index.candidates(self.layout.root, values, bufs, ranks);
+            if ranks.len() > 1 {
+                ranks.sort_unstable();
+                ranks.dedup();
+            }
+            for &rank in ranks.iter() {
+                let rank = rank as usize;
+                let Some(code) = self
+                    .program_of(rank)
+                    .and_then(|(start, len)| arenas.program(start, len))
+                else {
+                    continue;
+                };
+                if eval::eval_code(code, values, lowered, w) {
+                    return self.id_and_priority(rank);
+                }
+                w.clear();
+            }
+            None
+        });
+        ctx.outcome = found;
+        Ok(found.is_some())
+    }
+
+    /// The routes a request has to consider at most (the image index's candidates).
+    pub fn candidate_count(&self, ctx: &Context) -> usize {
+        with_scratch_image(|_, bufs, ranks| {
+            ranks.clear();
+            self.candidate_ranks(ctx, bufs, ranks);
+            ranks.sort_unstable();
+            ranks.dedup();
+            ranks.len()
+        })
+    }
+
+    /// Appends the ranks of the request's candidates to `out` (unsorted, with repeats).
+    pub(crate) fn candidate_ranks(
+        &self,
+        ctx: &Context,
+        bufs: &mut Vec<crate::index::image::LevelBuf>,
+        out: &mut Vec<u32>,
+    ) {
+        self.index()
+            .candidates(self.layout.root, &ctx.values, bufs, out);
+    }
+
+    /// A number no other router or image router of the process has.
+    #[doc(hidden)]
+    pub fn uid(&self) -> u64 {
+        self.uid
+    }
+}
