@@ -123,8 +123,9 @@ pub use router::shared::{ReadGuard, SharedRouter};
 pub use router::{
     BuildState, Builder, CandidateReport, Context, EntryError, EntryFault, ExplainJson,
     ExplainOptions, Explanation, ListError, MatchResult, MatchesJson, Outcome, OwnedRoute,
-    PredicateOutcome, Route, RouteInput, RouteMatch, RouteNote, RouteSpec, Router, RouterStats,
-    RuledOut, SyncEntry, SyncError, SyncMode, SyncPlan, SyncReport, REPORT_JSON_VERSION,
+    PredicateOutcome, Publish, Route, RouteInput, RouteMatch, RouteNote, RouteSpec, Router,
+    RouterStats, RuledOut, SyncEntry, SyncError, SyncMode, SyncPlan, SyncReport,
+    REPORT_JSON_VERSION,
 };
 pub use router::{ImageBytes, ImageRouter};
 pub use schema::{FieldId, FieldMask, IdState, Schema, ValueTextError};

@@ -103,6 +103,12 @@
 #define ATC_ERR_BROKEN (-16)
 
 /**
+ * A table image was refused: not an image, corrupt, truncated, written by another library
+ * version or for a schema with other fields. Whatever the caller had stays in use.
+ */
+#define ATC_ERR_IMAGE (-18)
+
+/**
  * Field type `String`.
  */
 #define ATC_TYPE_STRING 0
@@ -301,6 +307,16 @@
  * A request context. Opaque.
  */
 typedef struct atc_context atc_context;
+
+/**
+ * An image file being mapped and checked on a thread (`atc_image_open_start`). Opaque.
+ */
+typedef struct atc_image_opening atc_image_opening;
+
+/**
+ * A table image mapped from a file, matched in place. Opaque.
+ */
+typedef struct atc_image_router atc_image_router;
 
 /**
  * A route list being collected for `atc_router_sync_start`. Opaque.
@@ -888,6 +904,151 @@ int32_t atc_router_route_expression(const atc_router *router,
                                     size_t id_len,
                                     const char **expr,
                                     size_t *expr_len);
+
+/**
+ * Makes the router's builder thread write every table it builds as an image file in `dir`
+ * (`dir_len` bytes; an existing directory the gateway owns: files are created with mode
+ * 0600), named `atc-<pid>-<version>-<n>.atcimg`. Call it before the first background sync
+ * (`ATC_ERR_INVALID` after). Where the table last applied went: `atc_router_published`.
+ *
+ * # Safety
+ * `router` is a live handle; `dir` points to `dir_len` bytes; `errbuf` to `*errbuf_len` bytes
+ * (or NULLs).
+ */
+int32_t atc_router_publish_images(atc_router *router,
+                                  const char *dir,
+                                  size_t dir_len,
+                                  char *errbuf,
+                                  size_t *errbuf_len);
+
+/**
+ * Where the builder wrote the table the last `atc_router_sync_apply` applied: `ATC_OK` with
+ * the path in `buf` (`*buf_len`: capacity in, bytes out, no NUL) and its version in
+ * `*version` (may be NULL); `ATC_ERR_IMAGE` when writing it failed (the reason in `buf`);
+ * `ATC_ERR_NOT_FOUND` when no table was applied since images are published.
+ *
+ * # Safety
+ * `router` is a live handle; `buf` points to `*buf_len` writable bytes; `version` is NULL or
+ * writable.
+ */
+int32_t atc_router_published(const atc_router *router,
+                             uint64_t *version,
+                             char *buf,
+                             size_t *buf_len);
+
+/**
+ * Maps the image file at `path` (`path_len` bytes) and checks it whole as a table of
+ * `schema`: an image router, or NULL with the reason in `errbuf` (`ATC_ERR_IMAGE`: missing,
+ * unreadable, not an image, corrupt, truncated, of another library version or another
+ * schema's fields). Holds the calling thread for the check (milliseconds at 100,000 routes):
+ * a worker switching tables uses `atc_image_open_start`. Free it with
+ * `atc_image_router_free`.
+ *
+ * # Safety
+ * `schema` is a live handle; `path` points to `path_len` bytes; `errbuf` to `*errbuf_len`
+ * bytes (or NULLs).
+ */
+atc_image_router *atc_image_router_open(const atc_schema *schema,
+                                        const char *path,
+                                        size_t path_len,
+                                        char *errbuf,
+                                        size_t *errbuf_len);
+
+/**
+ * Starts mapping and checking the image file at `path` on a thread of its own, and returns at
+ * once: poll `atc_image_open_ready`, then `atc_image_open_finish` takes the image router. NULL
+ * (reason in `errbuf`) only for bad arguments.
+ *
+ * # Safety
+ * As `atc_image_router_open`.
+ */
+atc_image_opening *atc_image_open_start(const atc_schema *schema,
+                                        const char *path,
+                                        size_t path_len,
+                                        char *errbuf,
+                                        size_t *errbuf_len);
+
+/**
+ * Whether an opening is done (1) or still checking (0); `ATC_ERR_NULL` for NULL.
+ *
+ * # Safety
+ * `opening` is a live handle.
+ */
+int32_t atc_image_open_ready(const atc_image_opening *opening);
+
+/**
+ * Ends an opening (waiting for it if it is not done) and frees it: the image router, or NULL
+ * with the reason in `errbuf`.
+ *
+ * # Safety
+ * `opening` is NULL or a handle from `atc_image_open_start`, not used again after this call;
+ * `errbuf` points to `*errbuf_len` bytes (or NULLs).
+ */
+atc_image_router *atc_image_open_finish(atc_image_opening *opening,
+                                        char *errbuf,
+                                        size_t *errbuf_len);
+
+/**
+ * Frees an image router, unmapping its file (NULL is ignored).
+ *
+ * # Safety
+ * `router` is NULL or a handle from this library's image functions, not yet freed.
+ */
+void atc_image_router_free(atc_image_router *router);
+
+/**
+ * As `atc_router_execute`, from the image: 1 matched (read the result from the context), 0
+ * not, or `ATC_ERR_NULL` / `ATC_ERR_SCHEMA_MISMATCH`.
+ *
+ * # Safety
+ * `router` and `context` are live handles.
+ */
+int32_t atc_image_router_execute(const atc_image_router *router, atc_context *context);
+
+/**
+ * The number of routes of an image router, in `*count`.
+ *
+ * # Safety
+ * `router` is a live handle; `count` is writable.
+ */
+int32_t atc_image_router_len(const atc_image_router *router, size_t *count);
+
+/**
+ * The names of the fields the image's routes use, as `atc_router_fields` gives a router's.
+ *
+ * # Safety
+ * As `atc_router_fields`.
+ */
+int32_t atc_image_router_fields(const atc_image_router *router,
+                                char *buf,
+                                size_t *buf_len,
+                                size_t *count);
+
+/**
+ * Removes the image file at `path` if no process maps it: 1 removed (or already gone), 0 in
+ * use, or `ATC_ERR_IMAGE` (reason in `errbuf`).
+ *
+ * # Safety
+ * `path` points to `path_len` bytes; `errbuf` to `*errbuf_len` bytes (or NULLs).
+ */
+int32_t atc_image_remove_if_unused(const char *path,
+                                   size_t path_len,
+                                   char *errbuf,
+                                   size_t *errbuf_len);
+
+/**
+ * Removes every image file of `dir` that no process maps, but the one named `keep` (may be
+ * empty): the number removed, or `ATC_ERR_IMAGE`.
+ *
+ * # Safety
+ * `dir` and `keep` point to their lengths in bytes; `errbuf` to `*errbuf_len` bytes (or NULLs).
+ */
+int32_t atc_image_sweep(const char *dir,
+                        size_t dir_len,
+                        const char *keep,
+                        size_t keep_len,
+                        char *errbuf,
+                        size_t *errbuf_len);
 
 /**
  * Field `index` (from 0) of Kong's `subsystem` (`ATC_SUBSYSTEM_HTTP` or `_STREAM`): its name

@@ -213,9 +213,13 @@ pub extern "C" fn atc_builder_priority(nice: i32) -> i32 {
 fn builder(r: &mut AtcRouter) -> &mut Builder {
     let (schema, limits) = (r.router.schema().clone(), *r.router.limits());
     let fresh = r.builder.is_none();
+    let publish = r.publish_dir.clone();
     let b = r.builder.get_or_insert_with(|| {
         let mut b = Builder::new(schema, limits);
         b.on_thread_start(lower_priority);
+        if let Some(dir) = publish {
+            b.publish_with(crate::image::publisher(dir));
+        }
         b
     });
     if std::mem::take(&mut r.changed) || (fresh && !r.router.is_empty()) {
@@ -413,11 +417,16 @@ pub unsafe extern "C" fn atc_router_sync_apply(
         }
         let (errs, built, message) = match outcome {
             Outcome::Built {
+                version: v,
                 router: built,
                 report: done,
                 errors: list_errors,
+                published,
                 ..
             } => {
+                if let Some(p) = published {
+                    r.published = Some((v, p));
+                }
                 // The router's stats stay with the handle.
                 let old = r.router.replace_with(*built);
                 if let Some(b) = r.builder.as_mut() {

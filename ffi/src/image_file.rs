@@ -124,6 +124,12 @@ impl Mapped {
     }
 }
 
+impl AsRef<[u8]> for Mapped {
+    fn as_ref(&self) -> &[u8] {
+        self.bytes()
+    }
+}
+
 impl Drop for Mapped {
     fn drop(&mut self) {
         // SAFETY: unmaps exactly the mapping `open` made; no borrow of it outlives `self`.

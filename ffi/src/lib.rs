@@ -45,6 +45,7 @@ use atc_router::{Error, ErrorCode, Type};
 pub mod background;
 pub mod context;
 pub mod explain;
+pub mod image;
 pub mod image_file;
 pub mod request;
 pub mod router;

@@ -24,6 +24,11 @@ pub struct AtcRouter {
     /// The router was changed directly since the builder last learned what it holds (see
     /// `background::rebase_if_changed`).
     pub(crate) changed: bool,
+    /// Where the builder writes every table it builds as an image (`image.rs`), if anywhere.
+    pub(crate) publish_dir: Option<std::path::PathBuf>,
+    /// What became of the image of the table applied last: its version, and its path or why
+    /// it could not be written.
+    pub(crate) published: Option<(u64, Result<String, String>)>,
 }
 
 pub(crate) fn parse_uuid(text: &str) -> Res<Uuid> {
@@ -57,6 +62,8 @@ pub unsafe extern "C" fn atc_router_new(
             router: Router::new(schema),
             builder: None,
             changed: false,
+            publish_dir: None,
+            published: None,
         })))
     })
 }

@@ -57,6 +57,8 @@ fn generate_header() -> String {
             ("AtcSyncError", "atc_sync_error"),
             ("AtcPathField", "atc_path_field"),
             ("AtcStats", "atc_stats"),
+            ("AtcImageRouter", "atc_image_router"),
+            ("AtcImageOpening", "atc_image_opening"),
         ]
         .map(|(a, b)| (a.to_owned(), b.to_owned())),
     );

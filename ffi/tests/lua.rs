@@ -121,6 +121,8 @@ lua_tests!(
     background_sync_supersedes,
     background_sync_chunks_and_yields,
     router_stats,
+    image_published_opened_and_matched,
+    image_corrupt_or_foreign_is_refused,
 );
 
 lua_tests!(

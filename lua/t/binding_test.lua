@@ -1655,4 +1655,102 @@ function T.router_stats()
     same({ st.updates_applied, st.updates_refused, st.routes }, { 3, 5, 5000 })
 end
 
+-- Table images: a router's builder publishes each table it builds; image routers map the file
+-- and answer as the router does; a corrupt or foreign file is refused; files no one maps go.
+
+local image = require("resty.router.image")
+
+local function temp_dir()
+    local name = os.tmpname()
+    os.remove(name)
+    return name .. ".images"
+end
+
+function T.image_published_opened_and_matched()
+    local dir = temp_dir()
+    local s = http_schema()
+    local r = router.new(s)
+    assert(r:publish_images(dir))
+    eq(r:published(), nil, "nothing applied yet")
+    assert(r:sync_start(3, {
+        { id = U1, priority = 1, expression = 'http.path ^= "/a"' },
+        { id = U2, priority = 2, expression = [[http.path ~ r#"^/b/(?<n>\d+)$"#]] },
+    }))
+    eq(applied(r), 3)
+    local path, version = r:published()
+    eq(type(path), "string", "the published path")
+    eq(version, 3)
+    fails("before the first background sync", r:publish_images(dir))
+
+    -- Another schema object with the same fields, as another worker has.
+    local s2 = http_schema()
+    local img = assert(image.open(s2, path))
+    eq(img:len(), 2)
+    same(img:get_fields(), { "http.path" })
+    local c = context.new(s2)
+    assert(c:add_value("http.path", "/b/42"))
+    eq(img:execute(c), true)
+    local uuid, _, captures = c:get_result()
+    eq(uuid, U2)
+    eq(captures.n, "42")
+    c:reset()
+    assert(c:add_value("http.path", "/c"))
+    eq(img:execute(c), false)
+
+    -- Opened on a thread, finished between two requests.
+    local job = assert(image.open_start(s2, path))
+    for _ = 1, 60000 do
+        if job:ready() then
+            break
+        end
+        sleep_ms(1)
+    end
+    local img2 = assert(job:finish())
+    fails("already finished", job:finish())
+    eq(img2:len(), 2)
+
+    -- In use: not removed; once unmapped by both, removed.
+    eq(image.remove_if_unused(path), false)
+    img:free()
+    img2:free()
+    eq(image.remove_if_unused(path), true)
+    fails("table image", image.open(s2, path))
+    os.remove(dir)
+end
+
+function T.image_corrupt_or_foreign_is_refused()
+    local dir = temp_dir()
+    local s = http_schema()
+    local r = router.new(s)
+    assert(r:publish_images(dir))
+    assert(r:sync_start(1, { { id = U1, priority = 1, expression = 'http.path ^= "/a"' } }))
+    applied(r)
+    local path = assert(r:published())
+    local f = assert(io.open(path, "rb"))
+    local bytes = f:read("*a")
+    f:close()
+    -- One byte changed, in a copy.
+    local bad = dir .. "/bad.atcimg"
+    f = assert(io.open(bad, "wb"))
+    f:write(bytes:sub(1, 100), string.char((bytes:byte(101) + 1) % 256), bytes:sub(102))
+    f:close()
+    fails("corrupt", image.open(s, bad))
+    -- Truncated.
+    f = assert(io.open(bad, "wb"))
+    f:write(bytes:sub(1, #bytes - 4))
+    f:close()
+    fails("truncated", image.open(s, bad))
+    -- Another schema's fields.
+    local other = schema.new()
+    assert(other:add_field("http.host", "String"))
+    fails("built for", image.open(other, path))
+    -- The sweep keeps what is mapped and what it is told to keep.
+    local img = assert(image.open(s, path))
+    eq(image.sweep(dir), 1, "the bad copy")
+    img:free()
+    eq(image.sweep(dir, path:match("[^/]+$")), 0)
+    eq(image.sweep(dir), 1)
+    os.remove(dir)
+end
+
 return T

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use uuid::Uuid;
 
 use super::builder::{
-    lock, Job, ListError, Outcome, OwnedRoute, RouteInput, Shared, LIST_LINE_SLACK,
+    lock, Job, ListError, Outcome, OwnedRoute, PublishHook, RouteInput, Shared, LIST_LINE_SLACK,
 };
 use super::sync::Stopped;
 use super::{RouteSpec, Router, SyncMode, SyncReport};
@@ -31,6 +31,7 @@ pub(super) struct Worker {
     /// No shadow mirrors the current table, and one is to be built from `last` when nothing
     /// else waits (after a fresh build, whose replaced router was unrelated to it).
     want_shadow: bool,
+    publish: Option<PublishHook>,
 }
 
 /// What the thread takes up next.
@@ -43,7 +44,12 @@ enum Task {
 }
 
 impl Worker {
-    pub(super) fn new(shared: Arc<Shared>, schema: Arc<Schema>, limits: Limits) -> Worker {
+    pub(super) fn new(
+        shared: Arc<Shared>,
+        schema: Arc<Schema>,
+        limits: Limits,
+        publish: Option<PublishHook>,
+    ) -> Worker {
         Worker {
             shared,
             schema,
@@ -51,7 +57,28 @@ impl Worker {
             shadow: None,
             last: None,
             want_shadow: false,
+            publish,
         }
+    }
+
+    /// Runs the publish hook, if any, on a table just built.
+    fn publish(&self, outcome: &mut Outcome) {
+        let (
+            Some(hook),
+            Outcome::Built {
+                version,
+                router,
+                published,
+                ..
+            },
+        ) = (&self.publish, outcome)
+        else {
+            return;
+        };
+        let mut hook = hook.0.lock().unwrap_or_else(|e| e.into_inner());
+        let ran =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (hook)(*version, router)));
+        *published = Some(ran.unwrap_or_else(|p| Err(panic_message(&p))));
     }
 
     pub(super) fn run(mut self) {
@@ -71,7 +98,10 @@ impl Worker {
                     }));
                     let build_time = started.elapsed();
                     let outcome = match built {
-                        Ok(Some(outcome)) => outcome.timed(build_time),
+                        Ok(Some(mut outcome)) => {
+                            self.publish(&mut outcome);
+                            outcome.timed(build_time)
+                        }
                         // Stopped: the builder is being dropped.
                         Ok(None) => return,
                         Err(panic) => {
@@ -323,6 +353,7 @@ impl Worker {
                     report,
                     errors,
                     build_time: Duration::ZERO, // set by `Worker::run`
+                    published: None,            // set by `Worker::run`
                 })
             }
             Err(refusal) => {

@@ -176,6 +176,9 @@ pub enum Outcome {
         errors: Vec<ListError>,
         /// See [`Outcome::build_time`].
         build_time: Duration,
+        /// What the builder's publish hook made of the table, if one is set
+        /// ([`Builder::publish_with`]): where it published it, or why it could not.
+        published: Option<Result<String, String>>,
     },
     /// The list was refused (all or nothing: some route invalid; or a text that is not a
     /// route list at all): the current table stays.
@@ -297,6 +300,23 @@ pub struct Builder {
     submitted: Option<u64>,
     /// Run first on the thread (see [`Builder::on_thread_start`]).
     on_start: Option<fn()>,
+    /// Run on the thread after each build (see [`Builder::publish_with`]).
+    publish: Option<PublishHook>,
+}
+
+/// What a builder does with every table it builds, on its thread (see
+/// [`Builder::publish_with`]): given the version and the table, where it published it, or why
+/// it could not.
+pub type Publish = Box<dyn FnMut(u64, &Router) -> Result<String, String> + Send>;
+
+/// A [`Publish`] hook, shared by the threads a builder starts (one per process it runs in).
+#[derive(Clone)]
+pub(super) struct PublishHook(pub(super) Arc<Mutex<Publish>>);
+
+impl std::fmt::Debug for PublishHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PublishHook")
+    }
 }
 
 /// Longest TSV line a list in text may have: the longest expression and room for the rest.
@@ -319,7 +339,17 @@ impl Builder {
             pid: std::process::id(),
             submitted: None,
             on_start: None,
+            publish: None,
         }
+    }
+
+    /// Has the thread pass every table it builds to `hook` before the table is ready, and
+    /// report what the hook returned in [`Outcome::Built`]'s `published`: for work on the new
+    /// table that must not hold the caller, such as writing it as a table image
+    /// ([`Router::to_image`]) for other processes. A panic in the hook is caught and reported
+    /// as its error. Takes effect for a thread not yet started.
+    pub fn publish_with(&mut self, hook: Publish) {
+        self.publish = Some(PublishHook(Arc::new(Mutex::new(hook))));
     }
 
     /// Has the thread run `hook` first, before any build, in the process that starts it: for
@@ -446,6 +476,7 @@ impl Builder {
         let schema = self.schema.clone();
         let limits = self.limits;
         let on_start = self.on_start;
+        let publish = self.publish.clone();
         std::thread::Builder::new()
             .name("atc-router-builder".into())
             .stack_size(4 << 20)
@@ -453,7 +484,7 @@ impl Builder {
                 if let Some(hook) = on_start {
                     hook();
                 }
-                super::build_worker::Worker::new(shared, schema, limits).run()
+                super::build_worker::Worker::new(shared, schema, limits, publish).run()
             })
             .expect("spawning the builder thread")
     }

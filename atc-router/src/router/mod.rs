@@ -30,7 +30,7 @@ mod sync;
 mod sync_entries;
 pub(crate) mod table_image;
 
-pub use builder::{BuildState, Builder, ListError, Outcome, OwnedRoute, RouteInput};
+pub use builder::{BuildState, Builder, ListError, Outcome, OwnedRoute, Publish, RouteInput};
 pub use context::{Context, MatchResult};
 pub use explain::{
     CandidateReport, ExplainJson, ExplainOptions, Explanation, MatchesJson, PredicateOutcome,

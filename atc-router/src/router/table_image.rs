@@ -420,6 +420,18 @@ impl ImageRouter {
         self.layout.regexes.len() / 8
     }
 
+    /// The names of the fields its routes use, sorted (the fields a request is read for).
+    pub fn fields(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .fields
+            .iter()
+            .filter_map(|id| self.schema.field(*id).map(|f| f.0))
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+
     /// The schema its contexts are made from.
     pub fn schema(&self) -> &Arc<Schema> {
         &self.schema

@@ -34,6 +34,7 @@ static const int ATC_ERR_NOT_FOUND = -13;
 static const int ATC_ERR_PANIC = -14;
 static const int ATC_ERR_ROUTES = -15;
 static const int ATC_ERR_BROKEN = -16;
+static const int ATC_ERR_IMAGE = -18;
 static const int ATC_TYPE_STRING = 0;
 static const int ATC_TYPE_INT = 1;
 static const int ATC_TYPE_IPADDR = 2;
@@ -72,6 +73,8 @@ static const int ATC_PATH_NORMALIZE = 1;
 static const int ATC_SYNC_ALL_OR_NOTHING = 0;
 static const int ATC_SYNC_APPLY_VALID = 1;
 typedef struct atc_context atc_context;
+typedef struct atc_image_opening atc_image_opening;
+typedef struct atc_image_router atc_image_router;
 typedef struct AtcRouteList AtcRouteList;
 typedef struct atc_router atc_router;
 typedef struct atc_schema atc_schema;
@@ -228,6 +231,46 @@ int32_t atc_router_route_expression(const atc_router *router,
                                     size_t id_len,
                                     const char **expr,
                                     size_t *expr_len);
+int32_t atc_router_publish_images(atc_router *router,
+                                  const char *dir,
+                                  size_t dir_len,
+                                  char *errbuf,
+                                  size_t *errbuf_len);
+int32_t atc_router_published(const atc_router *router,
+                             uint64_t *version,
+                             char *buf,
+                             size_t *buf_len);
+atc_image_router *atc_image_router_open(const atc_schema *schema,
+                                        const char *path,
+                                        size_t path_len,
+                                        char *errbuf,
+                                        size_t *errbuf_len);
+atc_image_opening *atc_image_open_start(const atc_schema *schema,
+                                        const char *path,
+                                        size_t path_len,
+                                        char *errbuf,
+                                        size_t *errbuf_len);
+int32_t atc_image_open_ready(const atc_image_opening *opening);
+atc_image_router *atc_image_open_finish(atc_image_opening *opening,
+                                        char *errbuf,
+                                        size_t *errbuf_len);
+void atc_image_router_free(atc_image_router *router);
+int32_t atc_image_router_execute(const atc_image_router *router, atc_context *context);
+int32_t atc_image_router_len(const atc_image_router *router, size_t *count);
+int32_t atc_image_router_fields(const atc_image_router *router,
+                                char *buf,
+                                size_t *buf_len,
+                                size_t *count);
+int32_t atc_image_remove_if_unused(const char *path,
+                                   size_t path_len,
+                                   char *errbuf,
+                                   size_t *errbuf_len);
+int32_t atc_image_sweep(const char *dir,
+                        size_t dir_len,
+                        const char *keep,
+                        size_t keep_len,
+                        char *errbuf,
+                        size_t *errbuf_len);
 int32_t atc_kong_field(int32_t subsystem,
                        size_t index,
                        const char **name,

@@ -592,6 +592,41 @@ function _M:sync_start(version, routes, mode, opts)
     return true
 end
 
+-- Makes the router's builder write every table it builds as an image file in `dir` (created
+-- with mode 0700 if missing), for other workers to map (resty.router.image). Before the first
+-- sync_start: true, or nil and an error.
+function _M:publish_images(dir)
+    if type(dir) ~= "string" then
+        return nil, "dir must be a string, got " .. type(dir)
+    end
+    arm()
+    local rc = lib.atc_router_publish_images(self.ptr, dir, #dir, errbuf, errlen)
+    if rc ~= 0 then
+        return nil, message(rc)
+    end
+    return true
+end
+
+local published_cap = 4096
+local published_buf = ffi.new("char[?]", published_cap)
+local published_len = ffi.new("size_t[1]")
+
+-- Where the image of the table sync_apply applied last went: its path and version; nil, why
+-- and the version when it could not be written; nil when no table was applied since
+-- publish_images.
+function _M:published()
+    published_len[0] = published_cap
+    local rc = lib.atc_router_published(self.ptr, version_out, published_buf, published_len)
+    if rc == lib.ATC_ERR_NOT_FOUND then
+        return nil
+    end
+    local text = ffi_string(published_buf, published_len[0])
+    if rc ~= 0 then
+        return nil, text, version_value(version_out[0])
+    end
+    return text, version_value(version_out[0])
+end
+
 -- Whether an outcome waits for sync_apply: one atomic load, cheap enough for every request.
 function _M:sync_ready()
     return lib.atc_router_sync_ready(self.ptr) == 1

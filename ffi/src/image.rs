@@ -1,0 +1,387 @@
+//! Tables shared by the processes of a node: a router's builder writes every table it builds as
+//! an image file, and every process maps the file read-only and matches from it
+//! ([`ImageRouter`]). See `docs/gateway.md`, "One table per node".
+//!
+//! - `atc_router_publish_images` makes a router's builder thread write each table it builds as
+//!   a file in a directory (after the build, before the table is ready: the caller is never
+//!   held by the write); `atc_router_published` tells where the table last applied went.
+//! - `atc_image_router_open` maps and checks an image file; `atc_image_open_start` does the same
+//!   on a thread of its own, so that a worker switching tables is held only for the swap
+//!   (`atc_image_open_ready`, `atc_image_open_finish`).
+//! - `atc_image_remove_if_unused` and `atc_image_sweep` remove files no process maps.
+//!
+//! Invariants: a refused image (corrupt, truncated, foreign, of another library version or
+//! schema) changes nothing for the caller; a file is mapped under a shared lock for as long as
+//! an image router (or an opening) holds it (`image_file.rs`).
+
+use std::ffi::c_char;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use atc_router::{ImageRouter, Schema};
+
+use crate::context::AtcContext;
+use crate::image_file::{self, Mapped};
+use crate::router::AtcRouter;
+use crate::schema::AtcSchema;
+use crate::{
+    guard, guard_ptr, guard_status, handle, handle_mut, out, str_arg, write_names, Fail, Res,
+    ATC_ERR_IMAGE, ATC_ERR_INVALID, ATC_ERR_NOT_FOUND, ATC_ERR_SCHEMA_MISMATCH, ATC_OK,
+};
+
+/// A table image mapped from a file, matched in place. Opaque.
+pub struct AtcImageRouter {
+    router: ImageRouter,
+}
+
+/// An image file being mapped and checked on a thread (`atc_image_open_start`). Opaque.
+pub struct AtcImageOpening {
+    thread: Option<JoinHandle<()>>,
+    result: Arc<Mutex<Option<Res<ImageRouter>>>>,
+}
+
+fn image_fail(e: impl std::fmt::Display) -> Fail {
+    Fail::new(ATC_ERR_IMAGE, e)
+}
+
+/// Maps `path` and checks it as an image of `schema`'s tables.
+fn open(schema: Arc<Schema>, path: &Path) -> Res<ImageRouter> {
+    let mapped = Mapped::open(path)
+        .map_err(|e| image_fail(format_args!("table image {}: {e}", path.display())))?;
+    ImageRouter::open(schema, Arc::new(mapped))
+        .map_err(|e| image_fail(format_args!("table image {}: {e}", path.display())))
+}
+
+/// Makes the router's builder thread write every table it builds as an image file in `dir`
+/// (`dir_len` bytes; a directory the gateway owns, created with mode 0700 if missing; files
+/// are created with mode 0600), named `atc-<pid>-<version>-<n>.atcimg`. Call it before the first background sync
+/// (`ATC_ERR_INVALID` after). Where the table last applied went: `atc_router_published`.
+///
+/// # Safety
+/// `router` is a live handle; `dir` points to `dir_len` bytes; `errbuf` to `*errbuf_len` bytes
+/// (or NULLs).
+#[no_mangle]
+pub unsafe extern "C" fn atc_router_publish_images(
+    router: *mut AtcRouter,
+    dir: *const c_char,
+    dir_len: usize,
+    errbuf: *mut c_char,
+    errbuf_len: *mut usize,
+) -> i32 {
+    guard(errbuf, errbuf_len, || {
+        // SAFETY: `router` is NULL or a live handle nothing else uses during the call.
+        let r = unsafe { handle_mut(router, "router") }?;
+        // SAFETY: `dir` is NULL or points to `dir_len` readable bytes.
+        let dir = PathBuf::from(unsafe { str_arg(dir, dir_len, "dir") }?);
+        if r.builder.is_some() {
+            return Err(Fail::new(
+                ATC_ERR_INVALID,
+                "images are published by a builder set up before the first background sync",
+            ));
+        }
+        if !dir.is_dir() {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&dir)
+                .map_err(|e| {
+                    Fail::new(
+                        ATC_ERR_INVALID,
+                        format_args!("image directory {}: {e}", dir.display()),
+                    )
+                })?;
+        }
+        r.publish_dir = Some(dir);
+        Ok(ATC_OK)
+    })
+}
+
+/// The hook a publishing router's builder runs on each table (see `background::builder`).
+pub(crate) fn publisher(dir: PathBuf) -> atc_router::Publish {
+    let mut n = 0u64;
+    Box::new(move |version, router| {
+        n += 1;
+        let bytes = router.to_image().map_err(|e| e.to_string())?;
+        let name = format!(
+            "atc-{}-{version}-{n}.{}",
+            std::process::id(),
+            image_file::EXTENSION
+        );
+        let path = image_file::publish(&dir, &name, &bytes)
+            .map_err(|e| format!("writing table image {name}: {e}"))?;
+        Ok(path.to_string_lossy().into_owned())
+    })
+}
+
+/// Where the builder wrote the table the last `atc_router_sync_apply` applied: `ATC_OK` with
+/// the path in `buf` (`*buf_len`: capacity in, bytes out, no NUL) and its version in
+/// `*version` (may be NULL); `ATC_ERR_IMAGE` when writing it failed (the reason in `buf`);
+/// `ATC_ERR_NOT_FOUND` when no table was applied since images are published.
+///
+/// # Safety
+/// `router` is a live handle; `buf` points to `*buf_len` writable bytes; `version` is NULL or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn atc_router_published(
+    router: *const AtcRouter,
+    version: *mut u64,
+    buf: *mut c_char,
+    buf_len: *mut usize,
+) -> i32 {
+    guard_status(|| {
+        // SAFETY: `router` is NULL or a live handle.
+        let r = unsafe { handle(router, "router") }?;
+        let Some((v, published)) = &r.published else {
+            return Err(Fail::new(ATC_ERR_NOT_FOUND, ""));
+        };
+        if !version.is_null() {
+            // SAFETY: non-NULL and writable (the caller's contract).
+            unsafe { *version = *v };
+        }
+        let (text, status) = match published {
+            Ok(path) => (path.as_str(), ATC_OK),
+            Err(why) => (why.as_str(), ATC_ERR_IMAGE),
+        };
+        // SAFETY: `buf_len` is NULL or writable; `buf` points to `*buf_len` bytes.
+        let cap = unsafe { out(buf_len, "buf_len") }?;
+        let n = text.len().min(*cap);
+        if n > 0 {
+            if buf.is_null() {
+                return Err(Fail::null("buf"));
+            }
+            // SAFETY: `buf` has room for `n <= *cap` bytes; our string does not overlap it.
+            unsafe { std::ptr::copy_nonoverlapping(text.as_ptr(), buf.cast::<u8>(), n) };
+        }
+        *cap = n;
+        Ok(status)
+    })
+}
+
+/// Maps the image file at `path` (`path_len` bytes) and checks it whole as a table of
+/// `schema`: an image router, or NULL with the reason in `errbuf` (`ATC_ERR_IMAGE`: missing,
+/// unreadable, not an image, corrupt, truncated, of another library version or another
+/// schema's fields). Holds the calling thread for the check (milliseconds at 100,000 routes):
+/// a worker switching tables uses `atc_image_open_start`. Free it with
+/// `atc_image_router_free`.
+///
+/// # Safety
+/// `schema` is a live handle; `path` points to `path_len` bytes; `errbuf` to `*errbuf_len`
+/// bytes (or NULLs).
+#[no_mangle]
+pub unsafe extern "C" fn atc_image_router_open(
+    schema: *const AtcSchema,
+    path: *const c_char,
+    path_len: usize,
+    errbuf: *mut c_char,
+    errbuf_len: *mut usize,
+) -> *mut AtcImageRouter {
+    guard_ptr(errbuf, errbuf_len, || {
+        // SAFETY: `schema` is NULL or a live handle.
+        let schema = unsafe { handle(schema, "schema") }?.share();
+        // SAFETY: `path` is NULL or points to `path_len` readable bytes.
+        let path = unsafe { str_arg(path, path_len, "path") }?;
+        let router = open(schema, Path::new(path))?;
+        Ok(Box::into_raw(Box::new(AtcImageRouter { router })))
+    })
+}
+
+/// Starts mapping and checking the image file at `path` on a thread of its own, and returns at
+/// once: poll `atc_image_open_ready`, then `atc_image_open_finish` takes the image router. NULL
+/// (reason in `errbuf`) only for bad arguments.
+///
+/// # Safety
+/// As `atc_image_router_open`.
+#[no_mangle]
+pub unsafe extern "C" fn atc_image_open_start(
+    schema: *const AtcSchema,
+    path: *const c_char,
+    path_len: usize,
+    errbuf: *mut c_char,
+    errbuf_len: *mut usize,
+) -> *mut AtcImageOpening {
+    guard_ptr(errbuf, errbuf_len, || {
+        // SAFETY: `schema` is NULL or a live handle.
+        let schema = unsafe { handle(schema, "schema") }?.share();
+        // SAFETY: `path` is NULL or points to `path_len` readable bytes.
+        let path = PathBuf::from(unsafe { str_arg(path, path_len, "path") }?);
+        let result: Arc<Mutex<Option<Res<ImageRouter>>>> = Arc::default();
+        let slot = result.clone();
+        let thread = std::thread::Builder::new()
+            .name("atc-image-open".into())
+            .spawn(move || {
+                let opened = std::panic::catch_unwind(|| open(schema, &path))
+                    .unwrap_or_else(|_| Err(image_fail("opening the image panicked")));
+                *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(opened);
+            })
+            .map_err(|e| image_fail(format_args!("starting the opening thread: {e}")))?;
+        Ok(Box::into_raw(Box::new(AtcImageOpening {
+            thread: Some(thread),
+            result,
+        })))
+    })
+}
+
+/// Whether an opening is done (1) or still checking (0); `ATC_ERR_NULL` for NULL.
+///
+/// # Safety
+/// `opening` is a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn atc_image_open_ready(opening: *const AtcImageOpening) -> i32 {
+    guard_status(|| {
+        // SAFETY: `opening` is NULL or a live handle.
+        let o = unsafe { handle(opening, "opening") }?;
+        let done = o.result.lock().unwrap_or_else(|e| e.into_inner()).is_some();
+        Ok(i32::from(done))
+    })
+}
+
+/// Ends an opening (waiting for it if it is not done) and frees it: the image router, or NULL
+/// with the reason in `errbuf`.
+///
+/// # Safety
+/// `opening` is NULL or a handle from `atc_image_open_start`, not used again after this call;
+/// `errbuf` points to `*errbuf_len` bytes (or NULLs).
+#[no_mangle]
+pub unsafe extern "C" fn atc_image_open_finish(
+    opening: *mut AtcImageOpening,
+    errbuf: *mut c_char,
+    errbuf_len: *mut usize,
+) -> *mut AtcImageRouter {
+    guard_ptr(errbuf, errbuf_len, || {
+        // SAFETY: `opening` is NULL or a live handle (checked here).
+        unsafe { handle(opening, "opening") }?;
+        // SAFETY: it came from Box::into_raw here and is freed once (the caller's contract).
+        let mut o = *unsafe { Box::from_raw(opening) };
+        if let Some(t) = o.thread.take() {
+            let _ = t.join();
+        }
+        let result = o.result.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let router = result.unwrap_or_else(|| Err(image_fail("the opening thread ended early")))?;
+        Ok(Box::into_raw(Box::new(AtcImageRouter { router })))
+    })
+}
+
+/// Frees an image router, unmapping its file (NULL is ignored).
+///
+/// # Safety
+/// `router` is NULL or a handle from this library's image functions, not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn atc_image_router_free(router: *mut AtcImageRouter) {
+    if !router.is_null() {
+        guard_status(|| {
+            // SAFETY: from Box::into_raw here, freed once (the caller's contract).
+            drop(unsafe { Box::from_raw(router) });
+            Ok(ATC_OK)
+        });
+    }
+}
+
+/// As `atc_router_execute`, from the image: 1 matched (read the result from the context), 0
+/// not, or `ATC_ERR_NULL` / `ATC_ERR_SCHEMA_MISMATCH`.
+///
+/// # Safety
+/// `router` and `context` are live handles.
+#[no_mangle]
+pub unsafe extern "C" fn atc_image_router_execute(
+    router: *const AtcImageRouter,
+    context: *mut AtcContext,
+) -> i32 {
+    guard_status(|| {
+        // SAFETY: `router` is NULL or a live handle.
+        let r = unsafe { handle(router, "router") }?;
+        // SAFETY: `context` is NULL or a live handle nothing else uses during the call.
+        let c = unsafe { handle_mut(context, "context") }?;
+        match r.router.try_execute(&mut c.ctx) {
+            Ok(matched) => Ok(i32::from(matched)),
+            Err(atc_router::Error::SchemaMismatch) => Err(Fail::new(ATC_ERR_SCHEMA_MISMATCH, "")),
+            Err(e) => Err(Fail::from(e)),
+        }
+    })
+}
+
+/// The number of routes of an image router, in `*count`.
+///
+/// # Safety
+/// `router` is a live handle; `count` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn atc_image_router_len(
+    router: *const AtcImageRouter,
+    count: *mut usize,
+) -> i32 {
+    guard_status(|| {
+        // SAFETY: `router` is NULL or a live handle.
+        let r = unsafe { handle(router, "router") }?;
+        // SAFETY: `count` is NULL or writable.
+        *unsafe { out(count, "count") }? = r.router.len();
+        Ok(ATC_OK)
+    })
+}
+
+/// The names of the fields the image's routes use, as `atc_router_fields` gives a router's.
+///
+/// # Safety
+/// As `atc_router_fields`.
+#[no_mangle]
+pub unsafe extern "C" fn atc_image_router_fields(
+    router: *const AtcImageRouter,
+    buf: *mut c_char,
+    buf_len: *mut usize,
+    count: *mut usize,
+) -> i32 {
+    guard_status(|| {
+        // SAFETY: `router` is NULL or a live handle.
+        let r = unsafe { handle(router, "router") }?;
+        // SAFETY: `buf` points to `*buf_len` writable bytes; `count` is NULL or writable.
+        unsafe { write_names(&r.router.fields(), buf, buf_len, count) }
+    })
+}
+
+/// Removes the image file at `path` if no process maps it: 1 removed (or already gone), 0 in
+/// use, or `ATC_ERR_IMAGE` (reason in `errbuf`).
+///
+/// # Safety
+/// `path` points to `path_len` bytes; `errbuf` to `*errbuf_len` bytes (or NULLs).
+#[no_mangle]
+pub unsafe extern "C" fn atc_image_remove_if_unused(
+    path: *const c_char,
+    path_len: usize,
+    errbuf: *mut c_char,
+    errbuf_len: *mut usize,
+) -> i32 {
+    guard(errbuf, errbuf_len, || {
+        // SAFETY: `path` is NULL or points to `path_len` readable bytes.
+        let path = unsafe { str_arg(path, path_len, "path") }?;
+        let removed = image_file::remove_if_unused(Path::new(path)).map_err(image_fail)?;
+        Ok(i32::from(removed))
+    })
+}
+
+/// Removes every image file of `dir` that no process maps, but the one named `keep` (may be
+/// empty): the number removed, or `ATC_ERR_IMAGE`.
+///
+/// # Safety
+/// `dir` and `keep` point to their lengths in bytes; `errbuf` to `*errbuf_len` bytes (or NULLs).
+#[no_mangle]
+pub unsafe extern "C" fn atc_image_sweep(
+    dir: *const c_char,
+    dir_len: usize,
+    keep: *const c_char,
+    keep_len: usize,
+    errbuf: *mut c_char,
+    errbuf_len: *mut usize,
+) -> i32 {
+    guard(errbuf, errbuf_len, || {
+        // SAFETY: `dir` is NULL or points to `dir_len` readable bytes.
+        let dir = unsafe { str_arg(dir, dir_len, "dir") }?;
+        let keep = if keep_len == 0 {
+            ""
+        } else {
+            // SAFETY: `keep` points to `keep_len` readable bytes.
+            unsafe { str_arg(keep, keep_len, "keep") }?
+        };
+        let removed = image_file::sweep(Path::new(dir), keep).map_err(image_fail)?;
+        Ok(i32::try_from(removed.len()).unwrap_or(i32::MAX))
+    })
+}

@@ -1,0 +1,199 @@
+-- resty.router.image: tables shared by the workers of a node. One worker's router writes each
+-- table it builds as an image file (router:publish_images(dir)); every worker maps the file
+-- read-only and matches from it, without a copy of its own.
+--
+--   local image = require("resty.router.image")
+--   local img = assert(image.open(schema, path))      -- maps and checks it (blocking)
+--   local job = assert(image.open_start(schema, path)) -- the same on a thread of its own
+--   if job:ready() then img, err = job:finish() end     -- between two requests: O(1)
+--   if img:execute(context) then ... context:get_result() ... end
+--   img:free(); image.remove_if_unused(path)             -- unmap; remove once no worker maps it
+--
+-- An image router has the read side of a router: execute, get_fields, key_fields and
+-- needed_fields (every field is read in one pass: an image gives no two-phase masks yet), len.
+--
+-- Invariants:
+-- * A refused image (missing, corrupt, truncated, another library version or schema) gives
+--   nil and the reason; nothing the caller holds changes.
+-- * The mapping lives as long as the Lua object (a finalizer frees it) or until free(); an
+--   opening's thread is joined by finish() or by the opening's finalizer.
+
+local ffi = require("ffi")
+local cdefs = require("resty.router.cdefs")
+
+local lib = cdefs.lib
+local arm, message = cdefs.arm, cdefs.message
+local errbuf, errlen = cdefs.errbuf, cdefs.errlen
+
+local type, tonumber = type, tonumber
+
+local _M = {}
+_M._VERSION = "0.2.0"
+
+local img_mt = {}
+img_mt.__index = img_mt
+local job_mt = {}
+job_mt.__index = job_mt
+
+local function check_schema(schema, fname)
+    if type(schema) ~= "table" or schema.ptr == nil then
+        error("bad argument #1 to '" .. fname .. "' (schema expected)", 3)
+    end
+end
+
+local function wrap(p, schema)
+    return setmetatable({ ptr = ffi.gc(p, lib.atc_image_router_free), schema = schema }, img_mt)
+end
+
+-- Maps the image file at `path` and checks it whole as a table of `schema`'s fields: the
+-- image router, or nil and why. Holds the caller for the check (milliseconds at 100,000
+-- routes): between requests, use open_start.
+function _M.open(schema, path)
+    check_schema(schema, "open")
+    if type(path) ~= "string" then
+        return nil, "path must be a string, got " .. type(path)
+    end
+    arm()
+    local p = lib.atc_image_router_open(schema.ptr, path, #path, errbuf, errlen)
+    if p == nil then
+        return nil, message(lib.ATC_ERR_IMAGE)
+    end
+    return wrap(p, schema)
+end
+
+-- Starts mapping and checking `path` on a thread of its own: an opening (job:ready(),
+-- job:finish()), or nil and why.
+function _M.open_start(schema, path)
+    check_schema(schema, "open_start")
+    if type(path) ~= "string" then
+        return nil, "path must be a string, got " .. type(path)
+    end
+    arm()
+    local p = lib.atc_image_open_start(schema.ptr, path, #path, errbuf, errlen)
+    if p == nil then
+        return nil, message(lib.ATC_ERR_IMAGE)
+    end
+    -- An opening dropped unfinished is finished (and its router freed) by the collector.
+    local gc = function(q)
+        lib.atc_image_router_free(lib.atc_image_open_finish(q, nil, nil))
+    end
+    return setmetatable({ ptr = ffi.gc(p, gc), schema = schema, path = path }, job_mt)
+end
+
+-- Whether the opening is done (finish() then returns at once).
+function job_mt:ready()
+    return self.ptr ~= nil and lib.atc_image_open_ready(self.ptr) == 1
+end
+
+-- The image router (waiting for the opening if it is not done), or nil and why. Once only.
+function job_mt:finish()
+    local p = self.ptr
+    if p == nil then
+        return nil, "resty.router.image: opening already finished"
+    end
+    self.ptr = nil
+    ffi.gc(p, nil)
+    arm()
+    local r = lib.atc_image_open_finish(p, errbuf, errlen)
+    if r == nil then
+        return nil, message(lib.ATC_ERR_IMAGE)
+    end
+    return wrap(r, self.schema)
+end
+
+-- As router:execute.
+function img_mt:execute(context)
+    if type(context) ~= "table" or context.ptr == nil then
+        error("bad argument #1 to 'execute' (context expected)", 2)
+    end
+    local rc = lib.atc_image_router_execute(self.ptr, context.ptr)
+    if rc == 1 then
+        return true
+    end
+    if rc == 0 then
+        return false
+    end
+    return false, ffi.string(lib.atc_strerror(rc))
+end
+
+local count = ffi.new("size_t[1]")
+
+-- The number of routes.
+function img_mt:len()
+    lib.atc_image_router_len(self.ptr, count)
+    return tonumber(count[0])
+end
+
+local names_cap = 4096
+local names_buf = ffi.new("char[?]", names_cap)
+local names_len = ffi.new("size_t[1]")
+local names_count = ffi.new("size_t[1]")
+
+-- The names of the fields the routes use, sorted.
+function img_mt:get_fields()
+    while true do
+        names_len[0] = names_cap
+        local rc = lib.atc_image_router_fields(self.ptr, names_buf, names_len, names_count)
+        if rc == 0 then
+            break
+        end
+        if rc ~= lib.ATC_ERR_BUFFER then
+            return nil, ffi.string(lib.atc_strerror(rc))
+        end
+        names_cap = tonumber(names_len[0])
+        names_buf = ffi.new("char[?]", names_cap)
+    end
+    local out, start = {}, 0
+    for i = 0, tonumber(names_len[0]) - 1 do
+        if names_buf[i] == 0 then
+            out[#out + 1] = ffi.string(names_buf + start, i - start)
+            start = i + 1
+        end
+    end
+    return out
+end
+
+-- Every field is a key field (as router:key_fields' halves lo, hi): a request is read whole.
+function img_mt:key_fields()
+    return -1, -1
+end
+
+-- Every field (see key_fields).
+function img_mt:needed_fields()
+    return -1, -1
+end
+
+-- Unmaps now rather than when the collector runs. The object is unusable afterwards.
+function img_mt:free()
+    local p = self.ptr
+    if p ~= nil then
+        self.ptr = nil
+        ffi.gc(p, nil)
+        lib.atc_image_router_free(p)
+    end
+end
+
+-- Removes the image file at `path` if no process maps it: true (removed or gone), false (in
+-- use), or nil and why.
+function _M.remove_if_unused(path)
+    arm()
+    local rc = lib.atc_image_remove_if_unused(path, #path, errbuf, errlen)
+    if rc < 0 then
+        return nil, message(rc)
+    end
+    return rc == 1
+end
+
+-- Removes every image file of `dir` that no process maps but `keep` (a file name, or nil): the
+-- number removed, or nil and why.
+function _M.sweep(dir, keep)
+    keep = keep or ""
+    arm()
+    local rc = lib.atc_image_sweep(dir, #dir, keep, #keep, errbuf, errlen)
+    if rc < 0 then
+        return nil, message(rc)
+    end
+    return rc
+end
+
+return _M
