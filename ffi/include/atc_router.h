@@ -907,8 +907,8 @@ int32_t atc_router_route_expression(const atc_router *router,
 
 /**
  * Makes the router's builder thread write every table it builds as an image file in `dir`
- * (`dir_len` bytes; an existing directory the gateway owns: files are created with mode
- * 0600), named `atc-<pid>-<version>-<n>.atcimg`. Call it before the first background sync
+ * (`dir_len` bytes; a directory the gateway owns, created with mode 0700 if missing; files
+ * are created with mode 0600), named `atc-<pid>-<version>-<n>.atcimg`. Call it before the first background sync
  * (`ATC_ERR_INVALID` after). Where the table last applied went: `atc_router_published`.
  *
  * # Safety

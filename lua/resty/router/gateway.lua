@@ -44,6 +44,7 @@ local request = require("resty.router.gateway.request")
 local sources = require("resty.router.gateway.sources")
 local explain = require("resty.router.gateway.explain")
 local metrics = require("resty.router.gateway.metrics")
+local share = require("resty.router.gateway.share")
 local cdefs = require("resty.router.cdefs")
 local ffi = require("ffi")
 
@@ -149,6 +150,14 @@ end
 --               lua-nginx-module's FFI functions when sources.native is available, else the
 --               plain ngx API), "plain" (always the plain ngx API), or "native" (an error
 --               when it is not available, with the reason)
+--   share       the name of a lua_shared_dict: one table per node (resty.router.gateway.share).
+--               One worker per version builds the table and writes it as an image file; every
+--               worker maps the file read-only and routes from it. Needs the builder thread
+--               (not updates = "sync"); route() reads every field in use in one pass, and
+--               explain, matches and the router's stats see the worker's own router, not the
+--               shared table. Without it, every worker builds and holds its own table
+--   share_dir   where the image files go (default: the nginx prefix's atc-images/, made with
+--               mode 0700); files are mode 0600 and removed once no worker maps them
 --   captures    what route() returns as captures: "table" (default: a new table of strings per
 --               request, as Kong's get_result) or "lazy" (one read-only object of the gateway
 --               that reads a capture from the context when it is indexed: a request whose
@@ -254,6 +263,13 @@ function _M.new(opts)
     if gw.lazy then
         gw.captures_object = lazy_captures(gw)
     end
+    if opts.share ~= nil then
+        local sh, serr = share.new(opts, r)
+        if not sh then
+            return nil, serr
+        end
+        gw.share = sh
+    end
     return gw
 end
 
@@ -297,6 +313,9 @@ end
 --                               The applied version stays in force; gw:last_error() keeps it
 -- Versions are compared with ==.
 function _M:update(version, routes, mode)
+    if self.share then
+        return share.update(self, version, routes, mode)
+    end
     return updates.update(self, version, routes, mode)
 end
 
@@ -307,6 +326,9 @@ end
 -- when it was superseded by a later version before it was applied, was never started, or is
 -- still being built at the timeout.
 function _M:wait(version, timeout)
+    if self.share then
+        return share.wait(self, version, timeout)
+    end
     return updates.wait(self, version, timeout)
 end
 
@@ -423,6 +445,16 @@ function _M:route()
     if self.router:sync_ready() then
         poll(self)
     end
+    local sh = self.share
+    local r = self.router
+    if sh then
+        -- A shared table mapped and checked on its thread: swapped in before reading anything.
+        local o = sh.opening
+        if o and o.job:ready() then
+            share.step(self)
+        end
+        r = sh.image or r
+    end
     local c, plan, source = self.context, self.plan, self.source
     c:reset()
     -- From here the context holds this request's values and result (see check_reader).
@@ -433,7 +465,7 @@ function _M:route()
     else
         ok, err = read_into(self, source, plan.key_steps, ALL, ALL)
         if ok then
-            local lo, hi = self.router:needed_fields(c)
+            local lo, hi = r:needed_fields(c)
             if lo ~= 0 or hi ~= 0 then
                 ok, err = read_into(self, source, plan.lazy_steps, lo, hi)
             end
@@ -444,7 +476,7 @@ function _M:route()
         self.router:count_bad_request()
         return nil, err
     end
-    local matched = self.router:execute(c)
+    local matched = r:execute(c)
     if self.explaining and explain.wanted(self.explaining) then
         local why, xerr = self.router:explain(c)
         ngx.ctx.atc_explanation = why or { error = xerr }

@@ -142,6 +142,7 @@ local function now_ms()
     return tonumber(ts.tv_sec) * 1e3 + tonumber(ts.tv_nsec) / 1e6
 end
 _M.now_ms = now_ms
+_M.sleep_ms = sleep_ms
 -- The worker thread's CPU time in milliseconds: what a push holds the worker is measured in it
 -- (report.worker), so that a wait for the CPU (another process, the builder) is not counted as
 -- the push's.
@@ -178,6 +179,9 @@ end
 
 -- Ends `job` with `status` (and what came with it).
 local function finish(gw, job, status, report, err, errs)
+    if status == "refused" and gw.share then
+        require("resty.router.gateway.share").refused(gw, job.version, err)
+    end
     job.status, job.report, job.err, job.errs = status, report, err, errs
     job.routes = nil
     if job.seq then
@@ -197,12 +201,17 @@ local function new_job(gw, version, mode)
 end
 
 -- Installs the table the router now holds as `job`'s version, with its plan, in one step.
+-- Sharing (resty.router.gateway.share), the router's table only builds the image every worker
+-- routes from: the share module maps it and switches.
 local function installed(gw, job, report)
     gw.plan = _M.plan(gw.router, gw.context, gw.extractors)
     gw.applied = job.version
     finish(gw, job, "applied", report)
     if gw.error and gw.error.order < job.order then
         gw.error = nil
+    end
+    if gw.share then
+        require("resty.router.gateway.share").installed(gw, job.version)
     end
 end
 

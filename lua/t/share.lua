@@ -1,0 +1,113 @@
+-- The gateway of the shared-table nginx test (ffi/tests/nginx_share.rs): resty.router.gateway
+-- with share = "atc_share" in every worker of a 4-worker nginx.
+--
+-- init_worker(dir) updates to version 1 (dir/routes1.tsv), then follows pushes: a timer reads
+-- the version and route file the test set in the atc_test dict (/__push?v=V&file=F) and calls
+-- gw:update with them, as a gateway's configuration events would.
+-- access() routes with gw:route() and answers 200 with the headers X-Route (uuid), X-Capture
+-- (the capture `id`, or "-"), X-Version (the version in force), X-Pid, X-Shared (1 when the
+-- table routed from is the shared image), or 404 with the same headers but X-Route.
+-- corrupt() (/__corrupt?v=V) writes a corrupt image file and announces it as version V's
+-- image, then pushes V: every worker must refuse it and keep its table.
+-- status() (/__share) answers "pid <pid> version <v> shared <0|1> own_routes <n>".
+
+local gateway = require("resty.router.gateway")
+
+local ngx = ngx
+local tostring = tostring
+
+local _M = {}
+
+local GW
+local DIR
+local requested
+
+local function read(path)
+    local f = assert(io.open(path, "rb"))
+    local text = f:read("*a")
+    f:close()
+    return text
+end
+
+local function follow(premature)
+    if premature then
+        return
+    end
+    local dict = ngx.shared.atc_test
+    local v, file = dict:get("version"), dict:get("file")
+    if v and v ~= requested then
+        requested = v
+        local ok, err = GW:update(v, read(DIR .. "/" .. file))
+        if not ok then
+            ngx.log(ngx.ERR, "share test: update ", v, " failed: ", err)
+        end
+    end
+end
+
+function _M.init_worker(dir)
+    DIR = dir
+    local err
+    GW, err = gateway.new({ share = "atc_share", share_dir = dir .. "/images",
+        poll_interval = 0.01, captures = "table" })
+    if not GW then
+        ngx.log(ngx.ERR, "share test: ", err)
+        return
+    end
+    requested = 1
+    local ok, uerr = GW:update(1, read(dir .. "/routes1.tsv"))
+    if not ok then
+        ngx.log(ngx.ERR, "share test: update 1 failed: ", uerr)
+    end
+    assert(ngx.timer.every(0.02, follow))
+end
+
+local function headers()
+    local sh = GW.share
+    ngx.header["X-Version"] = tostring(GW:version())
+    ngx.header["X-Pid"] = tostring(ngx.worker.pid())
+    ngx.header["X-Shared"] = (sh and sh.image) and "1" or "0"
+end
+
+function _M.access()
+    local uuid, _, captures = GW:route()
+    headers()
+    if not uuid then
+        return ngx.exit(404)
+    end
+    ngx.header["X-Route"] = uuid
+    ngx.header["X-Capture"] = captures and captures.id or "-"
+    return ngx.exit(200)
+end
+
+function _M.push()
+    local args = ngx.req.get_uri_args()
+    local dict = ngx.shared.atc_test
+    dict:set("file", args.file)
+    dict:set("version", tonumber(args.v))
+    ngx.say("pushed ", args.v)
+end
+
+function _M.corrupt()
+    local v = tonumber(ngx.req.get_uri_args().v)
+    local path = DIR .. "/images/corrupt.atcimg"
+    local good = GW.share.path
+    local bytes = read(good)
+    local f = assert(io.open(path, "wb"))
+    -- One byte of the middle changed: the checksum must catch it.
+    local at = math.floor(#bytes / 2)
+    f:write(bytes:sub(1, at - 1), string.char((bytes:byte(at) + 1) % 256), bytes:sub(at + 1))
+    f:close()
+    ngx.shared.atc_share:set("atc:" .. tostring(v) .. ":image", path)
+    local dict = ngx.shared.atc_test
+    dict:set("file", "routes2.tsv")
+    dict:set("version", v)
+    ngx.say("corrupt ", v)
+end
+
+function _M.status()
+    local sh = GW.share
+    ngx.say("pid ", ngx.worker.pid(), " version ", tostring(GW:version()), " shared ",
+        (sh and sh.image) and 1 or 0, " own_routes ", GW.router:stats().routes)
+end
+
+return _M
