@@ -373,3 +373,50 @@ fn dropping_a_builder_while_it_builds_stops_it() {
     // The schema's wildcard registrations of half-built routers were released.
     assert_eq!(s.names_in_use(), 0);
 }
+
+/// A builder that publishes (`publish_with`) runs the hook on every table before it is ready;
+/// one whose caller does not keep tables hands over an empty router in their place and builds
+/// the next version from its own copy (a small change stays a small build).
+#[test]
+fn published_tables_are_kept_by_the_thread_when_the_caller_does_not_keep_them() {
+    use std::sync::Mutex;
+    let s = schema();
+    let seen: Arc<Mutex<Vec<(u64, usize)>>> = Arc::default();
+    let log = seen.clone();
+    let mut b = Builder::new(s.clone(), Default::default());
+    b.publish_with(
+        Box::new(move |version, router: &Router| {
+            log.lock().unwrap().push((version, router.len()));
+            Ok(format!("image-{version}"))
+        }),
+        false,
+    );
+    let mut current = Router::new(s.clone());
+    b.submit(
+        1,
+        RouteInput::routes(table(50, "a")),
+        SyncMode::AllOrNothing,
+    );
+    let Outcome::Built {
+        router, published, ..
+    } = wait(&mut b)
+    else {
+        panic!("built")
+    };
+    assert_eq!(published, Some(Ok("image-1".to_owned())));
+    assert_eq!(router.len(), 0, "the table stays with the thread");
+    b.recycle(current.replace_with(*router));
+    // One route changed: built from the thread's copy, a change of one.
+    let mut next = table(50, "a");
+    next[7].expression = r#"http.path ^= "/changed""#.into();
+    b.submit(2, RouteInput::routes(next), SyncMode::AllOrNothing);
+    let Outcome::Built {
+        report, published, ..
+    } = wait(&mut b)
+    else {
+        panic!("built")
+    };
+    assert_eq!(published, Some(Ok("image-2".to_owned())));
+    assert_eq!((report.changed, report.unchanged), (1, 49), "{report:?}");
+    assert_eq!(*seen.lock().unwrap(), [(1, 50), (2, 50)]);
+}

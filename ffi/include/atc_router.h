@@ -256,6 +256,14 @@
 #define ATC_EXPLAIN_RULED_OUT 1
 
 /**
+ * `atc_router_publish_images`: the router does not keep the tables it publishes. Applying a
+ * published table leaves the router empty (its process matches from the image, through an
+ * image router); the builder thread keeps the table as its copy for the next build, so the
+ * process holds it once. A table that could not be written is applied as usual.
+ */
+#define ATC_PUBLISH_DROP_TABLES 1
+
+/**
  * Kong's HTTP subsystem (`atc_kong_field`).
  */
 #define ATC_SUBSYSTEM_HTTP 1
@@ -908,8 +916,10 @@ int32_t atc_router_route_expression(const atc_router *router,
 /**
  * Makes the router's builder thread write every table it builds as an image file in `dir`
  * (`dir_len` bytes; a directory the gateway owns, created with mode 0700 if missing; files
- * are created with mode 0600), named `atc-<pid>-<version>-<n>.atcimg`. Call it before the first background sync
- * (`ATC_ERR_INVALID` after). Where the table last applied went: `atc_router_published`.
+ * are created with mode 0600), named `atc-<pid>-<version>-<n>.atcimg`. `flags`: 0 (the
+ * router applies its tables as before) or `ATC_PUBLISH_DROP_TABLES`. Call it before the
+ * first background sync (`ATC_ERR_INVALID` after). Where the table last applied went:
+ * `atc_router_published`.
  *
  * # Safety
  * `router` is a live handle; `dir` points to `dir_len` bytes; `errbuf` to `*errbuf_len` bytes
@@ -918,6 +928,7 @@ int32_t atc_router_route_expression(const atc_router *router,
 int32_t atc_router_publish_images(atc_router *router,
                                   const char *dir,
                                   size_t dir_len,
+                                  int32_t flags,
                                   char *errbuf,
                                   size_t *errbuf_len);
 
@@ -995,6 +1006,18 @@ atc_image_router *atc_image_open_finish(atc_image_opening *opening,
  * `router` is NULL or a handle from this library's image functions, not yet freed.
  */
 void atc_image_router_free(atc_image_router *router);
+
+/**
+ * Frees an image router on a thread of its own, then removes its file `path` (`path_len`
+ * bytes; may be empty) if no process maps it any more: what a worker that switched to a new
+ * image does with the old one, so that unmapping it and freeing what this process compiled
+ * for it (regexes) never holds the worker. Returns at once; NULL is ignored.
+ *
+ * # Safety
+ * `router` is NULL or a live handle, not used again after this call; `path` points to
+ * `path_len` bytes.
+ */
+int32_t atc_image_router_retire(atc_image_router *router, const char *path, size_t path_len);
 
 /**
  * As `atc_router_execute`, from the image: 1 matched (read the result from the context), 0

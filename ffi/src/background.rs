@@ -217,8 +217,8 @@ fn builder(r: &mut AtcRouter) -> &mut Builder {
     let b = r.builder.get_or_insert_with(|| {
         let mut b = Builder::new(schema, limits);
         b.on_thread_start(lower_priority);
-        if let Some(dir) = publish {
-            b.publish_with(crate::image::publisher(dir));
+        if let Some((dir, keep_tables)) = publish {
+            b.publish_with(crate::image::publisher(dir), keep_tables);
         }
         b
     });

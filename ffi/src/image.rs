@@ -55,8 +55,10 @@ fn open(schema: Arc<Schema>, path: &Path) -> Res<ImageRouter> {
 
 /// Makes the router's builder thread write every table it builds as an image file in `dir`
 /// (`dir_len` bytes; a directory the gateway owns, created with mode 0700 if missing; files
-/// are created with mode 0600), named `atc-<pid>-<version>-<n>.atcimg`. Call it before the first background sync
-/// (`ATC_ERR_INVALID` after). Where the table last applied went: `atc_router_published`.
+/// are created with mode 0600), named `atc-<pid>-<version>-<n>.atcimg`. `flags`: 0 (the
+/// router applies its tables as before) or `ATC_PUBLISH_DROP_TABLES`. Call it before the
+/// first background sync (`ATC_ERR_INVALID` after). Where the table last applied went:
+/// `atc_router_published`.
 ///
 /// # Safety
 /// `router` is a live handle; `dir` points to `dir_len` bytes; `errbuf` to `*errbuf_len` bytes
@@ -66,6 +68,7 @@ pub unsafe extern "C" fn atc_router_publish_images(
     router: *mut AtcRouter,
     dir: *const c_char,
     dir_len: usize,
+    flags: i32,
     errbuf: *mut c_char,
     errbuf_len: *mut usize,
 ) -> i32 {
@@ -93,10 +96,26 @@ pub unsafe extern "C" fn atc_router_publish_images(
                     )
                 })?;
         }
-        r.publish_dir = Some(dir);
+        let keep = match flags {
+            0 => true,
+            ATC_PUBLISH_DROP_TABLES => false,
+            _ => {
+                return Err(Fail::new(
+                    ATC_ERR_INVALID,
+                    format_args!("{flags} is not a publish flag (0 or ATC_PUBLISH_DROP_TABLES)"),
+                ))
+            }
+        };
+        r.publish_dir = Some((dir, keep));
         Ok(ATC_OK)
     })
 }
+
+/// `atc_router_publish_images`: the router does not keep the tables it publishes. Applying a
+/// published table leaves the router empty (its process matches from the image, through an
+/// image router); the builder thread keeps the table as its copy for the next build, so the
+/// process holds it once. A table that could not be written is applied as usual.
+pub const ATC_PUBLISH_DROP_TABLES: i32 = 1;
 
 /// The hook a publishing router's builder runs on each table (see `background::builder`).
 pub(crate) fn publisher(dir: PathBuf) -> atc_router::Publish {
@@ -276,6 +295,47 @@ pub unsafe extern "C" fn atc_image_router_free(router: *mut AtcImageRouter) {
             Ok(ATC_OK)
         });
     }
+}
+
+/// Frees an image router on a thread of its own, then removes its file `path` (`path_len`
+/// bytes; may be empty) if no process maps it any more: what a worker that switched to a new
+/// image does with the old one, so that unmapping it and freeing what this process compiled
+/// for it (regexes) never holds the worker. Returns at once; NULL is ignored.
+///
+/// # Safety
+/// `router` is NULL or a live handle, not used again after this call; `path` points to
+/// `path_len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn atc_image_router_retire(
+    router: *mut AtcImageRouter,
+    path: *const c_char,
+    path_len: usize,
+) -> i32 {
+    guard_status(|| {
+        if router.is_null() {
+            return Ok(ATC_OK);
+        }
+        // SAFETY: from Box::into_raw here, given up by the caller (its contract).
+        let r = unsafe { Box::from_raw(router) };
+        let path = if path_len == 0 {
+            None
+        } else {
+            // SAFETY: `path` points to `path_len` readable bytes.
+            Some(PathBuf::from(unsafe { str_arg(path, path_len, "path") }?))
+        };
+        let retire = move || {
+            drop(r);
+            if let Some(p) = path {
+                let _ = image_file::remove_if_unused(&p);
+            }
+        };
+        // Without a thread to be had, the closure (the router with it) is dropped here.
+        std::thread::Builder::new()
+            .name("atc-image-retire".into())
+            .spawn(retire)
+            .map_err(|e| image_fail(format_args!("retiring an image: {e}")))?;
+        Ok(ATC_OK)
+    })
 }
 
 /// As `atc_router_execute`, from the image: 1 matched (read the result from the context), 0

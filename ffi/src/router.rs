@@ -25,7 +25,7 @@ pub struct AtcRouter {
     /// `background::rebase_if_changed`).
     pub(crate) changed: bool,
     /// Where the builder writes every table it builds as an image (`image.rs`), if anywhere.
-    pub(crate) publish_dir: Option<std::path::PathBuf>,
+    pub(crate) publish_dir: Option<(std::path::PathBuf, bool)>,
     /// What became of the image of the table applied last: its version, and its path or why
     /// it could not be written.
     pub(crate) published: Option<(u64, Result<String, String>)>,

@@ -1709,11 +1709,23 @@ function T.image_published_opened_and_matched()
     fails("already finished", job:finish())
     eq(img2:len(), 2)
 
-    -- In use: not removed; once unmapped by both, removed.
+    -- In use: not removed; once unmapped by both, removed (retire: on a thread, then the
+    -- file goes if no one maps it).
     eq(image.remove_if_unused(path), false)
     img:free()
-    img2:free()
-    eq(image.remove_if_unused(path), true)
+    img2:retire(path)
+    local gone = false
+    for _ = 1, 60000 do
+        local f = io.open(path, "rb")
+        if not f then
+            gone = true
+            break
+        end
+        f:close()
+        sleep_ms(1)
+    end
+    eq(gone, true, "the retired image's file is removed")
+    eq(image.remove_if_unused(path), true, "a missing file counts as removed")
     fails("table image", image.open(s2, path))
     os.remove(dir)
 end

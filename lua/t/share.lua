@@ -9,7 +9,8 @@
 -- table routed from is the shared image), or 404 with the same headers but X-Route.
 -- corrupt() (/__corrupt?v=V) writes a corrupt image file and announces it as version V's
 -- image, then pushes V: every worker must refuse it and keep its table.
--- status() (/__share) answers "pid <pid> version <v> shared <0|1> own_routes <n>".
+-- status() (/__share) answers "pid <pid> version <v> shared <0|1> own_routes <n> builder <0|1>"
+-- (own_routes: the routes of the worker's own router; builder: it holds the node's claim).
 
 local gateway = require("resty.router.gateway")
 
@@ -107,7 +108,8 @@ end
 function _M.status()
     local sh = GW.share
     ngx.say("pid ", ngx.worker.pid(), " version ", tostring(GW:version()), " shared ",
-        (sh and sh.image) and 1 or 0, " own_routes ", GW.router:stats().routes)
+        (sh and sh.image) and 1 or 0, " own_routes ", GW.router:stats().routes, " builder ",
+        ngx.shared.atc_share:get("atc:builder") == ngx.worker.pid() and 1 or 0)
 end
 
 return _M

@@ -28,6 +28,18 @@ pub(crate) enum Shape {
     End,
 }
 
+/// An instruction as the evaluator runs it: [`Shape`], with the predicate read.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Step<'a> {
+    And(usize),
+    Or(usize),
+    Not,
+    Pred(PredRef<'a>),
+    /// A slot marker, or a predicate that cannot be read (false).
+    End,
+    Unreadable,
+}
+
 /// A predicate as the evaluator reads it.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct PredRef<'a> {
@@ -89,6 +101,21 @@ pub(crate) trait CodeView<'a>: Copy {
     fn is_last_run(&self, i: usize) -> bool;
     /// Instruction `i` as a predicate; `None` when it is not one.
     fn pred(&self, i: usize) -> Option<PredRef<'a>>;
+
+    /// Instruction `i` as evaluation runs it, read once.
+    #[inline]
+    fn step(&self, i: usize) -> Step<'a> {
+        match self.shape(i) {
+            Shape::And(end) => Step::And(end),
+            Shape::Or(end) => Step::Or(end),
+            Shape::Not(_) => Step::Not,
+            Shape::End => Step::End,
+            Shape::Pred => match self.pred(i) {
+                Some(p) => Step::Pred(p),
+                None => Step::Unreadable,
+            },
+        }
+    }
 
     /// Index just past instruction `i` and its descendants.
     #[inline]
@@ -173,6 +200,17 @@ impl<'a> CodeView<'a> for Code<'a> {
         match self.code().get(i) {
             Some(Instr::Pred(p)) => Some(self.pred_ref(p)),
             _ => None,
+        }
+    }
+
+    #[inline]
+    fn step(&self, i: usize) -> Step<'a> {
+        match self.code().get(i) {
+            Some(&Instr::And { end, .. }) => Step::And(end as usize),
+            Some(&Instr::Or { end, .. }) => Step::Or(end as usize),
+            Some(Instr::Not { .. }) => Step::Not,
+            Some(Instr::Pred(p)) => Step::Pred(self.pred_ref(p)),
+            Some(Instr::End | Instr::OnHeap(_)) | None => Step::End,
         }
     }
 }

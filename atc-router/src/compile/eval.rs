@@ -13,7 +13,7 @@
 //! Invariant: this file and `reference.rs` must keep the same semantics. The property tests in
 //! `testkit/tests/equivalence.rs` compare them on random tables and requests.
 
-use crate::compile::code_view::{CodeView, LitRef, PredRef, SetRef, Shape};
+use crate::compile::code_view::{CodeView, LitRef, PredRef, SetRef, Shape, Step};
 use crate::compile::program::{Code, Pred, Program};
 use crate::compile::record::MatchRecord;
 use crate::compile::regex::CompiledRegex;
@@ -101,9 +101,9 @@ fn instr<'a>(
     // Recursion only into nested `&&`, `||` and `!`, always to a later instruction: as deep as
     // the expression's nesting (bounded by the parser, `Limits::HARD_MAX_DEPTH`, and checked
     // again when an image is opened).
-    match p.shape(i) {
-        Shape::And(end) => all(p, i + 1, end, ctx, lowered, w),
-        Shape::Or(end) => {
+    match p.step(i) {
+        Step::And(end) => all(p, i + 1, end, ctx, lowered, w),
+        Step::Or(end) => {
             let mut c = i + 1;
             while c < end {
                 let mark = w.mark();
@@ -115,18 +115,16 @@ fn instr<'a>(
             }
             false
         }
-        Shape::Not(_) => {
+        Step::Not => {
             let mark = w.mark();
             let r = instr(p, i + 1, ctx, lowered, w);
             w.rollback(mark);
             !r
         }
-        Shape::Pred => match p.pred(i) {
-            Some(pred) => predicate(&pred, ctx, lowered, w),
-            None => false,
-        },
+        Step::Pred(pred) => predicate(&pred, ctx, lowered, w),
+        Step::Unreadable => false,
         // Slot markers, never part of the code a view hands out (see `crate::program`).
-        Shape::End => true,
+        Step::End => true,
     }
 }
 

@@ -26,7 +26,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::{Arc, OnceLock};
 
-use crate::compile::code_view::{CodeView, LitRef, PredRef, SetRef, Shape};
+use crate::compile::code_view::{CodeView, LitRef, PredRef, SetRef, Shape, Step};
 use crate::compile::program::{Instr, Lit, Program, Set};
 use crate::compile::regex::CompiledRegex;
 use crate::image::Words;
@@ -336,6 +336,22 @@ impl<'a> ImageCode<'a> {
         self.code.get(i * INSTR_WORDS + w).unwrap_or(0)
     }
 
+    /// Instruction `i`'s four words, read with one bounds check (zeros past the end: an end
+    /// marker).
+    #[inline]
+    fn record(&self, i: usize) -> [u32; INSTR_WORDS] {
+        let at = i.wrapping_mul(INSTR_WORDS);
+        match self.code.raw(at..at.wrapping_add(INSTR_WORDS)) {
+            Some(raw) if raw.len() == 4 * INSTR_WORDS => {
+                let w = |k: usize| {
+                    u32::from_le_bytes([raw[4 * k], raw[4 * k + 1], raw[4 * k + 2], raw[4 * k + 3]])
+                };
+                [w(0), w(1), w(2), w(3)]
+            }
+            _ => [0; INSTR_WORDS],
+        }
+    }
+
     fn str_at(&self, at: u32, len: u32) -> Option<&'a [u8]> {
         let at = at as usize;
         self.arenas.bytes.get(at..at.checked_add(len as usize)?)
@@ -361,12 +377,10 @@ fn read_cidr(bytes: &[u8], at: u32) -> Option<IpCidr> {
 impl<'a> CodeView<'a> for ImageCode<'a> {
     #[inline]
     fn shape(&self, i: usize) -> Shape {
-        if i >= self.len() {
-            return Shape::End;
-        }
-        let w0 = self.word(i, 0);
-        // `check` has made every end greater than its instruction's number.
-        let end = (self.word(i, 1) as usize).max(i + 1);
+        let [w0, end, ..] = self.record(i);
+        // `check` has made every end greater than its instruction's number (and past the end,
+        // `record` reads an end marker).
+        let end = (end as usize).max(i + 1);
         match w0 & 7 {
             K_AND => Shape::And(end),
             K_OR => Shape::Or(end),
@@ -381,13 +395,36 @@ impl<'a> CodeView<'a> for ImageCode<'a> {
         i >= self.len() || self.word(i, 0) & LAST_RUN != 0
     }
 
+    #[inline]
+    fn step(&self, i: usize) -> Step<'a> {
+        let rec = self.record(i);
+        let end = (rec[1] as usize).max(i + 1);
+        match rec[0] & 7 {
+            K_AND => Step::And(end),
+            K_OR => Step::Or(end),
+            K_NOT => Step::Not,
+            K_PRED => match self.decode(rec) {
+                Some(p) => Step::Pred(p),
+                None => Step::Unreadable,
+            },
+            _ => Step::End,
+        }
+    }
+
     fn pred(&self, i: usize) -> Option<PredRef<'a>> {
-        let w0 = self.word(i, 0);
-        if w0 & 7 != K_PRED {
+        let rec = self.record(i);
+        if rec[0] & 7 != K_PRED {
             return None;
         }
+        self.decode(rec)
+    }
+}
+
+impl<'a> ImageCode<'a> {
+    /// A predicate's record, read.
+    #[inline]
+    fn decode(&self, [w0, field, a, b]: [u32; INSTR_WORDS]) -> Option<PredRef<'a>> {
         let op = *Op::ALL.get(((w0 >> 8) & 0xff) as usize)?;
-        let (a, b) = (self.word(i, 2), self.word(i, 3));
         let bytes = self.arenas.bytes;
         let int = |a: u32, b: u32| (u64::from(b) << 32 | u64::from(a)) as i64;
         let lit = match (w0 >> 16) & 0xff {
@@ -415,7 +452,7 @@ impl<'a> CodeView<'a> for ImageCode<'a> {
         let field = self
             .arenas
             .fields
-            .get(self.word(i, 1) as usize)
+            .get(field as usize)
             .copied()
             .unwrap_or(FieldId::unused(crate::value::Type::String));
         Some(PredRef {

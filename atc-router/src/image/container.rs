@@ -385,6 +385,9 @@ impl<'a> Image<'a> {
 pub struct Words<'a>(&'a [u8]);
 
 impl<'a> Words<'a> {
+    /// No words.
+    pub const EMPTY: Words<'static> = Words(&[]);
+
     /// `bytes` as words; `None` when its length is not a multiple of 4.
     pub fn new(bytes: &'a [u8]) -> Option<Words<'a>> {
         bytes.len().is_multiple_of(4).then_some(Words(bytes))

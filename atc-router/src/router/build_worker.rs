@@ -61,8 +61,9 @@ impl Worker {
         }
     }
 
-    /// Runs the publish hook, if any, on a table just built.
-    fn publish(&self, outcome: &mut Outcome) {
+    /// Runs the publish hook, if any, on a table just built; keeps the table as the shadow
+    /// when the caller does not (see `Builder::publish_with`).
+    fn publish(&mut self, outcome: &mut Outcome) {
         let (
             Some(hook),
             Outcome::Built {
@@ -75,10 +76,18 @@ impl Worker {
         else {
             return;
         };
-        let mut hook = hook.0.lock().unwrap_or_else(|e| e.into_inner());
-        let ran =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (hook)(*version, router)));
-        *published = Some(ran.unwrap_or_else(|p| Err(panic_message(&p))));
+        let keep = hook.1;
+        let ran = {
+            let mut hook = hook.0.lock().unwrap_or_else(|e| e.into_inner());
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (hook)(*version, router)))
+        };
+        let ran = ran.unwrap_or_else(|p| Err(panic_message(&p)));
+        if !keep && ran.is_ok() {
+            let empty = Box::new(Router::with_limits(self.schema.clone(), self.limits));
+            self.shadow = Some(std::mem::replace(router, empty));
+            self.want_shadow = false;
+        }
+        *published = Some(ran);
     }
 
     pub(super) fn run(mut self) {

@@ -309,9 +309,10 @@ pub struct Builder {
 /// it could not.
 pub type Publish = Box<dyn FnMut(u64, &Router) -> Result<String, String> + Send>;
 
-/// A [`Publish`] hook, shared by the threads a builder starts (one per process it runs in).
+/// A [`Publish`] hook, shared by the threads a builder starts (one per process it runs in),
+/// and whether the caller keeps the tables it publishes.
 #[derive(Clone)]
-pub(super) struct PublishHook(pub(super) Arc<Mutex<Publish>>);
+pub(super) struct PublishHook(pub(super) Arc<Mutex<Publish>>, pub(super) bool);
 
 impl std::fmt::Debug for PublishHook {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -348,8 +349,14 @@ impl Builder {
     /// table that must not hold the caller, such as writing it as a table image
     /// ([`Router::to_image`]) for other processes. A panic in the hook is caught and reported
     /// as its error. Takes effect for a thread not yet started.
-    pub fn publish_with(&mut self, hook: Publish) {
-        self.publish = Some(PublishHook(Arc::new(Mutex::new(hook))));
+    ///
+    /// `keep_tables: false` is for a caller that matches from what the hook published (the
+    /// processes of a node sharing one table image): a table the hook published is then kept
+    /// by the thread alone, as its copy for the next build, and the outcome carries an empty
+    /// router in its place, so that the caller's process holds the table once, not twice. A
+    /// table the hook failed to publish is handed over as usual.
+    pub fn publish_with(&mut self, hook: Publish, keep_tables: bool) {
+        self.publish = Some(PublishHook(Arc::new(Mutex::new(hook)), keep_tables));
     }
 
     /// Has the thread run `hook` first, before any build, in the process that starts it: for

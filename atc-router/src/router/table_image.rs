@@ -209,6 +209,42 @@ struct Layout {
     regexes: Range<usize>,
 }
 
+/// The parts of an image a request reads (see [`ImageRouter::view`]).
+struct View<'a> {
+    index: ImageIndex<'a>,
+    arenas: ProgramArenas<'a>,
+    routes: Words<'a>,
+}
+
+/// A route's record.
+struct RouteRecord {
+    id: uuid::Uuid,
+    priority: u64,
+    /// First instruction and instruction count.
+    program: (u32, u32),
+}
+
+impl View<'_> {
+    /// The record of the route of rank `rank`, read with one bounds check.
+    #[inline]
+    fn route(&self, rank: usize) -> Option<RouteRecord> {
+        let at = rank.checked_mul(ROUTE_WORDS)?;
+        let raw = self.routes.raw(at..at.checked_add(ROUTE_WORDS)?)?;
+        let w = |i: usize| {
+            u32::from_le_bytes([raw[4 * i], raw[4 * i + 1], raw[4 * i + 2], raw[4 * i + 3]])
+        };
+        let id = u128::from(w(0))
+            | u128::from(w(1)) << 32
+            | u128::from(w(2)) << 64
+            | u128::from(w(3)) << 96;
+        Some(RouteRecord {
+            id: uuid::Uuid::from_u128(id),
+            priority: u64::from(w(4)) | u64::from(w(5)) << 32,
+            program: (w(6), w(7)),
+        })
+    }
+}
+
 /// The bytes an [`ImageRouter`] reads: an image in memory, or a file mapped by the caller.
 pub type ImageBytes = Arc<dyn AsRef<[u8]> + Send + Sync>;
 
@@ -351,48 +387,42 @@ impl ImageRouter {
         Ok(())
     }
 
-    fn part(&self, r: &Range<usize>) -> &[u8] {
-        (*self.bytes).as_ref().get(r.clone()).unwrap_or_default()
-    }
-
-    fn words(&self, r: &Range<usize>) -> Words<'_> {
-        Words::new(self.part(r)).unwrap_or(Words::new(&[]).expect("empty"))
-    }
-
-    fn arenas(&self) -> ProgramArenas<'_> {
-        ProgramArenas {
-            code: self.words(&self.layout.code),
-            bytes: self.part(&self.layout.literals),
-            sets: self.words(&self.layout.sets),
-            regex_sources: self.words(&self.layout.regexes),
-            regexes: &self.regexes,
-            fields: &self.fields,
+    /// The image's parts a request reads, found from one borrow of its bytes.
+    fn view(&self) -> View<'_> {
+        let all: &[u8] = (*self.bytes).as_ref();
+        let part = |r: &Range<usize>| all.get(r.clone()).unwrap_or_default();
+        let words = |r: &Range<usize>| Words::new(part(r)).unwrap_or(Words::EMPTY);
+        let l = &self.layout;
+        View {
+            index: ImageIndex::new(
+                words(&l.nodes),
+                words(&l.entries),
+                part(&l.index_bytes),
+                &self.fields,
+            ),
+            arenas: ProgramArenas {
+                code: words(&l.code),
+                bytes: part(&l.literals),
+                sets: words(&l.sets),
+                regex_sources: words(&l.regexes),
+                regexes: &self.regexes,
+                fields: &self.fields,
+            },
+            routes: words(&l.route_records),
         }
     }
 
-    fn index(&self) -> ImageIndex<'_> {
-        ImageIndex::new(
-            self.words(&self.layout.nodes),
-            self.words(&self.layout.entries),
-            self.part(&self.layout.index_bytes),
-            &self.fields,
-        )
+    fn arenas(&self) -> ProgramArenas<'_> {
+        self.view().arenas
     }
 
-    fn route_word(&self, rank: usize, w: usize) -> Option<u32> {
-        self.words(&self.layout.route_records)
-            .get(rank.checked_mul(ROUTE_WORDS)? + w)
+    #[cfg(feature = "diagnostics")]
+    pub(crate) fn id_and_priority(&self, rank: usize) -> Option<(uuid::Uuid, u64)> {
+        self.view().route(rank).map(|r| (r.id, r.priority))
     }
 
     fn program_of(&self, rank: usize) -> Option<(u32, u32)> {
-        Some((self.route_word(rank, 6)?, self.route_word(rank, 7)?))
-    }
-
-    pub(crate) fn id_and_priority(&self, rank: usize) -> Option<(uuid::Uuid, u64)> {
-        let w = |i| self.route_word(rank, i).map(u128::from);
-        let id = w(0)? | w(1)? << 32 | w(2)? << 64 | w(3)? << 96;
-        let priority = w(4)? as u64 | (w(5)? as u64) << 32;
-        Some((uuid::Uuid::from_u128(id), priority))
+        self.view().route(rank).map(|r| r.program)
     }
 
     /// Number of routes.
@@ -451,25 +481,24 @@ impl ImageRouter {
             return Err(Error::SchemaMismatch);
         }
         let (values, w) = (&ctx.values, &mut ctx.record);
-        let index = self.index();
-        let arenas = self.arenas();
+        let view = self.view();
         let found = with_scratch_image(|lowered, bufs, ranks| {
             ranks.clear();
-            index.candidates(self.layout.root, values, bufs, ranks);
+            view.index.candidates(self.layout.root, values, bufs, ranks);
             if ranks.len() > 1 {
                 ranks.sort_unstable();
                 ranks.dedup();
             }
             for &rank in ranks.iter() {
-                let rank = rank as usize;
-                let Some(code) = self
-                    .program_of(rank)
-                    .and_then(|(start, len)| arenas.program(start, len))
-                else {
+                let Some(route) = view.route(rank as usize) else {
+                    continue;
+                };
+                let (start, len) = route.program;
+                let Some(code) = view.arenas.program(start, len) else {
                     continue;
                 };
                 if eval::eval_code(code, values, lowered, w) {
-                    return self.id_and_priority(rank);
+                    return Some((route.id, route.priority));
                 }
                 w.clear();
             }
@@ -497,7 +526,8 @@ impl ImageRouter {
         bufs: &mut Vec<crate::index::image::LevelBuf>,
         out: &mut Vec<u32>,
     ) {
-        self.index()
+        self.view()
+            .index
             .candidates(self.layout.root, &ctx.values, bufs, out);
     }
 

@@ -63,6 +63,7 @@ static const int ATC_ERR_NOT_READY = -17;
 static const int ATC_BUILDER_NICE_DEFAULT = 0;
 static const int ATC_JSON_VERSION = 2;
 static const int ATC_EXPLAIN_RULED_OUT = 1;
+static const int ATC_PUBLISH_DROP_TABLES = 1;
 static const int ATC_SUBSYSTEM_HTTP = 1;
 static const int ATC_SUBSYSTEM_STREAM = 2;
 static const int ATC_PATH_FIELD_PATH = 1;
@@ -234,6 +235,7 @@ int32_t atc_router_route_expression(const atc_router *router,
 int32_t atc_router_publish_images(atc_router *router,
                                   const char *dir,
                                   size_t dir_len,
+                                  int32_t flags,
                                   char *errbuf,
                                   size_t *errbuf_len);
 int32_t atc_router_published(const atc_router *router,
@@ -255,6 +257,7 @@ atc_image_router *atc_image_open_finish(atc_image_opening *opening,
                                         char *errbuf,
                                         size_t *errbuf_len);
 void atc_image_router_free(atc_image_router *router);
+int32_t atc_image_router_retire(atc_image_router *router, const char *path, size_t path_len);
 int32_t atc_image_router_execute(const atc_image_router *router, atc_context *context);
 int32_t atc_image_router_len(const atc_image_router *router, size_t *count);
 int32_t atc_image_router_fields(const atc_image_router *router,

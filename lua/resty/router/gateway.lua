@@ -348,6 +348,8 @@ end
 --   last_error, last_error_version   gw:last_error()'s err and version, or nil
 --   request_source    "native" or "plain"
 --   fields_in_use     how many fields the routes use
+--   shared_routes, last_switch_ms, max_switch_ms   with `share`: the routes of the shared
+--                     table routed from, and what switching to a new one held the worker
 -- Counts are the worker's own: each worker has its gateway. nil and an error only for a failed
 -- call into the library.
 function _M:stats()
@@ -363,6 +365,11 @@ function _M:stats()
     end
     s.request_source = self:request_source()
     s.fields_in_use = #self.plan.fields
+    local sh = self.share
+    if sh then
+        s.shared_routes = sh.image and sh.image:len() or 0
+        s.last_switch_ms, s.max_switch_ms = sh.last_switch_ms, sh.max_switch_ms
+    end
     return s
 end
 

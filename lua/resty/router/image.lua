@@ -7,7 +7,7 @@
 --   local job = assert(image.open_start(schema, path)) -- the same on a thread of its own
 --   if job:ready() then img, err = job:finish() end     -- between two requests: O(1)
 --   if img:execute(context) then ... context:get_result() ... end
---   img:free(); image.remove_if_unused(path)             -- unmap; remove once no worker maps it
+--   img:retire(path)          -- unmapped on a thread; the file removed once no worker maps it
 --
 -- An image router has the read side of a router: execute, get_fields, key_fields and
 -- needed_fields (every field is read in one pass: an image gives no two-phase masks yet), len.
@@ -170,6 +170,19 @@ function img_mt:free()
         self.ptr = nil
         ffi.gc(p, nil)
         lib.atc_image_router_free(p)
+    end
+end
+
+-- Frees the image router on a thread of its own, then removes the file `path` (optional) if no
+-- process maps it any more: unmapping a large image never holds the caller. The object is
+-- unusable afterwards.
+function img_mt:retire(path)
+    local p = self.ptr
+    if p ~= nil then
+        self.ptr = nil
+        ffi.gc(p, nil)
+        path = path or ""
+        lib.atc_image_router_retire(p, path, #path)
     end
 end
 

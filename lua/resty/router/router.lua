@@ -593,14 +593,17 @@ function _M:sync_start(version, routes, mode, opts)
 end
 
 -- Makes the router's builder write every table it builds as an image file in `dir` (created
--- with mode 0700 if missing), for other workers to map (resty.router.image). Before the first
+-- with mode 0700 if missing), for other workers to map (resty.router.image). With
+-- `drop_tables`, applying a published table leaves this router empty (the process matches
+-- from the image; the builder keeps its copy for the next build). Before the first
 -- sync_start: true, or nil and an error.
-function _M:publish_images(dir)
+function _M:publish_images(dir, drop_tables)
     if type(dir) ~= "string" then
         return nil, "dir must be a string, got " .. type(dir)
     end
     arm()
-    local rc = lib.atc_router_publish_images(self.ptr, dir, #dir, errbuf, errlen)
+    local rc = lib.atc_router_publish_images(self.ptr, dir, #dir,
+        drop_tables and lib.ATC_PUBLISH_DROP_TABLES or 0, errbuf, errlen)
     if rc ~= 0 then
         return nil, message(rc)
     end

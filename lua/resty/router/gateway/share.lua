@@ -78,7 +78,7 @@ function _M.new(opts, r)
     if type(dir) ~= "string" then
         return nil, "share_dir must be a string, got " .. type(dir)
     end
-    local ok, err = r:publish_images(dir)
+    local ok, err = r:publish_images(dir, true)
     if not ok then
         return nil, "share: " .. tostring(err)
     end
@@ -118,15 +118,16 @@ local function switch(gw, img, opening)
         sh.dict:set(key(opening.version) .. ":image", opening.path, KEEP)
     end
     if old then
-        old:free()
-        if old_path ~= opening.path then
-            image.remove_if_unused(old_path)
-        end
+        -- Unmapped (and its file removed if no worker maps it) on a thread: never held here.
+        old:retire(old_path ~= opening.path and old_path or nil)
     end
 end
 
--- Ends an opening that is done: switches to its image, or keeps the table in force.
+-- Ends an opening that is done: switches to its image, or keeps the table in force. What it
+-- holds the worker (the swap, the plan, unmapping the old image) is kept in sh.last_switch_ms
+-- and sh.max_switch_ms (gw:stats()).
 local function finish_opening(gw)
+    local t0 = updates.now_ms()
     local sh = gw.share
     local o = sh.opening
     sh.opening = nil
@@ -141,6 +142,9 @@ local function finish_opening(gw)
         return
     end
     switch(gw, img, o)
+    local took = updates.now_ms() - t0
+    sh.last_switch_ms = took
+    sh.max_switch_ms = math.max(sh.max_switch_ms or 0, took)
 end
 
 -- One step towards the wanted version: its image opened, or this worker made its builder.

@@ -204,8 +204,10 @@ end
 -- Sharing (resty.router.gateway.share), the router's table only builds the image every worker
 -- routes from: the share module maps it and switches.
 local function installed(gw, job, report)
-    gw.plan = _M.plan(gw.router, gw.context, gw.extractors)
-    gw.applied = job.version
+    if not gw.share then
+        gw.plan = _M.plan(gw.router, gw.context, gw.extractors)
+        gw.applied = job.version
+    end
     finish(gw, job, "applied", report)
     if gw.error and gw.error.order < job.order then
         gw.error = nil
