@@ -3,7 +3,8 @@
 //! (never from a table of its own), and answer right; exactly one worker builds; a push reaches
 //! every worker; the replaced image file is removed once no worker maps it; a corrupt image
 //! announced as a new version is refused by every worker, which keeps routing with the table
-//! in force, and no worker crashes.
+//! in force, and no worker crashes; when the builder is killed, the next version is built by
+//! another worker once the dead one's claim expires.
 //!
 //! Needs nginx with the lua module; without it the test prints a notice and passes, unless
 //! `ATC_REQUIRE_NGINX=1` (see `common/nginx.rs`).
@@ -290,9 +291,36 @@ fn four_workers_route_from_one_shared_table() {
     );
     check_routing(port, 2);
 
+    // The builder dies. nginx starts another worker in its place; the next version is built
+    // by another worker once the dead one's claim expires, and reaches all four.
+    let builder = statuses(port)
+        .into_iter()
+        .find(|(_, s)| s.ends_with("builder 1"))
+        .map(|(pid, _)| pid)
+        .expect("a builder");
+    let killed = std::process::Command::new("kill")
+        .args(["-9", &builder])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let r = get(port, "h1.test", "/__push?v=4&file=routes1.tsv");
+    assert_eq!(r.status, 200);
+    let now = wait_for_version(port, "4", &mut running);
+    assert!(!now.contains(&builder), "the dead builder answers: {now:?}");
+    assert_eq!(now.intersection(&pids).count(), 3, "{now:?} {pids:?}");
+    check_routing(port, 1);
+    assert_eq!(builders(port), 1, "a new builder: {:?}", statuses(port));
+
     println!("{:#?}", statuses(port));
     running.stop();
-    nginx::assert_clean_logs(&running.logs());
+    // The one crash is the worker killed here.
+    let logs: String = running
+        .logs()
+        .lines()
+        .filter(|l| !l.contains(&format!("{builder} exited on signal 9")))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    nginx::assert_clean_logs(&logs);
     if std::env::var_os("ATC_KEEP_TEST_DIR").is_none() {
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -403,7 +403,7 @@ fn main() {
         write(&dir, &writer.finish());
     }
     // A crash found by fuzzing: an index image's network length word changed past 32
-    // (atc-router/tests/image_index.rs, `changed_words_never_break_a_walk`).
+    // (atc-router/tests/table_image.rs, `changed_words_never_break_a_request`).
     write(&dir, &[0x9b, 0xff, 0xff, 0xff, 0x31, 0, 0, 0, 0, 0, 0, 0]);
 
     println!(

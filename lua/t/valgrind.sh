@@ -6,7 +6,9 @@
 # 1. The Rust test binaries that drive the library: ffi/tests/c_abi.rs (the C ABI),
 #    ffi/tests/explain.rs (its explain, matches and route-text functions), ffi/tests/background.rs
 #    (background syncs: the builder thread, lent texts, frees while building), ffi/tests/stats.rs
-#    (the counters, written into structs of every size).
+#    (the counters, written into structs of every size), ffi/tests/image_file.rs (table image
+#    files: written, mapped under locks, removed). The Lua tests below publish, map, open on a
+#    thread, match from and retire table images through the C ABI.
 # 2. The Lua tests (lua/t/binding_test.lua, lua/t/gateway_test.lua) once: in the installed
 #    `luajit` (the LuaJIT OpenResty users run) through lua/t/run.lua, or, without one, in the
 #    embedded LuaJIT of ffi/tests/lua.rs. Running both would repeat the same tests under
@@ -27,7 +29,7 @@ executable() {
         | sed -n 's/.*Executable .*(\(.*\))$/\1/p' | tail -n 1
 }
 
-tests=(c_abi explain background stats)
+tests=(c_abi explain background stats image_file)
 command -v luajit >/dev/null || tests=(lua "${tests[@]}")
 for t in "${tests[@]}"; do
     exe=$(executable "$t")

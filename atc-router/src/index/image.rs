@@ -22,8 +22,9 @@
 //!   node) and the table, then the number of parameter children and per child its class (five
 //!   words, `ParamClass::to_words`) and its path node.
 //!
-//! Until a router reads images, this is exercised by the `diagnostics` feature's
-//! `Router::index_image` and the tests comparing its walks with the in-process ones.
+//! Fields are numbered by the image's field table (`Numbering::field` when written), which the
+//! reader maps to its own schema's ids (`ImageIndex::new`'s `fields`). `router/table_image.rs`
+//! writes and reads it as part of a table image.
 //!
 //! Invariants:
 //! - **A walk finds every route the in-process walk finds** (a superset, which evaluation

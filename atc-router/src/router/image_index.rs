@@ -1,5 +1,5 @@
 //! The index of a table image, for tests and diagnostics: its candidates for a request,
-//! compared with the in-process index's (`tests/image_index.rs`) and walked in a loop
+//! compared with the in-process index's (`tests/table_image.rs`) and walked in a loop
 //! (`atc-bench hot --image`).
 
 use std::sync::Arc;

@@ -21,9 +21,10 @@
 -- * A worker never switches to an older version than the one it routes with, and the
 --   builder announces an image only once it maps it itself, so a file is always held by some
 --   worker before any other can look for it (no sweep removes it in between).
--- * A replaced image is unmapped at once (no request of this worker can still be using it:
---   route() does not yield while it executes, and results are copied into the context) and its
---   file removed by the last worker to unmap it.
+-- * A replaced image is unmapped at once, on a thread (no request of this worker can still be
+--   using it: route() does not yield while it executes, and results are copied into the
+--   context), and its file removed by the last worker to unmap it; the builder sweeps files no
+--   worker maps each time it switches.
 
 local image = require("resty.router.image")
 local updates = require("resty.router.gateway.updates")
@@ -116,6 +117,10 @@ local function switch(gw, img, opening)
     end
     if opening.announce then
         sh.dict:set(key(opening.version) .. ":image", opening.path, KEEP)
+        -- Files no worker maps (older versions, what a crash left) go. Only the builder
+        -- sweeps: it alone writes images, so no file it sweeps can be one on its way to being
+        -- mapped.
+        image.sweep(sh.dir, opening.path:match("[^/]+$"))
     end
     if old then
         -- Unmapped (and its file removed if no worker maps it) on a thread: never held here.
