@@ -27,7 +27,7 @@ use crate::router::AtcRouter;
 use crate::schema::AtcSchema;
 use crate::{
     guard, guard_ptr, guard_status, handle, handle_mut, out, str_arg, write_names, Fail, Res,
-    ATC_ERR_IMAGE, ATC_ERR_INVALID, ATC_ERR_NOT_FOUND, ATC_ERR_SCHEMA_MISMATCH, ATC_OK,
+    ATC_ERR_IMAGE, ATC_ERR_INVALID, ATC_ERR_NOT_FOUND, ATC_OK,
 };
 
 /// A table image mapped from a file, matched in place. Opaque.
@@ -353,11 +353,7 @@ pub unsafe extern "C" fn atc_image_router_execute(
         let r = unsafe { handle(router, "router") }?;
         // SAFETY: `context` is NULL or a live handle nothing else uses during the call.
         let c = unsafe { handle_mut(context, "context") }?;
-        match r.router.try_execute(&mut c.ctx) {
-            Ok(matched) => Ok(i32::from(matched)),
-            Err(atc_router::Error::SchemaMismatch) => Err(Fail::new(ATC_ERR_SCHEMA_MISMATCH, "")),
-            Err(e) => Err(Fail::from(e)),
-        }
+        crate::router::execute_status(r.router.try_execute(&mut c.ctx))
     })
 }
 

@@ -174,12 +174,18 @@ pub unsafe extern "C" fn atc_router_execute(
         // caller's contract).
         let c = unsafe { handle_mut(context, "context") }?;
         // Clears the previous result in every case, errors included.
-        match r.router.try_execute(&mut c.ctx) {
-            Ok(matched) => Ok(i32::from(matched)),
-            Err(atc_router::Error::SchemaMismatch) => Err(Fail::new(ATC_ERR_SCHEMA_MISMATCH, "")),
-            Err(e) => Err(Fail::from(e)),
-        }
+        execute_status(r.router.try_execute(&mut c.ctx))
     })
+}
+
+/// An execute's answer as the C ABI gives it: 1 or 0, or the error's status (a schema
+/// mismatch without a message: the status says it all).
+pub(crate) fn execute_status(result: Result<bool, atc_router::Error>) -> Res<i32> {
+    match result {
+        Ok(matched) => Ok(i32::from(matched)),
+        Err(atc_router::Error::SchemaMismatch) => Err(Fail::new(ATC_ERR_SCHEMA_MISMATCH, "")),
+        Err(e) => Err(Fail::from(e)),
+    }
 }
 
 /// The names of the fields used by at least one route, sorted, each followed by a NUL, into

@@ -1,16 +1,18 @@
--- The gateway of the shared-table nginx test (ffi/tests/nginx_share.rs): resty.router.gateway
--- with share = "atc_share" in every worker of a 4-worker nginx.
+-- The gateway of the shared-table nginx test (ffi/tests/nginx_share.rs) and of
+-- scripts/share-bench: resty.router.gateway in every worker of a 4-worker nginx, with
+-- share = "atc_share" or (the benchmark's baseline) a table of its own.
 --
--- init_worker(dir) updates to version 1 (dir/routes1.tsv), then follows pushes: a timer reads
--- the version and route file the test set in the atc_test dict (/__push?v=V&file=F) and calls
--- gw:update with them, as a gateway's configuration events would.
+-- init_worker(dir, file, own) updates to version 1 (dir/file), then follows pushes: a timer
+-- reads the version and route file set in the atc_test dict (/__push?v=V&file=F) and calls
+-- gw:update with them, as a gateway's configuration events would. `own`: no sharing.
 -- access() routes with gw:route() and answers 200 with the headers X-Route (uuid), X-Capture
 -- (the capture `id`, or "-"), X-Version (the version in force), X-Pid, X-Shared (1 when the
 -- table routed from is the shared image), or 404 with the same headers but X-Route.
 -- corrupt() (/__corrupt?v=V) writes a corrupt image file and announces it as version V's
 -- image, then pushes V: every worker must refuse it and keep its table.
--- status() (/__share) answers "pid <pid> version <v> shared <0|1> own_routes <n> builder <0|1>"
--- (own_routes: the routes of the worker's own router; builder: it holds the node's claim).
+-- status() (/__share) answers "pid <pid> version <v> shared <0|1> own_routes <n> builder <0|1>
+-- shared_routes <n> switch_max <ms>" (own_routes: the routes of the worker's own router;
+-- builder: it holds the node's claim; switch_max: the longest a switch held it).
 
 local gateway = require("resty.router.gateway")
 
@@ -45,17 +47,17 @@ local function follow(premature)
     end
 end
 
-function _M.init_worker(dir)
+function _M.init_worker(dir, file, own)
     DIR = dir
     local err
-    GW, err = gateway.new({ share = "atc_share", share_dir = dir .. "/images",
-        poll_interval = 0.01, captures = "table" })
+    GW, err = gateway.new({ share = (not own) and "atc_share" or nil,
+        share_dir = dir .. "/images", poll_interval = 0.01, captures = "table" })
     if not GW then
         ngx.log(ngx.ERR, "share test: ", err)
         return
     end
     requested = 1
-    local ok, uerr = GW:update(1, read(dir .. "/routes1.tsv"))
+    local ok, uerr = GW:update(1, read(dir .. "/" .. file))
     if not ok then
         ngx.log(ngx.ERR, "share test: update 1 failed: ", uerr)
     end
@@ -107,9 +109,12 @@ end
 
 function _M.status()
     local sh = GW.share
+    local s = GW:stats()
     ngx.say("pid ", ngx.worker.pid(), " version ", tostring(GW:version()), " shared ",
-        (sh and sh.image) and 1 or 0, " own_routes ", GW.router:stats().routes, " builder ",
-        ngx.shared.atc_share:get("atc:builder") == ngx.worker.pid() and 1 or 0)
+        (sh and sh.image) and 1 or 0, " own_routes ", s.routes, " builder ",
+        ngx.shared.atc_share:get("atc:builder") == ngx.worker.pid() and 1 or 0,
+        " shared_routes ", s.shared_routes or 0,
+        " switch_max ", string.format("%.3f", s.max_switch_ms or 0))
 end
 
 return _M

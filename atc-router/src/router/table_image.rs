@@ -33,9 +33,8 @@ use crate::image::{Image, ImageError, ImageWriter, Words};
 use crate::index::image::{ImageIndex, Numbering};
 use crate::limits::Limits;
 use crate::router::context::Context;
-use crate::schema::names::Holds;
+use crate::schema::names::{type_code, type_of_code, Holds};
 use crate::schema::{FieldId, Schema};
-use crate::value::Type;
 
 const HEAD: u32 = 1;
 const NODES: u32 = 2;
@@ -60,25 +59,6 @@ const KIND_TABLE: u32 = 1;
 /// with a schema that gives its field names the same types.
 fn tag(schema: &Schema) -> u64 {
     schema.fingerprint()
-}
-
-fn type_code(ty: Type) -> u32 {
-    match ty {
-        Type::String => 0,
-        Type::Int => 1,
-        Type::IpAddr => 2,
-        Type::IpCidr => 3,
-    }
-}
-
-fn type_of(code: u32) -> Option<Type> {
-    Some(match code {
-        0 => Type::String,
-        1 => Type::Int,
-        2 => Type::IpAddr,
-        3 => Type::IpCidr,
-        _ => return None,
-    })
 }
 
 fn too_big() -> Error {
@@ -350,7 +330,7 @@ impl ImageRouter {
                     "a field name outside the section or not UTF-8",
                 ))?;
             let (id, found) = holds.acquire(name)?;
-            if type_of(ty) != Some(found) {
+            if type_of_code(ty) != Some(found) {
                 return Err(bad(FIELDS, "a field of another type than the schema's"));
             }
             fields.push(id);

@@ -93,13 +93,7 @@ impl FieldId {
         if self.0 & INDEX_MASK != UNUSED_INDEX {
             return None;
         }
-        Some(match self.generation() {
-            0 => Type::String,
-            1 => Type::Int,
-            2 => Type::IpAddr,
-            3 => Type::IpCidr,
-            _ => return None,
-        })
+        type_of_code(self.generation())
     }
 
     fn pack(index: u32, generation: u32) -> FieldId {
@@ -111,13 +105,25 @@ impl FieldId {
     }
 }
 
-fn type_code(ty: Type) -> u32 {
+/// A type's number: in an unused id's generation bits, and in a table image's field table.
+pub(crate) fn type_code(ty: Type) -> u32 {
     match ty {
         Type::String => 0,
         Type::Int => 1,
         Type::IpAddr => 2,
         Type::IpCidr => 3,
     }
+}
+
+/// The type of a [`type_code`].
+pub(crate) fn type_of_code(code: u32) -> Option<Type> {
+    Some(match code {
+        0 => Type::String,
+        1 => Type::Int,
+        2 => Type::IpAddr,
+        3 => Type::IpCidr,
+        _ => return None,
+    })
 }
 
 /// What a [`FieldId`] stands for now (see [`Schema::id_state`]).

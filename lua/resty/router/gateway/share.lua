@@ -18,9 +18,10 @@
 -- * A worker switches tables between two requests, in O(1): the file is mapped and checked
 --   on a thread (image.open_start) and swapped in with its plan in one step, without yielding.
 --   A refused image (corrupt, foreign) leaves the table in force and is logged.
--- * A worker never switches to an older version than the one it routes with, and the
---   builder announces an image only once it maps it itself, so a file is always held by some
---   worker before any other can look for it (no sweep removes it in between).
+-- * A worker moves towards the version its last update() asked for (sh.want), one opening
+--   at a time; the builder announces an image only once it maps it itself, so a file is
+--   always held by some worker before any other can look for it (no sweep removes it in
+--   between).
 -- * A replaced image is unmapped at once, on a thread (no request of this worker can still be
 --   using it: route() does not yield while it executes, and results are copied into the
 --   context), and its file removed by the last worker to unmap it; the builder sweeps files no
