@@ -97,7 +97,7 @@ const COMMANDS: &[Command] = &[
     Command {
         name: "hot",
         synopsis: "--routes N --family F --mix M [--plain|--captures] [--iters K] \
-                   [--requests R] [--candidates-only|--image|--whole]",
+                   [--requests R] [--candidates-only|--image|--image-router|--whole]",
         about: "a tight request loop for perf and callgrind; prints ns per request",
         opts: &[
             Opt {
