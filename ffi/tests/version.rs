@@ -115,6 +115,35 @@ fn every_lua_module_declares_the_version() {
     }
 }
 
+/// `make install` (and the rockspec and the .deb, which use it) copies the modules its lists
+/// name: every module of the tree must be in them.
+#[test]
+fn make_install_lists_every_lua_module() {
+    let makefile = read(&root().join("ffi/Makefile"));
+    let list = |var: &str| -> Vec<String> {
+        makefile
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{var} := ")))
+            .unwrap_or_else(|| panic!("no {var} in ffi/Makefile"))
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect()
+    };
+    let (top, gateway) = (list("LUA_MODULES"), list("LUA_GATEWAY_MODULES"));
+    for (name, path) in lua_modules() {
+        let file = path.file_name().unwrap().to_string_lossy().into_owned();
+        let listed = if name.starts_with("resty.router.gateway.") {
+            gateway.contains(&file)
+        } else {
+            top.contains(&file)
+        };
+        assert!(
+            listed,
+            "{name} ({file}) is not in ffi/Makefile's install lists"
+        );
+    }
+}
+
 #[test]
 fn the_loaded_modules_report_the_version() {
     // SAFETY: the binding needs the `ffi` and `debug` libraries, which mlua calls unsafe.
