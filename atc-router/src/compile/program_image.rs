@@ -212,8 +212,24 @@ impl RegexSlots {
     /// Regex `n` of the image whose regex table is `sources` (over `bytes`); `None` when it
     /// cannot be read or compiled (the builder compiled it under the same limits, so only a
     /// corrupt image gets here).
+    #[inline]
     fn get<'a>(&'a self, n: u32, sources: Words<'_>, bytes: &[u8]) -> Option<&'a CompiledRegex> {
         let slot = self.compiled.get(n as usize)?;
+        match slot.get() {
+            Some(compiled) => compiled.as_deref(),
+            None => self.compile(slot, n, sources, bytes),
+        }
+    }
+
+    /// The first request to need regex `n` compiles it (once, whichever thread gets there).
+    #[cold]
+    fn compile<'a>(
+        &self,
+        slot: &'a OnceLock<Option<Arc<CompiledRegex>>>,
+        n: u32,
+        sources: Words<'_>,
+        bytes: &[u8],
+    ) -> Option<&'a CompiledRegex> {
         slot.get_or_init(|| {
             let i = n as usize * 2;
             let (at, len) = (sources.get(i)? as usize, sources.get(i + 1)? as usize);
@@ -421,8 +437,9 @@ impl<'a> CodeView<'a> for ImageCode<'a> {
 }
 
 impl<'a> ImageCode<'a> {
-    /// A predicate's record, read.
-    #[inline]
+    /// A predicate's record, read. Inlined: what it returns is large, and evaluation reads
+    /// fields of it at once.
+    #[inline(always)]
     fn decode(&self, [w0, field, a, b]: [u32; INSTR_WORDS]) -> Option<PredRef<'a>> {
         let op = *Op::ALL.get(((w0 >> 8) & 0xff) as usize)?;
         let bytes = self.arenas.bytes;

@@ -28,7 +28,7 @@ use std::ops::Range;
 pub const MAGIC: [u8; 8] = *b"ATC-IMG\n";
 
 /// The version of the layout this library writes and reads; any other is refused.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 /// Most sections an image may have (a bound on what a reader parses before it trusts anything).
 const MAX_SECTIONS: usize = 1024;
@@ -409,6 +409,21 @@ impl<'a> Words<'a> {
         u32_at(self.0, i.checked_mul(4)?)
     }
 
+    /// The `N` words from `i` on, read with one bounds check, or `None` when they are not all
+    /// inside (a record's fields at once).
+    #[inline]
+    pub fn array<const N: usize>(&self, i: usize) -> Option<[u32; N]> {
+        let at = i.checked_mul(4)?;
+        let raw = self.0.get(at..at.checked_add(4 * N)?)?;
+        // `raw` is 4 * N bytes long, which the compiler knows: the indexing below checks
+        // nothing more.
+        let mut out = [0u32; N];
+        for (w, b) in out.iter_mut().zip(raw.chunks_exact(4)) {
+            *w = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        }
+        Some(out)
+    }
+
     /// The words in `range`, or `None` when it is not inside.
     pub fn slice(&self, range: Range<usize>) -> Option<Words<'a>> {
         let start = range.start.checked_mul(4)?;
@@ -578,10 +593,12 @@ mod tests {
         );
 
         let mut other = bytes.clone();
-        other[8..12].copy_from_slice(&2u32.to_le_bytes());
+        other[8..12].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
         assert_eq!(
             Image::open(&resealed(other), TAG).unwrap_err(),
-            ImageError::Format { found: 2 }
+            ImageError::Format {
+                found: FORMAT_VERSION + 1
+            }
         );
 
         let mut older = bytes.clone();

@@ -26,6 +26,9 @@ pub const NONE: u32 = u32::MAX;
 const NODE: usize = 8;
 /// Bytes a record keeps in place (two words).
 const IN_PLACE: usize = 8;
+/// Steps a [`PrefixTable::walk_within`] may take per byte of its text before it gives up
+/// walking and visits every value.
+const WITHIN_BUDGET: usize = 16;
 
 fn common_prefix(a: &[u8], b: &[u8]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
@@ -129,6 +132,18 @@ pub fn write(entries: &[(&[u8], u32)], bytes: &mut Vec<u8>) -> Option<Vec<u32>> 
     Some(words)
 }
 
+/// Whether `text` starts with the `len` (1 to 8) bytes held in place in `label`: one word
+/// compare when the text has eight bytes to read, instead of a call to compare slices.
+#[inline]
+fn starts_with_placed(text: &[u8], label: u64, len: u32) -> bool {
+    let len = len as usize;
+    if let Some(head) = text.first_chunk::<8>() {
+        let mask = u64::MAX >> (8 * (IN_PLACE - len));
+        return u64::from_le_bytes(*head) & mask == label & mask;
+    }
+    text.len() >= len && text[..len] == label.to_le_bytes()[..len]
+}
+
 /// A table read in place from an image's words and bytes.
 #[derive(Debug, Clone, Copy)]
 pub struct PrefixTable<'a> {
@@ -152,62 +167,155 @@ impl<'a> PrefixTable<'a> {
         })
     }
 
-    fn field(&self, node: usize, i: usize) -> Option<u32> {
-        self.words.get(1 + node * NODE + i)
+    /// `node`'s record, read with one bounds check.
+    #[inline]
+    fn record(&self, node: usize) -> Option<[u32; NODE]> {
+        self.words
+            .array::<NODE>(node.checked_mul(NODE)?.checked_add(1)?)
     }
 
-    /// The `len` bytes whose place is words `i`, `i + 1` of `node`'s record.
-    fn placed(&self, node: usize, i: usize, len: u32) -> Option<&'a [u8]> {
+    /// The `len` bytes placed by `place` as the two words `w` (in place or in the arena).
+    #[inline]
+    fn placed(&self, w: [u32; 2], len: u32) -> Option<&'a [u8]> {
         let len = len as usize;
-        let at = 1 + node * NODE + i;
         if len <= IN_PLACE {
-            return self.words.raw(at..at + 2)?.get(..len);
+            return None;
         }
-        let off = self.words.get(at)? as usize;
+        let off = w[0] as usize;
         self.bytes.get(off..off.checked_add(len)?)
     }
 
     /// Calls `visit` with the value of every stored key that is a prefix of `text`, shortest
     /// first.
     #[inline]
-    pub fn walk(&self, text: &[u8], mut visit: impl FnMut(u32)) {
+    pub fn walk(&self, text: &[u8], visit: impl FnMut(u32)) {
+        if let Some(root) = self.record(0) {
+            // One walk reads each byte of the text once at most: no budget needed.
+            let mut unbounded = usize::MAX;
+            self.walk_from(root, text, &mut unbounded, visit);
+        }
+    }
+
+    /// Calls `visit` with the value of every stored key that `text` contains: the keys that
+    /// are prefixes of each of its suffixes, so a key found at several places is visited once
+    /// per place. Only the places whose byte starts one of the keys are walked, found with a
+    /// vectorised search when the keys start with at most three distinct bytes (the common
+    /// case: a handful of `contains` literals).
+    ///
+    /// Walks from many places can together compare a text against long keys again and again
+    /// (keys `a`, `aa`, … and a text of `a`s); past a budget linear in the text's length the
+    /// rest is not walked and every stored key's value is visited instead: more than the text
+    /// contains, never less, at a cost bounded by the text and the table.
+    pub fn walk_within(&self, text: &[u8], mut visit: impl FnMut(u32)) {
+        let Some(root) = self.record(0) else {
+            return;
+        };
+        // The empty key, contained in every text (once).
+        if root[1] != NONE {
+            visit(root[1]);
+        }
+        let [_, _, _, count, _, _, f0, f1] = root;
+        let in_place = (u64::from(f1) << 32 | u64::from(f0)).to_le_bytes();
+        let firsts = if count as usize <= IN_PLACE {
+            &in_place[..count as usize]
+        } else {
+            match self.placed([f0, f1], count) {
+                Some(f) => f,
+                None => return,
+            }
+        };
+        let mut root_only = root;
+        root_only[1] = NONE;
+        let mut budget = text
+            .len()
+            .saturating_mul(WITHIN_BUDGET)
+            .saturating_add(4096);
+        let mut walk_at = |i: usize| self.walk_from(root_only, &text[i..], &mut budget, &mut visit);
+        let done = match *firsts {
+            [] => true,
+            [a] => memchr::memchr_iter(a, text).all(&mut walk_at),
+            [a, b] => memchr::memchr2_iter(a, b, text).all(&mut walk_at),
+            [a, b, c] => memchr::memchr3_iter(a, b, c, text).all(&mut walk_at),
+            _ => {
+                let mut starts = [false; 256];
+                for &b in firsts {
+                    starts[usize::from(b)] = true;
+                }
+                (0..text.len()).all(|i| !starts[usize::from(text[i])] || walk_at(i))
+            }
+        };
+        if !done {
+            self.for_each_value(visit);
+        }
+    }
+
+    /// Calls `visit` with the value of every stored key.
+    fn for_each_value(&self, mut visit: impl FnMut(u32)) {
+        for node in 0..self.nodes {
+            match self.record(node) {
+                Some([_, value, ..]) if value != NONE => visit(value),
+                _ => {}
+            }
+        }
+    }
+
+    #[inline]
+    /// The walk from `root` (node 0's record) along `text`; `false` when it stopped because
+    /// `budget` (nodes stepped plus label bytes compared) ran out.
+    fn walk_from(
+        &self,
+        root: [u32; NODE],
+        text: &[u8],
+        budget: &mut usize,
+        mut visit: impl FnMut(u32),
+    ) -> bool {
         let mut node = 0usize;
+        let mut rec = root;
         let mut rest = text;
         loop {
-            let Some(value) = self.field(node, 1) else {
-                return;
-            };
+            // len, value, first child, children, label (2 words), first bytes (2 words).
+            let [_, value, first, count, _, _, f0, f1] = rec;
             if value != NONE {
                 visit(value);
             }
             let Some((&b, _)) = rest.split_first() else {
-                return;
+                return true;
             };
-            let (Some(first), Some(count)) = (self.field(node, 2), self.field(node, 3)) else {
-                return;
+            let i = if count as usize <= IN_PLACE {
+                let firsts = (u64::from(f1) << 32 | u64::from(f0)).to_le_bytes();
+                firsts[..count as usize].iter().position(|&x| x == b)
+            } else {
+                self.placed([f0, f1], count)
+                    .and_then(|f| memchr::memchr(b, f))
             };
-            let Some(firsts) = self.placed(node, 6, count) else {
-                return;
-            };
-            let Some(i) = firsts.iter().position(|&x| x == b) else {
-                return;
+            let Some(i) = i else {
+                return true;
             };
             let child = first as usize + i;
             // Children come after their parent, or the words are no tree (a walk must end).
             if child <= node || child >= self.nodes {
-                return;
+                return true;
             }
-            let Some(label) = self
-                .field(child, 0)
-                .and_then(|len| self.placed(child, 4, len))
-            else {
-                return;
+            let Some(child_rec) = self.record(child) else {
+                return true;
             };
-            if label.is_empty() || !rest.starts_with(label) {
-                return;
+            let [len, _, _, _, l0, l1, _, _] = child_rec;
+            match budget.checked_sub(1 + len as usize) {
+                Some(left) => *budget = left,
+                None => return false,
             }
-            rest = &rest[label.len()..];
+            let matched = if len as usize <= IN_PLACE {
+                len != 0 && starts_with_placed(rest, u64::from(l1) << 32 | u64::from(l0), len)
+            } else {
+                self.placed([l0, l1], len)
+                    .is_some_and(|label| rest.starts_with(label))
+            };
+            if !matched {
+                return true;
+            }
+            rest = &rest[len as usize..];
             node = child;
+            rec = child_rec;
         }
     }
 }
@@ -328,5 +436,63 @@ mod tests {
                 proptest::prop_assert_eq!(got, want.into_iter().map(|(_, v)| v).collect::<Vec<_>>());
             }
         }
+
+        #[test]
+        fn a_walk_within_finds_every_key_the_text_contains_and_no_other(
+            keys in proptest::collection::btree_set(proptest::collection::vec(0u8..4, 0..6), 0..40),
+            texts in proptest::collection::vec(proptest::collection::vec(0u8..4, 0..24), 1..16),
+        ) {
+            let keys: Vec<Vec<u8>> = keys.into_iter().collect();
+            let entries: Vec<(&[u8], u32)> =
+                keys.iter().enumerate().map(|(i, k)| (&k[..], i as u32)).collect();
+            let mut bytes = Vec::new();
+            let words = as_bytes(&write(&entries, &mut bytes).unwrap());
+            let t = PrefixTable::new(Words::new(&words).unwrap(), &bytes).unwrap();
+            for text in &texts {
+                let want: std::collections::BTreeSet<u32> = entries
+                    .iter()
+                    .filter(|(k, _)| k.is_empty() || text.windows(k.len()).any(|w| w == *k))
+                    .map(|(_, v)| *v)
+                    .collect();
+                let mut got = std::collections::BTreeSet::new();
+                t.walk_within(text, |v| {
+                    got.insert(v);
+                });
+                proptest::prop_assert_eq!(got, want);
+            }
+        }
+    }
+
+    #[test]
+    fn a_walk_within_over_keys_that_repeat_in_the_text_stays_linear_and_misses_nothing() {
+        // `a`, `aa`, ..., 300 `a`s, and `b`: a text of 20,000 `a`s holds every `a` key at
+        // thousands of places. The walk gives up early and visits every value: `b` too (more
+        // than the text holds, never less).
+        let keys: Vec<Vec<u8>> = (1..=300)
+            .map(|n| vec![b'a'; n])
+            .chain([b"b".to_vec()])
+            .collect();
+        let entries: Vec<(&[u8], u32)> = keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| (&k[..], i as u32))
+            .collect();
+        let mut bytes = Vec::new();
+        let words = as_bytes(&write(&entries, &mut bytes).unwrap());
+        let t = PrefixTable::new(Words::new(&words).unwrap(), &bytes).unwrap();
+        let mut visits = 0usize;
+        let mut got = std::collections::BTreeSet::new();
+        t.walk_within(&[b'a'; 20_000], |v| {
+            visits += 1;
+            got.insert(v);
+        });
+        assert_eq!(got.len(), 301);
+        assert!(visits <= 16 * 20_000 + 4096 + 301, "{visits} visits");
+        // A short text is walked exactly.
+        let mut got = std::collections::BTreeSet::new();
+        t.walk_within(b"xaax", |v| {
+            got.insert(v);
+        });
+        assert_eq!(got, [0, 1].into());
     }
 }

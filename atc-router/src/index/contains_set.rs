@@ -192,6 +192,13 @@ impl<T> ContainsSet<T> {
         });
     }
 
+    /// Every live literal and its payload (in no particular order).
+    pub(crate) fn for_each_literal<'a>(&'a self, mut visit: impl FnMut(&'a [u8], &'a T)) {
+        for (lit, v) in self.slots.iter().flatten() {
+            visit(lit, v);
+        }
+    }
+
     pub(crate) fn for_each<'a>(&'a self, mut visit: impl FnMut(&'a T)) {
         for (_, v) in self.slots.iter().flatten() {
             visit(v);

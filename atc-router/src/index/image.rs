@@ -5,10 +5,13 @@
 //! Layout: node records in one word array, a node's number being the position of its first
 //! word; leaf entries in a second array; keys' bytes in the tables' arena.
 //! - leaf: `LEAF`, start and length of its entries (route numbers, ascending);
-//! - split by exact key, prefix or suffix: its kind, the field's raw id, whether values are
-//!   lowercased, its `rest` node, the number of table words, then the table (an
-//!   [`ExactTable`], or a [`PrefixTable`], over reversed keys for a suffix split) whose values
-//!   are child nodes;
+//! - split by exact key, prefix, suffix or contained literal: its kind, the field's raw id,
+//!   whether values are lowercased, its `rest` node, the number of table words, then the table
+//!   (an [`ExactTable`], or a [`PrefixTable`]: over reversed keys for a suffix split, walked
+//!   from every place of the value for a `contains` split) whose values are child nodes;
+//! - split by at most [`FEW_LITERALS`] contained literals: `CONTAINS_FEW`, the field,
+//!   lowercasing, `rest`, the number of literals, then per literal its offset and length in
+//!   the bytes, its child and where its rarest byte is (so a search needs no set-up);
 //! - split by integer: `INT`, the field, 0, `rest`, the number of keys, then per key (ascending)
 //!   its low and high words and its child;
 //! - split by field: `FIELDS`, `rest`, the number of children, then per child the field's raw id
@@ -19,8 +22,9 @@
 //! - split by path pattern: `PATH`, the field, lowercasing, `rest`, the root of its path tree;
 //!   a path node is the decision nodes of the patterns that end there open and exact
 //!   ([`NONE`] if none), the length of its literal children's [`ExactTable`] (segment to path
-//!   node) and the table, then the number of parameter children and per child its class (five
-//!   words, `ParamClass::to_words`) and its path node.
+//!   node) and the table (length 0 and no table when it has none), then the number of
+//!   parameter children and per child its class (five words, `ParamClass::to_words`) and its
+//!   path node.
 //!
 //! Fields are numbered by the image's field table (`Numbering::field` when written), which the
 //! reader maps to its own schema's ids (`ImageIndex::new`'s `fields`). `router/table_image.rs`
@@ -28,15 +32,19 @@
 //!
 //! Invariants:
 //! - **A walk finds every route the in-process walk finds** (a superset, which evaluation
-//!   narrows as it narrows the in-process candidates). A split of a kind that has no flat form
-//!   yet (`contains`), and a path split deeper than [`MAX_PATH_DEPTH`] segments, is written as
-//!   the leaf of every route below it: still every route a request can match, at the cost of
-//!   more candidates; [`Written::leaves_in_place_of_splits`] counts them.
+//!   narrows as it narrows the in-process candidates). A path split deeper than
+//!   [`MAX_PATH_DEPTH`] segments is written as the leaf of every route below it: still every
+//!   route a request can match, at the cost of more candidates;
+//!   [`Written::leaves_in_place_of_splits`] counts them.
 //! - A walk trusts nothing beyond the container's checksum: reads are bounds-checked, it goes at
 //!   most [`MAX_DEPTH`] levels down (one scratch buffer per level) and at most
 //!   [`MAX_PATH_DEPTH`] segments into a path tree, so corrupt words can neither make it loop
-//!   nor recurse past a few thousand small frames, and words it cannot read end that branch. Lowercasing is the evaluator's
-//!   (`compile::eval::lowercase_if`), so a key is looked up as the in-process index looks it up.
+//!   nor recurse past a few thousand small frames, and words it cannot read end that branch.
+//!   Lowercasing is the evaluator's (`compile::eval::lowercase_if`), so a key is looked up as
+//!   the in-process index looks it up.
+//! - Searches stay linear in the value whatever the table: a `contains` search by rarest byte
+//!   hands over to `memmem` after a few misses, and a walk within a value gives up past a
+//!   budget and takes every child (more candidates, never fewer).
 
 use super::cidr_map::flat_key;
 use super::tree::{FieldSplit, Node, Split};
@@ -61,6 +69,11 @@ const INT: u32 = 4;
 const FIELDS: u32 = 5;
 const PATH: u32 = 6;
 const CIDR: u32 = 7;
+const CONTAINS: u32 = 8;
+const CONTAINS_FEW: u32 = 9;
+
+/// A `contains` split of at most this many literals lists them, each searched for alone.
+const FEW_LITERALS: usize = 4;
 
 /// Deepest path pattern a path split is written for (segments); a deeper one is written as a
 /// leaf. Bounds the walk's recursion, which goes a level per segment.
@@ -141,7 +154,6 @@ fn split(s: &Split, num: &Numbering<'_>, w: &mut Written) -> Option<u32> {
     use super::keyed::Keyed;
     let flat = match &s.keyed {
         Keyed::Path(t) => t.depth() <= MAX_PATH_DEPTH,
-        Keyed::Contains(_) => false,
         _ => true,
     };
     if !flat {
@@ -229,8 +241,32 @@ fn split(s: &Split, num: &Numbering<'_>, w: &mut Written) -> Option<u32> {
             w.nodes.extend(table);
             return Some(at);
         }
-        // Written as a leaf above.
-        Keyed::Contains(_) => return None,
+        Keyed::Contains(set) => {
+            let mut children = Vec::new();
+            set.for_each_literal(|lit, c| children.push((lit.to_vec(), c)));
+            for (k, c) in children {
+                keyed.push((k, write_node(c, num, w)?));
+            }
+            if keyed.len() <= FEW_LITERALS {
+                let at = word(w.nodes.len())?;
+                let field = (num.field)(s.disc.field);
+                w.nodes.extend([
+                    CONTAINS_FEW,
+                    field,
+                    u32::from(s.disc.lower),
+                    rest,
+                    word(keyed.len())?,
+                ]);
+                for (k, c) in keyed {
+                    w.nodes
+                        .extend([word(w.bytes.len())?, word(k.len())?, c, rarest_byte(&k)]);
+                    w.bytes.extend_from_slice(&k);
+                }
+                word(w.bytes.len())?;
+                return Some(at);
+            }
+            CONTAINS
+        }
     };
     let at = word(w.nodes.len())?;
     let field = (num.field)(s.disc.field);
@@ -247,6 +283,7 @@ fn split(s: &Split, num: &Numbering<'_>, w: &mut Written) -> Option<u32> {
     let entries: Vec<(&[u8], u32)> = keyed.iter().map(|(k, c)| (&k[..], *c)).collect();
     let table = match kind {
         EXACT => exact_table::write(&entries, &mut w.bytes)?,
+        // Walked from every place of the text (see `PrefixTable::walk_within`).
         _ => prefix_table::write(&entries, &mut w.bytes)?,
     };
     w.nodes.push(word(table.len())?);
@@ -269,11 +306,41 @@ fn fields(f: &FieldSplit, num: &Numbering<'_>, w: &mut Written) -> Option<u32> {
     Some(at)
 }
 
-/// Scratch of one level of a walk: a value lowercased, a value reversed.
+/// Where in `lit` its rarest byte is (by `memchr`'s table of how common bytes are in text),
+/// written beside the literal so that a search needs no set-up.
+fn rarest_byte(lit: &[u8]) -> u32 {
+    memchr::arch::all::packedpair::Pair::new(lit).map_or(0, |p| u32::from(p.index1()))
+}
+
+/// Failed candidate places after which [`holds`] hands the search to `memmem`.
+const RARE_TRIES: usize = 32;
+
+/// Whether `text` contains `lit`, whose rarest byte is at `rare`: the places of that byte in
+/// `text` (found with a vectorised scan) are the only places `lit` can be. A text full of that
+/// byte gets a linear search instead after [`RARE_TRIES`] misses.
+#[inline]
+fn holds(text: &[u8], lit: &[u8], rare: usize) -> bool {
+    let Some(&b) = lit.get(rare) else {
+        return lit.is_empty() || memchr::memmem::find(text, lit).is_some();
+    };
+    for (tries, p) in memchr::memchr_iter(b, text).enumerate() {
+        if tries == RARE_TRIES {
+            return memchr::memmem::find(text, lit).is_some();
+        }
+        if p >= rare && text[p - rare..].starts_with(lit) {
+            return true;
+        }
+    }
+    false
+}
+
+/// Scratch of one level of a walk: a value lowercased, a value reversed, children found.
 #[derive(Debug, Default)]
 pub(crate) struct LevelBuf {
     lowered: String,
     reversed: Vec<u8>,
+    /// The children a `contains` split reaches, before repeats are dropped.
+    found: Vec<u32>,
 }
 
 /// The index read in place from an image's sections.
@@ -335,23 +402,24 @@ impl<'a> ImageIndex<'a> {
         let Some((here, deeper)) = bufs.split_first_mut() else {
             return;
         };
-        let Some(kind) = self.at(n) else {
+        // Every record has at least three words: a leaf's all, a split's kind, field and
+        // lowercasing.
+        let Some([kind, a, b]) = self.nodes.array::<3>(n) else {
             return;
         };
         match kind {
             LEAF => {
-                let (Some(start), Some(len)) = (self.at(n + 1), self.at(n + 2)) else {
-                    return;
-                };
-                let (start, len) = (start as usize, len as usize);
-                if let Some(e) = self.entries.slice(start..start.saturating_add(len)) {
-                    out.extend(e.iter());
+                let (start, len) = (a as usize, b as usize);
+                // Most leaves a walk passes through (the `rest` of a split) are empty.
+                if len != 0 {
+                    if let Some(e) = self.entries.slice(start..start.saturating_add(len)) {
+                        out.extend(e.iter());
+                    }
                 }
             }
-            EXACT | PREFIX | SUFFIX | INT | PATH | CIDR => {
-                let (Some(field), Some(lower), Some(rest)) =
-                    (self.at(n + 1), self.at(n + 2), self.at(n + 3))
-                else {
+            EXACT | PREFIX | SUFFIX | CONTAINS | CONTAINS_FEW | INT | PATH | CIDR => {
+                let (field, lower) = (a, b);
+                let Some(rest) = self.at(n + 3) else {
                     return;
                 };
                 self.collect(rest as usize, ctx, deeper, out);
@@ -360,13 +428,10 @@ impl<'a> ImageIndex<'a> {
                 }
             }
             FIELDS => {
-                let (Some(rest), Some(count)) = (self.at(n + 1), self.at(n + 2)) else {
-                    return;
-                };
+                let (rest, count) = (a, b);
                 self.collect(rest as usize, ctx, deeper, out);
                 for i in 0..count as usize {
-                    let at = n + 3 + 2 * i;
-                    let (Some(field), Some(child)) = (self.at(at), self.at(at + 1)) else {
+                    let Some([field, child]) = self.nodes.array::<2>(n + 3 + 2 * i) else {
                         return;
                     };
                     if !self.values(ctx, field).is_empty() {
@@ -419,6 +484,11 @@ impl<'a> ImageIndex<'a> {
             }
             return;
         }
+        if kind == CONTAINS_FEW {
+            let text = lowercase_if(lower, s, &mut here.lowered).as_bytes();
+            self.contains_few(n, text, ctx, deeper, out);
+            return;
+        }
         let Some(len) = self.at(n + 4) else {
             return;
         };
@@ -431,6 +501,23 @@ impl<'a> ImageIndex<'a> {
             EXACT => {
                 let child = ExactTable::new(table, self.bytes).and_then(|t| t.get(text));
                 if let Some(c) = child {
+                    self.collect(c as usize, ctx, deeper, out);
+                }
+            }
+            CONTAINS => {
+                let Some(t) = PrefixTable::new(table, self.bytes) else {
+                    return;
+                };
+                // A literal the text holds at several places is found once per place: its
+                // subtree is walked once.
+                let found = &mut here.found;
+                found.clear();
+                t.walk_within(text, |c| found.push(c));
+                if found.len() > 1 {
+                    found.sort_unstable();
+                    found.dedup();
+                }
+                for &c in found.iter() {
                     self.collect(c as usize, ctx, deeper, out);
                 }
             }
@@ -450,13 +537,43 @@ impl<'a> ImageIndex<'a> {
         }
     }
 
+    /// Collects from the children of the listed-literals `contains` split `n` whose literal
+    /// `text` holds (distinct literals: each child once).
+    fn contains_few(
+        &self,
+        n: usize,
+        text: &[u8],
+        ctx: &Values,
+        deeper: &mut [LevelBuf],
+        out: &mut Vec<u32>,
+    ) {
+        let Some(count) = self.at(n + 4) else {
+            return;
+        };
+        for i in 0..(count as usize).min(FEW_LITERALS) {
+            let Some([at, len, child, rare]) = self.nodes.array::<4>(n + 5 + 4 * i) else {
+                return;
+            };
+            let at = at as usize;
+            let Some(lit) = at
+                .checked_add(len as usize)
+                .and_then(|end| self.bytes.get(at..end))
+            else {
+                return;
+            };
+            if holds(text, lit, rare as usize) {
+                self.collect(child as usize, ctx, deeper, out);
+            }
+        }
+    }
+
     /// Visits the payload of every pattern below path node `node` that accepts `rest` (what
     /// follows the `/` after the segments walked so far), as `PathTree::walk` does in process.
     fn path_walk(&self, node: usize, rest: &[u8], depth: usize, visit: &mut dyn FnMut(u32)) {
         if depth > MAX_PATH_DEPTH {
             return;
         }
-        let (Some(open), Some(len)) = (self.at(node), self.at(node + 2)) else {
+        let Some([open, _, len]) = self.nodes.array::<3>(node) else {
             return;
         };
         if open != NONE {
@@ -467,24 +584,23 @@ impl<'a> ImageIndex<'a> {
             None => (rest, None),
         };
         let table = node + 3;
-        let lit = self
-            .nodes
-            .slice(table..table.saturating_add(len as usize))
-            .and_then(|t| ExactTable::new(t, self.bytes))
-            .and_then(|t| t.get(seg));
-        if let Some(c) = lit {
-            self.path_next(c as usize, after, depth, visit);
-        }
         let params = table.saturating_add(len as usize);
+        // A node without literal children has no table (length 0).
+        if len != 0 {
+            let lit = self
+                .nodes
+                .slice(table..params)
+                .and_then(|t| ExactTable::new(t, self.bytes))
+                .and_then(|t| t.get(seg));
+            if let Some(c) = lit {
+                self.path_next(c as usize, after, depth, visit);
+            }
+        }
         let Some(count) = self.at(params) else {
             return;
         };
         for i in 0..count as usize {
-            let at = params + 1 + 6 * i;
-            let class = [at, at + 1, at + 2, at + 3, at + 4].map(|k| self.at(k));
-            let (Some(child), [Some(a), Some(b), Some(c), Some(d), Some(e)]) =
-                (self.at(at + 5), class)
-            else {
+            let Some([a, b, c, d, e, child]) = self.nodes.array::<6>(params + 1 + 6 * i) else {
                 return;
             };
             if ParamClass::from_words([a, b, c, d, e]).accepts(seg) {
@@ -505,9 +621,11 @@ impl<'a> ImageIndex<'a> {
         match after {
             Some(after) => self.path_walk(child, after, depth + 1, visit),
             None => {
-                for end in [self.at(child), self.at(child + 1)].into_iter().flatten() {
-                    if end != NONE {
-                        visit(end);
+                if let Some(ends) = self.nodes.array::<2>(child) {
+                    for end in ends {
+                        if end != NONE {
+                            visit(end);
+                        }
                     }
                 }
             }
@@ -574,5 +692,56 @@ impl<'a> ImageIndex<'a> {
             }
         }
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn naive(text: &[u8], lit: &[u8]) -> bool {
+        lit.is_empty() || text.windows(lit.len()).any(|w| w == lit)
+    }
+
+    #[test]
+    fn a_literal_is_found_by_its_rarest_byte_wherever_it_is() {
+        for (text, lit) in [
+            (&b"/api/v1/export/all"[..], &b"/export/"[..]),
+            (b"/export/", b"/export/"),
+            (b"/exportx", b"/export/"),
+            (b"", b"x"),
+            (b"abc", b""),
+            (b"zzzzzz", b"zz"),
+            (b"/a/b/c/d/e/f/g", b"/g"),
+        ] {
+            assert_eq!(
+                holds(text, lit, rarest_byte(lit) as usize),
+                naive(text, lit),
+                "{:?} in {:?}",
+                String::from_utf8_lossy(lit),
+                String::from_utf8_lossy(text)
+            );
+        }
+    }
+
+    #[test]
+    fn a_text_full_of_the_rarest_byte_is_still_searched_right() {
+        let lit = b"qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqx";
+        let mut text = vec![b'q'; 100_000];
+        assert!(!holds(&text, lit, rarest_byte(lit) as usize));
+        text.push(b'x');
+        assert!(holds(&text, lit, rarest_byte(lit) as usize));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn a_rarest_byte_search_answers_as_a_scan(
+            text in proptest::collection::vec(proptest::sample::select(b"/ab-x".to_vec()), 0..80),
+            lit in proptest::collection::vec(proptest::sample::select(b"/ab-x".to_vec()), 0..6),
+            rare in 0usize..8,
+        ) {
+            // Any place stands for the rarest byte: it only decides where the search looks.
+            proptest::prop_assert_eq!(holds(&text, &lit, rare), naive(&text, &lit));
+        }
     }
 }

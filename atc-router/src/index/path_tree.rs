@@ -272,7 +272,12 @@ impl<T> PathTree<T> {
         let open = end(n.open(), payload)?;
         let exact = end(n.exact(), payload)?;
         let entries: Vec<(&[u8], u32)> = lits.iter().map(|(k, c)| (&k[..], *c)).collect();
-        let table = crate::image::exact_table::write(&entries, bytes)?;
+        // No literal children: no table (a walk then looks nothing up).
+        let table = if entries.is_empty() {
+            Vec::new()
+        } else {
+            crate::image::exact_table::write(&entries, bytes)?
+        };
         let at = u32::try_from(words.len()).ok()?;
         words.extend([open, exact, u32::try_from(table.len()).ok()?]);
         words.extend(table);

@@ -236,20 +236,35 @@ pub type ImageBytes = Arc<dyn AsRef<[u8]> + Send + Sync>;
 /// time a request evaluates them (see `compile/program_image.rs`).
 pub struct ImageRouter {
     schema: Arc<Schema>,
+    opened: Opened,
+    /// The image's wildcard names, registered in the schema while this router lives.
+    _holds: Holds,
+    uid: u64,
+}
+
+/// What an image router owns and its view borrows from.
+struct Owned {
     bytes: ImageBytes,
     layout: Layout,
     /// The image's field numbers to this schema's ids.
     fields: Box<[FieldId]>,
-    /// The image's wildcard names, registered in the schema while this router lives.
-    _holds: Holds,
     regexes: RegexSlots,
-    uid: u64,
 }
+
+self_cell::self_cell!(
+    /// The owned parts and the view of the sections, found once when the image is opened (a
+    /// request then reads the view as it is, instead of slicing every section again).
+    struct Opened {
+        owner: Owned,
+        #[covariant]
+        dependent: View,
+    }
+);
 
 impl std::fmt::Debug for ImageRouter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ImageRouter")
-            .field("routes", &self.layout.routes)
+            .field("routes", &self.layout().routes)
             .field("bytes", &self.image_len())
             .finish()
     }
@@ -268,6 +283,31 @@ fn section_range(image: &Image<'_>, kind: u32, words: bool) -> Result<Range<usiz
     }
     let start = bytes.as_ptr() as usize - image.bytes().as_ptr() as usize;
     Ok(start..start + bytes.len())
+}
+
+/// The sections of `o`'s bytes, as its layout places them (checked when it was made).
+fn view_of(o: &Owned) -> View<'_> {
+    let all: &[u8] = (*o.bytes).as_ref();
+    let part = |r: &Range<usize>| all.get(r.clone()).unwrap_or_default();
+    let words = |r: &Range<usize>| Words::new(part(r)).unwrap_or(Words::EMPTY);
+    let l = &o.layout;
+    View {
+        index: ImageIndex::new(
+            words(&l.nodes),
+            words(&l.entries),
+            part(&l.index_bytes),
+            &o.fields,
+        ),
+        arenas: ProgramArenas {
+            code: words(&l.code),
+            bytes: part(&l.literals),
+            sets: words(&l.sets),
+            regex_sources: words(&l.regexes),
+            regexes: &o.regexes,
+            fields: &o.fields,
+        },
+        routes: words(&l.route_records),
+    }
 }
 
 impl ImageRouter {
@@ -336,13 +376,16 @@ impl ImageRouter {
             fields.push(id);
         }
         let regex_count = image.words(REGEXES).map_err(Error::Image)?.len() / 2;
-        let router = ImageRouter {
-            schema,
+        let owned = Owned {
             bytes: bytes.clone(),
             layout,
             fields: fields.into_boxed_slice(),
-            _holds: holds,
             regexes: RegexSlots::new(regex_count, size_limit),
+        };
+        let router = ImageRouter {
+            schema,
+            opened: Opened::new(owned, view_of),
+            _holds: holds,
             uid: NEXT_INSTANCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         };
         router.check_programs()?;
@@ -353,7 +396,7 @@ impl ImageRouter {
     fn check_programs(&self) -> Result<(), Error> {
         let arenas = self.arenas();
         let max_depth = Limits::HARD_MAX_DEPTH;
-        for rank in 0..self.layout.routes {
+        for rank in 0..self.layout().routes {
             let (start, len) = self.program_of(rank).unwrap_or((u32::MAX, u32::MAX));
             let why = match arenas.program(start, len) {
                 None => "a route's program outside the code",
@@ -367,29 +410,14 @@ impl ImageRouter {
         Ok(())
     }
 
-    /// The image's parts a request reads, found from one borrow of its bytes.
-    fn view(&self) -> View<'_> {
-        let all: &[u8] = (*self.bytes).as_ref();
-        let part = |r: &Range<usize>| all.get(r.clone()).unwrap_or_default();
-        let words = |r: &Range<usize>| Words::new(part(r)).unwrap_or(Words::EMPTY);
-        let l = &self.layout;
-        View {
-            index: ImageIndex::new(
-                words(&l.nodes),
-                words(&l.entries),
-                part(&l.index_bytes),
-                &self.fields,
-            ),
-            arenas: ProgramArenas {
-                code: words(&l.code),
-                bytes: part(&l.literals),
-                sets: words(&l.sets),
-                regex_sources: words(&l.regexes),
-                regexes: &self.regexes,
-                fields: &self.fields,
-            },
-            routes: words(&l.route_records),
-        }
+    /// The image's parts a request reads.
+    #[inline]
+    fn view(&self) -> &View<'_> {
+        self.opened.borrow_dependent()
+    }
+
+    fn layout(&self) -> &Layout {
+        &self.opened.borrow_owner().layout
     }
 
     fn arenas(&self) -> ProgramArenas<'_> {
@@ -407,32 +435,37 @@ impl ImageRouter {
 
     /// Number of routes.
     pub fn len(&self) -> usize {
-        self.layout.routes
+        self.layout().routes
     }
 
     /// Whether the table has no route.
     pub fn is_empty(&self) -> bool {
-        self.layout.routes == 0
+        self.layout().routes == 0
     }
 
     /// The image's size in bytes.
     pub fn image_len(&self) -> usize {
-        (*self.bytes).as_ref().len()
+        (*self.opened.borrow_owner().bytes).as_ref().len()
     }
 
     /// How many of the image's distinct regexes there are, and how many this process has
     /// compiled so far (each the first time a request needed it).
     pub fn regexes(&self) -> (usize, usize) {
-        (self.regexes_len(), self.regexes.compiled())
+        (
+            self.regexes_len(),
+            self.opened.borrow_owner().regexes.compiled(),
+        )
     }
 
     fn regexes_len(&self) -> usize {
-        self.layout.regexes.len() / 8
+        self.layout().regexes.len() / 8
     }
 
     /// The names of the fields its routes use, sorted (the fields a request is read for).
     pub fn fields(&self) -> Vec<String> {
         let mut names: Vec<String> = self
+            .opened
+            .borrow_owner()
             .fields
             .iter()
             .filter_map(|id| self.schema.field(*id).map(|f| f.0))
@@ -464,7 +497,8 @@ impl ImageRouter {
         let view = self.view();
         let found = with_scratch_image(|lowered, bufs, ranks| {
             ranks.clear();
-            view.index.candidates(self.layout.root, values, bufs, ranks);
+            view.index
+                .candidates(self.layout().root, values, bufs, ranks);
             if ranks.len() > 1 {
                 ranks.sort_unstable();
                 ranks.dedup();
@@ -508,7 +542,7 @@ impl ImageRouter {
     ) {
         self.view()
             .index
-            .candidates(self.layout.root, &ctx.values, bufs, out);
+            .candidates(self.layout().root, &ctx.values, bufs, out);
     }
 
     /// A number no other router or image router of the process has.
