@@ -285,8 +285,14 @@ impl<'a> PrefixTable<'a> {
                 let firsts = (u64::from(f1) << 32 | u64::from(f0)).to_le_bytes();
                 firsts[..count as usize].iter().position(|&x| x == b)
             } else {
-                self.placed([f0, f1], count)
-                    .and_then(|f| memchr::memchr(b, f))
+                // A vectorised search pays its set-up only on many children.
+                self.placed([f0, f1], count).and_then(|f| {
+                    if f.len() <= 32 {
+                        f.iter().position(|&x| x == b)
+                    } else {
+                        memchr::memchr(b, f)
+                    }
+                })
             };
             let Some(i) = i else {
                 return true;
