@@ -337,3 +337,62 @@ fn changed_words_never_break_a_request() {
         }
     }
 }
+
+/// Two-phase matching from an image: a request given its key fields, then only the fields
+/// `ImageRouter::needed_fields` names, gets the answer every field gives; and the image's masks
+/// are those of the router that wrote it.
+#[test]
+fn two_phase_matching_from_an_image_gives_the_results_of_every_field() {
+    let schema = schema();
+    let bit = |f: &str| schema.resolve(f).unwrap().0.bit();
+    let mut tables: Vec<(String, Table)> = Family::all()
+        .into_iter()
+        .map(|f| (f.name().to_owned(), Table::family(f, 1_500, 5)))
+        .collect();
+    tables.push(("mixed".to_owned(), Table::generate(3_000, 5, true)));
+    for (name, table) in &tables {
+        let router = router(table, &schema);
+        let opened = ImageRouter::from_bytes(schema.clone(), router.to_image().unwrap()).unwrap();
+        let keys = opened.key_fields();
+        assert_eq!(keys, router.key_fields(), "{name}");
+        let (mut full, mut part, mut by_router) = (
+            Context::new(schema.clone()),
+            Context::new(schema.clone()),
+            Context::new(schema.clone()),
+        );
+        let (mut part_n, mut full_n) = (0, 0);
+        for mix in Mix::all() {
+            for req in requests(table, mix, 60, 17) {
+                full.reset();
+                part.reset();
+                by_router.reset();
+                for (f, v) in &req.fields {
+                    full.add_value(f, value(v)).unwrap();
+                    full_n += 1;
+                    if keys & bit(f) != 0 {
+                        part.add_value(f, value(v)).unwrap();
+                        by_router.add_value(f, value(v)).unwrap();
+                        part_n += 1;
+                    }
+                }
+                let needed = opened.needed_fields(&part);
+                assert_eq!(needed & keys, keys, "{name}: the key fields are needed");
+                assert_eq!(
+                    needed,
+                    router.needed_fields(&mut by_router),
+                    "{name} {req:?}"
+                );
+                for (f, v) in &req.fields {
+                    if keys & bit(f) == 0 && needed & bit(f) != 0 {
+                        part.add_value(f, value(v)).unwrap();
+                        part_n += 1;
+                    }
+                }
+                opened.execute(&mut full);
+                opened.execute(&mut part);
+                assert_eq!(answer(&part), answer(&full), "{name} {req:?}");
+            }
+        }
+        assert!(part_n <= full_n, "{name}");
+    }
+}

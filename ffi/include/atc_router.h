@@ -1029,6 +1029,27 @@ int32_t atc_image_router_retire(atc_image_router *router, const char *path, size
 int32_t atc_image_router_execute(const atc_image_router *router, atc_context *context);
 
 /**
+ * As `atc_router_key_fields`, from the image: the fields its index looks values up in, as a
+ * field mask in `*mask` (phase 1 of a two-phase match).
+ *
+ * # Safety
+ * `router` is a live handle; `mask` is writable.
+ */
+int32_t atc_image_router_key_fields(const atc_image_router *router, uint64_t *mask);
+
+/**
+ * As `atc_router_needed_fields`, from the image: with every value of the key fields in
+ * `context`, the fields the routes the request can still match use, in `*mask`. All bits for
+ * a context of another schema. Allocates nothing.
+ *
+ * # Safety
+ * `router` and `context` are live handles; `mask` is writable.
+ */
+int32_t atc_image_router_needed_fields(const atc_image_router *router,
+                                       const atc_context *context,
+                                       uint64_t *mask);
+
+/**
  * The number of routes of an image router, in `*count`.
  *
  * # Safety

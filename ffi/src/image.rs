@@ -357,6 +357,48 @@ pub unsafe extern "C" fn atc_image_router_execute(
     })
 }
 
+/// As `atc_router_key_fields`, from the image: the fields its index looks values up in, as a
+/// field mask in `*mask` (phase 1 of a two-phase match).
+///
+/// # Safety
+/// `router` is a live handle; `mask` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn atc_image_router_key_fields(
+    router: *const AtcImageRouter,
+    mask: *mut u64,
+) -> i32 {
+    guard_status(|| {
+        // SAFETY: `router` is NULL or a live handle.
+        let r = unsafe { handle(router, "router") }?;
+        // SAFETY: `mask` is NULL or writable.
+        *unsafe { out(mask, "mask") }? = r.router.key_fields();
+        Ok(ATC_OK)
+    })
+}
+
+/// As `atc_router_needed_fields`, from the image: with every value of the key fields in
+/// `context`, the fields the routes the request can still match use, in `*mask`. All bits for
+/// a context of another schema. Allocates nothing.
+///
+/// # Safety
+/// `router` and `context` are live handles; `mask` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn atc_image_router_needed_fields(
+    router: *const AtcImageRouter,
+    context: *const AtcContext,
+    mask: *mut u64,
+) -> i32 {
+    guard_status(|| {
+        // SAFETY: `router` is NULL or a live handle.
+        let r = unsafe { handle(router, "router") }?;
+        // SAFETY: `context` is NULL or a live handle.
+        let c = unsafe { handle(context, "context") }?;
+        // SAFETY: `mask` is NULL or writable.
+        *unsafe { out(mask, "mask") }? = r.router.needed_fields(&c.ctx);
+        Ok(ATC_OK)
+    })
+}
+
 /// The number of routes of an image router, in `*count`.
 ///
 /// # Safety

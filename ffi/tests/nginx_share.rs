@@ -73,13 +73,25 @@ fn uuid(i: usize) -> String {
     format!("a8f2c1e4-0000-4000-8000-{i:012x}")
 }
 
+/// The tenant header route `i` also requires, if any: a field no split of the index keys on,
+/// read only for requests whose candidates need it (two-phase matching from the image).
+fn tenant(i: usize) -> Option<String> {
+    (!i.is_multiple_of(10) && i % 7 == 3).then(|| format!("t{}", i % 5))
+}
+
 /// Version 1: route `i` is host `h<i % 50>.test` and prefix `/p<i>/`; every 10th also a
-/// capturing regex. Version 2 moves every third route to `/q<i>/`.
+/// capturing regex; some also a tenant header (`tenant`). Version 2 moves every third route to
+/// `/q<i>/`.
 fn routes(version: u32) -> String {
     let mut out = String::new();
     for i in 0..ROUTES {
         let prefix = if version == 2 && i % 3 == 0 { "q" } else { "p" };
-        let expr = if i % 10 == 0 {
+        let expr = if let Some(t) = tenant(i) {
+            format!(
+                r#"http.host == "h{}.test" && http.path ^= "/{prefix}{i}/" && http.headers.x_tenant == "{t}""#,
+                i % 50
+            )
+        } else if i % 10 == 0 {
             format!(
                 r##"http.host == "h{}.test" && http.path ~ r#"^/{prefix}{i}/(?<id>\d+)$"#"##,
                 i % 50
@@ -96,7 +108,12 @@ fn routes(version: u32) -> String {
 }
 
 fn get(port: u16, host: &str, path: &str) -> Response {
-    let raw = format!("GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n");
+    get_with(port, host, path, "")
+}
+
+/// `get` with `extra` header lines (each ending in CRLF).
+fn get_with(port: u16, host: &str, path: &str, extra: &str) -> Response {
+    let raw = format!("GET {path} HTTP/1.0\r\nHost: {host}\r\n{extra}\r\n");
     send(port, raw.as_bytes()).unwrap_or_else(|e| panic!("GET {path}: {e}"))
 }
 
@@ -140,7 +157,19 @@ fn check_routing(port: u16, version: u32) {
         let moved = version == 2 && i % 3 == 0;
         let prefix = if moved { "q" } else { "p" };
         let host = format!("h{}.test", i % 50);
-        let r = get(port, &host, &format!("/{prefix}{i}/42"));
+        let path = format!("/{prefix}{i}/42");
+        let extra = match tenant(i) {
+            Some(t) => {
+                // Without its tenant, or with another, the route does not match.
+                let r = get(port, &host, &path);
+                assert_eq!(r.status, 404, "route {i} v{version} without its tenant");
+                let r = get_with(port, &host, &path, "X-Tenant: other\r\n");
+                assert_eq!(r.status, 404, "route {i} v{version} with another tenant");
+                format!("X-Tenant: {t}\r\n")
+            }
+            None => String::new(),
+        };
+        let r = get_with(port, &host, &path, &extra);
         assert_eq!(r.status, 200, "route {i} v{version}");
         assert_eq!(header(&r, "x-route"), uuid(i), "route {i} v{version}");
         assert_eq!(header(&r, "x-shared"), "1");

@@ -1697,6 +1697,20 @@ function T.image_published_opened_and_matched()
     assert(c:add_value("http.path", "/c"))
     eq(img:execute(c), false)
 
+    -- Two-phase masks: the router's (both schemas number the same fields alike).
+    local lo, hi = img:key_fields()
+    eq(lo ~= 0 or hi ~= 0, true, "the path is a key field")
+    same({ img:key_fields() }, { r:key_fields() })
+    local c1 = context.new(s)
+    for _, p in ipairs({ "/b/42", "/a/x", "/c" }) do
+        c:reset()
+        c1:reset()
+        assert(c:add_value("http.path", p))
+        assert(c1:add_value("http.path", p))
+        same({ img:needed_fields(c) }, { r:needed_fields(c1) }, p)
+    end
+    fails("context expected", pcall(img.needed_fields, img, nil))
+
     -- Opened on a thread, finished between two requests.
     local job = assert(image.open_start(s2, path))
     for _ = 1, 60000 do

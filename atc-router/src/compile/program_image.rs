@@ -31,7 +31,7 @@ use crate::compile::program::{Instr, Lit, Program, Set};
 use crate::compile::regex::CompiledRegex;
 use crate::image::Words;
 use crate::language::Op;
-use crate::schema::FieldId;
+use crate::schema::{FieldId, FieldMask};
 use crate::value::IpCidr;
 
 /// Words per instruction.
@@ -366,6 +366,22 @@ impl<'a> ImageCode<'a> {
             }
             _ => [0; INSTR_WORDS],
         }
+    }
+
+    /// The fields its predicates read, as a mask of this process's field ids (every bit when
+    /// one cannot be read: more fields read, never fewer).
+    pub(crate) fn field_mask(&self) -> FieldMask {
+        let mut mask = 0;
+        for i in 0..self.len() {
+            let [w0, field, ..] = self.record(i);
+            if w0 & 7 == K_PRED {
+                mask |= match self.arenas.fields.get(field as usize) {
+                    Some(id) => id.bit(),
+                    None => return FieldMask::MAX,
+                };
+            }
+        }
+        mask
     }
 
     fn str_at(&self, at: u32, len: u32) -> Option<&'a [u8]> {

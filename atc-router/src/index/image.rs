@@ -90,8 +90,11 @@ pub(crate) struct Written {
     pub(crate) nodes: Vec<u32>,
     pub(crate) entries: Vec<u32>,
     pub(crate) bytes: Vec<u8>,
-    /// Splits written as the leaf of all their routes (kinds without a flat form yet).
+    /// Splits written as the leaf of all their routes (path patterns too deep).
     pub(crate) leaves_in_place_of_splits: usize,
+    /// The fields some split looks values up in (the key fields of two-phase matching), by
+    /// the image's numbers, sorted.
+    pub(crate) key_fields: Vec<u32>,
 }
 
 /// How an image numbers what the index refers to.
@@ -106,6 +109,8 @@ pub(crate) struct Numbering<'a> {
 pub(crate) fn write(root: &Node, num: &Numbering<'_>) -> Option<Written> {
     let mut w = Written::default();
     w.root = write_node(root, num, &mut w)?;
+    w.key_fields.sort_unstable();
+    w.key_fields.dedup();
     Some(w)
 }
 
@@ -163,6 +168,7 @@ fn split(s: &Split, num: &Numbering<'_>, w: &mut Written) -> Option<u32> {
         w.leaves_in_place_of_splits += 1;
         return leaf(routes.iter().map(|e| (num.rank)(e.1)), w);
     }
+    w.key_fields.push((num.field)(s.disc.field));
     let rest = write_node(&s.rest, num, w)?;
     // Children first, so that a node's number is known when its parent's table is written.
     let mut keyed: Vec<(Vec<u8>, u32)> = Vec::new();
@@ -295,6 +301,7 @@ fn fields(f: &FieldSplit, num: &Numbering<'_>, w: &mut Written) -> Option<u32> {
     let rest = write_node(&f.rest, num, w)?;
     let mut children = Vec::new();
     for (field, c) in &f.children {
+        w.key_fields.push((num.field)(*field));
         children.push(((num.field)(*field), write_node(c, num, w)?));
     }
     children.sort_unstable();

@@ -6,7 +6,8 @@
 //! Sections (kinds below): the head; the index (`index/image.rs`: nodes, leaf entries, key
 //! bytes); the routes, one record each in routing order (id, priority, program); the field
 //! table (each field's type and name, in the order the image numbers them); the programs
-//! (`compile/program_image.rs`: instructions, literal bytes, sets, regex sources).
+//! (`compile/program_image.rs`: instructions, literal bytes, sets, regex sources); the key
+//! fields of two-phase matching (by the field table's numbers).
 //!
 //! Invariants:
 //! - An image is refused whole or opened whole: [`ImageRouter::open`] checks the container
@@ -34,7 +35,7 @@ use crate::index::image::{ImageIndex, Numbering};
 use crate::limits::Limits;
 use crate::router::context::Context;
 use crate::schema::names::{type_code, type_of_code, Holds};
-use crate::schema::{FieldId, Schema};
+use crate::schema::{FieldId, FieldMask, Schema};
 
 const HEAD: u32 = 1;
 const NODES: u32 = 2;
@@ -47,6 +48,7 @@ const CODE: u32 = 8;
 const LITERALS: u32 = 9;
 const SETS: u32 = 10;
 const REGEXES: u32 = 11;
+const KEY_FIELDS: u32 = 12;
 
 /// Words of a route record: id (4), priority (2), first instruction, instruction count.
 const ROUTE_WORDS: usize = 8;
@@ -164,6 +166,7 @@ impl Router {
             (CODE, &programs.code[..]),
             (SETS, &programs.sets[..]),
             (REGEXES, &programs.regexes[..]),
+            (KEY_FIELDS, &index.key_fields[..]),
         ] {
             w.words(kind, words).map_err(image_err)?;
         }
@@ -237,6 +240,8 @@ pub type ImageBytes = Arc<dyn AsRef<[u8]> + Send + Sync>;
 pub struct ImageRouter {
     schema: Arc<Schema>,
     opened: Opened,
+    /// The fields some split of the index looks values up in, by this schema's ids.
+    key_fields: FieldMask,
     /// The image's wildcard names, registered in the schema while this router lives.
     _holds: Holds,
     uid: u64,
@@ -375,6 +380,13 @@ impl ImageRouter {
             }
             fields.push(id);
         }
+        let mut key_fields: FieldMask = 0;
+        for n in image.words(KEY_FIELDS).map_err(Error::Image)?.iter() {
+            let id = fields
+                .get(n as usize)
+                .ok_or(bad(KEY_FIELDS, "a key field the field table does not have"))?;
+            key_fields |= id.bit();
+        }
         let regex_count = image.words(REGEXES).map_err(Error::Image)?.len() / 2;
         let owned = Owned {
             bytes: bytes.clone(),
@@ -385,6 +397,7 @@ impl ImageRouter {
         let router = ImageRouter {
             schema,
             opened: Opened::new(owned, view_of),
+            key_fields,
             _holds: holds,
             uid: NEXT_INSTANCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         };
@@ -520,6 +533,38 @@ impl ImageRouter {
         });
         ctx.outcome = found;
         Ok(found.is_some())
+    }
+
+    /// [`Router::key_fields`] of the router that wrote the image: phase 1 of a [two-phase
+    /// match](crate#two-phase-matching) adds every value of these fields.
+    pub fn key_fields(&self) -> FieldMask {
+        self.key_fields
+    }
+
+    /// [`Router::needed_fields`] from the image: with every value of the
+    /// [key fields](ImageRouter::key_fields) in `ctx`, the fields of the routes the request can
+    /// still match. Adding those fields' values and executing gives the result that adding
+    /// every field gives. All fields for a context of another schema.
+    pub fn needed_fields(&self, ctx: &Context) -> FieldMask {
+        if !Arc::ptr_eq(&self.schema, ctx.schema()) {
+            return FieldMask::MAX;
+        }
+        let view = self.view();
+        with_scratch_image(|_, bufs, ranks| {
+            ranks.clear();
+            view.index
+                .candidates(self.layout().root, &ctx.values, bufs, ranks);
+            ranks.sort_unstable();
+            ranks.dedup();
+            let mut mask = self.key_fields;
+            for &rank in ranks.iter() {
+                mask |= view
+                    .route(rank as usize)
+                    .and_then(|r| view.arenas.program(r.program.0, r.program.1))
+                    .map_or(FieldMask::MAX, |code| code.field_mask());
+            }
+            mask
+        })
     }
 
     /// The routes a request has to consider at most (the image index's candidates).

@@ -10,7 +10,7 @@
 --   img:retire(path)          -- unmapped on a thread; the file removed once no worker maps it
 --
 -- An image router has the read side of a router: execute, get_fields, key_fields and
--- needed_fields (every field is read in one pass: an image gives no two-phase masks yet), len.
+-- needed_fields (two-phase matching, as a router's), len.
 --
 -- Invariants:
 -- * A refused image (missing, corrupt, truncated, another library version or schema) gives
@@ -153,14 +153,28 @@ function img_mt:get_fields()
     return out
 end
 
--- Every field is a key field (as router:key_fields' halves lo, hi): a request is read whole.
-function img_mt:key_fields()
-    return -1, -1
+local maskbuf = ffi.new("uint64_t[1]")
+local mask32 = ffi.cast("uint32_t *", maskbuf)
+local LO, HI = 0, 1
+if not ffi.abi("le") then
+    LO, HI = 1, 0
 end
 
--- Every field (see key_fields).
-function img_mt:needed_fields()
-    return -1, -1
+-- As router:key_fields: the fields the image's index looks values up in (halves lo, hi), what
+-- phase 1 of two-phase matching reads.
+function img_mt:key_fields()
+    lib.atc_image_router_key_fields(self.ptr, maskbuf)
+    return mask32[LO], mask32[HI]
+end
+
+-- As router:needed_fields: with every value of the key fields in `context`, the fields (lo,
+-- hi) the routes the request can still match use. Allocates nothing.
+function img_mt:needed_fields(context)
+    if type(context) ~= "table" or context.ptr == nil then
+        error("bad argument #1 to 'needed_fields' (context expected)", 2)
+    end
+    lib.atc_image_router_needed_fields(self.ptr, context.ptr, maskbuf)
+    return mask32[LO], mask32[HI]
 end
 
 -- Unmaps now rather than when the collector runs. The object is unusable afterwards.
