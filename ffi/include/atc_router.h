@@ -1029,6 +1029,18 @@ int32_t atc_image_router_retire(atc_image_router *router, const char *path, size
 int32_t atc_image_router_execute(const atc_image_router *router, atc_context *context);
 
 /**
+ * `atc_image_router_execute`, and the outcome counted in the stats of `counts` (routed or not
+ * found; nothing for an error): what a gateway routing from a shared image calls, so that its
+ * own router's counters see every request (`atc_router_stats`).
+ *
+ * # Safety
+ * `router`, `context` and `counts` are live handles.
+ */
+int32_t atc_image_router_execute_counted(const atc_image_router *router,
+                                         atc_context *context,
+                                         const atc_router *counts);
+
+/**
  * As `atc_router_key_fields`, from the image: the fields its index looks values up in, as a
  * field mask in `*mask` (phase 1 of a two-phase match).
  *

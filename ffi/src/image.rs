@@ -357,6 +357,33 @@ pub unsafe extern "C" fn atc_image_router_execute(
     })
 }
 
+/// `atc_image_router_execute`, and the outcome counted in the stats of `counts` (routed or not
+/// found; nothing for an error): what a gateway routing from a shared image calls, so that its
+/// own router's counters see every request (`atc_router_stats`).
+///
+/// # Safety
+/// `router`, `context` and `counts` are live handles.
+#[no_mangle]
+pub unsafe extern "C" fn atc_image_router_execute_counted(
+    router: *const AtcImageRouter,
+    context: *mut AtcContext,
+    counts: *const AtcRouter,
+) -> i32 {
+    guard_status(|| {
+        // SAFETY: `router` is NULL or a live handle.
+        let r = unsafe { handle(router, "router") }?;
+        // SAFETY: `context` is NULL or a live handle nothing else uses during the call.
+        let c = unsafe { handle_mut(context, "context") }?;
+        // SAFETY: `counts` is NULL or a live handle.
+        let counts = unsafe { handle(counts, "counts") }?;
+        let result = r.router.try_execute(&mut c.ctx);
+        if let Ok(found) = result {
+            counts.router.count_execute(&c.ctx, found);
+        }
+        crate::router::execute_status(result)
+    })
+}
+
 /// As `atc_router_key_fields`, from the image: the fields its index looks values up in, as a
 /// field mask in `*mask` (phase 1 of a two-phase match).
 ///

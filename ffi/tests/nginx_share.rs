@@ -263,6 +263,21 @@ fn four_workers_route_from_one_shared_table() {
         s.values().filter(|s| s.contains(" builder 1 ")).count()
     };
     assert_eq!(builders(port), 1, "one worker builds: {:?}", statuses(port));
+    // The workers' stats see the shared table and count the requests routed from it.
+    let s = statuses(port);
+    let count = |status: &str, name: &str| -> u64 {
+        let mut words = status.split_whitespace();
+        words.find(|w| *w == name);
+        words.next().and_then(|n| n.parse().ok()).unwrap_or(0)
+    };
+    assert!(
+        s.values()
+            .all(|s| s.contains(&format!(" routes {ROUTES} "))),
+        "{s:?}"
+    );
+    let routed: u64 = s.values().map(|s| count(s, "routed")).sum();
+    let not_found: u64 = s.values().map(|s| count(s, "not_found")).sum();
+    assert!(routed > 0 && not_found > 0, "counted: {s:?}");
     let files = images(&dir);
     assert_eq!(files.len(), 1, "one image file: {files:?}");
     let mode = std::fs::metadata(dir.join("images").join(&files[0]))

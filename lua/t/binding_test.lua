@@ -1711,6 +1711,19 @@ function T.image_published_opened_and_matched()
     end
     fails("context expected", pcall(img.needed_fields, img, nil))
 
+    -- Counted in a router's stats when asked (what a gateway sharing the table does).
+    local before = r:stats()
+    c:reset()
+    assert(c:add_value("http.path", "/a/1"))
+    eq(img:execute(c, r), true)
+    c:reset()
+    assert(c:add_value("http.path", "/zz"))
+    eq(img:execute(c, r), false)
+    eq(img:execute(c), false, "not counted")
+    local after = r:stats()
+    same({ after.routed - before.routed, after.not_found - before.not_found }, { 1, 1 })
+    fails("router expected", pcall(img.execute, img, c, {}))
+
     -- Opened on a thread, finished between two requests.
     local job = assert(image.open_start(s2, path))
     for _ = 1, 60000 do

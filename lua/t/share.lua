@@ -11,7 +11,8 @@
 -- corrupt() (/__corrupt?v=V) writes a corrupt image file and announces it as version V's
 -- image, then pushes V: every worker must refuse it and keep its table.
 -- status() (/__share) answers "pid <pid> version <v> shared <0|1> own_routes <n> builder <0|1>
--- shared_routes <n> switch_max <ms>" (own_routes: the routes of the worker's own router;
+-- shared_routes <n> switch_max <ms> routes <n> routed <n> not_found <n>" (own_routes: the routes
+-- of the worker's own router; routes, routed, not_found: gw:stats()'s;
 -- builder: it holds the node's claim; switch_max: the longest a switch held it).
 
 local gateway = require("resty.router.gateway")
@@ -111,10 +112,11 @@ function _M.status()
     local sh = GW.share
     local s = GW:stats()
     ngx.say("pid ", ngx.worker.pid(), " version ", tostring(GW:version()), " shared ",
-        (sh and sh.image) and 1 or 0, " own_routes ", s.routes, " builder ",
+        (sh and sh.image) and 1 or 0, " own_routes ", s.own_routes or s.routes, " builder ",
         ngx.shared.atc_share:get("atc:builder") == ngx.worker.pid() and 1 or 0,
         " shared_routes ", s.shared_routes or 0,
-        " switch_max ", string.format("%.3f", s.max_switch_ms or 0))
+        " switch_max ", string.format("%.3f", s.max_switch_ms or 0),
+        " routes ", s.routes, " routed ", s.routed, " not_found ", s.not_found)
 end
 
 return _M

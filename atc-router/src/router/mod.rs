@@ -457,6 +457,14 @@ impl Router {
         self.stats.bad_request();
     }
 
+    /// Counts, in [`RouterStats::routed`] or [`RouterStats::not_found`], a request of `ctx`
+    /// executed for this router elsewhere: from a table image of its table
+    /// ([`ImageRouter`](crate::ImageRouter)), as a gateway sharing one table per node does, so
+    /// that the counters it reports see every request. One relaxed atomic increment.
+    pub fn count_execute(&self, ctx: &Context, found: bool) {
+        self.stats.executed(ctx.stripe, found);
+    }
+
     /// Counts an update this router's own calls did not see, in [`RouterStats`]: a table built
     /// by a [`Builder`] and swapped in with [`Router::replace_with`] (`applied`), or a
     /// [`Builder`]'s refused or panicked outcome (not `applied`). `hold`: how long taking the

@@ -259,6 +259,9 @@ atc_image_router *atc_image_open_finish(atc_image_opening *opening,
 void atc_image_router_free(atc_image_router *router);
 int32_t atc_image_router_retire(atc_image_router *router, const char *path, size_t path_len);
 int32_t atc_image_router_execute(const atc_image_router *router, atc_context *context);
+int32_t atc_image_router_execute_counted(const atc_image_router *router,
+                                         atc_context *context,
+                                         const atc_router *counts);
 int32_t atc_image_router_key_fields(const atc_image_router *router, uint64_t *mask);
 int32_t atc_image_router_needed_fields(const atc_image_router *router,
                                        const atc_context *context,

@@ -349,7 +349,10 @@ end
 --   request_source    "native" or "plain"
 --   fields_in_use     how many fields the routes use
 --   shared_routes, last_switch_ms, max_switch_ms   with `share`: the routes of the shared
---                     table routed from, and what switching to a new one held the worker
+--                     table routed from, and what switching to a new one held the worker;
+--                     `routes` is then the shared table's too (`own_routes`: the worker's
+--                     router's, empty but in the builder's thread), and routed / not_found
+--                     count the requests routed from it
 -- Counts are the worker's own: each worker has its gateway. nil and an error only for a failed
 -- call into the library.
 function _M:stats()
@@ -369,6 +372,9 @@ function _M:stats()
     if sh then
         s.shared_routes = sh.image and sh.image:len() or 0
         s.last_switch_ms, s.max_switch_ms = sh.last_switch_ms, sh.max_switch_ms
+        -- The table requests are routed with (the worker's own router holds none).
+        s.own_routes = s.routes
+        s.routes = s.shared_routes
     end
     return s
 end
@@ -483,7 +489,8 @@ function _M:route()
         self.router:count_bad_request()
         return nil, err
     end
-    local matched = r:execute(c)
+    -- From a shared image, counted in the worker's own router (its stats() and metrics).
+    local matched = r:execute(c, r ~= self.router and self.router or nil)
     if self.explaining and explain.wanted(self.explaining) then
         local why, xerr = self.router:explain(c)
         ngx.ctx.atc_explanation = why or { error = xerr }

@@ -101,12 +101,22 @@ function job_mt:finish()
     return wrap(r, self.schema)
 end
 
--- As router:execute.
-function img_mt:execute(context)
+-- As router:execute. With `counts` (a router), the outcome is also counted in that router's
+-- stats() (routed or not_found): a gateway routing from a shared image keeps its counters in
+-- its own router.
+function img_mt:execute(context, counts)
     if type(context) ~= "table" or context.ptr == nil then
         error("bad argument #1 to 'execute' (context expected)", 2)
     end
-    local rc = lib.atc_image_router_execute(self.ptr, context.ptr)
+    local rc
+    if counts ~= nil then
+        if type(counts) ~= "table" or counts.ptr == nil then
+            error("bad argument #2 to 'execute' (router expected)", 2)
+        end
+        rc = lib.atc_image_router_execute_counted(self.ptr, context.ptr, counts.ptr)
+    else
+        rc = lib.atc_image_router_execute(self.ptr, context.ptr)
+    end
     if rc == 1 then
         return true
     end
