@@ -278,6 +278,13 @@ fn four_workers_route_from_one_shared_table() {
     let routed: u64 = s.values().map(|s| count(s, "routed")).sum();
     let not_found: u64 = s.values().map(|s| count(s, "not_found")).sum();
     assert!(routed > 0 && not_found > 0, "counted: {s:?}");
+    // Explaining needs route texts the shared table does not keep: a clear refusal.
+    let r = get_with(port, "h1.test", "/p1/42", "X-Explain: 1\r\n");
+    assert!(
+        header(&r, "x-explain-error").contains("not available with `share`"),
+        "{:?}",
+        r.headers
+    );
     let files = images(&dir);
     assert_eq!(files.len(), 1, "one image file: {files:?}");
     let mode = std::fs::metadata(dir.join("images").join(&files[0]))

@@ -7,7 +7,8 @@
 -- gw:update with them, as a gateway's configuration events would. `own`: no sharing.
 -- access() routes with gw:route() and answers 200 with the headers X-Route (uuid), X-Capture
 -- (the capture `id`, or "-"), X-Version (the version in force), X-Pid, X-Shared (1 when the
--- table routed from is the shared image), or 404 with the same headers but X-Route.
+-- table routed from is the shared image), or 404 with the same headers but X-Route; a request
+-- with an X-Explain header also gets gw:explain()'s error in X-Explain-Error.
 -- corrupt() (/__corrupt?v=V) writes a corrupt image file and announces it as version V's
 -- image, then pushes V: every worker must refuse it and keep its table.
 -- status() (/__share) answers "pid <pid> version <v> shared <0|1> own_routes <n> builder <0|1>
@@ -75,6 +76,10 @@ end
 function _M.access()
     local uuid, _, captures = GW:route()
     headers()
+    if ngx.var.http_x_explain then
+        local _, err = GW:explain()
+        ngx.header["X-Explain-Error"] = err
+    end
     if not uuid then
         return ngx.exit(404)
     end

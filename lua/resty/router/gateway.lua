@@ -492,7 +492,7 @@ function _M:route()
     -- From a shared image, counted in the worker's own router (its stats() and metrics).
     local matched = r:execute(c, r ~= self.router and self.router or nil)
     if self.explaining and explain.wanted(self.explaining) then
-        local why, xerr = self.router:explain(c)
+        local why, xerr = self:explain()
         ngx.ctx.atc_explanation = why or { error = xerr }
     end
     if not matched then
@@ -526,10 +526,19 @@ function _M:captures(into)
     return self.context:get_captures(into)
 end
 
+local NO_SHARED_EXPLAIN = "explain is not available with `share`: the shared table keeps no "
+    .. "route texts (explain on a gateway without `share`)"
+
 -- Explains the request route() last routed (router:explain on the gateway's context; `opts`
 -- as router:explain's: { ruled_out = true }), or nil and an error. Call it right after
 -- route(), before another request is routed.
+-- With `share`, nil and a message saying so: an explanation names each candidate's deciding
+-- predicate in the route's text, which the shared table does not carry (the worker's own
+-- router is empty).
 function _M:explain(opts)
+    if self.share then
+        return nil, NO_SHARED_EXPLAIN
+    end
     return self.router:explain(self.context, opts)
 end
 
