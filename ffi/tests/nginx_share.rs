@@ -342,6 +342,37 @@ fn four_workers_route_from_one_shared_table() {
     );
     check_routing(port, 2);
 
+    // The builder cannot write the next image (its directory made read-only): logged, and
+    // every worker keeps routing with version 2; once the directory is writable again, the
+    // version is shared after all.
+    let mode = |m: u32| {
+        std::fs::set_permissions(&images_dir, std::os::unix::fs::PermissionsExt::from_mode(m))
+            .unwrap()
+    };
+    mode(0o500);
+    let r = get(port, "h1.test", "/__push?v=4&file=routes1.tsv");
+    assert_eq!(r.status, 200);
+    let until = Instant::now() + Duration::from_secs(30);
+    while !running.logs().contains("version 4 built but not shared") && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        running.logs().contains("version 4 built but not shared"),
+        "{}",
+        running.logs()
+    );
+    // Built again after a pause that doubles (0.5, 1, 2 s...): a few attempts in 3 s.
+    std::thread::sleep(Duration::from_secs(3));
+    let failures = running
+        .logs()
+        .matches("version 4 built but not shared")
+        .count();
+    assert!((2..=5).contains(&failures), "{failures} attempts in 3 s");
+    check_routing(port, 2);
+    mode(0o700);
+    assert_eq!(wait_for_version(port, "4", &mut running), pids);
+    check_routing(port, 1);
+
     // The builder dies. nginx starts another worker in its place; the next version is built
     // by another worker once the dead one's claim expires, and reaches all four.
     let builder = statuses(port)
@@ -354,12 +385,12 @@ fn four_workers_route_from_one_shared_table() {
         .status()
         .unwrap();
     assert!(killed.success());
-    let r = get(port, "h1.test", "/__push?v=4&file=routes1.tsv");
+    let r = get(port, "h1.test", "/__push?v=5&file=routes2.tsv");
     assert_eq!(r.status, 200);
-    let now = wait_for_version(port, "4", &mut running);
+    let now = wait_for_version(port, "5", &mut running);
     assert!(!now.contains(&builder), "the dead builder answers: {now:?}");
     assert_eq!(now.intersection(&pids).count(), 3, "{now:?} {pids:?}");
-    check_routing(port, 1);
+    check_routing(port, 2);
     assert_eq!(builders(port), 1, "a new builder: {:?}", statuses(port));
 
     println!("{:#?}", statuses(port));

@@ -39,6 +39,9 @@ _M._VERSION = "0.2.0"
 _M.LOCK_TTL = 10
 -- Seconds the dict keeps what a version came to.
 local KEEP = 3600
+-- Seconds a builder whose image could not be written waits before building again: the first
+-- pause, doubled after each failure up to the last.
+local RETRY_FIRST, RETRY_MAX = 0.5, 30
 
 local function log(level, ...)
     local ngx = rawget(_G, "ngx")
@@ -187,6 +190,10 @@ function _M.step(gw)
         -- Another worker builds for the node (and is alive: it renews the key).
         return true, "building"
     end
+    if sh.retry_at and updates.now_ms() < sh.retry_at then
+        -- This worker's last image could not be written: it waits before building again.
+        return true, "building"
+    end
     if dict:add(k .. ":lock", pid(), _M.LOCK_TTL) then
         sh.building = want.version
         _M.heartbeat(gw)
@@ -266,11 +273,20 @@ function _M.installed(gw, version)
     end
     local path, err = gw.router:published()
     if not path then
-        log("ERR", "resty.router.gateway: version ", tostring(version),
-            " built but not shared: ", tostring(err))
+        -- Writing the image failed (a full disk, a directory made read-only): built again
+        -- after a pause that doubles with each failure, so a lasting failure neither burns
+        -- the builder's CPU nor floods the log, and a passing one heals by itself.
+        local pause = math.min((sh.retry_pause or RETRY_FIRST / 2) * 2, RETRY_MAX)
+        sh.retry_pause = pause
+        sh.retry_at = updates.now_ms() + pause * 1000
+        err = "version " .. tostring(version) .. " built but not shared (built again in "
+            .. pause .. " s): " .. tostring(err)
+        log("ERR", "resty.router.gateway: ", err)
+        gw.error = { version = version, err = err, order = math.huge }
         sh.dict:delete(key(version) .. ":lock")
         return
     end
+    sh.retry_pause, sh.retry_at = nil, nil
     start_open(gw, version, path, true)
     _M.arm(gw)
 end
