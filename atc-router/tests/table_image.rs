@@ -375,7 +375,7 @@ fn two_phase_matching_from_an_image_gives_the_results_of_every_field() {
                         part_n += 1;
                     }
                 }
-                let needed = opened.needed_fields(&part);
+                let needed = opened.needed_fields(&mut part);
                 assert_eq!(needed & keys, keys, "{name}: the key fields are needed");
                 assert_eq!(
                     needed,
@@ -395,4 +395,54 @@ fn two_phase_matching_from_an_image_gives_the_results_of_every_field() {
         }
         assert!(part_n <= full_n, "{name}");
     }
+}
+
+/// The candidates `needed_fields` finds serve the execute that follows, unless a value of a key
+/// field was added in between.
+#[test]
+fn an_image_router_reuses_its_candidates_only_while_the_key_fields_stay() {
+    let mut s = Schema::new();
+    for f in ["http.path", "http.host", "http.method"] {
+        s.add_field(f, Type::String).unwrap();
+    }
+    let s = std::sync::Arc::new(s);
+    let mut r = Router::new(s.clone());
+    r.add(Uuid::from_u128(1), 9, r#"http.host == "b.com""#)
+        .unwrap();
+    r.add(
+        Uuid::from_u128(2),
+        1,
+        r#"http.path ^= "/a" && http.method != "DELETE""#,
+    )
+    .unwrap();
+    let opened = ImageRouter::from_bytes(s.clone(), r.to_image().unwrap()).unwrap();
+    let (host, method) = (
+        s.resolve("http.host").unwrap().0.bit(),
+        s.resolve("http.method").unwrap().0.bit(),
+    );
+    assert_eq!(opened.key_fields() & method, 0, "no split on the method");
+    assert_ne!(opened.key_fields() & host, 0, "a split on the host");
+    let mut ctx = Context::new(s);
+    ctx.add_value("http.path", "/a/1").unwrap();
+    assert_ne!(opened.needed_fields(&mut ctx) & method, 0);
+    // A field no split keys on: the cached candidates serve.
+    ctx.add_value("http.method", "GET").unwrap();
+    assert!(opened.execute(&mut ctx));
+    assert_eq!(ctx.result().unwrap().id(), Uuid::from_u128(2));
+    // A value of a key field after needed_fields: the candidates are found again (the host's
+    // route, first in routing order, was no candidate without it).
+    ctx.reset();
+    ctx.add_value("http.path", "/a/1").unwrap();
+    opened.needed_fields(&mut ctx);
+    ctx.add_value("http.host", "b.com").unwrap();
+    assert!(opened.execute(&mut ctx));
+    assert_eq!(ctx.result().unwrap().id(), Uuid::from_u128(1));
+    // The router never takes an image router's candidates.
+    ctx.reset();
+    ctx.add_value("http.path", "/a/1").unwrap();
+    opened.needed_fields(&mut ctx);
+    ctx.add_value("http.method", "GET").unwrap();
+    ctx.add_value("http.host", "b.com").unwrap();
+    assert!(r.execute(&mut ctx));
+    assert_eq!(ctx.result().unwrap().id(), Uuid::from_u128(1));
 }

@@ -1052,13 +1052,14 @@ int32_t atc_image_router_key_fields(const atc_image_router *router, uint64_t *ma
 /**
  * As `atc_router_needed_fields`, from the image: with every value of the key fields in
  * `context`, the fields the routes the request can still match use, in `*mask`. All bits for
- * a context of another schema. Allocates nothing.
+ * a context of another schema. Allocates nothing once the context has grown, and the execute
+ * that follows reuses the candidates it found.
  *
  * # Safety
  * `router` and `context` are live handles; `mask` is writable.
  */
 int32_t atc_image_router_needed_fields(const atc_image_router *router,
-                                       const atc_context *context,
+                                       atc_context *context,
                                        uint64_t *mask);
 
 /**

@@ -405,23 +405,24 @@ pub unsafe extern "C" fn atc_image_router_key_fields(
 
 /// As `atc_router_needed_fields`, from the image: with every value of the key fields in
 /// `context`, the fields the routes the request can still match use, in `*mask`. All bits for
-/// a context of another schema. Allocates nothing.
+/// a context of another schema. Allocates nothing once the context has grown, and the execute
+/// that follows reuses the candidates it found.
 ///
 /// # Safety
 /// `router` and `context` are live handles; `mask` is writable.
 #[no_mangle]
 pub unsafe extern "C" fn atc_image_router_needed_fields(
     router: *const AtcImageRouter,
-    context: *const AtcContext,
+    context: *mut AtcContext,
     mask: *mut u64,
 ) -> i32 {
     guard_status(|| {
         // SAFETY: `router` is NULL or a live handle.
         let r = unsafe { handle(router, "router") }?;
-        // SAFETY: `context` is NULL or a live handle.
-        let c = unsafe { handle(context, "context") }?;
+        // SAFETY: `context` is NULL or a live handle nothing else uses during the call.
+        let c = unsafe { handle_mut(context, "context") }?;
         // SAFETY: `mask` is NULL or writable.
-        *unsafe { out(mask, "mask") }? = r.router.needed_fields(&c.ctx);
+        *unsafe { out(mask, "mask") }? = r.router.needed_fields(&mut c.ctx);
         Ok(ATC_OK)
     })
 }

@@ -1,8 +1,8 @@
 //! The public per-request state: a request's values and, after an execute, its result.
 //!
 //! Invariants: `reset` and every execute leave no result from an earlier request behind; the
-//! candidates cached by `Router::needed_fields` are used only by the router and version that
-//! found them, and only while no value was added to a key field since (see
+//! candidates cached by `Router::needed_fields` (or `ImageRouter::needed_fields`) are used only
+//! by the router and version that found them, and only while no value was added to a key field since (see
 //! [`CachedCandidates`]). The values live in the schema stage ([`Values`]), what the winner
 //! recorded in the compile stage ([`MatchRecord`]): the index and programs read those, never
 //! this type, so that nothing before the router knows its match state.
@@ -63,6 +63,8 @@ pub(crate) struct CachedCandidates {
     /// `(router, version)` they were found by, if any.
     pub(crate) by: Option<(u64, u64)>,
     pub(crate) entries: Vec<crate::index::Entry>,
+    /// An image router's candidates (ranks, sorted), when `by` names one.
+    pub(crate) ranks: Vec<u32>,
 }
 
 impl Context {

@@ -50,6 +50,10 @@ const SETS: u32 = 10;
 const REGEXES: u32 = 11;
 const KEY_FIELDS: u32 = 12;
 
+/// The version an image router's cached candidates are tagged with (an image never changes;
+/// its `uid` tells image routers and routers apart).
+const IMAGE_VERSION: u64 = u64::MAX;
+
 /// Words of a route record: id (4), priority (2), first instruction, instruction count.
 const ROUTE_WORDS: usize = 8;
 /// Words of the head: index root, route count, regex size limit (2), image kind.
@@ -506,17 +510,30 @@ impl ImageRouter {
         if !Arc::ptr_eq(&self.schema, ctx.schema()) {
             return Err(Error::SchemaMismatch);
         }
+        // The candidates `needed_fields` found for this request, if no key field has changed.
+        let cached = ctx.candidates.by == Some((self.uid, IMAGE_VERSION))
+            && ctx.values.added() & self.key_fields == 0;
+        let cache = if cached {
+            std::mem::take(&mut ctx.candidates.ranks)
+        } else {
+            Vec::new()
+        };
         let (values, w) = (&ctx.values, &mut ctx.record);
         let view = self.view();
         let found = with_scratch_image(|lowered, bufs, ranks| {
-            ranks.clear();
-            view.index
-                .candidates(self.layout().root, values, bufs, ranks);
-            if ranks.len() > 1 {
-                ranks.sort_unstable();
-                ranks.dedup();
-            }
-            for &rank in ranks.iter() {
+            let ranks = if cached {
+                &cache[..]
+            } else {
+                ranks.clear();
+                view.index
+                    .candidates(self.layout().root, values, bufs, ranks);
+                if ranks.len() > 1 {
+                    ranks.sort_unstable();
+                    ranks.dedup();
+                }
+                &ranks[..]
+            };
+            for &rank in ranks {
                 let Some(route) = view.route(rank as usize) else {
                     continue;
                 };
@@ -532,6 +549,9 @@ impl ImageRouter {
             None
         });
         ctx.outcome = found;
+        if cached {
+            ctx.candidates.ranks = cache;
+        }
         Ok(found.is_some())
     }
 
@@ -545,26 +565,31 @@ impl ImageRouter {
     /// [key fields](ImageRouter::key_fields) in `ctx`, the fields of the routes the request can
     /// still match. Adding those fields' values and executing gives the result that adding
     /// every field gives. All fields for a context of another schema.
-    pub fn needed_fields(&self, ctx: &Context) -> FieldMask {
+    pub fn needed_fields(&self, ctx: &mut Context) -> FieldMask {
         if !Arc::ptr_eq(&self.schema, ctx.schema()) {
             return FieldMask::MAX;
         }
         let view = self.view();
-        with_scratch_image(|_, bufs, ranks| {
-            ranks.clear();
+        let mut found = std::mem::take(&mut ctx.candidates.ranks);
+        found.clear();
+        with_scratch_image(|_, bufs, _| {
             view.index
-                .candidates(self.layout().root, &ctx.values, bufs, ranks);
-            ranks.sort_unstable();
-            ranks.dedup();
-            let mut mask = self.key_fields;
-            for &rank in ranks.iter() {
-                mask |= view
-                    .route(rank as usize)
-                    .and_then(|r| view.arenas.program(r.program.0, r.program.1))
-                    .map_or(FieldMask::MAX, |code| code.field_mask());
-            }
-            mask
-        })
+                .candidates(self.layout().root, &ctx.values, bufs, &mut found);
+        });
+        found.sort_unstable();
+        found.dedup();
+        let mut mask = self.key_fields;
+        for &rank in &found {
+            mask |= view
+                .route(rank as usize)
+                .and_then(|r| view.arenas.program(r.program.0, r.program.1))
+                .map_or(FieldMask::MAX, |code| code.field_mask());
+        }
+        // Kept for the execute that follows (see `Context`'s cached candidates).
+        ctx.candidates.ranks = found;
+        ctx.candidates.by = Some((self.uid, IMAGE_VERSION));
+        ctx.values.take_added();
+        mask
     }
 
     /// The routes a request has to consider at most (the image index's candidates).

@@ -264,7 +264,7 @@ int32_t atc_image_router_execute_counted(const atc_image_router *router,
                                          const atc_router *counts);
 int32_t atc_image_router_key_fields(const atc_image_router *router, uint64_t *mask);
 int32_t atc_image_router_needed_fields(const atc_image_router *router,
-                                       const atc_context *context,
+                                       atc_context *context,
                                        uint64_t *mask);
 int32_t atc_image_router_len(const atc_image_router *router, size_t *count);
 int32_t atc_image_router_fields(const atc_image_router *router,
