@@ -240,8 +240,10 @@ function _M.init(routes_file, opts)
     opts = opts or {}
     -- `opts.builder_nice`: the builder threads run that many nice levels below the worker.
     -- `opts.captures`: "lazy" for captures read on demand (scripts/gateway-bench --captures).
+    -- `opts.share`, `opts.share_dir`: one table per node (gateway-bench --share).
     GW = assert(gateway.new({ explain_header = opts.explain_header,
-        builder_nice = opts.builder_nice, captures = opts.captures }))
+        builder_nice = opts.builder_nice, captures = opts.captures, share = opts.share,
+        share_dir = opts.share_dir }))
     if opts.clock == "cpu" then
         route_clock = require("resty.router.gateway.updates").cpu_ms
     end
@@ -257,6 +259,11 @@ function _M.init(routes_file, opts)
     local ok, state, report = GW:update("1", STORE, "apply_valid")
     if not ok then
         ngx.log(ngx.ERR, "atc_demo: routes not loaded: ", state)
+        return
+    end
+    if state == "building" then
+        -- With `share`: built on the builder thread and routed once its image is mapped.
+        ngx.log(ngx.NOTICE, "atc_demo: version 1 with ", #STORE.ids, " routes being built")
         return
     end
     ngx.log(ngx.NOTICE, "atc_demo: version 1 with ", report.added, " routes built in ",
