@@ -8,11 +8,11 @@
 //! the stages that write and read them (`index/image.rs` for the index).
 //!
 //! Invariants a reader relies on:
-//! - Nothing is read from an image before [`Image::open`] has checked it whole: magic, format
+//! - Nothing is read from an image before `Image::open` has checked it whole: magic, format
 //!   version, library version, length, checksum, tag, and every section inside the image,
 //!   after the section table, 64-byte aligned from the image's start, not overlapping another.
 //! - Every read after that goes through a bounds-checked slice: a section is a `&[u8]` and its
-//!   words are read by index ([`Words`]), so a reader's bug is a `None`, never a read out of
+//!   words are read by index (`Words`), so a reader's bug is a `None`, never a read out of
 //!   bounds. The crate has no `unsafe`; mapping a file is the C library's job.
 //! - The image holds no pointer: positions are offsets from the image's start (sections) or
 //!   from a section's start (what sections hold), so it means the same at any address.

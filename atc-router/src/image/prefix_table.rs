@@ -1,6 +1,7 @@
 //! Byte-string keys to `u32` values in image form, walked by prefix: given a text, the values
-//! of every stored key that is a prefix of it, shortest first. The form of a prefix (and,
-//! over reversed bytes, a suffix) map in an image: a radix tree whose nodes are fixed-size
+//! of every stored key that is a prefix of it, shortest first; walked from every place of a
+//! text, the values of every key it contains. The form of a prefix (over reversed bytes, a
+//! suffix; walked within, a `contains`) map in an image: a radix tree whose nodes are fixed-size
 //! records in one array, each node's children contiguous and sorted by first byte, labels and
 //! first bytes in an arena.
 //!
@@ -11,9 +12,10 @@
 //! in eight, else their offset in the arena. Node 0 is the root, with an empty label. Built
 //! whole from a sorted key list, so a node's children are adjacent, and most levels of a walk
 //! read one record and nothing else (a path segment and a node's few children fit in place).
-
+//!
 //! Invariants: children's first bytes are distinct and ascending, and a non-root label is not
-//! empty; a walk visits at most one node per stored prefix of the text. A reader trusts nothing
+//! empty; a walk visits at most one node per stored prefix of the text, and a walk within a
+//! text at most a budget linear in its length before it visits every value instead. A reader trusts nothing
 //! beyond the container's checksum: every read is bounds-checked, a child index must be larger
 //! than its parent's (so a walk ends), and words that are no table make [`PrefixTable::new`]
 //! refuse or a walk stop early.
@@ -259,9 +261,9 @@ impl<'a> PrefixTable<'a> {
         }
     }
 
-    #[inline]
     /// The walk from `root` (node 0's record) along `text`; `false` when it stopped because
     /// `budget` (nodes stepped plus label bytes compared) ran out.
+    #[inline]
     fn walk_from(
         &self,
         root: [u32; NODE],

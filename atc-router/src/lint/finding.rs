@@ -8,6 +8,8 @@ use std::fmt;
 use uuid::Uuid;
 
 use crate::error::Location;
+#[cfg(doc)]
+use crate::{lint::Linter, Router};
 
 /// What a [`Finding`] is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
