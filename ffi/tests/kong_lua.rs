@@ -211,22 +211,7 @@ fn write_config(n: &Nginx, dir: &Path, libdir: &Path, port: u16, block: &Block) 
         .map_or("", String::as_str)
         .replace("$::HttpConfig", "");
     let conf = format!(
-        r#"
-worker_processes 1;
-daemon off;
-master_process on;
-pid {dir}/nginx.pid;
-error_log {dir}/error.log debug;
-{load_modules}
-events {{ worker_connections 64; }}
-
-http {{
-    access_log off;
-    client_body_temp_path {dir}/tmp_body;
-    proxy_temp_path {dir}/tmp_proxy;
-    fastcgi_temp_path {dir}/tmp_fastcgi;
-    uwsgi_temp_path {dir}/tmp_uwsgi;
-    scgi_temp_path {dir}/tmp_scgi;
+        r#"{head}
     lua_package_path "{lua}/?.lua;{share}/?.lua;;";
     lua_package_cpath "{libdir}/?.so;;";
     init_by_lua_block {{ {MARK_ERRORS} }}
@@ -242,8 +227,7 @@ http {{
     }}
 }}
 "#,
-        dir = dir.display(),
-        load_modules = nginx::load_modules(n),
+        head = nginx::conf_head(n, dir, 1, "debug"),
         lua = lua.display(),
         share = n.lua_share.display(),
         libdir = libdir.display(),

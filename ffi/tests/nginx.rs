@@ -41,22 +41,7 @@ const START_DEADLINE: Duration = Duration::from_secs(600);
 fn write_config(n: &Nginx, dir: &Path, libdir: &Path, port: u16) -> PathBuf {
     let lua = common::repo_root().join("lua");
     let conf = format!(
-        r#"
-worker_processes 1;
-daemon off;
-master_process on;
-pid {dir}/nginx.pid;
-error_log {dir}/error.log info;
-{load_modules}
-events {{ worker_connections 256; }}
-
-http {{
-    access_log off;
-    client_body_temp_path {dir}/tmp_body;
-    proxy_temp_path {dir}/tmp_proxy;
-    fastcgi_temp_path {dir}/tmp_fastcgi;
-    uwsgi_temp_path {dir}/tmp_uwsgi;
-    scgi_temp_path {dir}/tmp_scgi;
+        r#"{head}
     large_client_header_buffers 4 64k;
     merge_slashes off;
     set_real_ip_from 127.0.0.1;
@@ -91,7 +76,7 @@ http {{
 }}
 "#,
         dir = dir.display(),
-        load_modules = nginx::load_modules(n),
+        head = nginx::conf_head(n, dir, 1, "info"),
         lua = lua.display(),
         share = n.lua_share.display(),
         libdir = libdir.display(),
@@ -1399,21 +1384,7 @@ fn gateway_made_before_the_fork_builds_in_every_worker() {
     }
     let port = free_port();
     let conf = format!(
-        r#"
-worker_processes 2;
-daemon off;
-master_process on;
-pid {dir}/nginx.pid;
-error_log {dir}/error.log info;
-{load_modules}
-events {{ worker_connections 256; }}
-http {{
-    access_log off;
-    client_body_temp_path {dir}/tmp_body;
-    proxy_temp_path {dir}/tmp_proxy;
-    fastcgi_temp_path {dir}/tmp_fastcgi;
-    uwsgi_temp_path {dir}/tmp_uwsgi;
-    scgi_temp_path {dir}/tmp_scgi;
+        r#"{head}
     lua_package_path "{lua}/?.lua;{lua}/t/?.lua;{share}/?.lua;;";
     lua_package_cpath "{dir}/?.so;;";
     lua_shared_dict versions 1m;
@@ -1427,7 +1398,7 @@ http {{
 }}
 "#,
         dir = dir.display(),
-        load_modules = nginx::load_modules(&nginx),
+        head = nginx::conf_head(&nginx, &dir, 2, "info"),
         lua = lua.display(),
         share = nginx.lua_share.display(),
     );

@@ -190,21 +190,7 @@ fn cases() -> Vec<Case> {
 fn config(dir: &std::path::Path, n: &nginx::Nginx, port: u16) -> String {
     let lua = common::repo_root().join("lua");
     format!(
-        r#"
-worker_processes 1;
-daemon off;
-master_process on;
-pid {dir}/nginx.pid;
-error_log {dir}/error.log info;
-{load_modules}
-events {{ worker_connections 64; }}
-http {{
-    access_log off;
-    client_body_temp_path {dir}/tmp_body;
-    proxy_temp_path {dir}/tmp_proxy;
-    fastcgi_temp_path {dir}/tmp_fastcgi;
-    uwsgi_temp_path {dir}/tmp_uwsgi;
-    scgi_temp_path {dir}/tmp_scgi;
+        r#"{head}
     lua_package_path "{lua}/?.lua;{lua}/t/?.lua;{share}/?.lua;;";
     lua_package_cpath "{dir}/?.so;;";
     init_worker_by_lua_block {{ require("kong_fields").init_worker() }}
@@ -215,7 +201,7 @@ http {{
 }}
 "#,
         dir = dir.display(),
-        load_modules = nginx::load_modules(n),
+        head = nginx::conf_head(n, dir, 1, "info"),
         lua = lua.display(),
         share = n.lua_share.display(),
     )

@@ -23,22 +23,7 @@ const DEADLINE: Duration = Duration::from_secs(300);
 fn write_config(n: &Nginx, dir: &Path, port: u16) -> std::path::PathBuf {
     let lua = common::repo_root().join("lua");
     let conf = format!(
-        r#"
-worker_processes 4;
-daemon off;
-master_process on;
-pid {dir}/nginx.pid;
-error_log {dir}/error.log info;
-{load_modules}
-events {{ worker_connections 256; }}
-
-http {{
-    access_log off;
-    client_body_temp_path {dir}/tmp_body;
-    proxy_temp_path {dir}/tmp_proxy;
-    fastcgi_temp_path {dir}/tmp_fastcgi;
-    uwsgi_temp_path {dir}/tmp_uwsgi;
-    scgi_temp_path {dir}/tmp_scgi;
+        r#"{head}
 
     lua_package_path "{lua}/?.lua;{lua}/t/?.lua;{share}/?.lua;;";
     lua_package_cpath "{dir}/?.so;;";
@@ -60,7 +45,7 @@ http {{
 }}
 "#,
         dir = dir.display(),
-        load_modules = nginx::load_modules(n),
+        head = nginx::conf_head(n, dir, 4, "info"),
         lua = lua.display(),
         share = n.lua_share.display(),
     );

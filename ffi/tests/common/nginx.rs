@@ -66,6 +66,34 @@ pub fn required_or_skip(name: &str) -> Option<Nginx> {
 }
 
 /// The `load_module` lines of the lua module, for the main context of a config.
+/// The start of a test's nginx.conf: a master in the foreground with `workers` workers, its
+/// pid file and error log (at `log_level`) in `dir`, the lua module loaded, and the `http`
+/// block opened with access logging off and every temporary path in `dir`. The caller writes
+/// the rest of the block and closes it.
+pub fn conf_head(n: &Nginx, dir: &Path, workers: usize, log_level: &str) -> String {
+    format!(
+        r#"
+worker_processes {workers};
+daemon off;
+master_process on;
+pid {dir}/nginx.pid;
+error_log {dir}/error.log {log_level};
+{load_modules}
+events {{ worker_connections 256; }}
+
+http {{
+    access_log off;
+    client_body_temp_path {dir}/tmp_body;
+    proxy_temp_path {dir}/tmp_proxy;
+    fastcgi_temp_path {dir}/tmp_fastcgi;
+    uwsgi_temp_path {dir}/tmp_uwsgi;
+    scgi_temp_path {dir}/tmp_scgi;
+"#,
+        dir = dir.display(),
+        load_modules = load_modules(n),
+    )
+}
+
 pub fn load_modules(n: &Nginx) -> String {
     format!(
         "load_module {0}/ndk_http_module.so;\nload_module {0}/ngx_http_lua_module.so;\n",
