@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use crate::error::Location;
 #[cfg(doc)]
-use crate::{lint::Linter, Router};
+use crate::{lint::Linter, router::Router};
 
 /// What a [`Finding`] is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
