@@ -445,6 +445,22 @@ function _M.message(status)
     return ffi.string(lib.atc_strerror(status))
 end
 
+-- The buffer a field mask (uint64_t) is written into by the library, read back as two plain
+-- 32-bit numbers (a uint64_t read from LuaJIT is a boxed cdata, which a request path would
+-- allocate): pass `maskbuf` to the call, then return `_M.mask_halves()`.
+local maskbuf = ffi.new("uint64_t[1]")
+local mask32 = ffi.cast("uint32_t *", maskbuf)
+local LO, HI = 0, 1
+if not ffi.abi("le") then
+    LO, HI = 1, 0
+end
+_M.maskbuf = maskbuf
+
+-- The mask last written into `maskbuf`, as its halves lo, hi.
+function _M.mask_halves()
+    return mask32[LO], mask32[HI]
+end
+
 -- A route priority as uint64_t: a non-negative integral Lua number that a double represents
 -- exactly, or a 64-bit integer cdata.
 function _M.priority(p)

@@ -163,18 +163,13 @@ function img_mt:get_fields()
     return out
 end
 
-local maskbuf = ffi.new("uint64_t[1]")
-local mask32 = ffi.cast("uint32_t *", maskbuf)
-local LO, HI = 0, 1
-if not ffi.abi("le") then
-    LO, HI = 1, 0
-end
+local maskbuf, mask_halves = cdefs.maskbuf, cdefs.mask_halves
 
 -- As router:key_fields: the fields the image's index looks values up in (halves lo, hi), what
 -- phase 1 of two-phase matching reads.
 function img_mt:key_fields()
     lib.atc_image_router_key_fields(self.ptr, maskbuf)
-    return mask32[LO], mask32[HI]
+    return mask_halves()
 end
 
 -- As router:needed_fields: with every value of the key fields in `context`, the fields (lo,
@@ -184,7 +179,7 @@ function img_mt:needed_fields(context)
         error("bad argument #1 to 'needed_fields' (context expected)", 2)
     end
     lib.atc_image_router_needed_fields(self.ptr, context.ptr, maskbuf)
-    return mask32[LO], mask32[HI]
+    return mask_halves()
 end
 
 -- Unmaps now rather than when the collector runs. The object is unusable afterwards.

@@ -823,12 +823,7 @@ end
 local LAST_BIT = lib.ATC_FIELD_MASK_LAST_BIT
 -- The id layout is the library's (the core's FieldId::INDEX_MASK, exported in the header).
 local INDEX_MASK = lib.ATC_FIELD_INDEX_MASK
-local maskbuf = ffi.new("uint64_t[1]")
-local mask32 = ffi.cast("uint32_t *", maskbuf)
-local LO, HI = 0, 1
-if not ffi.abi("le") then
-    LO, HI = 1, 0
-end
+local maskbuf, mask_halves = cdefs.maskbuf, cdefs.mask_halves
 
 -- The mask of the one field of id `id` (from context:field_id), as halves lo, hi: exactly one
 -- of them is non-zero.
@@ -848,7 +843,7 @@ end
 -- routes (add, remove, sync), never in between.
 function _M:key_fields()
     lib.atc_router_key_fields(self.ptr, maskbuf)
-    return mask32[LO], mask32[HI]
+    return mask_halves()
 end
 
 -- Phase 2 of two-phase matching: with every value of the key fields in `context`, the fields
@@ -861,7 +856,7 @@ function _M:needed_fields(context)
         error("bad argument #1 to 'needed_fields' (context expected)", 2)
     end
     lib.atc_router_needed_fields(self.ptr, context.ptr, maskbuf)
-    return mask32[LO], mask32[HI]
+    return mask_halves()
 end
 
 -- The fields an expression uses (in order of first use), or nil and an error saying where and
