@@ -9,7 +9,7 @@
 //! the exact size instead frees the whole grown block, which the allocator reuses as it is.
 //!
 //! Invariant: every slice or string a route keeps past its compilation, built in a growing
-//! vector, goes through [`fitted`] (or [`fitted_str`]); `atc-router/tests/change_fragments.rs`
+//! vector, goes through [`fitted`]; `atc-router/tests/change_fragments.rs`
 //! checks it. The index's vectors that usually hold one or two elements grow with
 //! [`room_for_one`].
 
@@ -21,14 +21,6 @@ pub(crate) fn fitted<T>(mut v: Vec<T>) -> Box<[T]> {
     let mut out = Vec::with_capacity(v.len());
     out.append(&mut v);
     out.into_boxed_slice()
-}
-
-/// [`fitted`] for text.
-pub(crate) fn fitted_str(s: String) -> Box<str> {
-    if s.len() == s.capacity() {
-        return s.into_boxed_str();
-    }
-    Box::from(s.as_str())
 }
 
 /// Makes room for one more element in a vector that usually stays small (the keys of one index
@@ -54,9 +46,6 @@ mod tests {
         b.extend_from_slice(b"/repos");
         assert_eq!(&*fitted(b), b"/repos");
         assert!(fitted(Vec::<u8>::new()).is_empty());
-        let mut t = String::with_capacity(32);
-        t.push_str("api.example.com");
-        assert_eq!(&*fitted_str(t), "api.example.com");
         let mut small: Vec<u64> = Vec::new();
         for i in 0..3 {
             room_for_one(&mut small);

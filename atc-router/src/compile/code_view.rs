@@ -186,7 +186,7 @@ impl<'a> CodeView<'a> for Code<'a> {
             Some(&Instr::Or { end, .. }) => Shape::Or(end as usize),
             Some(&Instr::Not { end, .. }) => Shape::Not(end as usize),
             Some(Instr::Pred(_)) => Shape::Pred,
-            Some(Instr::End | Instr::OnHeap(_)) | None => Shape::End,
+            Some(Instr::End) | None => Shape::End,
         }
     }
 
@@ -210,7 +210,7 @@ impl<'a> CodeView<'a> for Code<'a> {
             Some(&Instr::Or { end, .. }) => Step::Or(end as usize),
             Some(Instr::Not { .. }) => Step::Not,
             Some(Instr::Pred(p)) => Step::Pred(self.pred_ref(p)),
-            Some(Instr::End | Instr::OnHeap(_)) | None => Step::End,
+            Some(Instr::End) | None => Step::End,
         }
     }
 }

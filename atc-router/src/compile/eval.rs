@@ -14,7 +14,7 @@
 //! `testkit/tests/equivalence.rs` compare them on random tables and requests.
 
 use crate::compile::code_view::{CodeView, LitRef, PredRef, SetRef, Shape, Step};
-use crate::compile::program::{Code, Pred, Program};
+use crate::compile::program::{Code, Pred};
 use crate::compile::record::MatchRecord;
 use crate::compile::regex::CompiledRegex;
 use crate::compile::resolve as resolved;
@@ -48,8 +48,13 @@ fn lowercase_into<'a>(s: &str, buf: &'a mut String) -> &'a str {
 
 /// Evaluates a route's program (see [`crate::program`]) against the request.
 #[inline]
-pub(crate) fn eval(p: &Program, ctx: &Values, lowered: &mut String, w: &mut MatchRecord) -> bool {
-    eval_code(p.view(), ctx, lowered, w)
+pub(crate) fn eval(
+    code: Code<'_>,
+    ctx: &Values,
+    lowered: &mut String,
+    w: &mut MatchRecord,
+) -> bool {
+    eval_code(code, ctx, lowered, w)
 }
 
 /// Evaluates a program in either form (see `code_view.rs`).
@@ -143,13 +148,12 @@ pub(crate) struct Trace {
 /// of `eval`, so that the request path carries nothing for explaining; it must follow `eval`'s
 /// order and short-circuits exactly (the explain tests compare the two on every table).
 pub(crate) fn eval_traced(
-    p: &Program,
+    code: Code<'_>,
     ctx: &Values,
     lowered: &mut String,
     w: &mut MatchRecord,
     t: &mut Trace,
 ) -> bool {
-    let code = p.view();
     let (mark, kept) = (w.mark(), t.decisive.len());
     for c in code.runs() {
         if !instr_traced(&code, c, ctx, lowered, w, t) {

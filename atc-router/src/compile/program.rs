@@ -3,12 +3,11 @@
 //!
 //! Why: a resolved [`Node`] is a tree of separately allocated children and literals. At 100,000
 //! routes each candidate a request evaluates sits in memory no other request touched lately, so
-//! every pointer followed is a cache (and TLB) miss. A typical program (a host and up to three
-//! path prefixes, or a method pair, a host and a prefix) lives entirely in its router slot:
-//! instructions and long literals in the slot's own three cache lines, found from the index
-//! entry's slot number with no pointer to follow (the previous layout, a slot pointing at a
-//! heap array, was one more dependent miss per candidate). Only a larger program spills to the
-//! heap.
+//! every pointer followed is a cache (and TLB) miss. A program is one array of 32-byte
+//! instructions, two to a cache line, with short literals inside their instructions: a host and
+//! a path prefix are one line. The router keeps every route's program in one arena, each
+//! starting on a cache line (`router/program_arena.rs`), so a candidate's program is found from
+//! its slot number and read in as few lines as it fills.
 //!
 //! Invariants:
 //! - A program means exactly what the node it was compiled from means; the reference evaluator
@@ -23,17 +22,14 @@
 //! - `Lit::Str { start, len }` is `text[start..start + len]`; `Lit::Inline` holds the whole
 //!   literal (at most [`INLINE`] bytes, a UTF-8 string); `Lit::Regex` holds its regex itself;
 //!   `Lit::Set` holds a set literal behind a pointer, ready for membership tests.
-//! - A program is either in its slot (the code is `head`, the text is in `head_text`) or
-//!   spilled (`head[0]` is `Instr::OnHeap`, holding both), never split between the two:
-//!   evaluation reads one contiguous instruction array. `Instr::OnHeap` never appears in the
-//!   code a [`Code`] view hands out.
 //! - The head instruction of a program's last top-level run is flagged `last_run`, and
 //!   evaluation stops after that run. There is no length field: a length would have to be
 //!   read before the first instruction, and finding the end by its marker read the line after
 //!   the last instruction (a host and a prefix fill the first line; the `End` after them is on
 //!   the second). The flag sits in an instruction evaluation reads anyway. `Instr::End` fills
-//!   the places after a short program in its slot and is the whole of an empty program (true):
-//!   evaluation also stops at it, so a program stays correct even if its flag were missing.
+//!   the places after a program in a room larger than it (see the arena) and is the whole of an
+//!   empty program (true): evaluation also stops at it, so a program stays correct even if its
+//!   flag were missing.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -47,30 +43,13 @@ use crate::value::{cidr_contains, IpCidr};
 /// Longest literal kept inside its instruction; chosen so that an instruction stays 32 bytes.
 pub(crate) const INLINE: usize = 22;
 
-/// Instructions a program keeps in its slot: a host and three path prefixes under an `||`, or
-/// a method pair, a host and a prefix (the workload's common larger routes). The benchmark
-/// that keeps this layout (against every program on the heap) is in docs/performance.md,
-/// "Layout choices".
-const IN_SLOT: usize = 5;
-/// Bytes of long literals a program keeps in its slot (one host or path longer than
-/// [`INLINE`]: two such literals in one route are rare); with [`IN_SLOT`] instructions it makes
-/// the slot three cache lines.
-const IN_SLOT_TEXT: usize = 32;
-
-/// A route's program, as stored in the router's slot array: see the module docs for the layout.
-/// Aligned to a cache line so that a program in its slot touches no line of another. Cloned
-/// only by the linter, which keeps one program per distinct expression.
+/// A route's program: its instructions and the bytes of its literals longer than [`INLINE`].
+/// The router moves it into its arena; the linter keeps one per distinct expression.
 #[derive(Debug, Clone)]
-#[repr(C, align(64))]
 pub(crate) struct Program {
-    head: [Instr; IN_SLOT],
-    head_text: [u8; IN_SLOT_TEXT],
-}
-
-#[derive(Debug, Clone)]
-pub(crate) struct HeapCode {
     code: Box<[Instr]>,
-    text: Box<str>,
+    /// Whole UTF-8 strings, one after another.
+    text: Box<[u8]>,
 }
 
 /// The parts of a program evaluation reads, found once per evaluation.
@@ -80,12 +59,12 @@ pub(crate) struct Code<'a> {
     text: &'a [u8],
 }
 
+/// 32 bytes aligned to 32 (see [`HalfLine`]), so that no instruction straddles two cache lines
+/// and an arena can start a program on a line.
 #[derive(Debug, Clone)]
 pub(crate) enum Instr {
-    /// Fills a slot's places after its program; the whole of an empty program (true).
+    /// Fills the places of a room after its program; the whole of an empty program (true).
     End,
-    /// Stands first in the slot of a program kept on the heap (likewise).
-    OnHeap(Box<HeapCode>),
     And {
         end: u32,
         last_run: bool,
@@ -110,7 +89,7 @@ impl Instr {
             | Instr::Or { last_run, .. }
             | Instr::Not { last_run, .. } => *last_run,
             Instr::Pred(p) => p.last_run,
-            Instr::End | Instr::OnHeap(_) => true,
+            Instr::End => true,
         }
     }
 
@@ -120,7 +99,7 @@ impl Instr {
             | Instr::Or { last_run, .. }
             | Instr::Not { last_run, .. } => *last_run = true,
             Instr::Pred(p) => p.last_run = true,
-            Instr::End | Instr::OnHeap(_) => {}
+            Instr::End => {}
         }
     }
 }
@@ -134,7 +113,15 @@ pub(crate) struct Pred {
     /// See [`Instr::is_last_run`].
     pub last_run: bool,
     pub lit: Lit,
+    pub _align: [HalfLine; 0],
 }
+
+/// Gives [`Instr`] the alignment of half a cache line while it stays 32 bytes: an enum marked
+/// `repr(align(32))` itself is laid out with its tag apart (64 bytes), a zero-length field of
+/// this type in one variant is not (`two_instructions_fill_a_cache_line` checks both).
+#[derive(Debug, Clone, Copy)]
+#[repr(align(32))]
+pub(crate) struct HalfLine;
 
 #[derive(Debug, Clone)]
 pub(crate) enum Lit {
@@ -274,32 +261,53 @@ impl Program {
         if let Some(head) = b.code.get_mut(last_run) {
             head.set_last_run();
         }
-        let mut p = Program::default();
-        if b.code.len() <= IN_SLOT && b.text.len() <= IN_SLOT_TEXT {
-            p.head_text[..b.text.len()].copy_from_slice(b.text.as_bytes());
-            for (slot, instr) in p.head.iter_mut().zip(b.code) {
-                *slot = instr;
-            }
-        } else {
-            p.head[0] = Instr::OnHeap(Box::new(HeapCode {
-                code: crate::fitted::fitted(b.code),
-                text: crate::fitted::fitted_str(b.text),
-            }));
+        Program {
+            code: crate::fitted::fitted(b.code),
+            text: crate::fitted::fitted(b.text.into_bytes()),
         }
-        p
+    }
+
+    /// The instructions and the literal text, moved out (into an arena).
+    pub(crate) fn into_parts(self) -> (Box<[Instr]>, Box<[u8]>) {
+        (self.code, self.text)
     }
 
     #[inline]
     pub(crate) fn view(&self) -> Code<'_> {
-        if let Instr::OnHeap(s) = &self.head[0] {
-            return Code {
-                code: &s.code,
-                text: s.text.as_bytes(),
-            };
-        }
         Code {
-            code: &self.head,
-            text: &self.head_text,
+            code: &self.code,
+            text: &self.text,
+        }
+    }
+}
+
+impl Default for Program {
+    /// The empty program (true).
+    fn default() -> Program {
+        Program {
+            code: Box::new([Instr::End]),
+            text: Box::new([]),
+        }
+    }
+}
+
+impl<'a> Code<'a> {
+    /// A view of instructions and the text their `Lit::Str` literals point into.
+    #[inline]
+    pub(crate) fn new(code: &'a [Instr], text: &'a [u8]) -> Code<'a> {
+        Code { code, text }
+    }
+
+    #[inline]
+    pub(crate) fn code(&self) -> &'a [Instr] {
+        self.code
+    }
+
+    /// An owned copy (the linter keeps one program per distinct expression).
+    pub(crate) fn to_program(self) -> Program {
+        Program {
+            code: self.code.into(),
+            text: self.text.into(),
         }
     }
 
@@ -307,35 +315,11 @@ impl Program {
     /// are in cache when it comes (see `Router::needed_fields`). The result means nothing.
     #[inline]
     pub(crate) fn touch(&self) -> bool {
-        let code = self.view();
         let mut seen = false;
-        for i in code.runs() {
-            seen ^= matches!(code.code[i], Instr::Pred(_));
+        for i in self.runs() {
+            seen ^= matches!(self.code[i], Instr::Pred(_));
         }
         seen
-    }
-
-    /// Whether the program lives in its slot, without a heap allocation.
-    #[cfg(test)]
-    fn in_slot(&self) -> bool {
-        !matches!(self.head[0], Instr::OnHeap(_))
-    }
-}
-
-impl Default for Program {
-    /// The empty program (true), as free slots hold.
-    fn default() -> Program {
-        Program {
-            head: [const { Instr::End }; IN_SLOT],
-            head_text: [0; IN_SLOT_TEXT],
-        }
-    }
-}
-
-impl<'a> Code<'a> {
-    #[inline]
-    pub(crate) fn code(&self) -> &'a [Instr] {
-        self.code
     }
 
     /// The bytes of a string literal (`None` for other literals); always a whole UTF-8 string,
@@ -371,7 +355,7 @@ impl<'a> Code<'a> {
     pub(crate) fn end(&self, i: usize) -> usize {
         match self.code[i] {
             Instr::And { end, .. } | Instr::Or { end, .. } | Instr::Not { end, .. } => end as usize,
-            Instr::Pred(_) | Instr::End | Instr::OnHeap(_) => i + 1,
+            Instr::Pred(_) | Instr::End => i + 1,
         }
     }
 }
@@ -441,6 +425,7 @@ impl Builder {
             op: p.op,
             last_run: false,
             lit,
+            _align: [],
         }
     }
 }
@@ -475,19 +460,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn instructions_stay_small() {
-        // Two per cache line: the point of the flat form is few lines per candidate.
-        assert!(
-            std::mem::size_of::<Instr>() <= 32,
-            "{}",
-            std::mem::size_of::<Instr>()
-        );
-    }
-
-    #[test]
-    fn a_slot_is_three_cache_lines() {
-        assert_eq!(std::mem::size_of::<Program>(), 192);
-        assert_eq!(std::mem::align_of::<Program>(), 64);
+    fn two_instructions_fill_a_cache_line() {
+        assert_eq!(std::mem::size_of::<Instr>(), 32);
+        assert_eq!(std::mem::align_of::<Instr>(), 32);
     }
 
     use super::test_program as program;
@@ -499,39 +474,26 @@ mod tests {
     }
 
     #[test]
-    fn a_host_and_a_prefix_are_read_from_the_first_line_only() {
+    fn a_host_and_a_prefix_are_two_instructions() {
         let p = program(r#"http.host == "a.com" && http.path ^= "/a""#);
         let code = p.view();
-        // Two instructions per line: the runs' heads (the only instructions evaluation reads
-        // to find the end) are both in the first.
+        // One cache line: the runs' heads (the only instructions evaluation reads to find the
+        // end) are both in it, and the last is flagged.
         assert_eq!(code.runs().collect::<Vec<_>>(), [0, 1]);
         assert!(code.code()[1].is_last_run());
-        assert!(matches!(code.code()[2], Instr::End));
+        assert_eq!(code.code().len(), 2);
     }
 
     #[test]
-    fn a_host_and_three_prefixes_stay_in_the_slot() {
+    fn long_literals_go_to_the_text() {
         let p = program(
             r#"http.host == "a-long-host-name.example.com" && (http.path ^= "/a" || http.path ^= "/b" || http.path ^= "/c")"#,
         );
-        assert!(p.in_slot());
         assert_eq!(length(&p), 5);
         assert_eq!(p.view().runs().collect::<Vec<_>>(), [0, 1]);
-        assert!(p.view().text.starts_with(b"a-long-host-name.example.com"));
-    }
-
-    #[test]
-    fn a_larger_program_spills_whole() {
-        let p = program(
-            r#"http.host == "a.com" && (http.path ^= "/a" || http.path ^= "/b" || http.path ^= "/c" || http.path ^= "/d")"#,
-        );
-        assert!(!p.in_slot());
-        assert_eq!(length(&p), 6);
-        assert_eq!(p.view().code().len(), 6);
-        let long = "x".repeat(IN_SLOT_TEXT + 1);
-        let p = program(&format!(r#"http.path ^= "/{long}""#));
-        assert!(!p.in_slot());
-        assert_eq!(p.view().text.len(), IN_SLOT_TEXT + 2);
+        assert_eq!(p.view().text, b"a-long-host-name.example.com");
+        let short = program(r#"http.path ^= "/a-path-of-22-bytes-xy""#);
+        assert!(short.view().text.is_empty(), "22 bytes stay inline");
     }
 
     #[test]

@@ -27,7 +27,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::{Arc, OnceLock};
 
 use crate::compile::code_view::{CodeView, LitRef, PredRef, SetRef, Shape, Step};
-use crate::compile::program::{Instr, Lit, Program, Set};
+use crate::compile::program::{Code, Instr, Lit, Set};
 use crate::compile::regex::CompiledRegex;
 use crate::image::Words;
 use crate::language::Op;
@@ -78,10 +78,9 @@ impl ProgramWriter {
     /// 32-bit offsets.
     pub(crate) fn program(
         &mut self,
-        p: &Program,
+        code: Code<'_>,
         field: &mut dyn FnMut(FieldId) -> u32,
     ) -> Option<(u32, u32)> {
-        let code = p.view();
         let len = code.runs().last().map_or(0, |i| code.end(i));
         let start = word(self.code.len() / INSTR_WORDS)?;
         for instr in &code.code()[..len] {
@@ -90,7 +89,7 @@ impl ProgramWriter {
                 Instr::And { end, .. } => [K_AND | last, *end, 0, 0],
                 Instr::Or { end, .. } => [K_OR | last, *end, 0, 0],
                 Instr::Not { end, .. } => [K_NOT | last, *end, 0, 0],
-                Instr::End | Instr::OnHeap(_) => [K_END | LAST_RUN, 0, 0, 0],
+                Instr::End => [K_END | LAST_RUN, 0, 0, 0],
                 Instr::Pred(pred) => {
                     let op = Op::ALL.iter().position(|o| *o == pred.op)? as u32;
                     let (kind, a, b) = self.literal(&code, &pred.lit)?;
@@ -580,7 +579,7 @@ mod tests {
     fn checked(expression: &str, change: impl FnOnce(&mut Vec<u32>)) -> Result<(), CheckError> {
         let mut w = ProgramWriter::default();
         let (start, len) = w
-            .program(&test_program(expression), &mut |f| f.index() as u32)
+            .program(test_program(expression).view(), &mut |f| f.index() as u32)
             .unwrap();
         change(&mut w.code);
         let bytes: Vec<u8> = w.code.iter().flat_map(|x| x.to_le_bytes()).collect();

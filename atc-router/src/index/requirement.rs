@@ -411,7 +411,7 @@ fn of(code: &Code<'_>, i: usize) -> Vec<Requirement> {
             }
             acc.unwrap_or_default()
         }
-        Instr::Not { .. } | Instr::End | Instr::OnHeap(_) => Vec::new(),
+        Instr::Not { .. } | Instr::End => Vec::new(),
         Instr::Pred(p) => predicate(code, p),
     }
 }

@@ -135,7 +135,7 @@ fn conjunct_predicates<'a>(code: &Code<'a>, i: usize, out: &mut Vec<&'a Pred>) {
             }
         }
         // An `||` or a `!( … )` does not make each of its predicates necessary.
-        Instr::Or { .. } | Instr::Not { .. } | Instr::End | Instr::OnHeap(_) => {}
+        Instr::Or { .. } | Instr::Not { .. } | Instr::End => {}
     }
 }
 
@@ -155,7 +155,7 @@ fn part_implied(conj: &mut Conjuncts<'_>, s: &Code<'_>, i: usize) -> bool {
         &Instr::Or { end, .. } => children(end).any(|c| part_implied(conj, s, c)),
         Instr::Pred(p) => pred_implied(conj, s, p),
         Instr::Not { .. } => false,
-        Instr::End | Instr::OnHeap(_) => true,
+        Instr::End => true,
     }
 }
 

@@ -47,7 +47,7 @@ use rustc_hash::FxHashMap as HashMap;
 use uuid::Uuid;
 
 use crate::compile::eval::eval;
-use crate::compile::program::{Instr, Lit, Program};
+use crate::compile::program::{Code, Instr, Lit, Program};
 use crate::compile::record::MatchRecord;
 use crate::error::Locator;
 use crate::index::requirement::KeyKind;
@@ -188,8 +188,8 @@ impl Scratch {
     }
 
     /// Whether `program` matches the request in `self.ctx`.
-    fn matches(&mut self, program: &Program) -> bool {
-        crate::work::add(program.view().code().len());
+    fn matches(&mut self, program: Code<'_>) -> bool {
+        crate::work::add(program.code().len());
         self.record.clear();
         eval(
             program,
@@ -397,9 +397,9 @@ impl Linter {
             Some(c) => *c,
             None => {
                 let c = self.fresh_id();
-                let program = router.program(slot).clone();
+                let program = router.program(slot).to_program();
                 let witness = Witness::of(
-                    &program,
+                    program.view(),
                     &mut scratch.ctx,
                     &mut scratch.record,
                     &mut scratch.lowered,
@@ -534,7 +534,10 @@ impl Linter {
                         .iter()
                         .any(|(f, v)| *f == r.disc.field && r.admits_value(v))
                 });
-            if plausible && w.witness.fill(&mut scratch.ctx).is_some() && scratch.matches(program) {
+            if plausible
+                && w.witness.fill(&mut scratch.ctx).is_some()
+                && scratch.matches(program.view())
+            {
                 out.push(id);
             }
         }
@@ -555,7 +558,7 @@ impl Linter {
         let Some(path) = router.schema().lookup("http.path") else {
             return;
         };
-        let code = router.program(slot).view();
+        let code = router.program(slot);
         let mut found = Vec::new();
         let mut ordinal = 0;
         for instr in code.code() {

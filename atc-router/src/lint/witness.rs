@@ -11,7 +11,7 @@
 //! one lookup, not a scan of the table.
 
 use crate::compile::eval::eval;
-use crate::compile::program::Program;
+use crate::compile::program::Code;
 use crate::compile::record::MatchRecord;
 use crate::index::requirement::{Key, KeyKind};
 use crate::index::requirements;
@@ -29,7 +29,7 @@ impl Witness {
     /// A request `program` matches, or `None` (see the module docs). `ctx` is scratch space
     /// of the router's schema; it is left holding the witness.
     pub(crate) fn of(
-        program: &Program,
+        program: Code<'_>,
         ctx: &mut Context,
         record: &mut MatchRecord,
         lowered: &mut String,
@@ -37,7 +37,7 @@ impl Witness {
         // Each requirement offers a value (its first key); for each field, the first offer, in
         // order of how telling it is (an exact value, a path its pattern accepts, a prefix,
         // ...), that every requirement on the field admits.
-        let reqs = requirements(&program.view());
+        let reqs = requirements(&program);
         let mut offers: Vec<(u8, FieldId, Value)> = reqs
             .iter()
             .filter_map(|req| {

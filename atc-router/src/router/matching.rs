@@ -126,8 +126,7 @@ impl Router {
                 &candidates[..]
             };
             for &(order, slot) in candidates.iter() {
-                let program = &self.programs[slot as usize];
-                if matcher::eval(program, values, &mut scratch.lowered, w) {
+                if matcher::eval(self.programs.code(slot), values, &mut scratch.lowered, w) {
                     return Some((order.id(), order.priority()));
                 }
                 w.clear();
@@ -187,7 +186,7 @@ impl Router {
     /// on what it loaded, would wait for one cache miss after another.
     #[inline]
     fn prefetch(&self, slot: u32) {
-        std::hint::black_box(self.programs[slot as usize].touch());
+        std::hint::black_box(self.programs.code(slot).touch());
     }
 
     #[doc(hidden)]

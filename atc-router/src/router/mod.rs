@@ -23,6 +23,7 @@ mod explain;
 pub(crate) mod image_index;
 mod matching;
 pub(crate) mod needs;
+mod program_arena;
 mod route;
 pub(crate) mod shared;
 mod stats;
@@ -58,7 +59,7 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
-use crate::compile::program::Program;
+use crate::compile::program::{Code, Program};
 use crate::compile::regex_cache::{PreparedRegexes, RegexCache};
 use crate::compile::resolve::{resolve, Fields, Node};
 use crate::error::Error;
@@ -68,6 +69,7 @@ use crate::limits::Limits;
 use crate::router::needs::Needs;
 use crate::schema::names::{FieldId, Holds, Schema};
 use crate::schema::validate::validate;
+use program_arena::ProgramArena;
 
 /// What a request's match needs of the route is its program (`Router::programs`); what a
 /// sync compares is its catalog row. The resolved tree, the reference evaluator's input and
@@ -132,8 +134,8 @@ pub struct Router {
     /// The resolved tree of a slot's route, once something needed it (see [`Router::tree`]).
     trees: Vec<OnceLock<Box<Node>>>,
     /// The program of the route in each slot, kept apart from the rest of the route so that a
-    /// request reads only these (see [`crate::program`]).
-    programs: Vec<Program>,
+    /// request reads only these (see [`crate::program`]), in one arena.
+    programs: ProgramArena,
     free: Vec<u32>,
     ids: HashMap<Uuid, u32>,
     order: BTreeMap<Order, u32>,
@@ -161,11 +163,11 @@ pub struct Router {
 
 /// The requirements of the routes a router holds, from their programs (for the index, when it
 /// splits a leaf).
-struct Programs<'a>(&'a [Program]);
+struct Programs<'a>(&'a ProgramArena);
 
 impl Requirements for Programs<'_> {
     fn of(&self, slot: u32) -> Vec<Requirement> {
-        requirements(&self.0[slot as usize].view())
+        requirements(&self.0.code(slot))
     }
 }
 
@@ -205,7 +207,7 @@ impl Router {
             limits,
             catalog: Catalog::default(),
             trees: Vec::new(),
-            programs: Vec::new(),
+            programs: ProgramArena::default(),
             free: Vec::new(),
             ids: HashMap::default(),
             order: BTreeMap::new(),
@@ -360,13 +362,12 @@ impl Router {
             Some(s) => s,
             None => {
                 self.trees.push(OnceLock::new());
-                self.programs.push(Program::default());
-                (self.programs.len() - 1) as u32
+                self.programs.push_slot()
             }
         };
-        self.programs[slot as usize] = p.program;
+        self.programs.set(slot, p.program);
         self.needs.insert(slot, &fields);
-        let reqs = requirements(&self.programs[slot as usize].view());
+        let reqs = requirements(&self.programs.code(slot));
         match &mut self.pending_index {
             Some(pending) => pending.push(((order, slot), reqs)),
             None => self
@@ -392,12 +393,12 @@ impl Router {
             (None, None) => self.resolve_again(slot),
         };
         let order = Order::new(row.priority, row.id);
-        let reqs = requirements(&self.programs[slot as usize].view());
+        let reqs = requirements(&self.programs.code(slot));
         self.index.remove((order, slot), &reqs);
         self.ids.remove(&id);
         self.free.push(slot);
         self.catalog.clear(slot);
-        self.programs[slot as usize] = Program::default();
+        self.programs.clear(slot);
         self.needs.remove(slot);
         self.order.remove(&order);
         for f in fields(&tree) {
@@ -511,8 +512,8 @@ impl Router {
     }
 
     /// The program of the route in a live slot.
-    pub(crate) fn program(&self, slot: u32) -> &Program {
-        &self.programs[slot as usize]
+    pub(crate) fn program(&self, slot: u32) -> Code<'_> {
+        self.programs.code(slot)
     }
 
     /// The place in routing order of the route in a live slot.

@@ -49,7 +49,7 @@ impl<'a> Route<'a> {
     /// Whether the index can rule the route out for some requests (`false`: every request
     /// considers it).
     pub fn is_indexed(&self) -> bool {
-        !requirements(&self.router.programs[self.slot as usize].view()).is_empty()
+        !requirements(&self.router.programs.code(self.slot)).is_empty()
     }
 
     /// Identifies this version of the route: the same while syncs leave the route unchanged

@@ -185,7 +185,8 @@ impl Router {
     fn reserve<D: Desired>(&mut self, routes: &[D]) {
         let n = routes.len();
         self.trees.reserve(n);
-        self.programs.reserve(n);
+        // Two instructions (one line) per route: a host and a prefix, the common least.
+        self.programs.reserve(n, 2 * n);
         self.ids.reserve(n);
         self.catalog.rows.reserve(n);
         let text: usize = routes

@@ -117,7 +117,7 @@ impl Router {
                 })
             };
             let (start, len) = programs
-                .program(&self.programs[*slot as usize], &mut number)
+                .program(self.programs.code(*slot), &mut number)
                 .ok_or_else(too_big)?;
             let id = order.id().as_u128();
             let priority = order.priority();

@@ -64,8 +64,8 @@ impl Router {
             }
             let mut trace = Trace::default();
             record.clear();
-            let program = &self.programs[slot as usize];
-            crate::work::add(program.view().code().len());
+            let program = self.programs.code(slot);
+            crate::work::add(program.code().len());
             let matched = eval_traced(program, &ctx.values, &mut lowered, &mut record, &mut trace);
             let row = self.route(slot).row;
             if matched && winner.is_none() {
@@ -92,7 +92,7 @@ impl Router {
                 if ruled_out.len() == options.max_ruled_out {
                     break;
                 }
-                let program = self.programs[slot as usize].view();
+                let program = self.programs.code(slot);
                 crate::work::add(program.code().len());
                 let reqs = requirements(&program);
                 // Regex keys last: testing one compiles its regex.
@@ -159,7 +159,7 @@ impl Router {
         for slot in slots {
             record.clear();
             if !crate::compile::eval::eval(
-                &self.programs[slot as usize],
+                self.programs.code(slot),
                 &ctx.values,
                 &mut lowered,
                 &mut record,

@@ -23,7 +23,7 @@ impl Router {
         if at.is_empty() {
             return Vec::new();
         }
-        let code = self.programs[slot as usize].view();
+        let code = self.programs.code(slot);
         let shape = PredicateShape::of(&code);
         let text = self.catalog.text(slot as usize);
         // The route's text was accepted when it was added: its predicates are found by a scan

@@ -1,0 +1,414 @@
+//! The programs of a router's routes, by slot, in one arena of instructions and one of text.
+//!
+//! Why one arena: a route's program is a few instructions (a host and a prefix are two, 64
+//! bytes), and a fixed room per slot big enough for the common larger routes was three cache
+//! lines for every route, most of them `End` padding: a third of a host + prefix route's memory.
+//! Here each program takes the instructions it has, found from its slot through a 16-byte room.
+//!
+//! Invariants:
+//! - `rooms[s]` names the instructions `code[room.code..][..room.code_len]` and the bytes
+//!   `text[room.text..][..room.text_len]` of slot `s`; no two rooms overlap.
+//! - A live slot's program is the start of its room's instructions, the rest `Instr::End`, and
+//!   its text the start of its room's text; a free slot's room holds only `End` (the empty
+//!   program, true) and keeps its place, so that the next program placed in the slot reuses it
+//!   when it fits (a route changed in place is removed and placed again in its slot).
+//! - Every room starts on a cache line (`lead` pads the arena's start to one), so that the first
+//!   two instructions of a program, which evaluation reads first, are one line, as they were
+//!   when each slot was its own aligned block.
+//! - `live` counts the instructions of live slots' rooms, `spare` those of free slots' rooms and
+//!   of rooms a slot outgrew. An outgrown room of up to [`FREE_SIZES`] lines is filed in `free`
+//!   by size and taken by the next program that needs that size, so that churn reuses rooms
+//!   rather than growing the arena. Once spare outweighs live, the arena is rewritten in slot order,
+//!   with each live program's room exactly its length (rounded up to a line) and free slots
+//!   without one: the arena stays within about twice its live programs, and a rewrite costs a
+//!   move of the live instructions, amortized over as many changes as there were live ones
+//!   (at 50,000 host + prefix routes, about a millisecond once per 50,000 changes).
+//! - The arena never reallocates behind the invariants' back: growth is a rewrite into a new
+//!   allocation (which knows its own alignment), never a `Vec` growing in place.
+
+use crate::compile::program::{Code, Instr, Program};
+
+/// Instructions per cache line.
+const LINE: usize = 2;
+/// Spare instructions tolerated before a rewrite is considered at all: small tables never
+/// rewrite for a few changes. (Small in unit tests, so that their churn rewrites.)
+const SPARE_MIN: usize = if cfg!(test) { 64 } else { 4096 };
+/// Rooms of fewer lines than this are kept for reuse when their slot outgrows them (a route
+/// of up to 31 predicates).
+const FREE_SIZES: usize = 16;
+
+#[derive(Debug, Default)]
+pub(super) struct ProgramArena {
+    code: Vec<Instr>,
+    text: Vec<u8>,
+    rooms: Vec<Room>,
+    /// Instructions before the first room: 0 or 1, whatever puts `code[lead]` on a line.
+    lead: usize,
+    /// Empty rooms no slot holds, by size in lines: where the next program of that size goes.
+    free: Vec<Vec<u32>>,
+    live: usize,
+    spare: usize,
+}
+
+/// Where a slot's program lives: see the module docs.
+#[derive(Debug, Clone, Copy, Default)]
+struct Room {
+    code: u32,
+    code_len: u32,
+    text: u32,
+    text_len: u32,
+}
+
+/// The room a program of `len` instructions takes: whole lines.
+fn room_len(len: usize) -> usize {
+    len.div_ceil(LINE) * LINE
+}
+
+/// Instructions to skip in `v` so that the next one starts a cache line (its allocation is
+/// aligned to an instruction, 32 bytes, so this is 0 or 1).
+fn lead_of(v: &[Instr]) -> usize {
+    let misaligned = (v.as_ptr() as usize) % (LINE * std::mem::size_of::<Instr>());
+    usize::from(misaligned != 0)
+}
+
+impl ProgramArena {
+    /// A new slot holding the empty program; returns its number.
+    pub(super) fn push_slot(&mut self) -> u32 {
+        self.rooms.push(Room::default());
+        (self.rooms.len() - 1) as u32
+    }
+
+    /// Room for `slots` more slots of `instructions` more instructions in all (a router built
+    /// for a sync knows its size), so that building it rewrites nothing on the way.
+    pub(super) fn reserve(&mut self, slots: usize, instructions: usize) {
+        self.rooms.reserve(slots);
+        let need = self.code.len() + instructions + LINE;
+        if need > self.code.capacity() {
+            self.rewrite(need);
+        }
+    }
+
+    /// The program in `slot` (the empty program for a free slot).
+    #[inline]
+    pub(super) fn code(&self, slot: u32) -> Code<'_> {
+        let r = self.rooms[slot as usize];
+        let code = &self.code[r.code as usize..][..r.code_len as usize];
+        let text = &self.text[r.text as usize..][..r.text_len as usize];
+        if code.is_empty() {
+            return Code::new(EMPTY, &[]);
+        }
+        Code::new(code, text)
+    }
+
+    /// Places `program` in `slot`, which must be free (a new slot or one [`Self::clear`]ed).
+    pub(super) fn set(&mut self, slot: u32, program: Program) {
+        let (code, text) = program.into_parts();
+        let s = slot as usize;
+        let room = self.rooms[s];
+        if code.len() <= room.code_len as usize {
+            self.spare -= room.code_len as usize;
+            self.live += room.code_len as usize;
+        } else {
+            // Outgrown (or no room yet): the old room goes to the free rooms of its size.
+            self.release(room.code, room.code_len as usize);
+            self.rooms[s].code_len = 0;
+            let len = room_len(code.len());
+            let at = self.take_room(len);
+            self.rooms[s].code = at;
+            self.rooms[s].code_len = len as u32;
+        }
+        // Read again: taking a room may have rewritten the arena.
+        let r = self.rooms[s];
+        let at = r.code as usize;
+        // The rest of the room is `End` already (a free room holds only `End`).
+        for (place, instr) in self.code[at..].iter_mut().zip(code.into_vec()) {
+            *place = instr;
+        }
+        if text.len() <= r.text_len as usize {
+            self.text[r.text as usize..][..text.len()].copy_from_slice(&text);
+        } else {
+            self.rooms[s].text = self.text.len() as u32;
+            self.rooms[s].text_len = text.len() as u32;
+            self.text.extend_from_slice(&text);
+        }
+    }
+
+    /// A room of `len` instructions, all `End`: a free one of that size, or new at the end.
+    fn take_room(&mut self, len: usize) -> u32 {
+        if let Some(at) = self.free.get_mut(len / LINE).and_then(Vec::pop) {
+            self.spare -= len;
+            self.live += len;
+            return at;
+        }
+        if self.code.len() + len > self.code.capacity() {
+            self.rewrite(self.code.len() + len);
+        }
+        let at = self.code.len();
+        self.code.resize_with(at + len, || Instr::End);
+        self.live += len;
+        at as u32
+    }
+
+    /// Files an empty room (counted spare) for the next program of its size; a room larger
+    /// than any size kept stays spare until the next rewrite.
+    fn release(&mut self, at: u32, len: usize) {
+        let lines = len / LINE;
+        if lines == 0 || lines >= FREE_SIZES {
+            return;
+        }
+        if self.free.len() <= lines {
+            self.free.resize_with(lines + 1, Vec::new);
+        }
+        self.free[lines].push(at);
+    }
+
+    /// Empties `slot`'s room (its program's regexes and sets are released now); the room stays
+    /// for the slot's next program.
+    pub(super) fn clear(&mut self, slot: u32) {
+        let r = self.rooms[slot as usize];
+        let room = &mut self.code[r.code as usize..][..r.code_len as usize];
+        if room.first().is_none_or(|i| matches!(i, Instr::End)) {
+            return; // free already: a live program is never empty (it has a predicate)
+        }
+        room.fill_with(|| Instr::End);
+        self.live -= room.len();
+        self.spare += room.len();
+        if self.spare > SPARE_MIN && self.spare > self.live {
+            self.rewrite(0);
+        }
+    }
+
+    /// Rewrites the arena in slot order into an allocation of at least `capacity`
+    /// instructions (and half as many again as its live ones, so that growth is geometric at a
+    /// factor that leaves less spare than doubling): live programs keep rooms of their length,
+    /// free slots lose theirs.
+    fn rewrite(&mut self, capacity: usize) {
+        let mut old = std::mem::take(&mut self.code);
+        let old_text = std::mem::take(&mut self.text);
+        let mut code = Vec::with_capacity(capacity.max(self.live + self.live / 2) + LINE);
+        let lead = lead_of(&code);
+        code.resize_with(lead, || Instr::End);
+        let mut text = Vec::with_capacity(old_text.len());
+        for room in &mut self.rooms {
+            let at = room.code as usize;
+            let program = &mut old[at..at + room.code_len as usize];
+            let Some(first) = program.first() else {
+                *room = Room::default();
+                continue;
+            };
+            if matches!(first, Instr::End) {
+                *room = Room::default();
+                continue;
+            }
+            // Trailing `End`s are padding; a room keeps the lines its program fills.
+            let len = program
+                .iter()
+                .rposition(|i| !matches!(i, Instr::End))
+                .map_or(0, |last| last + 1);
+            let new_at = code.len();
+            code.extend(
+                program[..len]
+                    .iter_mut()
+                    .map(|i| std::mem::replace(i, Instr::End)),
+            );
+            code.resize_with(new_at + room_len(len), || Instr::End);
+            let new_text = text.len();
+            text.extend_from_slice(&old_text[room.text as usize..][..room.text_len as usize]);
+            *room = Room {
+                code: new_at as u32,
+                code_len: (code.len() - new_at) as u32,
+                text: new_text as u32,
+                text_len: room.text_len,
+            };
+        }
+        self.live = code.len() - lead;
+        self.spare = 0;
+        self.free.iter_mut().for_each(Vec::clear);
+        self.lead = lead;
+        self.code = code;
+        self.text = text;
+    }
+
+    /// Instructions held for live programs and kept spare (for tests of the bound).
+    #[cfg(test)]
+    fn counts(&self) -> (usize, usize) {
+        (self.live, self.spare)
+    }
+}
+
+/// The program of a slot that never held one.
+static EMPTY: &[Instr] = &[Instr::End];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compile::program::test_program;
+
+    fn text_of(a: &ProgramArena, slot: u32) -> String {
+        format!("{:?}", a.code(slot).code())
+    }
+
+    #[test]
+    fn every_program_starts_on_a_cache_line() {
+        let mut a = ProgramArena::default();
+        for i in 0..100 {
+            let slot = a.push_slot();
+            let extra = "|| http.path ^= \"/x\" ".repeat(i % 4);
+            a.set(
+                slot,
+                test_program(&format!(
+                    r#"http.host == "h{i}" && (http.path ^= "/p" {extra})"#
+                )),
+            );
+        }
+        for slot in 0..100 {
+            let code = a.code(slot);
+            assert_eq!(code.code().as_ptr() as usize % 64, 0, "slot {slot}");
+            // The heads of both runs (host, then the path group) are on the first line.
+            assert!(code.runs().all(|i| i < LINE), "slot {slot}");
+        }
+    }
+
+    #[test]
+    fn a_room_is_reused_by_a_program_that_fits_and_left_by_one_that_does_not() {
+        let mut a = ProgramArena::default();
+        a.reserve(1, 64); // no rewrite below: growing is one
+        let s = a.push_slot();
+        a.set(s, test_program(r#"http.host == "a" && http.path ^= "/a""#));
+        let at = a.code(s).code().as_ptr();
+        a.clear(s);
+        assert_eq!(a.counts(), (0, 2));
+        assert!(
+            a.code(s).code().iter().all(|i| matches!(i, Instr::End)),
+            "a free slot holds the empty program"
+        );
+        a.set(s, test_program(r#"http.path == "/b""#));
+        assert_eq!(a.code(s).code().as_ptr(), at, "fits: same room");
+        assert_eq!(a.counts(), (2, 0));
+        assert!(
+            text_of(&a, s).contains("End"),
+            "the rest of the room is End"
+        );
+        a.clear(s);
+        a.set(
+            s,
+            test_program(r#"http.host == "a" && http.path ^= "/a" && http.path != "/z""#),
+        );
+        assert_ne!(a.code(s).code().as_ptr(), at, "outgrown: a new room");
+        assert_eq!(a.counts(), (4, 2));
+    }
+
+    #[test]
+    fn an_outgrown_room_goes_to_the_next_program_of_its_size() {
+        let mut a = ProgramArena::default();
+        a.reserve(3, 64);
+        let (x, y) = (a.push_slot(), a.push_slot());
+        a.set(x, test_program(r#"http.host == "x" && http.path ^= "/x""#));
+        a.set(y, test_program(r#"http.host == "y""#));
+        let old = a.code(x).code().as_ptr();
+        a.clear(x);
+        a.set(
+            x,
+            test_program(r#"http.host == "x" && http.path ^= "/x" && http.path != "/z""#),
+        );
+        let end = a.code.len();
+        let z = a.push_slot();
+        a.set(z, test_program(r#"http.host == "z" && http.path ^= "/z""#));
+        assert_eq!(a.code(z).code().as_ptr(), old, "x's first room, one line");
+        assert_eq!(a.code.len(), end, "the arena did not grow");
+        assert_eq!(a.counts(), (2 + 4 + 2, 0));
+        let code = a.code(z);
+        let Instr::Pred(host) = &code.code()[0] else {
+            panic!("{:?}", code.code());
+        };
+        assert_eq!(code.bytes(&host.lit), Some(&b"z"[..]));
+    }
+
+    /// Instructions up to the end of the last run, as text: what a program means.
+    fn meaning(code: Code<'_>) -> String {
+        let len = code.runs().last().map_or(0, |i| code.end(i));
+        let strings: Vec<_> = code.code()[..len]
+            .iter()
+            .map(|i| match i {
+                Instr::Pred(p) => format!("{:?}", code.bytes(&p.lit)),
+                other => format!("{other:?}"),
+            })
+            .collect();
+        strings.join(" ")
+    }
+
+    proptest::proptest! {
+        /// Any sequence of placements and clears leaves every slot holding what was placed
+        /// last (or the empty program), each on a cache line, within the spare bound.
+        #[test]
+        fn churn_keeps_every_program(ops in proptest::collection::vec((0u32..40, 0usize..7, proptest::bool::ANY), 1..600)) {
+            let mut a = ProgramArena::default();
+            let mut want: Vec<Option<String>> = Vec::new();
+            for (slot, size, place) in ops {
+                while want.len() <= slot as usize {
+                    a.push_slot();
+                    want.push(None);
+                }
+                if want[slot as usize].is_some() {
+                    a.clear(slot);
+                    want[slot as usize] = None;
+                }
+                if place {
+                    // `size` prefixes, the long ones into the text.
+                    let paths: Vec<String> = (0..=size)
+                        .map(|i| format!(r#"http.path ^= "/{slot}-{i}-{}""#, "p".repeat(size * 5)))
+                        .collect();
+                    let p = test_program(&format!("http.host == \"h{slot}\" && ({})", paths.join(" || ")));
+                    want[slot as usize] = Some(meaning(p.view()));
+                    a.set(slot, p);
+                }
+                let (live, spare) = a.counts();
+                proptest::prop_assert!(spare <= live.max(SPARE_MIN) + 64);
+            }
+            for (slot, w) in want.iter().enumerate() {
+                let code = a.code(slot as u32);
+                match w {
+                    Some(w) => {
+                        proptest::prop_assert_eq!(code.code().as_ptr() as usize % 64, 0);
+                        proptest::prop_assert_eq!(&meaning(code), w);
+                    }
+                    None => proptest::prop_assert!(code.code().iter().all(|i| matches!(i, Instr::End))),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn long_literals_keep_their_text_through_rewrites() {
+        let mut a = ProgramArena::default();
+        let long = |i: usize| format!("{i}-a-host-name-longer-than-an-instruction.example");
+        let n = 3000;
+        for i in 0..n {
+            let s = a.push_slot();
+            a.set(s, test_program(&format!(r#"http.host == "{}""#, long(i))));
+        }
+        // Churn: every other route removed and placed again, larger, until rewrites happened.
+        for round in 0..4 {
+            for i in (round % 2..n).step_by(2) {
+                a.clear(i as u32);
+                a.set(
+                    i as u32,
+                    test_program(&format!(
+                        r#"http.host == "{}" && http.path ^= "/{round}" && http.path != "/z""#,
+                        long(i)
+                    )),
+                );
+            }
+            let (live, spare) = a.counts();
+            assert!(spare <= live.max(SPARE_MIN), "{live} {spare}");
+        }
+        for i in 0..n {
+            let code = a.code(i as u32);
+            let crate::compile::program::Instr::Pred(p) = &code.code()[0] else {
+                panic!("slot {i}: {:?}", code.code());
+            };
+            assert_eq!(code.bytes(&p.lit), Some(long(i).as_bytes()));
+            assert_eq!(code.code().as_ptr() as usize % 64, 0);
+        }
+    }
+}
