@@ -12,8 +12,8 @@ const CHUNK: usize = 64 * 1024;
 /// a sync of an unchanged list reads sequential arrays instead of chasing one pointer per
 /// route into the heap (at 100,000 routes those cache misses were most of its cost).
 ///
-/// Invariants: `rows[s]` describes the route in slot `s` (`None` for a free slot); slot `s`
-/// owns the bytes `rooms[s]` names in one chunk, and a live slot's text is the first `len` of
+/// Invariants: `slots[s]` describes the route in slot `s` (`len == FREE` for a free slot); slot
+/// `s` owns the bytes its room names in one chunk, and a live slot's text is the first `len` of
 /// them, byte for byte the route's source (the rest is padding). A slot keeps its room while
 /// free, so the next route placed in it (a route changed in place is removed and added again
 /// in the same slot) writes its text there when it fits. `written` counts the bytes of every
@@ -21,20 +21,32 @@ const CHUNK: usize = 64 * 1024;
 /// difference (text of no route) outweighs the live text, the chunks are rewritten in slot order.
 #[derive(Debug, Default)]
 pub(super) struct Catalog {
-    pub(super) rows: Vec<Option<CatalogRow>>,
-    rooms: Vec<Room>,
+    slots: Vec<Slot>,
     chunks: Vec<String>,
     written: usize,
     live: usize,
 }
 
+/// What a route view and a sync read of a live slot.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct CatalogRow {
     pub(super) id: Uuid,
     pub(super) priority: u64,
     pub(super) instance: u64,
-    pub(super) len: usize,
 }
+
+/// A slot's row, text length and room, in 48 bytes (a row beside an optional length and a
+/// separate room array took 60).
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    row: CatalogRow,
+    /// Bytes of the live text, or [`FREE`].
+    len: u32,
+    room: Room,
+}
+
+/// The `len` of a free slot.
+const FREE: u32 = u32::MAX;
 
 /// Where a slot's text goes: `cap` bytes from `start` in chunk `chunk`.
 #[derive(Debug, Clone, Copy, Default)]
@@ -44,21 +56,53 @@ struct Room {
     cap: u32,
 }
 
+impl Slot {
+    const EMPTY: Slot = Slot {
+        row: CatalogRow {
+            id: Uuid::nil(),
+            priority: 0,
+            instance: 0,
+        },
+        len: FREE,
+        room: Room {
+            chunk: 0,
+            start: 0,
+            cap: 0,
+        },
+    };
+
+    fn live(&self) -> Option<CatalogRow> {
+        (self.len != FREE).then_some(self.row)
+    }
+}
+
 impl Catalog {
+    /// Slots, live or free.
+    pub(super) fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Room for `n` more slots.
+    pub(super) fn reserve(&mut self, n: usize) {
+        self.slots.reserve(n);
+    }
+
+    /// The row of every slot in slot order (`None` for a free one).
+    pub(super) fn rows(&self) -> impl Iterator<Item = Option<CatalogRow>> + '_ {
+        self.slots.iter().map(Slot::live)
+    }
+
     pub(super) fn set(&mut self, slot: u32, id: Uuid, priority: u64, instance: u64, text: &str) {
         let slot = slot as usize;
-        if self.rows.len() <= slot {
-            self.rows.resize(slot + 1, None);
-            self.rooms.resize(slot + 1, Room::default());
+        if self.slots.len() <= slot {
+            self.slots.resize(slot + 1, Slot::EMPTY);
         }
-        if let Some(old) = self.rows[slot].take() {
-            // Callers clear a slot before setting it again; this keeps the counts right if not.
-            self.live -= old.len;
-        }
+        // Callers clear a slot before setting it again; this keeps the counts right if not.
+        self.clear(slot as u32);
         if self.garbage() > 4096 && self.garbage() > self.live {
             self.compact();
         }
-        let room = self.rooms[slot];
+        let room = self.slots[slot].room;
         if text.len() <= room.cap as usize {
             // Overwrite the room whole, so that both ends of each write fall between
             // characters: blanks first, then the text over them.
@@ -68,15 +112,17 @@ impl Catalog {
             chunk.replace_range(start..end, &" ".repeat(end - start));
             chunk.replace_range(start..start + text.len(), text);
         } else {
-            self.rooms[slot] = self.append(text);
+            self.slots[slot].room = self.append(text);
         }
         self.live += text.len();
-        self.rows[slot] = Some(CatalogRow {
+        let s = &mut self.slots[slot];
+        s.row = CatalogRow {
             id,
             priority,
             instance,
-            len: text.len(),
-        });
+        };
+        // Texts are bounded far below 4 GiB (`Limits::max_expression_len`, 1 MiB by default).
+        s.len = u32::try_from(text.len()).unwrap_or(FREE - 1);
     }
 
     /// Bytes of the chunks that are no live route's text.
@@ -108,8 +154,11 @@ impl Catalog {
     }
 
     pub(super) fn clear(&mut self, slot: u32) {
-        if let Some(row) = self.rows.get_mut(slot as usize).and_then(Option::take) {
-            self.live -= row.len;
+        if let Some(s) = self.slots.get_mut(slot as usize) {
+            if s.len != FREE {
+                self.live -= s.len as usize;
+                s.len = FREE;
+            }
         }
     }
 
@@ -118,15 +167,13 @@ impl Catalog {
     pub(super) fn compact(&mut self) {
         let old = std::mem::take(&mut self.chunks);
         self.written = 0;
-        for slot in 0..self.rows.len() {
-            let room = self.rooms[slot];
-            self.rooms[slot] = match self.rows[slot] {
-                Some(row) => {
-                    let start = room.start as usize;
-                    let text = &old[room.chunk as usize][start..start + row.len];
-                    self.append(text)
-                }
-                None => Room::default(),
+        for slot in 0..self.slots.len() {
+            let Slot { len, room, .. } = self.slots[slot];
+            self.slots[slot].room = if len == FREE {
+                Room::default()
+            } else {
+                let start = room.start as usize;
+                self.append(&old[room.chunk as usize][start..start + len as usize])
             };
         }
     }
@@ -139,13 +186,12 @@ impl Catalog {
     }
 
     pub(super) fn text(&self, slot: usize) -> &str {
-        match self.rows.get(slot).copied().flatten() {
-            Some(r) => {
-                let room = self.rooms[slot];
+        match self.slots.get(slot) {
+            Some(&Slot { len, room, .. }) if len != FREE => {
                 let start = room.start as usize;
-                &self.chunks[room.chunk as usize][start..start + r.len]
+                &self.chunks[room.chunk as usize][start..start + len as usize]
             }
-            None => "",
+            _ => "",
         }
     }
 
@@ -154,12 +200,12 @@ impl Catalog {
     }
 
     pub(super) fn row(&self, slot: usize) -> Option<CatalogRow> {
-        self.rows.get(slot).copied().flatten()
+        self.slots.get(slot).and_then(Slot::live)
     }
 
     /// Whether slot `slot` holds a route with this priority and expression text.
     pub(super) fn same(&self, slot: u32, priority: u64, text: &str) -> bool {
-        self.rows[slot as usize].is_some_and(|r| {
+        self.row(slot as usize).is_some_and(|r| {
             r.priority == priority && self.text(slot as usize).as_bytes() == text.as_bytes()
         })
     }
@@ -170,7 +216,12 @@ mod tests {
     use super::*;
 
     fn texts(c: &Catalog) -> Vec<&str> {
-        (0..c.rows.len()).map(|s| c.text(s)).collect()
+        (0..c.len()).map(|s| c.text(s)).collect()
+    }
+
+    #[test]
+    fn a_slot_is_48_bytes() {
+        assert_eq!(std::mem::size_of::<Slot>(), 48);
     }
 
     #[test]

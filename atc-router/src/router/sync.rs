@@ -188,7 +188,7 @@ impl Router {
         // Two instructions (one line) per route: a host and a prefix, the common least.
         self.programs.reserve(n, 2 * n);
         self.ids.reserve(n);
-        self.catalog.rows.reserve(n);
+        self.catalog.reserve(n);
         let text: usize = routes
             .iter()
             .map(|r| match r.entry() {
@@ -386,7 +386,7 @@ impl Router {
     /// or changed; an unreadable entry as neither).
     fn classify<D: Desired>(&self, desired: &[D]) -> Classified {
         // Per slot, the index of the first entry with its id; per new id, the same.
-        let mut first_at: Vec<usize> = vec![usize::MAX; self.catalog.rows.len()];
+        let mut first_at: Vec<usize> = vec![usize::MAX; self.catalog.len()];
         let mut new_ids: HashMap<Uuid, usize> = HashMap::default();
         let mut status = Vec::with_capacity(desired.len());
         let mut counts = SyncReport::default();
@@ -438,7 +438,7 @@ impl Router {
         let seen: Vec<bool> = first_at.iter().map(|&at| at != usize::MAX).collect();
         counts.removed = seen
             .iter()
-            .zip(&self.catalog.rows)
+            .zip(self.catalog.rows())
             .filter(|(seen, r)| r.is_some() && !**seen)
             .count();
         Classified {
@@ -557,7 +557,7 @@ impl Router {
     /// Third step: the routes of the router no entry has the id of are removed (taken out of
     /// this router when the plan changes it route by route; simply left behind by a fresh one).
     fn take_out_unseen(&self, seen: &[bool], plan: &mut SyncPlan, route_by_route: bool) {
-        for (slot, row) in self.catalog.rows.iter().enumerate() {
+        for (slot, row) in self.catalog.rows().enumerate() {
             if let (Some(row), false) = (row, seen[slot]) {
                 plan.report.removed += 1;
                 if route_by_route {
