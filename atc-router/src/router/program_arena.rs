@@ -341,7 +341,9 @@ mod tests {
         /// Any sequence of placements and clears leaves every slot holding what was placed
         /// last (or the empty program), each on a cache line, within the spare bound.
         #[test]
-        fn churn_keeps_every_program(ops in proptest::collection::vec((0u32..40, 0usize..7, proptest::bool::ANY), 1..600)) {
+        fn churn_keeps_every_program(
+            ops in proptest::collection::vec((0u32..40, 0usize..7, proptest::bool::ANY), 1..600)
+        ) {
             let mut a = ProgramArena::default();
             let mut want: Vec<Option<String>> = Vec::new();
             for (slot, size, place) in ops {
@@ -354,11 +356,15 @@ mod tests {
                     want[slot as usize] = None;
                 }
                 if place {
-                    // `size` prefixes, the long ones into the text.
+                    // `size + 1` prefixes, long ones into the text.
+                    let long = "p".repeat(size * 5);
                     let paths: Vec<String> = (0..=size)
-                        .map(|i| format!(r#"http.path ^= "/{slot}-{i}-{}""#, "p".repeat(size * 5)))
+                        .map(|i| format!(r#"http.path ^= "/{slot}-{i}-{long}""#))
                         .collect();
-                    let p = test_program(&format!("http.host == \"h{slot}\" && ({})", paths.join(" || ")));
+                    let p = test_program(&format!(
+                        r#"http.host == "h{slot}" && ({})"#,
+                        paths.join(" || ")
+                    ));
                     want[slot as usize] = Some(meaning(p.view()));
                     a.set(slot, p);
                 }
@@ -372,7 +378,9 @@ mod tests {
                         proptest::prop_assert_eq!(code.code().as_ptr() as usize % 64, 0);
                         proptest::prop_assert_eq!(&meaning(code), w);
                     }
-                    None => proptest::prop_assert!(code.code().iter().all(|i| matches!(i, Instr::End))),
+                    None => proptest::prop_assert!(
+                        code.code().iter().all(|i| matches!(i, Instr::End))
+                    ),
                 }
             }
         }
