@@ -281,6 +281,7 @@ impl Program {
     }
 }
 
+#[cfg(test)]
 impl Default for Program {
     /// The empty program (true).
     fn default() -> Program {

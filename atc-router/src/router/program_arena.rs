@@ -94,9 +94,7 @@ impl ProgramArena {
         let r = self.rooms[slot as usize];
         let code = &self.code[r.code as usize..][..r.code_len as usize];
         let text = &self.text[r.text as usize..][..r.text_len as usize];
-        if code.is_empty() {
-            return Code::new(EMPTY, &[]);
-        }
+        // A slot that never held a program has no room: no runs, the empty program (true).
         Code::new(code, text)
     }
 
@@ -235,9 +233,6 @@ impl ProgramArena {
         (self.live, self.spare)
     }
 }
-
-/// The program of a slot that never held one.
-static EMPTY: &[Instr] = &[Instr::End];
 
 #[cfg(test)]
 mod tests {
