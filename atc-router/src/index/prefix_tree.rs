@@ -31,7 +31,9 @@ struct TreeNode<T> {
     /// without touching the children themselves. Kept in place up to 22 children (most
     /// nodes), so finding the child costs no read beyond the node.
     firsts: SmallKey,
-    children: Vec<TreeNode<T>>,
+    /// Sized exactly (a node is 8 bytes smaller than with a `Vec`'s capacity, and most nodes
+    /// are leaves): a child inserted or removed reallocates, as the node's `firsts` does.
+    children: Box<[TreeNode<T>]>,
 }
 
 impl<T> Default for PrefixTree<T> {
@@ -49,7 +51,7 @@ impl<T> TreeNode<T> {
             label,
             value,
             firsts: SmallKey::new(b""),
-            children: Vec::new(),
+            children: Box::default(),
         }
     }
 
@@ -73,15 +75,20 @@ impl<T> TreeNode<T> {
         let mut firsts = self.firsts.to_vec();
         firsts.insert(at, c.label[0]);
         self.firsts = SmallKey::new(&firsts);
-        crate::fitted::room_for_one(&mut self.children);
-        self.children.insert(at, c);
+        let mut children = std::mem::take(&mut self.children).into_vec();
+        children.reserve_exact(1);
+        children.insert(at, c);
+        self.children = children.into_boxed_slice();
     }
 
     fn remove_child(&mut self, at: usize) -> TreeNode<T> {
         let mut firsts = self.firsts.to_vec();
         firsts.remove(at);
         self.firsts = SmallKey::new(&firsts);
-        self.children.remove(at)
+        let mut children = std::mem::take(&mut self.children).into_vec();
+        let out = children.remove(at);
+        self.children = crate::fitted::fitted(children);
+        out
     }
 }
 
@@ -228,9 +235,9 @@ impl<T> Drop for PrefixTree<T> {
     /// Drops node by node from a list, so that no payload is dropped with the tree's depth on
     /// the stack (see the module docs).
     fn drop(&mut self) {
-        let mut pending = std::mem::take(&mut self.root.children);
+        let mut pending = std::mem::take(&mut self.root.children).into_vec();
         while let Some(mut n) = pending.pop() {
-            pending.append(&mut n.children);
+            pending.extend(std::mem::take(&mut n.children));
         }
     }
 }

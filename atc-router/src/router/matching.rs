@@ -219,8 +219,10 @@ impl Router {
         }
         let mut w = std::mem::take(&mut ctx.record);
         let mut found = None;
-        for &slot in self.order.values() {
-            if reference::eval(self.tree(slot), &ctx.values, &mut w) {
+        let view = self.reference_view();
+        for slot in view.slots() {
+            let tree = view.tree(slot, || self.resolve_again(slot));
+            if reference::eval(tree, &ctx.values, &mut w) {
                 let row = self.catalog.row(slot as usize).expect("live slot");
                 found = Some((row.id, row.priority));
                 break;

@@ -17,13 +17,16 @@
 mod build_worker;
 mod builder;
 mod catalog;
+mod chunked;
 pub(crate) mod context;
 mod explain;
+mod id_map;
 #[cfg(feature = "diagnostics")]
 pub(crate) mod image_index;
 mod matching;
 pub(crate) mod needs;
 mod program_arena;
+mod reference_view;
 mod route;
 pub(crate) mod shared;
 mod stats;
@@ -46,8 +49,9 @@ pub use sync::{
 pub use table_image::{ImageBytes, ImageRouter};
 
 use catalog::Catalog;
+use id_map::IdMap;
+use reference_view::ReferenceView;
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -131,14 +135,12 @@ pub struct Router {
     limits: Limits,
     /// Which slots are live, with what id, priority and text, densely: see [`Catalog`].
     catalog: Catalog,
-    /// The resolved tree of a slot's route, once something needed it (see [`Router::tree`]).
-    trees: Vec<OnceLock<Box<Node>>>,
     /// The program of the route in each slot, kept apart from the rest of the route so that a
     /// request reads only these (see [`crate::program`]), in one arena.
     programs: ProgramArena,
     free: Vec<u32>,
-    ids: HashMap<Uuid, u32>,
-    order: BTreeMap<Order, u32>,
+    /// Route id to slot (the ids themselves are the catalog's).
+    ids: IdMap,
     index: Index,
     regexes: RegexCache,
     field_use: HashMap<FieldId, usize>,
@@ -159,6 +161,9 @@ pub struct Router {
     /// What the router counts for its operators ([`Router::stats`]): boxed, so that a table
     /// replacing this one takes them over with a pointer swap.
     stats: Box<stats::Counters>,
+    /// Routing order and resolved trees, for the reference evaluator only (see
+    /// [`reference_view`]).
+    reference: OnceLock<Box<ReferenceView>>,
 }
 
 /// The requirements of the routes a router holds, from their programs (for the index, when it
@@ -206,11 +211,10 @@ impl Router {
             schema,
             limits,
             catalog: Catalog::default(),
-            trees: Vec::new(),
             programs: ProgramArena::default(),
             free: Vec::new(),
-            ids: HashMap::default(),
-            order: BTreeMap::new(),
+            ids: IdMap::default(),
+            reference: OnceLock::new(),
             index: Index::default(),
             regexes: RegexCache::default(),
             field_use: HashMap::default(),
@@ -240,7 +244,7 @@ impl Router {
 
     /// Whether the router holds no route.
     pub fn is_empty(&self) -> bool {
-        self.ids.is_empty()
+        self.ids.len() == 0
     }
 
     /// Parses, validates and inserts a route. Nothing changes on error. Counted in
@@ -255,7 +259,7 @@ impl Router {
 
     fn add_route(&mut self, id: Uuid, priority: u64, expression: &str) -> Result<(), Error> {
         self.version += 1;
-        if self.ids.contains_key(&id) {
+        if self.slot_of(id).is_some() {
             return Err(Error::DuplicateRoute(id));
         }
         let mut regexes = PreparedRegexes::new(&self.regexes);
@@ -315,9 +319,20 @@ impl Router {
         })
     }
 
-    /// The resolved tree of the route in `slot`, resolved again from its text the first time.
-    fn tree(&self, slot: u32) -> &Node {
-        self.trees[slot as usize].get_or_init(|| self.resolve_again(slot))
+    /// The reference evaluator's view of the routes, made on first use (see
+    /// [`reference_view`]).
+    #[cfg(feature = "diagnostics")]
+    fn reference_view(&self) -> &ReferenceView {
+        self.reference
+            .get_or_init(|| Box::new(ReferenceView::new(self.live_slots().collect())))
+    }
+
+    /// Every live slot with its place in routing order, in slot order.
+    fn live_slots(&self) -> impl Iterator<Item = (Order, u32)> + '_ {
+        self.catalog
+            .rows()
+            .enumerate()
+            .filter_map(|(slot, row)| Some((Order::new(row?.priority, row?.id), slot as u32)))
     }
 
     /// The tree of the route in `slot` built anew from its text (see the module invariants
@@ -337,16 +352,8 @@ impl Router {
         Box::new(node)
     }
 
-    /// Puts a prepared route in its slot, the order map and its index.
+    /// Puts a prepared route in a slot and in the index.
     fn insert(&mut self, p: Prepared) {
-        let (order, slot) = self.place(p);
-        self.order.insert(order, slot);
-    }
-
-    /// [`Router::insert`] but for the order map, whose entry it returns: a fresh router built
-    /// for a sync collects them and builds the map once, from a sorted list, where one insert
-    /// per route was a search through nodes no other insert touched lately.
-    fn place(&mut self, p: Prepared) -> (Order, u32) {
         let fields = fields(&p.node);
         for f in &fields {
             let uses = self.field_use.entry(*f).or_insert(0);
@@ -360,10 +367,7 @@ impl Router {
         let order = Order::new(p.priority, p.id);
         let slot = match self.free.pop() {
             Some(s) => s,
-            None => {
-                self.trees.push(OnceLock::new());
-                self.programs.push_slot()
-            }
+            None => self.programs.push_slot(),
         };
         self.programs.set(slot, p.program);
         self.needs.insert(slot, &fields);
@@ -377,30 +381,35 @@ impl Router {
         self.catalog
             .set(slot, p.id, p.priority, p.instance, &p.source);
         self.ids.insert(p.id, slot);
-        (order, slot)
+        if let Some(view) = self.reference.get_mut() {
+            view.insert(order, slot);
+        }
     }
 
     /// Takes a route out of every structure and returns its tree (`tree`, if the caller
     /// resolved it already); its regexes are still cached (see `release`).
     fn take(&mut self, id: Uuid, tree: Option<Box<Node>>) -> Option<Box<Node>> {
-        let slot = *self.ids.get(&id)?;
+        let slot = self.slot_of(id)?;
         let row = self
             .catalog
             .row(slot as usize)
             .expect("ids point at live slots");
-        let tree = match (tree, self.trees[slot as usize].take()) {
+        let order = Order::new(row.priority, row.id);
+        let cached = self
+            .reference
+            .get_mut()
+            .and_then(|view| view.remove(order, slot));
+        let tree = match (tree, cached) {
             (Some(t), _) | (None, Some(t)) => t,
             (None, None) => self.resolve_again(slot),
         };
-        let order = Order::new(row.priority, row.id);
         let reqs = requirements(&self.programs.code(slot));
         self.index.remove((order, slot), &reqs);
-        self.ids.remove(&id);
+        self.ids.remove(id, |s| self.catalog.id(s as usize));
         self.free.push(slot);
         self.catalog.clear(slot);
         self.programs.clear(slot);
         self.needs.remove(slot);
-        self.order.remove(&order);
         for f in fields(&tree) {
             if let Some(n) = self.field_use.get_mut(&f) {
                 *n -= 1;
@@ -487,7 +496,7 @@ impl Router {
 
     /// The route with this id.
     pub fn get(&self, id: Uuid) -> Option<Route<'_>> {
-        self.ids.get(&id).map(|s| self.route(*s))
+        self.slot_of(id).map(|s| self.route(s))
     }
 
     fn route(&self, slot: u32) -> Route<'_> {
@@ -501,14 +510,15 @@ impl Router {
         }
     }
 
-    /// Routes in routing order.
+    /// Routes in routing order (sorted by this call: the router keeps no order of its own,
+    /// the index orders what a request meets).
     pub fn routes(&self) -> impl Iterator<Item = Route<'_>> {
-        self.order.values().map(|s| self.route(*s))
+        self.slots_in_order().map(|(_, s)| self.route(s))
     }
 
     /// The slot of the route with this id (for the linter, which works on slots).
     pub(crate) fn slot_of(&self, id: Uuid) -> Option<u32> {
-        self.ids.get(&id).copied()
+        self.ids.get(id, |s| self.catalog.id(s as usize))
     }
 
     /// The program of the route in a live slot.
@@ -528,8 +538,10 @@ impl Router {
     }
 
     /// Live slots in routing order, with their place in it.
-    pub(crate) fn slots_in_order(&self) -> impl Iterator<Item = (Order, u32)> + '_ {
-        self.order.iter().map(|(o, s)| (*o, *s))
+    pub(crate) fn slots_in_order(&self) -> impl Iterator<Item = (Order, u32)> {
+        let mut slots: Vec<(Order, u32)> = self.live_slots().collect();
+        slots.sort_unstable_by_key(|(o, _)| *o);
+        slots.into_iter()
     }
 
     /// Fields used by at least one route, sorted by name.

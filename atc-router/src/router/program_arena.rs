@@ -6,26 +6,27 @@
 //! Here each program takes the instructions it has, found from its slot through a 16-byte room.
 //!
 //! Invariants:
-//! - `rooms[s]` names the instructions `code[room.code..][..room.code_len]` and the bytes
-//!   `text[room.text..][..room.text_len]` of slot `s`; no two rooms overlap.
+//! - `rooms[s]` names the instructions `code.get(room.code, room.code_len)` and the bytes
+//!   `text.get(room.text, room.text_len)` of slot `s`; no two rooms overlap.
 //! - A live slot's program is the start of its room's instructions, the rest `Instr::End`, and
 //!   its text the start of its room's text; a free slot's room holds only `End` (the empty
 //!   program, true) and keeps its place, so that the next program placed in the slot reuses it
 //!   when it fits (a route changed in place is removed and placed again in its slot).
-//! - Every room starts on a cache line (`lead` pads the arena's start to one), so that the first
-//!   two instructions of a program, which evaluation reads first, are one line, as they were
-//!   when each slot was its own aligned block.
+//! - Every room starts on a cache line (each chunk of instructions starts with the lead that
+//!   puts its first room on one, and rooms are whole lines), so that the first two
+//!   instructions of a program, which evaluation reads first, are one line.
 //! - `live` counts the instructions of live slots' rooms, `spare` those of free slots' rooms and
 //!   of rooms a slot outgrew. An outgrown room of up to [`FREE_SIZES`] lines is filed in `free`
 //!   by size and taken by the next program that needs that size, so that churn reuses rooms
 //!   rather than growing the arena. Once spare outweighs live, the arena is rewritten in slot
-//!   order, with each live program's room exactly its length (rounded up to a line) and free slots
-//!   without one: the arena stays within about twice its live programs, and a rewrite costs a
-//!   move of the live instructions (4.5 MB at 50,000 host + prefix routes), amortized over as
-//!   many outgrowing changes as there were live instructions.
-//! - The arena never reallocates behind the invariants' back: growth is a rewrite into a new
-//!   allocation (which knows its own alignment), never a `Vec` growing in place.
+//!   order, with each live program's room exactly its length (rounded up to a line) and free
+//!   slots without one: the arena stays within about twice its live programs, and a rewrite
+//!   costs a move of the live instructions (4.5 MB at 50,000 host + prefix routes), amortized
+//!   over as many outgrowing changes as there were live instructions.
+//! - Growing never moves a program: instructions and text are [`Chunked`], so a new room that
+//!   does not fit goes into a new chunk, and at most a chunk (64 KB) is spare beyond the rooms.
 
+use super::chunked::Chunked;
 use crate::compile::program::{Code, Instr, Program};
 
 /// Instructions per cache line.
@@ -36,14 +37,16 @@ const SPARE_MIN: usize = if cfg!(test) { 64 } else { 4096 };
 /// Rooms of fewer lines than this are kept for reuse when their slot outgrows them (a route
 /// of up to 31 predicates).
 const FREE_SIZES: usize = 16;
+/// Instructions per chunk: `1 << 11`, 64 KB.
+const CODE_SHIFT: u32 = 11;
+/// Text bytes per chunk: `1 << 14`, 16 KB.
+const TEXT_SHIFT: u32 = 14;
 
 #[derive(Debug, Default)]
 pub(super) struct ProgramArena {
-    code: Vec<Instr>,
-    text: Vec<u8>,
+    code: Chunked<Instr, CODE_SHIFT>,
+    text: Chunked<u8, TEXT_SHIFT>,
     rooms: Vec<Room>,
-    /// Instructions before the first room: 0 or 1, whatever puts `code[lead]` on a line.
-    lead: usize,
     /// Empty rooms no slot holds, by size in lines: where the next program of that size goes.
     free: Vec<Vec<u32>>,
     live: usize,
@@ -64,8 +67,8 @@ fn room_len(len: usize) -> usize {
     len.div_ceil(LINE) * LINE
 }
 
-/// Instructions to skip in `v` so that the next one starts a cache line (its allocation is
-/// aligned to an instruction, 32 bytes, so this is 0 or 1).
+/// Instructions to skip at the start of a chunk so that the next one starts a cache line (its
+/// allocation is aligned to an instruction, 32 bytes, so this is 0 or 1).
 fn lead_of(v: &[Instr]) -> usize {
     let misaligned = (v.as_ptr() as usize) % (LINE * std::mem::size_of::<Instr>());
     usize::from(misaligned != 0)
@@ -78,22 +81,17 @@ impl ProgramArena {
         (self.rooms.len() - 1) as u32
     }
 
-    /// Room for `slots` more slots of `instructions` more instructions in all (a router built
-    /// for a sync knows its size), so that building it rewrites nothing on the way.
-    pub(super) fn reserve(&mut self, slots: usize, instructions: usize) {
+    /// Room for `slots` more slots (a router built for a sync knows its size).
+    pub(super) fn reserve(&mut self, slots: usize) {
         self.rooms.reserve(slots);
-        let need = self.code.len() + instructions + LINE;
-        if need > self.code.capacity() {
-            self.rewrite(need);
-        }
     }
 
     /// The program in `slot` (the empty program for a free slot).
     #[inline]
     pub(super) fn code(&self, slot: u32) -> Code<'_> {
         let r = self.rooms[slot as usize];
-        let code = &self.code[r.code as usize..][..r.code_len as usize];
-        let text = &self.text[r.text as usize..][..r.text_len as usize];
+        let code = self.code.get(r.code, r.code_len as usize);
+        let text = self.text.get(r.text, r.text_len as usize);
         // A slot that never held a program has no room: no runs, the empty program (true).
         Code::new(code, text)
     }
@@ -115,19 +113,20 @@ impl ProgramArena {
             self.rooms[s].code = at;
             self.rooms[s].code_len = len as u32;
         }
-        // Read again: taking a room may have rewritten the arena.
         let r = self.rooms[s];
-        let at = r.code as usize;
         // The rest of the room is `End` already (a free room holds only `End`).
-        for (place, instr) in self.code[at..].iter_mut().zip(code.into_vec()) {
+        let room = self.code.get_mut(r.code, r.code_len as usize);
+        for (place, instr) in room.iter_mut().zip(code.into_vec()) {
             *place = instr;
         }
         if text.len() <= r.text_len as usize {
-            self.text[r.text as usize..][..text.len()].copy_from_slice(&text);
+            self.text.get_mut(r.text, text.len()).copy_from_slice(&text);
         } else {
-            self.rooms[s].text = self.text.len() as u32;
+            // The old text stays behind until the next rewrite.
+            self.rooms[s].text = self
+                .text
+                .push(text.len(), |_| 0, || 0, text.iter().copied());
             self.rooms[s].text_len = text.len() as u32;
-            self.text.extend_from_slice(&text);
         }
     }
 
@@ -138,13 +137,9 @@ impl ProgramArena {
             self.live += len;
             return at;
         }
-        if self.code.len() + len > self.code.capacity() {
-            self.rewrite(self.code.len() + len);
-        }
-        let at = self.code.len();
-        self.code.resize_with(at + len, || Instr::End);
         self.live += len;
-        at as u32
+        self.code
+            .push(len, lead_of, || Instr::End, std::iter::empty())
     }
 
     /// Files an empty room (counted spare) for the next program of its size; a room larger
@@ -164,7 +159,7 @@ impl ProgramArena {
     /// for the slot's next program.
     pub(super) fn clear(&mut self, slot: u32) {
         let r = self.rooms[slot as usize];
-        let room = &mut self.code[r.code as usize..][..r.code_len as usize];
+        let room = self.code.get_mut(r.code, r.code_len as usize);
         if room.first().is_none_or(|i| matches!(i, Instr::End)) {
             return; // free already: a live program is never empty (it has a predicate)
         }
@@ -172,29 +167,19 @@ impl ProgramArena {
         self.live -= room.len();
         self.spare += room.len();
         if self.spare > SPARE_MIN && self.spare > self.live {
-            self.rewrite(0);
+            self.rewrite();
         }
     }
 
-    /// Rewrites the arena in slot order into an allocation of at least `capacity`
-    /// instructions (and half as many again as its live ones, so that growth is geometric at a
-    /// factor that leaves less spare than doubling): live programs keep rooms of their length,
-    /// free slots lose theirs.
-    fn rewrite(&mut self, capacity: usize) {
+    /// Rewrites the arena in slot order into new chunks: live programs keep rooms of their
+    /// length, free slots lose theirs, texts left behind are dropped.
+    fn rewrite(&mut self) {
         let mut old = std::mem::take(&mut self.code);
         let old_text = std::mem::take(&mut self.text);
-        let mut code = Vec::with_capacity(capacity.max(self.live + self.live / 2) + LINE);
-        let lead = lead_of(&code);
-        code.resize_with(lead, || Instr::End);
-        let mut text = Vec::with_capacity(old_text.len());
+        let mut live = 0;
         for room in &mut self.rooms {
-            let at = room.code as usize;
-            let program = &mut old[at..at + room.code_len as usize];
-            let Some(first) = program.first() else {
-                *room = Room::default();
-                continue;
-            };
-            if matches!(first, Instr::End) {
+            let program = old.get_mut(room.code, room.code_len as usize);
+            if program.first().is_none_or(|i| matches!(i, Instr::End)) {
                 *room = Room::default();
                 continue;
             }
@@ -203,28 +188,26 @@ impl ProgramArena {
                 .iter()
                 .rposition(|i| !matches!(i, Instr::End))
                 .map_or(0, |last| last + 1);
-            let new_at = code.len();
-            code.extend(
-                program[..len]
-                    .iter_mut()
-                    .map(|i| std::mem::replace(i, Instr::End)),
-            );
-            code.resize_with(new_at + room_len(len), || Instr::End);
-            let new_text = text.len();
-            text.extend_from_slice(&old_text[room.text as usize..][..room.text_len as usize]);
+            let code_len = room_len(len);
+            let moved = program[..len]
+                .iter_mut()
+                .map(|i| std::mem::replace(i, Instr::End));
+            let code = self.code.push(code_len, lead_of, || Instr::End, moved);
+            let bytes = old_text.get(room.text, room.text_len as usize);
+            let text = self
+                .text
+                .push(bytes.len(), |_| 0, || 0, bytes.iter().copied());
             *room = Room {
-                code: new_at as u32,
-                code_len: (code.len() - new_at) as u32,
-                text: new_text as u32,
+                code,
+                code_len: code_len as u32,
+                text,
                 text_len: room.text_len,
             };
+            live += code_len;
         }
-        self.live = code.len() - lead;
+        self.live = live;
         self.spare = 0;
         self.free.iter_mut().for_each(Vec::clear);
-        self.lead = lead;
-        self.code = code;
-        self.text = text;
     }
 
     /// Instructions held for live programs and kept spare (for tests of the bound).
@@ -267,7 +250,6 @@ mod tests {
     #[test]
     fn a_room_is_reused_by_a_program_that_fits_and_left_by_one_that_does_not() {
         let mut a = ProgramArena::default();
-        a.reserve(1, 64); // no rewrite below: growing is one
         let s = a.push_slot();
         a.set(s, test_program(r#"http.host == "a" && http.path ^= "/a""#));
         let at = a.code(s).code().as_ptr();
@@ -296,7 +278,6 @@ mod tests {
     #[test]
     fn an_outgrown_room_goes_to_the_next_program_of_its_size() {
         let mut a = ProgramArena::default();
-        a.reserve(3, 64);
         let (x, y) = (a.push_slot(), a.push_slot());
         a.set(x, test_program(r#"http.host == "x" && http.path ^= "/x""#));
         a.set(y, test_program(r#"http.host == "y""#));

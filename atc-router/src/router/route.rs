@@ -43,7 +43,7 @@ impl<'a> Route<'a> {
 
     /// Fields the expression uses, in order of first use.
     pub fn field_ids(&self) -> Vec<FieldId> {
-        fields(self.router.tree(self.slot))
+        fields(&self.router.resolve_again(self.slot))
     }
 
     /// Whether the index can rule the route out for some requests (`false`: every request

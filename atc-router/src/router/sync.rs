@@ -30,7 +30,6 @@ use crate::index::Index;
 
 pub(crate) use super::sync_entries::Desired;
 pub use super::sync_entries::{EntryError, EntryFault, SyncEntry};
-use crate::index::Order;
 
 /// One route of a desired route list (see [`Router::sync`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,9 +127,8 @@ enum Status {
     Unreadable(Option<u32>),
 }
 
-/// The second step's answer: the fresh router's order entries (empty without one) and the
-/// invalid entries, in list order.
-type PreparedEntries = (Vec<(Order, u32)>, Vec<EntryError>);
+/// The second step's answer: the invalid entries, in list order.
+type PreparedEntries = Vec<EntryError>;
 
 /// The first step's answer: what each entry is, and what the list is to the router, counted
 /// before any route is parsed.
@@ -184,9 +182,7 @@ impl Router {
     /// built for a sync knows its size: they then never grow (and copy themselves) on the way.
     fn reserve<D: Desired>(&mut self, routes: &[D]) {
         let n = routes.len();
-        self.trees.reserve(n);
-        // Two instructions (one line) per route: a host and a prefix, the common least.
-        self.programs.reserve(n, 2 * n);
+        self.programs.reserve(n);
         self.ids.reserve(n);
         self.catalog.reserve(n);
         let text: usize = routes
@@ -352,7 +348,7 @@ impl Router {
             false => PreparedRegexes::new(&self.regexes),
         };
         let mut fresh = rebuild.then(|| self.fresh_router(desired));
-        let (orders, errors) = self.prepare_entries(
+        let errors = self.prepare_entries(
             desired,
             &classified.status,
             &mut plan,
@@ -368,7 +364,6 @@ impl Router {
         plan.report.entry_errors = errors;
         match fresh {
             Some(mut f) => {
-                f.order = orders.into_iter().collect();
                 f.index = Index::build(f.pending_index.take().unwrap_or_default());
                 // Every regex the fresh routes hold, compiled now or taken over from this router.
                 f.regexes.register_in_use(regexes.into_compiled());
@@ -406,7 +401,7 @@ impl Router {
                 // A broken router's structures cannot be trusted: every route is built anew.
                 _ if self.broken => None,
                 Some(slot_id) if slot_id == id => Some(i as u32),
-                _ => self.ids.get(&id).copied(),
+                _ => self.slot_of(id),
             };
             let first = match current {
                 Some(slot) => &mut first_at[slot as usize],
@@ -471,8 +466,6 @@ impl Router {
         stop: &dyn Fn() -> bool,
     ) -> Result<PreparedEntries, Stopped> {
         let mut errors = Vec::new();
-        // The fresh router's order map, built once all its routes are placed.
-        let mut orders = Vec::with_capacity(if fresh.is_some() { desired.len() } else { 0 });
         // A route kept as it is, into a fresh router: parsed again, as the fresh router holds
         // its own copy of every route, but the same version (`Route::instance`).
         let copy = |slot: u32, regexes: &mut PreparedRegexes<'_>| -> Option<Prepared> {
@@ -503,16 +496,14 @@ impl Router {
                     // invalid; a fresh router has to be given that version too.
                     if let (Some(slot), Some(f)) = (slot, fresh.as_deref_mut()) {
                         if let Some(old) = copy(slot, regexes) {
-                            orders.push(f.place(old));
+                            f.insert(old);
                         }
                     }
                     continue;
                 }
                 (SyncEntry::Route(_), Status::Unchanged(slot)) => {
                     if let Some(f) = fresh.as_deref_mut() {
-                        orders.push(
-                            f.place(copy(slot, regexes).expect("a live route prepares again")),
-                        );
+                        f.insert(copy(slot, regexes).expect("a live route prepares again"));
                     }
                     continue;
                 }
@@ -532,7 +523,7 @@ impl Router {
                         _ => {}
                     }
                     match fresh.as_deref_mut() {
-                        Some(f) => orders.push(f.place(route)),
+                        Some(f) => f.insert(route),
                         None => plan.insert.push(route),
                     }
                 }
@@ -545,13 +536,13 @@ impl Router {
                     });
                     if let (Status::Changed(slot), Some(f)) = (*st, fresh.as_deref_mut()) {
                         if let Some(old) = copy(slot, regexes) {
-                            orders.push(f.place(old));
+                            f.insert(old);
                         }
                     }
                 }
             }
         }
-        Ok((orders, errors))
+        Ok(errors)
     }
 
     /// Third step: the routes of the router no entry has the id of are removed (taken out of

@@ -32,6 +32,7 @@ use crate::compile::program_image::{self, ProgramArenas, ProgramWriter, RegexSlo
 use crate::error::Error;
 use crate::image::{Image, ImageError, ImageWriter, Words};
 use crate::index::image::{ImageIndex, Numbering};
+use crate::index::Order;
 use crate::limits::Limits;
 use crate::router::context::Context;
 use crate::schema::names::{type_code, type_of_code, Holds};
@@ -106,9 +107,10 @@ impl Router {
         let mut numbers: FxHashMap<FieldId, u32> = FxHashMap::default();
         let mut fields: Vec<FieldId> = Vec::new();
         let mut programs = ProgramWriter::default();
-        let mut routes: Vec<u32> = Vec::with_capacity(self.order.len() * ROUTE_WORDS);
+        let order: Vec<(Order, u32)> = self.slots_in_order().collect();
+        let mut routes: Vec<u32> = Vec::with_capacity(order.len() * ROUTE_WORDS);
         let mut rank_of: FxHashMap<u32, u32> = FxHashMap::default();
-        for (rank, (order, slot)) in self.order.iter().enumerate() {
+        for (rank, (order, slot)) in order.iter().enumerate() {
             rank_of.insert(*slot, word(rank)?);
             let mut number = |f: FieldId| {
                 *numbers.entry(f).or_insert_with(|| {
@@ -154,7 +156,7 @@ impl Router {
         let size_limit = self.limits.regex_size_limit as u64;
         let head = [
             index.root,
-            word(self.order.len())?,
+            word(order.len())?,
             size_limit as u32,
             (size_limit >> 32) as u32,
             KIND_TABLE,

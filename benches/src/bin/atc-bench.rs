@@ -341,23 +341,33 @@ fn memory(a: &Parsed) -> Result<(), String> {
     drop(build(&Table::generate(200, TABLE_SEED, false), &schema));
     let table = Table::family(family, n, TABLE_SEED);
     println!(
-        "live heap bytes per route, {} table of {n} routes, each part built alone",
+        "live heap bytes per route, {} table of {n} routes, each part built alone, \
+         added route by route and by one sync into an empty router",
         family.name()
     );
     println!(
-        "{:<10} {:>8} {:>8} {:>12} {:>12}",
-        "routes", "count", "regexes", "bytes/route", "total"
+        "{:<10} {:>8} {:>8} {:>12} {:>12} {:>12}",
+        "routes", "count", "regexes", "by add", "by sync", "total (add)"
     );
     for (name, part) in split_by_regex(&table) {
         let before = live_bytes();
         let router = build(&part, &schema);
-        let bytes = live_bytes().saturating_sub(before);
+        let added = live_bytes().saturating_sub(before);
+        let (len, regexes) = (router.len(), router.regex_count());
+        drop(router);
+        let before = live_bytes();
+        let mut router = Router::new(schema.clone());
+        router
+            .sync(&specs(&part), SyncMode::AllOrNothing)
+            .map_err(|e| e.to_string())?;
+        let synced = live_bytes().saturating_sub(before);
+        drop(router);
+        let per = |bytes: usize| bytes as f64 / len.max(1) as f64;
         println!(
-            "{name:<10} {:>8} {:>8} {:>12.0} {:>12}",
-            router.len(),
-            router.regex_count(),
-            bytes as f64 / router.len().max(1) as f64,
-            mib(bytes)
+            "{name:<10} {len:>8} {regexes:>8} {:>12.0} {:>12.0} {:>12}",
+            per(added),
+            per(synced),
+            mib(added)
         );
     }
     Ok(())

@@ -85,7 +85,7 @@ impl Router {
         let mut ruled_out_omitted = 0;
         if options.ruled_out {
             let taken: HashSet<u32> = slots.iter().copied().collect();
-            for (_, &slot) in self.order.iter() {
+            for (_, slot) in self.slots_in_order() {
                 if taken.contains(&slot) {
                     continue;
                 }
