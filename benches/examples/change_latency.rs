@@ -13,6 +13,11 @@
 //! paths under a token of their own, as `Table::with_changes` makes them). Ours: `Router::remove`
 //! then `Router::add`; Kong's: `remove_matcher` then `add_matcher`, what its Lua router does.
 //! Each change is timed alone with `Instant` (about 20 ns of the figure).
+//!
+//! `change_latency -- --dump DIR [ROUTES] [FAMILY,...]` writes the same cases for the Lua
+//! benchmark of both libraries (`lua/bench/kong.sh`) instead: `DIR/<table>/schema.tsv` (name,
+//! type), `routes.tsv` (priority, id, expression) and `victim.tsv` (id, priority, the two
+//! expressions).
 
 use std::time::{Duration, Instant};
 
@@ -109,8 +114,38 @@ fn kong(case: &Case, changes: usize) -> [Duration; 3] {
     summary(times)
 }
 
+/// Writes `case` for the Lua benchmark (see the module docs).
+fn dump(case: &Case, dir: &std::path::Path) -> std::io::Result<()> {
+    let dir = dir.join(&case.name);
+    std::fs::create_dir_all(&dir)?;
+    let schema: String = SCHEMA
+        .iter()
+        .map(|(name, ty)| format!("{name}\t{}\n", ty.name()))
+        .collect();
+    std::fs::write(dir.join("schema.tsv"), schema)?;
+    let routes: String = case
+        .routes
+        .iter()
+        .map(|(id, prio, e)| format!("{prio}\t{id}\t{e}\n"))
+        .collect();
+    std::fs::write(dir.join("routes.tsv"), routes)?;
+    let (id, prio, [a, b]) = &case.victim;
+    std::fs::write(dir.join("victim.tsv"), format!("{id}\t{prio}\t{a}\t{b}\n"))
+}
+
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let dump_to = match args.first().map(String::as_str) {
+        Some("--dump") => {
+            args.remove(0);
+            Some(std::path::PathBuf::from(args.remove(0)))
+        }
+        _ => None,
+    };
+    if dump_to.is_some() {
+        // ROUTES [FAMILY,...]: no CHANGES.
+        args.insert(1.min(args.len()), String::new());
+    }
     let n: usize = args.first().and_then(|a| a.parse().ok()).unwrap_or(50_000);
     let changes: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(20_000);
     let wanted: Option<Vec<&str>> = args.get(2).map(|a| a.split(',').collect());
@@ -123,6 +158,12 @@ fn main() {
         .collect();
     if want("one-host-exact") {
         cases.extend(one_host_case(n));
+    }
+    if let Some(dir) = &dump_to {
+        for case in &cases {
+            dump(case, dir).unwrap_or_else(|e| panic!("writing {}: {e}", dir.display()));
+        }
+        return;
     }
     println!("one route changed in place {changes} times, tables of {n} routes");
     println!("| table | ours median / p99 / max | Kong 1.7.1 median / p99 / max |");
