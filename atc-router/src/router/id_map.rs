@@ -1,7 +1,8 @@
 //! Route id to slot: a hash table that stores no ids. The catalog already holds every live
 //! slot's id, so a table entry is the slot and a 32-bit tag of the id's hash in one word, and a
-//! lookup confirms a tag match against the catalog. At 50,000 routes that is about 11 bytes a
-//! route where a map of `Uuid` to slot took 27.
+//! lookup confirms a tag match against the catalog. Eight bytes a word, the table between three
+//! eighths and three quarters full: 11 to 21 bytes a route (21 at 50,000 routes), where a
+//! `HashMap<Uuid, u32>` took 27 to 33.
 //!
 //! As the index's `ProbeMap`, it probes linearly and closes the gap
 //! a removal leaves by shifting the entries after it back, so a route changed in place (an id
