@@ -40,54 +40,32 @@ ln -sf "$work/target/release/libatc_router.so" "$work/kong/libatc_router.so"
 cargo build --release -q -p atc-router-ffi --lib
 ln -sf "$(realpath target/release/libatc_router_ffi.so)" "$work/ours/libatc_router.so"
 cargo build --release -q -p atc-benches --example change_latency
+rm -rf "$work/tables"
 target/release/examples/change_latency --dump "$work/tables" "$routes" $tables
 names=$(cd "$work/tables" && ls)
+
+# shellcheck source=lua/bench/nginx.sh
+. lua/bench/nginx.sh
 
 # One nginx per library and table: a fresh process, so that each table's memory is its own.
 run() { # LIB TABLE -> the line kong.lua returns
     local lib=$1 table=$2 prefix=$work/nginx-$1
     local lua_path="$work/crate/lib/?.lua"
     [ "$lib" = ours ] && lua_path="$root/lua/?.lua"
-    mkdir -p "$prefix/logs" "$prefix/tmp"
-    cat >"$prefix/nginx.conf" <<CONF
-# Written by lua/bench/kong.sh.
-worker_processes 1;
-pid $prefix/logs/nginx.pid;
-error_log $prefix/logs/error.log notice;
-load_module /usr/lib/nginx/modules/ndk_http_module.so;
-load_module /usr/lib/nginx/modules/ngx_http_lua_module.so;
-events { worker_connections 64; }
-http {
-    access_log off;
-    client_body_temp_path $prefix/tmp;
-    lua_package_path "$lua_path;$root/lua/bench/?.lua;/usr/share/lua/5.1/?.lua;;";
-    lua_package_cpath "$work/$lib/?.so;;";
-    server {
-        listen 127.0.0.1:$port;
-        location /bench/ {
-            content_by_lua_block {
-                ngx.say(require("kong").run("$work/tables/" .. ngx.var.uri:sub(8), $changes))
-            }
-        }
-    }
-}
-CONF
+    bench_nginx_conf "$prefix" "$lua_path;$root/lua/bench/?.lua;/usr/share/lua/5.1/?.lua" \
+        "$work/$lib/?.so" "$port" \
+        "ngx.say(require(\"kong\").run(\"$work/tables/\" .. ngx.var.uri:sub(8), $changes))" \
+        lua/bench/kong.sh
     local nginx=(nginx -p "$prefix" -c "$prefix/nginx.conf" -e "$prefix/logs/error.log")
     "${nginx[@]}"
-    for _ in $(seq 50); do
-        (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-        sleep 0.1
-    done
+    bench_wait_port "$port"
     curl -sS --max-time 900 "http://127.0.0.1:$port/bench/$table" \
         || { tail "$prefix/logs/error.log" >&2; "${nginx[@]}" -s stop; return 1; }
     "${nginx[@]}" -s quit
     while [ -e "$prefix/logs/nginx.pid" ]; do sleep 0.1; done
 }
 
-if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-    echo "port $port on 127.0.0.1 is in use; set BENCH_PORT" >&2
-    exit 1
-fi
+bench_port_free "$port" || exit 1
 results=$work/results.tsv
 : >"$results"
 for round in $(seq "$rounds"); do

@@ -58,43 +58,17 @@ for c in "${cases[@]}"; do
     done
 done
 
+# shellcheck source=lua/bench/nginx.sh
+. lua/bench/nginx.sh
 prefix=$work/nginx
-mkdir -p "$prefix/logs" "$prefix/tmp"
-cat > "$prefix/nginx.conf" <<EOF
-# Written by lua/bench/radixtree.sh.
-worker_processes 1;
-pid $prefix/logs/nginx.pid;
-error_log $prefix/logs/error.log notice;
-load_module /usr/lib/nginx/modules/ndk_http_module.so;
-load_module /usr/lib/nginx/modules/ngx_http_lua_module.so;
-events { worker_connections 64; }
-http {
-    access_log off;
-    client_body_temp_path $prefix/tmp;
-    lua_package_path "$lua_path;;";
-    lua_package_cpath "$work/lib/?.so;$radix_cpath;;";
-    server {
-        listen 127.0.0.1:$port;
-        location /bench/ {
-            content_by_lua_block {
-                local dir = "$work/" .. ngx.var.uri:sub(8)
-                ngx.say(require("bench.radixtree").run(dir, $rounds))
-            }
-        }
-    }
-}
-EOF
+bench_nginx_conf "$prefix" "$lua_path" "$work/lib/?.so;$radix_cpath" "$port" \
+    "ngx.say(require(\"bench.radixtree\").run(\"$work/\" .. ngx.var.uri:sub(8), $rounds))" \
+    lua/bench/radixtree.sh
 nginx=(nginx -p "$prefix" -c "$prefix/nginx.conf" -e "$prefix/logs/error.log")
-if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-    echo "port $port on 127.0.0.1 is in use; set BENCH_PORT" >&2
-    exit 1
-fi
+bench_port_free "$port" || exit 1
 "${nginx[@]}"
 trap '"${nginx[@]}" -s stop 2>/dev/null || true' EXIT
-for _ in $(seq 50); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-    sleep 0.1
-done
+bench_wait_port "$port"
 for c in "${cases[@]}"; do
     read -r family n <<<"$c"
     for mix in realistic miss-keys; do

@@ -41,7 +41,8 @@ impl<'a> Route<'a> {
             .expr
     }
 
-    /// Fields the expression uses, in order of first use.
+    /// Fields the expression uses, in order of first use (resolved again from the source:
+    /// routers keep only the compiled form).
     pub fn field_ids(&self) -> Vec<FieldId> {
         fields(&self.router.resolve_again(self.slot))
     }
