@@ -88,10 +88,7 @@ fn test(p: &Pred, v: &Value, w: Option<&mut MatchRecord>) -> bool {
                 w.text(p.field, &caps[0]);
                 for (i, m) in caps.iter().enumerate() {
                     if let Some(m) = m {
-                        w.capture_index(i, m.as_str());
-                        if let Some(name) = &re.names[i] {
-                            w.capture_name(name, m.as_str());
-                        }
+                        w.capture_copy(i, re.names[i].as_deref(), m.as_str());
                     }
                 }
             }

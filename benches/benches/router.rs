@@ -49,8 +49,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use atc_benches::{
-    build, candidate_stats, execute_reading_captures, fill, live_bytes, records_groups, schema,
-    specs, value, CountingAlloc, REQUEST_SEED, TABLE_SEED,
+    build, candidate_stats, execute_reading_captures, fill, live_bytes, method_and_path,
+    records_groups, schema, specs, value, CountingAlloc, MatchitTable, REQUEST_SEED, TABLE_SEED,
 };
 use atc_router::{Context, RouteSpec, Router, Schema, SyncMode, Uuid};
 use atc_workload::{
@@ -464,32 +464,7 @@ fn whole_requests(c: &mut Criterion) {
         let router = build(&table, &schema);
         let krouter = kong_router(&table, &kschema);
         let used = router.fields();
-        // matchit: a path template leads to the routes of each method on it.
-        let mut by_path: std::collections::BTreeMap<String, Vec<(String, usize)>> =
-            Default::default();
-        for (i, r) in table.routes.iter().enumerate() {
-            let method = r.shape.conds.iter().find_map(|c| match c {
-                Cond::Methods(m) => m.first().cloned(),
-                _ => None,
-            });
-            let template = r.shape.conds.iter().find_map(|c| match c {
-                Cond::Path(alts) => match &alts[0] {
-                    PathMatch::Exact(p) => Some(p.clone()),
-                    PathMatch::Regex(re) => Some(re.template()),
-                    _ => None,
-                },
-                _ => None,
-            });
-            if let (Some(m), Some(t)) = (method, template) {
-                by_path.entry(t).or_default().push((m, i));
-            }
-        }
-        let mut mrouter = matchit::Router::new();
-        for (t, routes) in by_path {
-            mrouter
-                .insert(t.as_str(), routes)
-                .unwrap_or_else(|e| panic!("matchit refuses {t}: {e}"));
-        }
+        let mrouter = MatchitTable::new(&table);
         eprintln!("{group}: {} routes, fields {used:?}", router.len());
         let mut g = c.benchmark_group(&group);
         g.warm_up_time(Duration::from_millis(300));
@@ -524,21 +499,7 @@ fn whole_requests(c: &mut Criterion) {
                         .collect()
                 })
                 .collect();
-            let lookups: Vec<(String, String)> = reqs
-                .iter()
-                .map(|r| {
-                    let text = |name: &str| {
-                        r.fields.iter().find_map(|(f, v)| match v {
-                            atc_workload::Value::Str(s) if f == name => Some(s.clone()),
-                            _ => None,
-                        })
-                    };
-                    (
-                        text("http.method").unwrap_or_default(),
-                        text("http.path").unwrap_or_default(),
-                    )
-                })
-                .collect();
+            let lookups: Vec<(String, String)> = reqs.iter().map(method_and_path).collect();
 
             let mut ctx = Context::new(schema.clone());
             let mut ours = |fs: &Vec<(FieldId, Value)>| {
@@ -566,19 +527,7 @@ fn whole_requests(c: &mut Criterion) {
                 }
                 hit
             };
-            let matchit_request = |(method, path): &(String, String)| match mrouter.at(path) {
-                Ok(m) => match m.value.iter().find(|(rm, _)| rm == method) {
-                    Some((_, i)) => {
-                        black_box(i);
-                        for kv in m.params.iter() {
-                            black_box(kv);
-                        }
-                        true
-                    }
-                    None => false,
-                },
-                Err(_) => false,
-            };
+            let matchit_request = |(method, path): &(String, String)| mrouter.request(method, path);
             // The three agree on which requests route, or the comparison would not be fair.
             let hits = |f: &mut dyn FnMut(usize) -> bool| (0..reqs.len()).filter(|&i| f(i)).count();
             let (h_ours, h_kong, h_matchit) = (

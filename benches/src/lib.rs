@@ -201,3 +201,76 @@ pub fn split_by_captures(router: &Router, ctxs: Vec<Context>) -> (Vec<Context>, 
     }
     (plain, capturing)
 }
+
+/// What matchit, the path radix router the `request/` bench sets beside ours, holds for a table
+/// of method + path routes: each path template (a regex path as its `{name}` template) leads to
+/// the routes of each method on it. Routes without a method or a path template are left out
+/// (matchit has no other fields; the rest-api family has none).
+pub struct MatchitTable {
+    router: matchit::Router<Vec<(String, usize)>>,
+}
+
+impl MatchitTable {
+    pub fn new(table: &Table) -> MatchitTable {
+        use atc_workload::{Cond, PathMatch};
+        let mut by_path: std::collections::BTreeMap<String, Vec<(String, usize)>> =
+            Default::default();
+        for (i, r) in table.routes.iter().enumerate() {
+            let method = r.shape.conds.iter().find_map(|c| match c {
+                Cond::Methods(m) => m.first().cloned(),
+                _ => None,
+            });
+            let template = r.shape.conds.iter().find_map(|c| match c {
+                Cond::Path(alts) => match &alts[0] {
+                    PathMatch::Exact(p) => Some(p.clone()),
+                    PathMatch::Regex(re) => Some(re.template()),
+                    _ => None,
+                },
+                _ => None,
+            });
+            if let (Some(m), Some(t)) = (method, template) {
+                by_path.entry(t).or_default().push((m, i));
+            }
+        }
+        let mut router = matchit::Router::new();
+        for (t, routes) in by_path {
+            router
+                .insert(t.as_str(), routes)
+                .unwrap_or_else(|e| panic!("matchit refuses {t}: {e}"));
+        }
+        MatchitTable { router }
+    }
+
+    /// The request as the bench times it for matchit: the path looked up, the method picked
+    /// among the path's routes, every parameter read.
+    #[inline]
+    pub fn request(&self, method: &str, path: &str) -> bool {
+        match self.router.at(path) {
+            Ok(m) => match m.value.iter().find(|(rm, _)| rm == method) {
+                Some((_, i)) => {
+                    std::hint::black_box(i);
+                    for kv in m.params.iter() {
+                        std::hint::black_box(kv);
+                    }
+                    true
+                }
+                None => false,
+            },
+            Err(_) => false,
+        }
+    }
+}
+
+/// A request's method and path, as matchit is asked (empty when the request has none).
+pub fn method_and_path(req: &Request) -> (String, String) {
+    let text = |name: &str| {
+        req.fields.iter().find_map(|(f, v)| match v {
+            atc_workload::Value::Str(s) if f == name => Some(s.clone()),
+            _ => None,
+        })
+    };
+    (
+        text("http.method").unwrap_or_default(),
+        text("http.path").unwrap_or_default(),
+    )
+}

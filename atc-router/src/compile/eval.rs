@@ -348,15 +348,24 @@ fn regex(re: &CompiledRegex, pred: &PredRef<'_>, s: &str, w: Option<&mut MatchRe
     let Some(w) = w else {
         return re.is_match(s);
     };
+    // The whole match (group 0, which comes first) is both the field's matched value and
+    // capture 0: one copy, and every other group lies inside it, so it is recorded as a
+    // range of that copy. `whole` is the address and length of group 0's text in `s` and
+    // where its copy starts.
+    let mut whole: Option<(usize, usize, usize)> = None;
     re.captures(s, |i, text| {
-        if i == 0 {
-            // The whole match is both the field's matched value and capture 0: one copy.
-            w.text_and_whole_match(pred.field, text);
-        } else {
-            w.capture_index(i, text);
-        }
-        if let Some(name) = &re.names[i] {
-            w.capture_name(name, text);
+        let name = re.names[i].as_deref();
+        let addr = text.as_ptr() as usize;
+        match whole {
+            None if i == 0 => {
+                let at = w.text_and_whole_match(pred.field, text);
+                whole = Some((addr, text.len(), at));
+            }
+            Some((base, len, at)) if addr >= base && addr - base + text.len() <= len => {
+                let start = at + (addr - base);
+                w.capture_within(i, name, start..start + text.len());
+            }
+            _ => w.capture_copy(i, name, text),
         }
     })
 }

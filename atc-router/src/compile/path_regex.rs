@@ -12,7 +12,7 @@
 //! answers `None` and the caller runs the regex. `tests/long_texts.rs`-style property tests in
 //! this module's tests compare it with the `regex` crate.
 
-use super::path_pattern::next_slash;
+use super::path_pattern::{has_ascii, next_slash};
 use regex_syntax::hir::{Class, Hir, HirKind, Look};
 
 /// A class of one segment's bytes: ASCII bytes exactly; non-ASCII characters all or none
@@ -186,15 +186,19 @@ impl PathRegex {
 const KEPT_GROUPS: usize = 8;
 
 impl SegClass {
-    /// Whether the segment is in the class; `None` when this form cannot tell.
+    /// Whether the segment (no `/`) is in the class; `None` when this form cannot tell. A
+    /// class of every character but `/` (`[^/]+`) takes any segment without reading it.
     #[inline]
     fn accepts(&self, seg: &[u8]) -> Option<bool> {
         if seg.is_empty() {
             return Some(self.empty);
         }
+        if self.all_non_ascii && self.ascii == !(1u128 << b'/') {
+            return Some(true);
+        }
         for &b in seg {
             if b < 0x80 {
-                if self.ascii & (1u128 << b) == 0 {
+                if !has_ascii(self.ascii, b) {
                     return Some(false);
                 }
             } else if !self.non_ascii {

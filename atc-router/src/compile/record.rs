@@ -35,10 +35,12 @@ enum Matched {
     IpCidr(IpCidr),
 }
 
+/// A capture's keys: its group number, and its group's name (a range of `text`) when the
+/// group has one; a named group is read under both keys, number first.
 #[derive(Debug)]
 enum Key {
     Index(usize),
-    Name(Range<usize>),
+    Named(usize, Range<usize>),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -86,22 +88,35 @@ impl MatchRecord {
         self.matched.push((field, Matched::Text(r)));
     }
 
-    /// Records `s` as `field`'s matched value and as capture 0, sharing one copy.
-    pub(crate) fn text_and_whole_match(&mut self, field: FieldId, s: &str) {
+    /// Records `s` as `field`'s matched value and as capture 0, sharing one copy; returns where
+    /// the copy starts, for [`MatchRecord::capture_within`].
+    pub(crate) fn text_and_whole_match(&mut self, field: FieldId, s: &str) -> usize {
         let r = self.push_text(s);
+        let start = r.start;
         self.matched.push((field, Matched::Text(r.clone())));
         self.captures.push((Key::Index(0), r));
+        start
     }
 
-    pub(crate) fn capture_index(&mut self, index: usize, s: &str) {
+    /// Records `s` as group `index`'s capture, under its `name` too when it has one.
+    pub(crate) fn capture_copy(&mut self, index: usize, name: Option<&str>, s: &str) {
         let r = self.push_text(s);
-        self.captures.push((Key::Index(index), r));
+        self.group(index, name, r);
     }
 
-    pub(crate) fn capture_name(&mut self, name: &str, s: &str) {
-        let n = self.push_text(name);
-        let r = self.push_text(s);
-        self.captures.push((Key::Name(n), r));
+    /// Records the text at `at` of what is already recorded (a group's part of the whole
+    /// match, copied once) as group `index`'s capture, under its `name` too when it has one.
+    pub(crate) fn capture_within(&mut self, index: usize, name: Option<&str>, at: Range<usize>) {
+        debug_assert!(at.end <= self.text.len() && self.text.is_char_boundary(at.start));
+        self.group(index, name, at);
+    }
+
+    fn group(&mut self, index: usize, name: Option<&str>, r: Range<usize>) {
+        let key = match name {
+            Some(name) => Key::Named(index, self.push_text(name)),
+            None => Key::Index(index),
+        };
+        self.captures.push((key, r));
     }
 
     /// The value recorded last for `field`.
@@ -123,15 +138,13 @@ impl MatchRecord {
         self.matched.iter().map(|(f, _)| *f)
     }
 
-    /// The captures in recording order.
-    pub(crate) fn captures(&self) -> impl Iterator<Item = (CaptureKey<'_>, &str)> + '_ {
-        self.captures.iter().map(move |(k, r)| {
-            let key = match k {
-                Key::Index(i) => CaptureKey::Index(*i),
-                Key::Name(n) => CaptureKey::Name(&self.text[n.clone()]),
-            };
-            (key, &self.text[r.clone()])
-        })
+    /// The captures in recording order, a named group by number and then by name.
+    pub(crate) fn captures(&self) -> Captures<'_> {
+        Captures {
+            record: self,
+            next: 0,
+            name_of: None,
+        }
     }
 
     /// The capture recorded last under `key`.
@@ -140,11 +153,9 @@ impl MatchRecord {
             .iter()
             .rev()
             .find(|(k, _)| match (k, key) {
-                (Key::Index(a), CaptureKey::Index(b)) => *a == b,
-                (Key::Name(a), CaptureKey::Name(b)) => self.text[a.clone()] == *b,
-                (Key::Index(_), CaptureKey::Name(_)) | (Key::Name(_), CaptureKey::Index(_)) => {
-                    false
-                }
+                (Key::Index(a) | Key::Named(a, _), CaptureKey::Index(b)) => *a == b,
+                (Key::Named(_, a), CaptureKey::Name(b)) => self.text[a.clone()] == *b,
+                (Key::Index(_), CaptureKey::Name(_)) => false,
             })
             .map(|(_, r)| &self.text[r.clone()])
     }
@@ -166,18 +177,45 @@ impl MatchRecord {
             }
         }
         let mut captures: Vec<(String, String)> = Vec::new();
-        for (k, r) in &self.captures {
-            let key = match k {
-                Key::Index(i) => i.to_string(),
-                Key::Name(n) => self.text[n.clone()].to_owned(),
-            };
-            let text = self.text[r.clone()].to_owned();
+        for (k, text) in self.captures() {
+            let (key, text) = (k.to_string(), text.to_owned());
             match captures.iter_mut().find(|(g, _)| *g == key) {
                 Some(slot) => slot.1 = text,
                 None => captures.push((key, text)),
             }
         }
         (values, captures)
+    }
+}
+
+/// The captures of a [`MatchRecord`] in recording order (see [`MatchRecord::captures`]).
+pub(crate) struct Captures<'a> {
+    record: &'a MatchRecord,
+    next: usize,
+    /// The named group just read by number, to read by name next.
+    name_of: Option<(&'a Range<usize>, &'a str)>,
+}
+
+impl<'a> Iterator for Captures<'a> {
+    type Item = (CaptureKey<'a>, &'a str);
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        let text = &self.record.text;
+        if let Some((name, value)) = self.name_of.take() {
+            return Some((CaptureKey::Name(&text[name.clone()]), value));
+        }
+        let (key, r) = self.record.captures.get(self.next)?;
+        self.next += 1;
+        let value = &text[r.clone()];
+        let index = match key {
+            Key::Index(i) => *i,
+            Key::Named(i, name) => {
+                self.name_of = Some((name, value));
+                *i
+            }
+        };
+        Some((CaptureKey::Index(index), value))
     }
 }
 

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use atc_benches::args::{self, Opt, Parsed};
 use atc_benches::{
     build, candidate_stats, contexts, execute_reading_captures, live_bytes, schema, specs,
-    split_by_captures, split_by_regex, CountingAlloc, TABLE_SEED,
+    split_by_captures, split_by_regex, CountingAlloc, MatchitTable, TABLE_SEED,
 };
 use atc_router::{
     parse, Context, ExplainOptions, FieldId, Linter, Router, Schema, SyncMode, Value,
@@ -97,7 +97,7 @@ const COMMANDS: &[Command] = &[
     Command {
         name: "hot",
         synopsis: "--routes N --family F --mix M [--plain|--captures] [--iters K] \
-                   [--requests R] [--candidates-only|--image|--image-router|--whole]",
+                   [--requests R] [--candidates-only|--image|--image-router|--whole|--matchit]",
         about: "a tight request loop for perf and callgrind; prints ns per request",
         opts: &[
             Opt {
@@ -157,6 +157,13 @@ const COMMANDS: &[Command] = &[
                 value: None,
                 help: "the whole request, as the `request/` bench: reset, the table's fields \
                        added by id, execute, captures read",
+            },
+            Opt {
+                name: "--matchit",
+                value: None,
+                help: "the same requests through the matchit path router, as the `request/` \
+                       bench times it (path looked up, method picked, parameters read): the \
+                       figure `--whole` is compared with (tables of method + path routes)",
             },
         ],
         run: hot,
@@ -393,14 +400,16 @@ fn hot(a: &Parsed) -> Result<(), String> {
     let image = a.switch("--image");
     let whole = a.switch("--whole");
     let image_router = a.switch("--image-router");
-    if [candidates_only, image, whole, image_router]
+    let matchit = a.switch("--matchit");
+    if [candidates_only, image, whole, image_router, matchit]
         .iter()
         .filter(|s| **s)
         .count()
         > 1
     {
         return Err(
-            "`--candidates-only`, `--image`, `--image-router` and `--whole` exclude each other"
+            "`--candidates-only`, `--image`, `--image-router`, `--whole` and `--matchit` exclude \
+             each other"
                 .into(),
         );
     }
@@ -432,6 +441,8 @@ fn hot(a: &Parsed) -> Result<(), String> {
         "reset, fields added, execute, captures read"
     } else if image_router {
         "execute from the table image, captures read"
+    } else if matchit {
+        "matchit's path lookup, method picked, parameters read"
     } else {
         "execute, captures read"
     };
@@ -464,6 +475,30 @@ fn hot(a: &Parsed) -> Result<(), String> {
         let mut ctx = Context::new(schema.clone());
         let start = Instant::now();
         (start, whole_loop(&router, &mut ctx, &fields, iters))
+    } else if matchit {
+        let mtable = MatchitTable::new(&table);
+        let text = |ctx: &Context, field: &str| match ctx.values(field).first() {
+            Some(Value::String(s)) => s.clone(),
+            _ => String::new(),
+        };
+        let lookups: Vec<(String, String)> = ctxs
+            .iter()
+            .map(|ctx| (text(ctx, "http.method"), text(ctx, "http.path")))
+            .collect();
+        let routed = lookups.iter().filter(|(m, p)| mtable.request(m, p)).count();
+        let mut ours = 0;
+        for ctx in ctxs.iter_mut() {
+            ours += usize::from(execute_reading_captures(&router, ctx));
+        }
+        if routed != ours {
+            return Err(format!(
+                "matchit routes {routed} of these {} requests and ours {ours}: not the same \
+                 table (matchit reads only method and path)",
+                ctxs.len()
+            ));
+        }
+        let start = Instant::now();
+        (start, matchit_loop(&mtable, &lookups, iters))
     } else if image_router {
         let bytes = router.to_image().map_err(|e| e.to_string())?;
         println!(
@@ -559,6 +594,22 @@ fn image_loop(index: &atc_router::IndexImage, ctxs: &[Context], iters: usize) ->
         total += out.len();
         k += 1;
         if k == ctxs.len() {
+            k = 0;
+        }
+    }
+    black_box(total)
+}
+
+/// The timed loop of `hot --matchit`: the same requests through matchit, as the `request/`
+/// bench times them. Not inlined, for the same reason as [`hot_loop`].
+#[inline(never)]
+fn matchit_loop(table: &MatchitTable, lookups: &[(String, String)], iters: usize) -> usize {
+    let (mut total, mut k) = (0, 0);
+    for _ in 0..iters {
+        let (method, path) = &lookups[k];
+        total += usize::from(table.request(method, path));
+        k += 1;
+        if k == lookups.len() {
             k = 0;
         }
     }
