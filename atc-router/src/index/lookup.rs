@@ -46,11 +46,8 @@ impl Split {
         if values.is_empty() {
             return;
         }
-        let mut fresh = LevelBufs::default();
-        let (here, deeper) = match bufs.split_first_mut() {
-            Some((here, deeper)) => (here, deeper),
-            // Only when the caller's buffers are too few (they are sized to the tree's depth).
-            None => (&mut fresh, &mut [][..]),
+        let Some((here, deeper)) = bufs.split_first_mut() else {
+            return self.collect_keyed_unbuffered(ctx, out);
         };
         for v in values {
             let probe = match (self.disc.kind, v) {
@@ -67,6 +64,19 @@ impl Split {
                 child.collect(ctx, deeper, out)
             });
         }
+    }
+}
+
+impl Split {
+    /// [`Split::collect_keyed`] when the caller's buffers are too few (they are sized to the
+    /// tree's depth, so never on a request's walk): with buffers of its own, made here rather
+    /// than on every level of every walk.
+    #[cold]
+    #[inline(never)]
+    fn collect_keyed_unbuffered(&self, ctx: &Values, out: &mut Vec<Entry>) {
+        let mut bufs: Vec<LevelBufs> = Vec::new();
+        bufs.resize_with(super::tree::MAX_DEPTH + 1, LevelBufs::default);
+        self.collect_keyed(ctx, &mut bufs, out);
     }
 }
 
