@@ -85,6 +85,10 @@ fn hot_loops_in_each_mode() {
             &["--mix", "hit-middle", "--whole"][..],
             "reset, fields added, execute, captures read",
         ),
+        (
+            &["--mix", "realistic", "--matchit"][..],
+            "matchit's path lookup, method picked, parameters read",
+        ),
     ] {
         let args: Vec<&str> = base.iter().chain(extra).copied().collect();
         let out = ok(&args);
@@ -131,6 +135,7 @@ fn help_and_bad_command_lines() {
         assert!(out.contains(&format!("  {command} ")), "{command}:\n{out}");
     }
     assert!(ok(&["hot", "--help"]).contains("--candidates-only"));
+    assert!(ok(&["hot", "--help"]).contains("--matchit"));
     assert!(refused(&[]).contains("usage: atc-bench"));
     assert!(refused(&["profile"]).contains("unknown command `profile`"));
     assert!(refused(&["memory", "--rounds", "2"]).contains("unknown option `--rounds`"));
@@ -150,6 +155,18 @@ fn help_and_bad_command_lines() {
         "--captures",
     ];
     assert!(refused(&both).contains("exclude each other"));
+    // matchit reads only method and path: a table of hosts and prefixes is not one it holds.
+    let hosts = [
+        "hot",
+        "--routes",
+        "50",
+        "--family",
+        "host-prefixes",
+        "--mix",
+        "hit-middle",
+        "--matchit",
+    ];
+    assert!(refused(&hosts).contains("not the same table"));
 }
 
 #[test]
