@@ -105,6 +105,7 @@ pub mod request;
 pub mod route_list;
 mod router;
 mod schema;
+mod short_eq;
 mod stack;
 mod value;
 mod work;

@@ -12,8 +12,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 /// Modules that depend on nothing but each other and std: errors, limits, values, the stack
-/// guard, the work counter, failpoints, route-list decoding, exact-size allocation, the table
-/// image's container.
+/// guard, the work counter, failpoints, route-list decoding, exact-size allocation, short
+/// byte-string equality, the table image's container.
 const LEAVES: &[&str] = &[
     "error",
     "failpoint",
@@ -21,6 +21,7 @@ const LEAVES: &[&str] = &[
     "image",
     "limits",
     "route_list",
+    "short_eq",
     "stack",
     "value",
     "work",

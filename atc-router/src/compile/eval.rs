@@ -294,8 +294,8 @@ fn test_str(pred: &PredRef<'_>, s: &str, w: Option<&mut MatchRecord>) -> bool {
     // Byte comparisons: both sides are whole UTF-8 strings, so byte and character equality,
     // prefix and suffix agree.
     let (ok, record_literal) = match pred.op {
-        Op::Equals => (b == lit, true),
-        Op::NotEquals => (b != lit, false),
+        Op::Equals => (crate::short_eq::eq(b, lit), true),
+        Op::NotEquals => (!crate::short_eq::eq(b, lit), false),
         Op::Prefix => (b.starts_with(lit), true),
         Op::Postfix => (b.ends_with(lit), true),
         Op::Contains => (contains(s, lit), false),

@@ -135,7 +135,7 @@ impl PathRegex {
             }
             match seg {
                 Seg::Lit(l) => {
-                    if s.as_bytes() != &**l {
+                    if !crate::short_eq::eq(s.as_bytes(), l) {
                         return Some(false);
                     }
                 }

@@ -36,7 +36,7 @@ impl<T> Default for ExactMap<T> {
 /// Where `key` is in a list's keys.
 #[inline]
 fn position(keys: &[SmallKey], key: &[u8]) -> Option<usize> {
-    keys.iter().position(|k| **k == *key)
+    keys.iter().position(|k| crate::short_eq::eq(k, key))
 }
 
 impl<T> ExactMap<T> {

@@ -66,7 +66,7 @@ impl Hash for SmallKey {
 
 impl PartialEq for SmallKey {
     fn eq(&self, other: &SmallKey) -> bool {
-        self.as_bytes() == other.as_bytes()
+        crate::short_eq::eq(self.as_bytes(), other.as_bytes())
     }
 }
 
