@@ -55,7 +55,7 @@ impl<T> ExactMap<T> {
     pub(crate) fn get(&self, key: &[u8]) -> Option<&T> {
         match self {
             ExactMap::Few { keys, vals } => position(keys, key).map(|i| &vals[i]),
-            ExactMap::Many(m) => m.get(key),
+            ExactMap::Many(m) => m.get_by(key, |k| crate::short_eq::eq(k, key)),
         }
     }
 

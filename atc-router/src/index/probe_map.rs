@@ -114,6 +114,17 @@ impl<K: Hash + Eq, V> ProbeMap<K, V> {
     where
         K: Borrow<Q>,
     {
+        self.find_by(q, |k| k.borrow() == q)
+    }
+
+    /// [`ProbeMap::find`] with the keys compared by `is_q` (for a comparison cheaper than
+    /// `Q`'s `==` on the keys a map holds; it must agree with it).
+    #[inline]
+    fn find_by<Q: Hash + ?Sized>(
+        &self,
+        q: &Q,
+        is_q: impl Fn(&K) -> bool,
+    ) -> Option<(usize, usize)> {
         let t = tag_of(q);
         let mask = self.mask();
         let mut i = self.home(t);
@@ -124,7 +135,7 @@ impl<K: Hash + Eq, V> ProbeMap<K, V> {
             }
             if tag(s) == t {
                 let e = index(s);
-                if self.entries[e].0.borrow() == q {
+                if is_q(&self.entries[e].0) {
                     return Some((i, e));
                 }
             }
@@ -132,12 +143,22 @@ impl<K: Hash + Eq, V> ProbeMap<K, V> {
         }
     }
 
-    #[inline]
+    /// The value of `q` (the index looks keys up with [`ProbeMap::get_by`]).
+    #[cfg(test)]
     pub(crate) fn get<Q: Hash + Eq + ?Sized>(&self, q: &Q) -> Option<&V>
     where
         K: Borrow<Q>,
     {
         self.find(q).map(|(_, e)| &self.entries[e].1)
+    }
+
+    /// [`ProbeMap::get`] with the keys compared by `is_q`, which must agree with `Q`'s `==`.
+    #[inline]
+    pub(crate) fn get_by<Q: Hash + ?Sized>(&self, q: &Q, is_q: impl Fn(&K) -> bool) -> Option<&V>
+    where
+        K: Borrow<Q>,
+    {
+        self.find_by(q, is_q).map(|(_, e)| &self.entries[e].1)
     }
 
     pub(crate) fn get_mut<Q: Hash + Eq + ?Sized>(&mut self, q: &Q) -> Option<&mut V>
