@@ -69,14 +69,14 @@ impl Split {
 
 impl Split {
     /// [`Split::collect_keyed`] when the caller's buffers are too few (they are sized to the
-    /// tree's depth, so never on a request's walk): with buffers of its own, made here rather
-    /// than on every level of every walk.
+    /// tree's depth, so never on a request's walk): with one empty buffer of its own on the
+    /// stack (no allocation until used), made here rather than on every level of every walk; a
+    /// split below comes here again, one level at a time, as deep as the tree (bounded).
     #[cold]
     #[inline(never)]
     fn collect_keyed_unbuffered(&self, ctx: &Values, out: &mut Vec<Entry>) {
-        let mut bufs: Vec<LevelBufs> = Vec::new();
-        bufs.resize_with(super::tree::MAX_DEPTH + 1, LevelBufs::default);
-        self.collect_keyed(ctx, &mut bufs, out);
+        let mut one = [LevelBufs::default()];
+        self.collect_keyed(ctx, &mut one, out);
     }
 }
 
