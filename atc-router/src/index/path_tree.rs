@@ -24,24 +24,31 @@ struct PathNode<T> {
     /// Literal children by segment: a REST table's root has one per resource or tenant, a
     /// mixed table's thousands.
     lits: ExactMap<PathNode<T>>,
-    params: Vec<(ParamClass, PathNode<T>)>,
-    /// The payloads of the patterns that end here: boxed, since most nodes are on the way to
-    /// a pattern's end rather than at one (and a node is an entry of its parent's map).
-    ends: Option<Box<Ends<T>>>,
+    /// Parameter children, rare beside literal ones: a slice boxed to its length (a node is an
+    /// entry of its parent's map, so every word it saves is saved per node).
+    params: Box<[(ParamClass, PathNode<T>)]>,
+    ends: Ends<T>,
 }
 
+/// The payloads of the patterns that end at a node. Most nodes are on the way to a pattern's
+/// end rather than at one, and most ends hold one payload of the two (an exact pattern or an
+/// open one): each payload is boxed alone, so a node pays a word for none and a payload's size
+/// for one.
 #[derive(Debug)]
-struct Ends<T> {
-    exact: Option<T>,
-    open: Option<T>,
+enum Ends<T> {
+    None,
+    Exact(Box<T>),
+    Open(Box<T>),
+    /// `[exact, open]`.
+    Both(Box<[T; 2]>),
 }
 
 impl<T> Default for PathNode<T> {
     fn default() -> Self {
         PathNode {
             lits: ExactMap::default(),
-            params: Vec::new(),
-            ends: None,
+            params: Box::new([]),
+            ends: Ends::None,
         }
     }
 }
@@ -57,44 +64,108 @@ impl<T> Default for PathTree<T> {
 
 impl<T> PathNode<T> {
     fn is_empty(&self) -> bool {
-        self.lits.is_empty() && self.params.is_empty() && self.ends.is_none()
+        self.lits.is_empty() && self.params.is_empty() && matches!(self.ends, Ends::None)
     }
 
-    fn slot(&mut self, open: bool) -> &mut Option<T> {
-        let ends = self.ends.get_or_insert_with(|| {
-            Box::new(Ends {
-                exact: None,
-                open: None,
-            })
-        });
-        if open {
-            &mut ends.open
-        } else {
-            &mut ends.exact
+    /// The payload of the pattern ending here (`open` or exact), made with `make` if there is
+    /// none; and whether it was made.
+    fn slot_or_insert_with(&mut self, open: bool, make: impl FnOnce() -> T) -> (&mut T, bool) {
+        let made = self.end(open).is_none();
+        if made {
+            let new = make();
+            // With no end of this kind, an `Open` end means an exact one is added, and back.
+            self.ends = match std::mem::replace(&mut self.ends, Ends::None) {
+                Ends::Open(o) => Ends::Both(Box::new([new, *o])),
+                Ends::Exact(e) => Ends::Both(Box::new([*e, new])),
+                _ if open => Ends::Open(Box::new(new)),
+                _ => Ends::Exact(Box::new(new)),
+            };
         }
+        let slot = self.end_mut(open).expect("just made");
+        (slot, made)
     }
 
-    /// Takes the payload of a pattern ending here, dropping the ends when both are gone.
+    /// Takes the payload of a pattern ending here.
     fn take(&mut self, open: bool) -> Option<T> {
-        let out = self.slot(open).take();
-        if self
-            .ends
-            .as_ref()
-            .is_some_and(|e| e.exact.is_none() && e.open.is_none())
-        {
-            self.ends = None;
-        }
+        let (out, left) = match (std::mem::replace(&mut self.ends, Ends::None), open) {
+            (Ends::Exact(e), false) => (Some(*e), Ends::None),
+            (Ends::Open(o), true) => (Some(*o), Ends::None),
+            (Ends::Both(b), _) => {
+                let [e, o] = *b;
+                if open {
+                    (Some(o), Ends::Exact(Box::new(e)))
+                } else {
+                    (Some(e), Ends::Open(Box::new(o)))
+                }
+            }
+            (other, _) => (None, other),
+        };
+        self.ends = left;
         out
+    }
+
+    fn end(&self, open: bool) -> Option<&T> {
+        if open {
+            self.open()
+        } else {
+            self.exact()
+        }
+    }
+
+    fn end_mut(&mut self, open: bool) -> Option<&mut T> {
+        match (&mut self.ends, open) {
+            (Ends::Exact(e), false) | (Ends::Open(e), true) => Some(e),
+            (Ends::Both(b), _) => Some(&mut b[usize::from(open)]),
+            _ => None,
+        }
     }
 
     #[inline]
     fn open(&self) -> Option<&T> {
-        self.ends.as_ref()?.open.as_ref()
+        match &self.ends {
+            Ends::Open(o) => Some(o),
+            Ends::Both(b) => Some(&b[1]),
+            _ => None,
+        }
     }
 
     #[inline]
     fn exact(&self) -> Option<&T> {
-        self.ends.as_ref()?.exact.as_ref()
+        match &self.ends {
+            Ends::Exact(e) => Some(e),
+            Ends::Both(b) => Some(&b[0]),
+            _ => None,
+        }
+    }
+
+    /// The parameter child of class `c`, made if new.
+    fn param_or_insert(&mut self, c: ParamClass) -> &mut PathNode<T> {
+        let i = match self.params.iter().position(|(k, _)| *k == c) {
+            Some(i) => i,
+            None => {
+                let mut v = std::mem::take(&mut self.params).into_vec();
+                v.reserve_exact(1);
+                v.push((c, PathNode::default()));
+                self.params = v.into_boxed_slice();
+                self.params.len() - 1
+            }
+        };
+        &mut self.params[i].1
+    }
+
+    /// Drops the parameter child at `i`.
+    fn remove_param(&mut self, i: usize) {
+        let mut v = std::mem::take(&mut self.params).into_vec();
+        v.swap_remove(i);
+        self.params = crate::fitted::fitted(v);
+    }
+
+    /// Takes every child out, leaving the node without children.
+    fn drain_children(&mut self) -> impl Iterator<Item = PathNode<T>> + '_ {
+        let params = std::mem::take(&mut self.params).into_vec();
+        self.lits
+            .drain_values()
+            .chain(params.into_iter().map(|(_, c)| c))
     }
 }
 
@@ -112,25 +183,14 @@ impl<T> PathTree<T> {
         for s in p.segs.iter() {
             node = match s {
                 Seg::Lit(l) => node.lits.get_or_insert_with(l, PathNode::default),
-                Seg::Param(c) => {
-                    let i = match node.params.iter().position(|(k, _)| k == c) {
-                        Some(i) => i,
-                        None => {
-                            crate::fitted::room_for_one(&mut node.params);
-                            node.params.push((*c, PathNode::default()));
-                            node.params.len() - 1
-                        }
-                    };
-                    &mut node.params[i].1
-                }
+                Seg::Param(c) => node.param_or_insert(*c),
             };
         }
-        let slot = node.slot(p.open);
-        if slot.is_none() {
+        let (slot, made) = node.slot_or_insert_with(p.open, make);
+        if made {
             self.len += 1;
-            *slot = Some(make());
         }
-        slot.as_mut().expect("just set")
+        slot
     }
 
     pub(crate) fn get_mut(&mut self, p: &PathPattern) -> Option<&mut T> {
@@ -144,12 +204,7 @@ impl<T> PathTree<T> {
                 }
             };
         }
-        let ends = node.ends.as_mut()?;
-        if p.open {
-            ends.open.as_mut()
-        } else {
-            ends.exact.as_mut()
-        }
+        node.end_mut(p.open)
     }
 
     pub(crate) fn remove(&mut self, p: &PathPattern) -> Option<T> {
@@ -177,7 +232,7 @@ impl<T> PathTree<T> {
                 let i = node.params.iter().position(|(k, _)| k == c)?;
                 let out = Self::remove_in(&mut node.params[i].1, rest, open)?;
                 if node.params[i].1.is_empty() {
-                    node.params.swap_remove(i);
+                    node.remove_param(i);
                 }
                 Some(out)
             }
@@ -216,7 +271,7 @@ impl<T> PathTree<T> {
         if let Some(child) = node.lits.get(seg) {
             next(child);
         }
-        for (class, child) in &node.params {
+        for (class, child) in node.params.iter() {
             if class.accepts(seg) {
                 next(child);
             }
@@ -259,7 +314,7 @@ impl<T> PathTree<T> {
             lits.push((seg.to_vec(), Self::write_node(c, payload, words, bytes)?));
         }
         let mut params = Vec::new();
-        for (class, c) in &n.params {
+        for (class, c) in n.params.iter() {
             params.push((
                 class.to_words(),
                 Self::write_node(c, payload, words, bytes)?,
@@ -304,11 +359,9 @@ impl<T> Drop for PathTree<T> {
     /// Drops node by node from a list, so that no payload (a subtree of the index) is dropped
     /// with this tree's depth on the stack.
     fn drop(&mut self) {
-        let mut pending: Vec<PathNode<T>> = self.root.lits.drain_values().collect();
-        pending.extend(self.root.params.drain(..).map(|(_, c)| c));
+        let mut pending: Vec<PathNode<T>> = self.root.drain_children().collect();
         while let Some(mut n) = pending.pop() {
-            pending.extend(n.lits.drain_values());
-            pending.extend(n.params.drain(..).map(|(_, c)| c));
+            pending.extend(n.drain_children());
         }
     }
 }
@@ -357,6 +410,44 @@ mod tests {
         }
         assert_eq!(t.len(), 0);
         assert!(t.root.is_empty());
+    }
+
+    #[test]
+    fn a_node_ends_an_exact_and_an_open_pattern_apart() {
+        let (exact, open) = (pattern(r"^/a/b$"), pattern(r"^/a/b/"));
+        for exact_first in [true, false] {
+            for remove_exact_first in [true, false] {
+                let mut t = PathTree::default();
+                let order = if exact_first {
+                    [&exact, &open]
+                } else {
+                    [&open, &exact]
+                };
+                for p in order {
+                    *t.get_or_insert_with(p, || 0) = u32::from(p.open) + 1;
+                }
+                // Asking again finds the payload already there.
+                assert_eq!(*t.get_or_insert_with(&exact, || 9), 1);
+                assert_eq!(*t.get_or_insert_with(&open, || 9), 2);
+                assert_eq!(t.len(), 2);
+                // The open pattern ends at the same node: it takes `/a/b` too (a pattern is a
+                // necessary condition, the route's own predicate decides).
+                assert_eq!(walk(&t, "/a/b"), [1, 2]);
+                assert_eq!(walk(&t, "/a/b/c"), [2]);
+                let (first, second) = if remove_exact_first {
+                    ((&exact, 1), (&open, 2))
+                } else {
+                    ((&open, 2), (&exact, 1))
+                };
+                assert_eq!(t.remove(first.0), Some(first.1));
+                assert_eq!(t.remove(first.0), None);
+                assert_eq!(t.get_mut(second.0).copied(), Some(second.1));
+                assert_eq!(walk(&t, "/a/b"), [second.1]);
+                assert_eq!(t.remove(second.0), Some(second.1));
+                assert_eq!(t.len(), 0);
+                assert!(t.root.is_empty());
+            }
+        }
     }
 
     #[test]
