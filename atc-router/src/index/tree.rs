@@ -61,26 +61,54 @@ impl Default for Node {
 #[derive(Debug, Default)]
 pub(crate) struct Leaf {
     pub(super) entries: Entries,
-    /// An unsplittable leaf is tried again at this size.
-    retry_at: u32,
+}
+
+impl Leaf {
+    fn new(sorted: Vec<Entry>, retry_at: u32) -> Leaf {
+        Leaf {
+            entries: Entries::from_sorted(sorted, retry_at),
+        }
+    }
+
+    /// An unsplittable leaf is tried again at this size (0: at the next insert).
+    fn retry_at(&self) -> u32 {
+        match self.entries {
+            Entries::Many { retry_at, .. } => retry_at,
+            _ => 0,
+        }
+    }
+
+    fn set_retry_at(&mut self, r: u32) {
+        if let Entries::Many { retry_at, .. } = &mut self.entries {
+            *retry_at = r;
+        }
+    }
 }
 
 /// A leaf's routes, sorted by routing order. Most leaves hold one: it is kept in place, so a
 /// lookup reads it from the leaf itself rather than following a pointer to a list.
+///
+/// Only a leaf of several routes keeps a retry size: a leaf of one is split (if at all) at the
+/// next insert, which is the size [`retry_size`] gives a leaf of one, and a leaf that shrinks
+/// to one has fallen below half of any retry size. So a leaf is the size of an entry and a
+/// tag, and an index node no bigger.
 #[derive(Debug, Default)]
 pub(super) enum Entries {
     #[default]
     Empty,
     One(Entry),
-    Many(Vec<Entry>),
+    Many {
+        list: Vec<Entry>,
+        retry_at: u32,
+    },
 }
 
 impl Entries {
-    fn from_sorted(v: Vec<Entry>) -> Entries {
+    fn from_sorted(v: Vec<Entry>, retry_at: u32) -> Entries {
         match v[..] {
             [] => Entries::Empty,
             [one] => Entries::One(one),
-            _ => Entries::Many(v),
+            _ => Entries::Many { list: v, retry_at },
         }
     }
 
@@ -89,7 +117,7 @@ impl Entries {
         match self {
             Entries::Empty => &[],
             Entries::One(e) => std::slice::from_ref(e),
-            Entries::Many(v) => v,
+            Entries::Many { list, .. } => list,
         }
     }
 
@@ -98,19 +126,19 @@ impl Entries {
     }
 
     fn insert(&mut self, e: Entry) {
-        let mut v = match std::mem::take(self) {
+        let (mut v, retry_at) = match std::mem::take(self) {
             Entries::Empty => {
                 *self = Entries::One(e);
                 return;
             }
-            Entries::One(x) => vec![x],
-            Entries::Many(v) => v,
+            Entries::One(x) => (vec![x], 0),
+            Entries::Many { list, retry_at } => (list, retry_at),
         };
         if let Err(i) = v.binary_search(&e) {
             crate::fitted::room_for_one(&mut v);
             v.insert(i, e);
         }
-        *self = Entries::from_sorted(v);
+        *self = Entries::from_sorted(v, retry_at);
     }
 
     /// Whether `e` was there.
@@ -120,11 +148,11 @@ impl Entries {
                 *self = Entries::Empty;
                 true
             }
-            Entries::Many(v) => match v.binary_search(&e) {
+            Entries::Many { list, retry_at } => match list.binary_search(&e) {
                 Ok(i) => {
-                    v.remove(i);
-                    let v = std::mem::take(v);
-                    *self = Entries::from_sorted(v);
+                    list.remove(i);
+                    let (v, r) = (std::mem::take(list), *retry_at);
+                    *self = Entries::from_sorted(v, r);
                     true
                 }
                 Err(_) => false,
@@ -250,7 +278,7 @@ impl Node {
             Node::Leaf(l) => {
                 l.entries.insert(e);
                 let n = l.entries.len();
-                if n > at.leaf_max() && n >= l.retry_at as usize && at.depth < MAX_DEPTH {
+                if n > at.leaf_max() && n >= l.retry_at() as usize && at.depth < MAX_DEPTH {
                     let table: Vec<(Entry, Vec<Requirement>)> = l
                         .entries
                         .as_slice()
@@ -258,7 +286,7 @@ impl Node {
                         .map(|e| (*e, all.of(e.1)))
                         .collect();
                     match build(&table, (0..n as u32).collect(), at, st) {
-                        Node::Leaf(built) => l.retry_at = built.retry_at,
+                        Node::Leaf(built) => l.set_retry_at(built.retry_at()),
                         node => *self = node,
                     }
                 }
@@ -327,8 +355,8 @@ impl Node {
         let found = match self {
             Node::Leaf(l) => {
                 let found = l.entries.remove(e);
-                if l.entries.len() * 2 < l.retry_at as usize {
-                    l.retry_at = 0;
+                if l.entries.len() * 2 < l.retry_at() as usize {
+                    l.set_retry_at(0);
                 }
                 return found;
             }
@@ -404,10 +432,7 @@ impl Node {
             self.forget_splits(st);
             entries.sort_unstable();
             entries.dedup();
-            *self = Node::Leaf(Leaf {
-                entries: Entries::from_sorted(entries),
-                retry_at: 0,
-            });
+            *self = Node::Leaf(Leaf::new(entries, 0));
         }
     }
 
@@ -571,10 +596,7 @@ pub(crate) fn build(
         let mut entries: Vec<Entry> = idx.iter().map(|&i| table[i as usize].0).collect();
         entries.sort_unstable();
         entries.dedup();
-        Node::Leaf(Leaf {
-            entries: Entries::from_sorted(entries),
-            retry_at,
-        })
+        Node::Leaf(Leaf::new(entries, retry_at))
     };
     if idx.len() <= at.leaf_max() || at.depth >= MAX_DEPTH {
         return leaf(&idx, 0);

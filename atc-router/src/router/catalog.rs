@@ -3,6 +3,8 @@
 
 use uuid::Uuid;
 
+use super::slot_vec::SlotVec;
+
 /// Bytes of text per chunk: a text never moves once written (a chunk is never grown past the
 /// capacity it was made with), so no route change copies the texts of the others, where one
 /// growing arena copied megabytes (milliseconds) every time it doubled.
@@ -21,7 +23,7 @@ const CHUNK: usize = 64 * 1024;
 /// difference (text of no route) outweighs the live text, the chunks are rewritten in slot order.
 #[derive(Debug, Default)]
 pub(super) struct Catalog {
-    slots: Vec<Slot>,
+    slots: SlotVec<Slot, 10>,
     chunks: Vec<String>,
     written: usize,
     live: usize,
@@ -95,7 +97,7 @@ impl Catalog {
     pub(super) fn set(&mut self, slot: u32, id: Uuid, priority: u64, instance: u64, text: &str) {
         let slot = slot as usize;
         if self.slots.len() <= slot {
-            self.slots.resize(slot + 1, Slot::EMPTY);
+            self.slots.grow_to(slot + 1, Slot::EMPTY);
         }
         // Callers clear a slot before setting it again; this keeps the counts right if not.
         self.clear(slot as u32);

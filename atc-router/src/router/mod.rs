@@ -29,6 +29,7 @@ mod program_arena;
 mod reference_view;
 mod route;
 pub(crate) mod shared;
+mod slot_vec;
 mod stats;
 mod sync;
 mod sync_entries;

@@ -25,12 +25,13 @@
 //! [`Router::key_fields`]: crate::Router::key_fields
 //! [`Router::needed_fields`]: crate::Router::needed_fields
 
+use super::slot_vec::SlotVec;
 use crate::schema::{FieldId, FieldMask};
 
 /// The field mask of each route, by slot, kept by the router on every insert and removal.
 #[derive(Debug, Default)]
 pub(crate) struct Needs {
-    slots: Vec<FieldMask>,
+    slots: SlotVec<FieldMask, 10>,
 }
 
 impl Needs {
@@ -38,7 +39,7 @@ impl Needs {
         let mask = fields.iter().fold(0, |m, f| m | f.bit());
         let slot = slot as usize;
         if self.slots.len() <= slot {
-            self.slots.resize(slot + 1, 0);
+            self.slots.grow_to(slot + 1, 0);
         }
         self.slots[slot] = mask;
     }

@@ -27,6 +27,7 @@
 //!   does not fit goes into a new chunk, and at most a chunk (64 KB) is spare beyond the rooms.
 
 use super::chunked::Chunked;
+use super::slot_vec::SlotVec;
 use crate::compile::program::{Code, Instr, Program};
 
 /// Instructions per cache line.
@@ -46,7 +47,7 @@ const TEXT_SHIFT: u32 = 14;
 pub(super) struct ProgramArena {
     code: Chunked<Instr, CODE_SHIFT>,
     text: Chunked<u8, TEXT_SHIFT>,
-    rooms: Vec<Room>,
+    rooms: SlotVec<Room, 10>,
     /// Empty rooms no slot holds, by size in lines: where the next program of that size goes.
     free: Vec<Vec<u32>>,
     live: usize,
@@ -177,7 +178,7 @@ impl ProgramArena {
         let mut old = std::mem::take(&mut self.code);
         let old_text = std::mem::take(&mut self.text);
         let mut live = 0;
-        for room in &mut self.rooms {
+        for room in self.rooms.iter_mut() {
             let program = old.get_mut(room.code, room.code_len as usize);
             if program.first().is_none_or(|i| matches!(i, Instr::End)) {
                 *room = Room::default();
