@@ -9,6 +9,12 @@
 //! list keeps its keys apart from the payloads (a payload is a subtree node, several times a
 //! key's size): a scan reads the keys' few lines, then the one payload it found.
 //!
+//! A map is an entry of its owner (a path tree node is an entry of its parent's map), so its
+//! size counts once per node: a list's keys and payloads are slices boxed to their length (a
+//! list holds at most [`FEW`], and an insert or a removal reallocates them) and a hash table is
+//! boxed, which makes a map 32 bytes where two vectors beside a table took 56. A big map's
+//! lookup reads its table's header through the box, one line that its many lookups keep warm.
+//!
 //! Invariants: a key is stored once, whichever form the map has; keys compare as their bytes;
 //! in a list, `keys[i]` is the key of `vals[i]`.
 
@@ -20,17 +26,37 @@ const FEW: usize = 8;
 
 #[derive(Debug)]
 pub(crate) enum ExactMap<T> {
-    Few { keys: Vec<SmallKey>, vals: Vec<T> },
-    Many(ProbeMap<SmallKey, T>),
+    Few {
+        keys: Box<[SmallKey]>,
+        vals: Box<[T]>,
+    },
+    Many(Box<ProbeMap<SmallKey, T>>),
 }
 
 impl<T> Default for ExactMap<T> {
     fn default() -> Self {
         ExactMap::Few {
-            keys: Vec::new(),
-            vals: Vec::new(),
+            keys: Box::default(),
+            vals: Box::default(),
         }
     }
+}
+
+/// `b` with `x` appended, in an allocation of exactly its new length.
+fn pushed<X>(b: &mut Box<[X]>, x: X) {
+    let mut v = std::mem::take(b).into_vec();
+    v.reserve_exact(1);
+    v.push(x);
+    *b = v.into_boxed_slice();
+}
+
+/// `b` without its element `i` (the last moved into its place), in an allocation of exactly
+/// its new length.
+fn swap_removed<X>(b: &mut Box<[X]>, i: usize) -> X {
+    let mut v = std::mem::take(b).into_vec();
+    let x = v.swap_remove(i);
+    *b = crate::fitted::fitted(v);
+    x
 }
 
 /// Where `key` is in a list's keys.
@@ -71,10 +97,11 @@ impl<T> ExactMap<T> {
         if let ExactMap::Few { keys, vals } = self {
             if keys.len() == FEW && position(keys, key).is_none() {
                 let m: ProbeMap<SmallKey, T> = std::mem::take(keys)
+                    .into_vec()
                     .into_iter()
-                    .zip(std::mem::take(vals))
+                    .zip(std::mem::take(vals).into_vec())
                     .collect();
-                *self = ExactMap::Many(m);
+                *self = ExactMap::Many(Box::new(m));
             }
         }
         match self {
@@ -82,10 +109,8 @@ impl<T> ExactMap<T> {
                 let i = match position(keys, key) {
                     Some(i) => i,
                     None => {
-                        crate::fitted::room_for_one(keys);
-                        crate::fitted::room_for_one(vals);
-                        keys.push(SmallKey::new(key));
-                        vals.push(make());
+                        pushed(keys, SmallKey::new(key));
+                        pushed(vals, make());
                         vals.len() - 1
                     }
                 };
@@ -99,14 +124,18 @@ impl<T> ExactMap<T> {
         match self {
             ExactMap::Few { keys, vals } => {
                 let i = position(keys, key)?;
-                keys.swap_remove(i);
-                Some(vals.swap_remove(i))
+                swap_removed(keys, i);
+                Some(swap_removed(vals, i))
             }
             ExactMap::Many(m) => {
                 let x = m.remove(key)?;
                 if m.len() <= FEW / 2 {
-                    let (keys, vals) = std::mem::take(m).into_entries().into_iter().unzip();
-                    *self = ExactMap::Few { keys, vals };
+                    let (keys, vals): (Vec<_>, Vec<_>) =
+                        std::mem::take(&mut **m).into_entries().into_iter().unzip();
+                    *self = ExactMap::Few {
+                        keys: crate::fitted::fitted(keys),
+                        vals: crate::fitted::fitted(vals),
+                    };
                 }
                 Some(x)
             }
@@ -136,7 +165,7 @@ impl<T> ExactMap<T> {
     /// Takes every payload out, leaving the map empty.
     pub(crate) fn drain_values(&mut self) -> impl Iterator<Item = T> {
         let (few, many) = match std::mem::take(self) {
-            ExactMap::Few { vals, .. } => (Some(vals.into_iter()), None),
+            ExactMap::Few { vals, .. } => (Some(vals.into_vec().into_iter()), None),
             ExactMap::Many(m) => (None, Some(m.into_entries().into_iter().map(|(_, v)| v))),
         };
         few.into_iter().flatten().chain(many.into_iter().flatten())
