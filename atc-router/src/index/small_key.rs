@@ -1,8 +1,7 @@
-//! Byte strings kept in place when short: the keys of the index's maps, the labels of its radix
-//! trees and the first bytes of a radix node's children. Most keys (host names, path segments,
-//! methods) fit in place, so a lookup compares them where the map or the tree node already is,
-//! instead of following a pointer per comparison (a cache miss each in a table of 100,000
-//! routes).
+//! Byte strings kept in place when short: the keys of the index's maps and the labels of its
+//! radix trees. Most keys (host names, path segments, methods) fit in place, so a lookup
+//! compares them where the map or the tree node already is, instead of following a pointer per
+//! comparison (a cache miss each in a table of 100,000 routes).
 //!
 //! Invariant: a key hashes and compares exactly as its bytes (`[u8]`), so maps of keys are
 //! looked up with `&[u8]` (see the `Borrow` impl).
