@@ -12,15 +12,19 @@
 //!   its text the start of its room's text; a free slot's room holds only `End` (the empty
 //!   program, true) and keeps its place, so that the next program placed in the slot reuses it
 //!   when it fits (a route changed in place is removed and placed again in its slot).
-//! - Every room starts on a cache line (each chunk of instructions starts with the lead that
-//!   puts its first room on one, and rooms are whole lines), so that the first two
-//!   instructions of a program, which evaluation reads first, are one line.
+//! - Every room of two or more instructions starts on a cache line (each chunk of
+//!   instructions starts with the lead that puts its first room on one, and such rooms are
+//!   whole lines), so that the first two instructions of a program, which evaluation reads
+//!   first, are one line. A program of one instruction (a route of one predicate: a path
+//!   prefix, a header) takes a room of one, half a line: a new line is taken for it and its
+//!   other half filed as a free room of one, so the arena's end stays on a line.
 //! - `live` counts the instructions of live slots' rooms, `spare` those of free slots' rooms and
-//!   of rooms a slot outgrew. An outgrown room of up to [`FREE_SIZES`] lines is filed in `free`
-//!   by size and taken by the next program that needs that size, so that churn reuses rooms
-//!   rather than growing the arena. Once spare outweighs live, the arena is rewritten in slot
-//!   order, with each live program's room exactly its length (rounded up to a line) and free
-//!   slots without one: the arena stays within about twice its live programs, and a rewrite
+//!   of rooms a slot outgrew. An outgrown room of fewer than [`FREE_SIZES`] instructions is
+//!   filed in `free` by size and taken by the next program that needs that size, so that churn
+//!   reuses rooms rather than growing the arena. Once spare outweighs live, the arena is
+//!   rewritten in slot order, with each live program's room exactly its length (rounded up to a
+//!   line, but for a room of one) and free slots without one: the arena stays within about
+//!   twice its live programs, and a rewrite
 //!   costs a move of the live instructions (4.5 MB at 50,000 host + prefix routes), amortized
 //!   over as many outgrowing changes as there were live instructions.
 //! - Growing never moves a program: instructions and text are [`Chunked`], so a new room that
@@ -35,9 +39,9 @@ const LINE: usize = 2;
 /// Spare instructions tolerated before a rewrite is considered at all: small tables never
 /// rewrite for a few changes. (Small in unit tests, so that their churn rewrites.)
 const SPARE_MIN: usize = if cfg!(test) { 64 } else { 4096 };
-/// Rooms of fewer lines than this are kept for reuse when their slot outgrows them (a route
-/// of up to 31 predicates).
-const FREE_SIZES: usize = 16;
+/// Rooms of fewer instructions than this are kept for reuse when their slot outgrows them (a
+/// route of up to 31 predicates).
+const FREE_SIZES: usize = 32;
 /// Instructions per chunk: `1 << 11`, 64 KB.
 const CODE_SHIFT: u32 = 11;
 /// Text bytes per chunk: `1 << 14`, 16 KB.
@@ -48,7 +52,8 @@ pub(super) struct ProgramArena {
     code: Chunked<Instr, CODE_SHIFT>,
     text: Chunked<u8, TEXT_SHIFT>,
     rooms: SlotVec<Room, 10>,
-    /// Empty rooms no slot holds, by size in lines: where the next program of that size goes.
+    /// Empty rooms no slot holds, by size in instructions: where the next program of that size
+    /// goes.
     free: Vec<Vec<u32>>,
     live: usize,
     spare: usize,
@@ -63,9 +68,14 @@ struct Room {
     text_len: u32,
 }
 
-/// The room a program of `len` instructions takes: whole lines.
+/// The room a program of `len` instructions takes: whole lines, but for a program of one
+/// instruction, which a half line holds whole.
 fn room_len(len: usize) -> usize {
-    len.div_ceil(LINE) * LINE
+    if len <= 1 {
+        len
+    } else {
+        len.div_ceil(LINE) * LINE
+    }
 }
 
 /// Instructions to skip at the start of a chunk so that the next one starts a cache line (its
@@ -133,27 +143,45 @@ impl ProgramArena {
 
     /// A room of `len` instructions, all `End`: a free one of that size, or new at the end.
     fn take_room(&mut self, len: usize) -> u32 {
-        if let Some(at) = self.free.get_mut(len / LINE).and_then(Vec::pop) {
+        if let Some(at) = self.free.get_mut(len).and_then(Vec::pop) {
             self.spare -= len;
             self.live += len;
             return at;
         }
         self.live += len;
+        if len == 1 {
+            return self.half_line();
+        }
         self.code
             .push(len, lead_of, || Instr::End, std::iter::empty())
+    }
+
+    /// The first half of a new line at the end, as a room of one; the other half is filed as a
+    /// free room of one (counted spare).
+    fn half_line(&mut self) -> u32 {
+        let at = self
+            .code
+            .push(LINE, lead_of, || Instr::End, std::iter::empty());
+        // A block lies within one chunk, so the next position is the line's other half.
+        self.spare += 1;
+        self.file(at + 1, 1);
+        at
     }
 
     /// Files an empty room (counted spare) for the next program of its size; a room larger
     /// than any size kept stays spare until the next rewrite.
     fn release(&mut self, at: u32, len: usize) {
-        let lines = len / LINE;
-        if lines == 0 || lines >= FREE_SIZES {
+        if len == 0 || len >= FREE_SIZES {
             return;
         }
-        if self.free.len() <= lines {
-            self.free.resize_with(lines + 1, Vec::new);
+        self.file(at, len);
+    }
+
+    fn file(&mut self, at: u32, len: usize) {
+        if self.free.len() <= len {
+            self.free.resize_with(len + 1, Vec::new);
         }
-        self.free[lines].push(at);
+        self.free[len].push(at);
     }
 
     /// Empties `slot`'s room (its program's regexes and sets are released now); the room stays
@@ -177,8 +205,13 @@ impl ProgramArena {
     fn rewrite(&mut self) {
         let mut old = std::mem::take(&mut self.code);
         let old_text = std::mem::take(&mut self.text);
+        // The free rooms were the old arena's; halves of the new one's lines are filed below.
+        self.free.iter_mut().for_each(Vec::clear);
         let mut live = 0;
-        for room in self.rooms.iter_mut() {
+        // The other half of the last line a room of one was given, until the next takes it.
+        let mut half: Option<u32> = None;
+        for s in 0..self.rooms.len() {
+            let room = &mut self.rooms[s];
             let program = old.get_mut(room.code, room.code_len as usize);
             if program.first().is_none_or(|i| matches!(i, Instr::End)) {
                 *room = Room::default();
@@ -190,10 +223,25 @@ impl ProgramArena {
                 .rposition(|i| !matches!(i, Instr::End))
                 .map_or(0, |last| last + 1);
             let code_len = room_len(len);
-            let moved = program[..len]
+            let mut moved = program[..len]
                 .iter_mut()
                 .map(|i| std::mem::replace(i, Instr::End));
-            let code = self.code.push(code_len, lead_of, || Instr::End, moved);
+            let code = if code_len == 1 {
+                let at = match half.take() {
+                    Some(at) => at,
+                    None => {
+                        let at = self
+                            .code
+                            .push(LINE, lead_of, || Instr::End, std::iter::empty());
+                        half = Some(at + 1);
+                        at
+                    }
+                };
+                self.code.get_mut(at, 1)[0] = moved.next().expect("a program of one");
+                at
+            } else {
+                self.code.push(code_len, lead_of, || Instr::End, moved)
+            };
             let bytes = old_text.get(room.text, room.text_len as usize);
             let text = self
                 .text
@@ -208,7 +256,10 @@ impl ProgramArena {
         }
         self.live = live;
         self.spare = 0;
-        self.free.iter_mut().for_each(Vec::clear);
+        if let Some(at) = half {
+            self.spare = 1;
+            self.file(at, 1);
+        }
     }
 
     /// Instructions held for live programs and kept spare (for tests of the bound).
@@ -293,12 +344,47 @@ mod tests {
         a.set(z, test_program(r#"http.host == "z" && http.path ^= "/z""#));
         assert_eq!(a.code(z).code().as_ptr(), old, "x's first room, one line");
         assert_eq!(a.code.len(), end, "the arena did not grow");
-        assert_eq!(a.counts(), (2 + 4 + 2, 0));
+        // y's program of one holds half a line, the other half spare.
+        assert_eq!(a.counts(), (2 + 1 + 4, 1));
         let code = a.code(z);
         let Instr::Pred(host) = &code.code()[0] else {
             panic!("{:?}", code.code());
         };
         assert_eq!(code.bytes(&host.lit), Some(&b"z"[..]));
+    }
+
+    #[test]
+    fn programs_of_one_instruction_share_a_line_and_the_rest_start_one() {
+        let mut a = ProgramArena::default();
+        let one = |i: usize| test_program(&format!(r#"http.path ^= "/p{i}""#));
+        let two = |i: usize| test_program(&format!(r#"http.host == "h{i}" && http.path ^= "/p""#));
+        let slots: Vec<u32> = (0..6).map(|_| a.push_slot()).collect();
+        a.set(slots[0], one(0));
+        a.set(slots[1], two(1));
+        a.set(slots[2], one(2));
+        a.set(slots[3], one(3));
+        let at = |a: &ProgramArena, s: u32| a.code(s).code().as_ptr() as usize;
+        // The second program of one takes the half line the first left; the two-instruction
+        // program, the line after it.
+        assert_eq!(at(&a, slots[0]) % 64, 0);
+        assert_eq!(at(&a, slots[1]) % 64, 0);
+        assert_eq!(at(&a, slots[2]), at(&a, slots[0]) + 32);
+        assert_eq!(at(&a, slots[3]) % 64, 0);
+        assert_eq!(a.code(slots[0]).code().len(), 1);
+        assert_eq!(a.counts(), (1 + 2 + 1 + 1, 1));
+        // A freed room of one goes to the next program of one.
+        a.clear(slots[2]);
+        a.set(slots[2], two(2));
+        a.set(slots[4], one(4));
+        assert_eq!(at(&a, slots[4]), at(&a, slots[0]) + 32);
+        assert_eq!(a.counts(), (1 + 2 + 2 + 1 + 1, 1));
+        for (s, want) in [(0, "/p0"), (3, "/p3"), (4, "/p4")] {
+            let code = a.code(slots[s]);
+            let Instr::Pred(p) = &code.code()[0] else {
+                panic!("{:?}", code.code());
+            };
+            assert_eq!(code.bytes(&p.lit), Some(want.as_bytes()));
+        }
     }
 
     /// Instructions up to the end of the last run, as text: what a program means.
@@ -333,15 +419,20 @@ mod tests {
                     want[slot as usize] = None;
                 }
                 if place {
-                    // `size + 1` prefixes, long ones into the text.
+                    // `size + 1` prefixes, long ones into the text; for the largest size, a
+                    // program of one instruction (one prefix alone).
                     let long = "p".repeat(size * 5);
                     let paths: Vec<String> = (0..=size)
                         .map(|i| format!(r#"http.path ^= "/{slot}-{i}-{long}""#))
                         .collect();
-                    let p = test_program(&format!(
-                        r#"http.host == "h{slot}" && ({})"#,
-                        paths.join(" || ")
-                    ));
+                    let p = if size == 6 {
+                        test_program(&paths[0])
+                    } else {
+                        test_program(&format!(
+                            r#"http.host == "h{slot}" && ({})"#,
+                            paths.join(" || ")
+                        ))
+                    };
                     want[slot as usize] = Some(meaning(p.view()));
                     a.set(slot, p);
                 }
@@ -352,7 +443,11 @@ mod tests {
                 let code = a.code(slot as u32);
                 match w {
                     Some(w) => {
-                        proptest::prop_assert_eq!(code.code().as_ptr() as usize % 64, 0);
+                        // A program of two or more instructions starts a line; one of one is
+                        // within a line (as every instruction is).
+                        let one = code.runs().count() == 1 && code.end(0) == 1;
+                        let align = if one { 32 } else { 64 };
+                        proptest::prop_assert_eq!(code.code().as_ptr() as usize % align, 0);
                         proptest::prop_assert_eq!(&meaning(code), w);
                     }
                     None => proptest::prop_assert!(
