@@ -15,8 +15,14 @@
 //! boxed, which makes a map 32 bytes where two vectors beside a table took 56. A big map's
 //! lookup reads its table's header through the box, one line that its many lookups keep warm.
 //!
+//! A map that is itself boxed (a path tree node's children) holds its hash table in place
+//! instead ([`Unboxed`]): a lookup there reads the owner's box and then the table, where a
+//! table boxed inside a box would be one more line on the way.
+//!
 //! Invariants: a key is stored once, whichever form the map has; keys compare as their bytes;
 //! in a list, `keys[i]` is the key of `vals[i]`.
+
+use std::ops::{Deref, DerefMut};
 
 use super::probe_map::ProbeMap;
 use super::small_key::SmallKey;
@@ -24,16 +30,52 @@ use super::small_key::SmallKey;
 /// Most keys a map keeps as a list.
 const FEW: usize = 8;
 
+/// A map's hash table: `Box<ProbeMap<…>>` (the default) or in place, [`Unboxed`].
+pub(crate) trait Table<T>:
+    Deref<Target = ProbeMap<SmallKey, T>> + DerefMut + From<ProbeMap<SmallKey, T>>
+{
+}
+
+impl<T, H> Table<T> for H where
+    H: Deref<Target = ProbeMap<SmallKey, T>> + DerefMut + From<ProbeMap<SmallKey, T>>
+{
+}
+
+/// A hash table held in place, for a map that its owner already boxes.
 #[derive(Debug)]
-pub(crate) enum ExactMap<T> {
+pub(crate) struct Unboxed<P>(P);
+
+impl<P> Deref for Unboxed<P> {
+    type Target = P;
+    #[inline]
+    fn deref(&self) -> &P {
+        &self.0
+    }
+}
+
+impl<P> DerefMut for Unboxed<P> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut P {
+        &mut self.0
+    }
+}
+
+impl<P> From<P> for Unboxed<P> {
+    fn from(p: P) -> Self {
+        Unboxed(p)
+    }
+}
+
+#[derive(Debug)]
+pub(crate) enum ExactMap<T, H: Table<T> = Box<ProbeMap<SmallKey, T>>> {
     Few {
         keys: Box<[SmallKey]>,
         vals: Box<[T]>,
     },
-    Many(Box<ProbeMap<SmallKey, T>>),
+    Many(H),
 }
 
-impl<T> Default for ExactMap<T> {
+impl<T, H: Table<T>> Default for ExactMap<T, H> {
     fn default() -> Self {
         ExactMap::Few {
             keys: Box::default(),
@@ -65,7 +107,7 @@ fn position(keys: &[SmallKey], key: &[u8]) -> Option<usize> {
     keys.iter().position(|k| crate::short_eq::eq(k, key))
 }
 
-impl<T> ExactMap<T> {
+impl<T, H: Table<T>> ExactMap<T, H> {
     pub(crate) fn len(&self) -> usize {
         match self {
             ExactMap::Few { keys, .. } => keys.len(),
@@ -101,7 +143,7 @@ impl<T> ExactMap<T> {
                     .into_iter()
                     .zip(std::mem::take(vals).into_vec())
                     .collect();
-                *self = ExactMap::Many(Box::new(m));
+                *self = ExactMap::Many(m.into());
             }
         }
         match self {
@@ -166,7 +208,10 @@ impl<T> ExactMap<T> {
     pub(crate) fn drain_values(&mut self) -> impl Iterator<Item = T> {
         let (few, many) = match std::mem::take(self) {
             ExactMap::Few { vals, .. } => (Some(vals.into_vec().into_iter()), None),
-            ExactMap::Many(m) => (None, Some(m.into_entries().into_iter().map(|(_, v)| v))),
+            ExactMap::Many(mut m) => {
+                let entries = std::mem::take(&mut *m).into_entries();
+                (None, Some(entries.into_iter().map(|(_, v)| v)))
+            }
         };
         few.into_iter().flatten().chain(many.into_iter().flatten())
     }
@@ -182,7 +227,12 @@ mod tests {
 
     #[test]
     fn a_map_answers_the_same_as_a_list_and_as_a_hash_table() {
-        let mut m = ExactMap::default();
+        answers_as_a_list_and_as_a_hash_table::<Box<ProbeMap<SmallKey, usize>>>();
+        answers_as_a_list_and_as_a_hash_table::<Unboxed<ProbeMap<SmallKey, usize>>>();
+    }
+
+    fn answers_as_a_list_and_as_a_hash_table<H: Table<usize>>() {
+        let mut m: ExactMap<usize, H> = ExactMap::default();
         for i in 0..3 * FEW {
             *m.get_or_insert_with(&key(i), || 0) += i;
             // Inserting a key again finds it.
@@ -211,7 +261,7 @@ mod tests {
     #[test]
     fn keys_compare_as_their_bytes_short_or_long() {
         let long = [b'x'; 40];
-        let mut m = ExactMap::default();
+        let mut m: ExactMap<i32> = ExactMap::default();
         *m.get_or_insert_with(&long, || 0) = 1;
         *m.get_or_insert_with(&long[..22], || 0) = 2;
         *m.get_or_insert_with(b"", || 0) = 3;

@@ -14,7 +14,9 @@
 //! map, where children in place and a boxed payload took 136; the price is one more line read
 //! for each node a walk passes through (its children's box).
 
-use super::exact_map::ExactMap;
+use super::exact_map::{ExactMap, Unboxed};
+use super::probe_map::ProbeMap;
+use super::small_key::SmallKey;
 use crate::compile::path_pattern::{next_slash, ParamClass, PathPattern, Seg};
 
 /// Payloads indexed by path pattern (see the module docs).
@@ -34,12 +36,16 @@ struct PathNode<T> {
     ends: Ends<T>,
 }
 
+/// A node's literal children.
+type Lits<T> = ExactMap<PathNode<T>, Unboxed<ProbeMap<SmallKey, PathNode<T>>>>;
+
 /// The children of a node that has some.
 #[derive(Debug)]
 struct Kids<T> {
     /// Literal children by segment: a REST table's root has one per resource or tenant, a
-    /// mixed table's thousands.
-    lits: ExactMap<PathNode<T>>,
+    /// mixed table's thousands. Its hash table, when it has one, is in place: this box is the
+    /// one a lookup reads on its way.
+    lits: Lits<T>,
     /// Parameter children, rare beside literal ones: a slice boxed to its length.
     params: Box<[(ParamClass, PathNode<T>)]>,
 }
@@ -160,7 +166,7 @@ impl<T> PathNode<T> {
 
     /// The literal children, if any.
     #[inline]
-    fn lits(&self) -> Option<&ExactMap<PathNode<T>>> {
+    fn lits(&self) -> Option<&Lits<T>> {
         self.kids.as_deref().map(|k| &k.lits)
     }
 
