@@ -11,8 +11,9 @@
 //!
 //! Layout: most nodes are the last segment of a pattern, so a node is its ends (a payload in
 //! place) and one word for its children. A pattern's last node takes 80 bytes of its parent's
-//! map, where children in place and a boxed payload took 136; the price is one more line read
-//! for each node a walk passes through (its children's box).
+//! map, where children in place and a boxed payload took 136. A busy node's hash table sits in
+//! its children's box (no box of its own), so a lookup there reads no more lines than with the
+//! children in place; a node of few children or a parameter edge costs one more line, the box.
 
 use super::exact_map::{ExactMap, Unboxed};
 use super::probe_map::ProbeMap;
