@@ -48,7 +48,6 @@
 
 use super::cidr_map::flat_key;
 use super::tree::{FieldSplit, Node, Split};
-use super::Entry;
 use crate::compile::eval::lowercase_if;
 use crate::compile::path_pattern::{next_slash, ParamClass};
 use crate::image::exact_table::{self, ExactTable};
@@ -121,7 +120,7 @@ fn word(n: usize) -> Option<u32> {
 /// Writes `node` and below; returns its number.
 fn write_node(node: &Node, num: &Numbering<'_>, w: &mut Written) -> Option<u32> {
     match node {
-        Node::Leaf(l) => leaf(l.entries.as_slice().iter().map(|e| (num.rank)(e.1)), w),
+        Node::Leaf(l) => leaf(l.entries.as_slice().iter().map(|&s| (num.rank)(s)), w),
         Node::Split(s) => split(s, num, w),
         Node::Fields(f) => fields(f, num, w),
     }
@@ -139,7 +138,7 @@ fn leaf(ranks: impl Iterator<Item = u32>, w: &mut Written) -> Option<u32> {
 }
 
 /// Every route below `node`.
-fn all_routes(node: &Node, out: &mut Vec<Entry>) {
+fn all_routes(node: &Node, out: &mut Vec<u32>) {
     match node {
         Node::Leaf(l) => out.extend_from_slice(l.entries.as_slice()),
         Node::Split(s) => {
@@ -166,7 +165,7 @@ fn split(s: &Split, num: &Numbering<'_>, w: &mut Written) -> Option<u32> {
         s.keyed.for_each(|c| all_routes(c, &mut routes));
         all_routes(&s.rest, &mut routes);
         w.leaves_in_place_of_splits += 1;
-        return leaf(routes.iter().map(|e| (num.rank)(e.1)), w);
+        return leaf(routes.iter().map(|&s| (num.rank)(s)), w);
     }
     w.key_fields.push((num.field)(s.disc.field));
     let rest = write_node(&s.rest, num, w)?;

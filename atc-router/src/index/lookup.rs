@@ -9,7 +9,6 @@
 use super::keyed::{Probe, WalkBufs};
 use super::requirement::KeyKind;
 use super::tree::{FieldSplit, Node, Split};
-use super::Entry;
 use crate::schema::values::Values;
 use crate::value::Value;
 
@@ -24,7 +23,7 @@ impl Node {
     /// Appends to `out` every route below this node that the request can match (unsorted,
     /// with repeats). `bufs` holds one [`LevelBufs`] per level below this one.
     #[inline]
-    pub(crate) fn collect(&self, ctx: &Values, bufs: &mut [LevelBufs], out: &mut Vec<Entry>) {
+    pub(crate) fn collect(&self, ctx: &Values, bufs: &mut [LevelBufs], out: &mut Vec<u32>) {
         match self {
             Node::Leaf(l) => out.extend_from_slice(l.entries.as_slice()),
             Node::Split(s) => {
@@ -41,7 +40,7 @@ impl Node {
 
 impl Split {
     #[inline]
-    pub(super) fn collect_keyed(&self, ctx: &Values, bufs: &mut [LevelBufs], out: &mut Vec<Entry>) {
+    pub(super) fn collect_keyed(&self, ctx: &Values, bufs: &mut [LevelBufs], out: &mut Vec<u32>) {
         let values = ctx.values_by_id(self.disc.field);
         if values.is_empty() {
             return;
@@ -74,7 +73,7 @@ impl Split {
     /// split below comes here again, one level at a time, as deep as the tree (bounded).
     #[cold]
     #[inline(never)]
-    fn collect_keyed_unbuffered(&self, ctx: &Values, out: &mut Vec<Entry>) {
+    fn collect_keyed_unbuffered(&self, ctx: &Values, out: &mut Vec<u32>) {
         let mut one = [LevelBufs::default()];
         self.collect_keyed(ctx, &mut one, out);
     }
@@ -85,12 +84,7 @@ impl FieldSplit {
     /// fields or by the children, whichever are fewer. (No buffer of this level is in use
     /// while a child collects, so children use `bufs` as they are.)
     #[inline]
-    pub(super) fn collect_present(
-        &self,
-        ctx: &Values,
-        bufs: &mut [LevelBufs],
-        out: &mut Vec<Entry>,
-    ) {
+    pub(super) fn collect_present(&self, ctx: &Values, bufs: &mut [LevelBufs], out: &mut Vec<u32>) {
         let present = ctx.present_fields();
         if present.len() <= self.children.len() {
             for f in present {

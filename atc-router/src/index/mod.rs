@@ -41,7 +41,7 @@ use tree::{Node, Stats};
 
 /// Routing order as one sortable key: ascending `Order` is priority descending, then id bytes
 /// descending.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub(crate) struct Order {
     priority: u64,
     // Two halves rather than a u128: u128's 16-byte alignment would pad every entry.
@@ -68,7 +68,8 @@ impl Order {
     }
 }
 
-/// A route in the index: its order and its slot in the router.
+/// A route with its place in routing order: what the index is built from and given on an
+/// insert (its leaves keep only the slot, see `tree::Entries`).
 pub(crate) type Entry = (Order, u32);
 
 /// All routes of a router, in one decision tree.
@@ -102,18 +103,18 @@ impl Index {
             .insert(tree::Level::ROOT, e, reqs, all, &mut self.stats);
     }
 
-    /// Takes a route out (`reqs` as it was inserted with).
-    pub(crate) fn remove(&mut self, e: Entry, reqs: &[Requirement]) {
-        if self.root.remove(e, reqs, &mut self.stats) {
+    /// Takes the route in `slot` out (`reqs` as it was inserted with).
+    pub(crate) fn remove(&mut self, slot: u32, reqs: &[Requirement], all: &dyn Requirements) {
+        if self.root.remove(slot, reqs, all, &mut self.stats) {
             self.unindexed -= usize::from(reqs.is_empty());
         }
     }
 
-    /// Appends to `out` every route the request may match (unsorted, with repeats). `bufs` is
-    /// scratch space, grown to the tree's depth here (so a lookup allocates nothing once it has
-    /// grown).
+    /// Appends to `out` the slot of every route the request may match (unsorted, with
+    /// repeats). `bufs` is scratch space, grown to the tree's depth here (so a lookup allocates
+    /// nothing once it has grown).
     #[inline]
-    pub(crate) fn candidates(&self, ctx: &Values, bufs: &mut Vec<LevelBufs>, out: &mut Vec<Entry>) {
+    pub(crate) fn candidates(&self, ctx: &Values, bufs: &mut Vec<LevelBufs>, out: &mut Vec<u32>) {
         if bufs.len() < self.stats.max_depth {
             bufs.resize_with(self.stats.max_depth, LevelBufs::default);
         }
@@ -125,11 +126,11 @@ impl Index {
         image::write(&self.root, num)
     }
 
-    /// The routes of a tree that is one leaf (no key tells its routes apart: a small table, or
-    /// routes without requirements), sorted by routing order: every request's candidates, with
-    /// nothing to collect.
+    /// The routes (slots) of a tree that is one leaf (no key tells its routes apart: a small
+    /// table, or routes without requirements), in routing order: every request's candidates,
+    /// with nothing to collect.
     #[inline]
-    pub(crate) fn only_leaf(&self) -> Option<&[Entry]> {
+    pub(crate) fn only_leaf(&self) -> Option<&[u32]> {
         self.root.leaf_entries()
     }
 

@@ -445,6 +445,16 @@ impl<T> Drop for PathTree<T> {
 mod tests {
     use super::*;
 
+    /// Most nodes of a path-only table are a pattern's last node: an entry of its parent's
+    /// map, paid once per route.
+    #[test]
+    fn a_node_holding_an_index_leaf_is_32_bytes() {
+        assert_eq!(
+            std::mem::size_of::<PathNode<super::super::tree::Node>>(),
+            32
+        );
+    }
+
     fn pattern(re: &str) -> PathPattern {
         let hir = regex_syntax::Parser::new().parse(re).unwrap();
         PathPattern::from_regex(&hir).unwrap_or_else(|| panic!("{re}: no pattern"))

@@ -30,7 +30,7 @@ use crate::schema::FieldMask;
 use super::choose::{choose, fields_of, place, requirement, Choice};
 use super::keyed::Keyed;
 use super::requirement::{Disc, Key, Requirement};
-use super::Entry;
+use super::{Entry, Order};
 
 /// Most routes a leaf holds when a key could tell them apart.
 pub(crate) const LEAF_MAX: usize = 1;
@@ -39,9 +39,11 @@ pub(crate) const LEAF_MAX: usize = 1;
 /// a node at this depth stays a leaf, however large.
 pub(crate) const MAX_DEPTH: usize = 24;
 
-/// Where the tree gets the requirements of routes it already holds (when a leaf is split).
+/// Where the tree gets the requirements of routes it already holds (when a leaf is split), and
+/// their routing order (a leaf holds only slots).
 pub(crate) trait Requirements {
     fn of(&self, slot: u32) -> Vec<Requirement>;
+    fn order(&self, slot: u32) -> Order;
 }
 
 #[derive(Debug)]
@@ -66,58 +68,71 @@ pub(crate) struct Leaf {
 impl Leaf {
     fn new(sorted: Vec<Entry>, retry_at: u32) -> Leaf {
         Leaf {
-            entries: Entries::from_sorted(sorted, retry_at),
+            entries: Entries::from_sorted(
+                sorted.into_iter().map(|(_, slot)| slot).collect(),
+                retry_at,
+            ),
         }
     }
 
     /// An unsplittable leaf is tried again at this size (0: at the next insert).
     fn retry_at(&self) -> u32 {
-        match self.entries {
-            Entries::Many { retry_at, .. } => retry_at,
+        match &self.entries {
+            Entries::Many(m) => m.retry_at,
             _ => 0,
         }
     }
 
     fn set_retry_at(&mut self, r: u32) {
-        if let Entries::Many { retry_at, .. } = &mut self.entries {
-            *retry_at = r;
+        if let Entries::Many(m) = &mut self.entries {
+            m.retry_at = r;
         }
     }
 }
 
-/// A leaf's routes, sorted by routing order. Most leaves hold one: it is kept in place, so a
-/// lookup reads it from the leaf itself rather than following a pointer to a list.
+/// A leaf's routes by slot, sorted by routing order (each route's [`Order`] is the router's,
+/// read through [`Requirements::order`] when a leaf changes). Most leaves hold one: it is kept
+/// in place, so a lookup reads it from the leaf itself rather than following a pointer to a
+/// list.
+///
+/// A leaf holds slots, not orders: a leaf is a node of its parent's structure (an entry of a
+/// map, a radix node's payload), so the word saved is saved per node of the table, and the
+/// order a request's candidates are sorted by is read from the program's record, which
+/// evaluating a candidate reads anyway.
 ///
 /// Only a leaf of several routes keeps a retry size: a leaf of one is split (if at all) at the
 /// next insert, which is the size [`retry_size`] gives a leaf of one, and a leaf that shrinks
-/// to one has fallen below half of any retry size. So a leaf is the size of an entry and a
-/// tag, and an index node no bigger.
+/// to one has fallen below half of any retry size. So a leaf is a slot and a tag, 16 bytes
+/// with its node's tag.
 #[derive(Debug, Default)]
 pub(super) enum Entries {
     #[default]
     Empty,
-    One(Entry),
-    Many {
-        list: Vec<Entry>,
-        retry_at: u32,
-    },
+    One(u32),
+    Many(Box<Many>),
+}
+
+#[derive(Debug)]
+pub(super) struct Many {
+    list: Vec<u32>,
+    retry_at: u32,
 }
 
 impl Entries {
-    fn from_sorted(v: Vec<Entry>, retry_at: u32) -> Entries {
+    fn from_sorted(v: Vec<u32>, retry_at: u32) -> Entries {
         match v[..] {
             [] => Entries::Empty,
             [one] => Entries::One(one),
-            _ => Entries::Many { list: v, retry_at },
+            _ => Entries::Many(Box::new(Many { list: v, retry_at })),
         }
     }
 
     #[inline]
-    pub(super) fn as_slice(&self) -> &[Entry] {
+    pub(super) fn as_slice(&self) -> &[u32] {
         match self {
             Entries::Empty => &[],
             Entries::One(e) => std::slice::from_ref(e),
-            Entries::Many { list, .. } => list,
+            Entries::Many(m) => &m.list,
         }
     }
 
@@ -125,37 +140,40 @@ impl Entries {
         self.as_slice().len()
     }
 
-    fn insert(&mut self, e: Entry) {
+    /// Adds route `e` in routing order (once: a route met again, under a second key that
+    /// leads to the same leaf, is there already).
+    fn insert(&mut self, e: Entry, all: &dyn Requirements) {
+        let (order, slot) = e;
         let (mut v, retry_at) = match std::mem::take(self) {
             Entries::Empty => {
-                *self = Entries::One(e);
+                *self = Entries::One(slot);
                 return;
             }
             Entries::One(x) => (vec![x], 0),
-            Entries::Many { list, retry_at } => (list, retry_at),
+            Entries::Many(m) => (m.list, m.retry_at),
         };
-        if let Err(i) = v.binary_search(&e) {
+        if let Err(i) = v.binary_search_by(|&s| all.order(s).cmp(&order)) {
             crate::fitted::room_for_one(&mut v);
-            v.insert(i, e);
+            v.insert(i, slot);
         }
         *self = Entries::from_sorted(v, retry_at);
     }
 
-    /// Whether `e` was there.
-    fn remove(&mut self, e: Entry) -> bool {
+    /// Whether `slot` was there.
+    fn remove(&mut self, slot: u32) -> bool {
         match self {
-            Entries::One(x) if *x == e => {
+            Entries::One(x) if *x == slot => {
                 *self = Entries::Empty;
                 true
             }
-            Entries::Many { list, retry_at } => match list.binary_search(&e) {
-                Ok(i) => {
-                    list.remove(i);
-                    let (v, r) = (std::mem::take(list), *retry_at);
+            Entries::Many(m) => match m.list.iter().position(|&s| s == slot) {
+                Some(i) => {
+                    m.list.remove(i);
+                    let (v, r) = (std::mem::take(&mut m.list), m.retry_at);
                     *self = Entries::from_sorted(v, r);
                     true
                 }
-                Err(_) => false,
+                None => false,
             },
             _ => false,
         }
@@ -241,9 +259,9 @@ impl Node {
         self.routes() == 0
     }
 
-    /// A leaf's entries (sorted, distinct), or `None` for a split.
+    /// A leaf's slots (in routing order, distinct), or `None` for a split.
     #[inline]
-    pub(crate) fn leaf_entries(&self) -> Option<&[Entry]> {
+    pub(crate) fn leaf_entries(&self) -> Option<&[u32]> {
         match self {
             Node::Leaf(l) => Some(l.entries.as_slice()),
             _ => None,
@@ -276,15 +294,10 @@ impl Node {
     ) {
         match self {
             Node::Leaf(l) => {
-                l.entries.insert(e);
+                l.entries.insert(e, all);
                 let n = l.entries.len();
                 if n > at.leaf_max() && n >= l.retry_at() as usize && at.depth < MAX_DEPTH {
-                    let table: Vec<(Entry, Vec<Requirement>)> = l
-                        .entries
-                        .as_slice()
-                        .iter()
-                        .map(|e| (*e, all.of(e.1)))
-                        .collect();
+                    let table = with_requirements(l.entries.as_slice(), all);
                     match build(&table, (0..n as u32).collect(), at, st) {
                         Node::Leaf(built) => l.set_retry_at(built.retry_at()),
                         node => *self = node,
@@ -339,22 +352,27 @@ impl Node {
 
     /// Chooses this subtree's split again from all its routes and `e` (see [`REKEY_GROWTH`]).
     fn rebuild_with(&mut self, at: Level, e: Entry, all: &dyn Requirements, st: &mut Stats) {
-        let mut entries = Vec::with_capacity(self.routes() + 1);
-        self.copy_entries(&mut entries);
-        entries.push(e);
-        entries.sort_unstable();
-        entries.dedup();
+        let mut slots = Vec::with_capacity(self.routes() + 1);
+        self.copy_entries(&mut slots);
+        slots.push(e.1);
+        slots.sort_unstable();
+        slots.dedup();
         self.forget_splits(st);
-        let table: Vec<(Entry, Vec<Requirement>)> =
-            entries.iter().map(|x| (*x, all.of(x.1))).collect();
+        let table = with_requirements(&slots, all);
         *self = build(&table, (0..table.len() as u32).collect(), at, st);
     }
 
-    /// Takes route `e` out; returns whether it was there.
-    pub(crate) fn remove(&mut self, e: Entry, reqs: &[Requirement], st: &mut Stats) -> bool {
+    /// Takes the route in `slot` out; returns whether it was there.
+    pub(crate) fn remove(
+        &mut self,
+        slot: u32,
+        reqs: &[Requirement],
+        all: &dyn Requirements,
+        st: &mut Stats,
+    ) -> bool {
         let found = match self {
             Node::Leaf(l) => {
-                let found = l.entries.remove(e);
+                let found = l.entries.remove(slot);
                 if l.entries.len() * 2 < l.retry_at() as usize {
                     l.set_retry_at(0);
                 }
@@ -365,11 +383,11 @@ impl Node {
                     Some(r) => {
                         let mut found = false;
                         for k in r.keys.iter() {
-                            found |= remove_under(&mut s.keyed, k, e, reqs, st);
+                            found |= remove_under(&mut s.keyed, k, slot, reqs, all, st);
                         }
                         found
                     }
-                    None => s.rest.remove(e, reqs, st),
+                    None => s.rest.remove(slot, reqs, all, st),
                 };
                 if found {
                     s.routes -= 1;
@@ -386,7 +404,7 @@ impl Node {
                     let Some(child) = s.children.get_mut(&f) else {
                         continue;
                     };
-                    found = child.remove(e, reqs, st);
+                    found = child.remove(slot, reqs, all, st);
                     if child.is_empty() {
                         s.children.remove(&f);
                         st.key_gone(f);
@@ -396,7 +414,7 @@ impl Node {
                     }
                 }
                 if !found && reqs.is_empty() {
-                    found = s.rest.remove(e, reqs, st);
+                    found = s.rest.remove(slot, reqs, all, st);
                 }
                 if found {
                     s.routes -= 1;
@@ -404,13 +422,13 @@ impl Node {
                 found
             }
         };
-        self.shrink(st);
+        self.shrink(all, st);
         found
     }
 
     /// After a removal: a split whose keys are all gone stands only in front of its rest, and
     /// a split of [`LEAF_MAX`] / 2 routes or fewer becomes a leaf.
-    fn shrink(&mut self, st: &mut Stats) {
+    fn shrink(&mut self, all: &dyn Requirements, st: &mut Stats) {
         let (no_keys, routes) = match self {
             Node::Leaf(_) => return,
             Node::Split(s) => (s.keyed.len() == 0, s.routes),
@@ -427,17 +445,19 @@ impl Node {
             };
             *self = rest;
         } else if routes as usize <= LEAF_MAX / 2 {
-            let mut entries = Vec::with_capacity(2 * routes as usize);
-            self.copy_entries(&mut entries);
+            let mut slots = Vec::with_capacity(2 * routes as usize);
+            self.copy_entries(&mut slots);
             self.forget_splits(st);
+            slots.sort_unstable();
+            slots.dedup();
+            let mut entries: Vec<Entry> = slots.iter().map(|&s| (all.order(s), s)).collect();
             entries.sort_unstable();
-            entries.dedup();
             *self = Node::Leaf(Leaf::new(entries, 0));
         }
     }
 
-    /// Copies every entry below this node into `out` (with repeats).
-    fn copy_entries(&self, out: &mut Vec<Entry>) {
+    /// Copies the slot of every route below this node into `out` (with repeats).
+    fn copy_entries(&self, out: &mut Vec<u32>) {
         match self {
             Node::Leaf(l) => out.extend_from_slice(l.entries.as_slice()),
             Node::Split(s) => {
@@ -504,19 +524,20 @@ impl Node {
     }
 }
 
-/// Takes `e` out of the child under `k`, dropping the child if that empties it; whether `e`
-/// was there.
+/// Takes the route in `slot` out of the child under `k`, dropping the child if that empties
+/// it; whether the route was there.
 fn remove_under(
     keyed: &mut Keyed<Node>,
     k: Key<'_>,
-    e: Entry,
+    slot: u32,
     reqs: &[Requirement],
+    all: &dyn Requirements,
     st: &mut Stats,
 ) -> bool {
     let Some(child) = keyed.get_mut(k) else {
         return false;
     };
-    let found = child.remove(e, reqs, st);
+    let found = child.remove(slot, reqs, all, st);
     if child.is_empty() {
         keyed.remove(k);
         keyed.seal();
@@ -582,6 +603,15 @@ impl Level {
 /// be told apart (a route on two hosts beside one on one) is split as soon as a third can be.
 fn retry_size(routes: u32) -> u32 {
     routes + (routes / 2).max(1)
+}
+
+/// The routes in `slots` (distinct) with their order and requirements, read from `all`: the
+/// table [`build`] takes.
+fn with_requirements(slots: &[u32], all: &dyn Requirements) -> Vec<(Entry, Vec<Requirement>)> {
+    slots
+        .iter()
+        .map(|&s| ((all.order(s), s), all.of(s)))
+        .collect()
 }
 
 /// Builds the subtree of routes `idx` of `table` (entries with their requirements), at level
@@ -687,5 +717,17 @@ impl std::fmt::Display for Disc {
             if self.lower { " lower" } else { "" },
             self.kind
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A leaf is a node of its parent's structure (an entry of a map, a radix node's
+    /// payload): its size is paid once per node of the table.
+    #[test]
+    fn an_index_node_is_16_bytes() {
+        assert_eq!(std::mem::size_of::<Node>(), 16);
     }
 }

@@ -174,6 +174,8 @@ struct Scratch {
     lowered: String,
     levels: Vec<LevelBufs>,
     found: Vec<Entry>,
+    /// The candidates' slots, before their orders are read.
+    slots: Vec<u32>,
 }
 
 impl Scratch {
@@ -184,6 +186,7 @@ impl Scratch {
             lowered: String::new(),
             levels: Vec::new(),
             found: Vec::new(),
+            slots: Vec::new(),
         }
     }
 

@@ -37,7 +37,12 @@ impl Linter {
             return m;
         }
         scratch.found.clear();
-        if !router.candidates_into(&scratch.ctx, &mut scratch.levels, &mut scratch.found) {
+        if !router.candidates_into(
+            &scratch.ctx,
+            &mut scratch.levels,
+            &mut scratch.slots,
+            &mut scratch.found,
+        ) {
             return m;
         }
         let found = std::mem::take(&mut scratch.found);

@@ -10,9 +10,11 @@ use super::slot_vec::SlotVec;
 /// growing arena copied megabytes (milliseconds) every time it doubled.
 const CHUNK: usize = 64 * 1024;
 
-/// Id, priority and expression text of every live slot, stored densely in slot order, so that
-/// a sync of an unchanged list reads sequential arrays instead of chasing one pointer per
-/// route into the heap (at 100,000 routes those cache misses were most of its cost).
+/// Version and expression text of every live slot, stored densely in slot order, so that a
+/// sync of an unchanged list reads sequential arrays instead of chasing one pointer per route
+/// into the heap (at 100,000 routes those cache misses were most of its cost). A route's id
+/// and priority are its routing order, kept in its program's record (`program_arena.rs`),
+/// which evaluation reads; a [`CatalogRow`] is the two read together.
 ///
 /// Invariants: `slots[s]` describes the route in slot `s` (`len == FREE` for a free slot); slot
 /// `s` owns the bytes its room names in one chunk, and a live slot's text is the first `len` of
@@ -29,7 +31,8 @@ pub(super) struct Catalog {
     live: usize,
 }
 
-/// What a route view and a sync read of a live slot.
+/// What a route view and a sync read of a live slot: its id and priority (from its program's
+/// record) and its version (from the catalog).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct CatalogRow {
     pub(super) id: Uuid,
@@ -37,11 +40,11 @@ pub(super) struct CatalogRow {
     pub(super) instance: u64,
 }
 
-/// A slot's row, text length and room, in 48 bytes (a row beside an optional length and a
-/// separate room array took 60).
+/// A slot's version, text length and room, in 24 bytes.
 #[derive(Debug, Clone, Copy)]
 struct Slot {
-    row: CatalogRow,
+    /// The route's version (`Route::instance`).
+    instance: u64,
     /// Bytes of the live text, or [`FREE`].
     len: u32,
     room: Room,
@@ -60,11 +63,7 @@ struct Room {
 
 impl Slot {
     const EMPTY: Slot = Slot {
-        row: CatalogRow {
-            id: Uuid::nil(),
-            priority: 0,
-            instance: 0,
-        },
+        instance: 0,
         len: FREE,
         room: Room {
             chunk: 0,
@@ -73,8 +72,8 @@ impl Slot {
         },
     };
 
-    fn live(&self) -> Option<CatalogRow> {
-        (self.len != FREE).then_some(self.row)
+    fn live(&self) -> Option<u64> {
+        (self.len != FREE).then_some(self.instance)
     }
 }
 
@@ -89,12 +88,12 @@ impl Catalog {
         self.slots.reserve(n);
     }
 
-    /// The row of every slot in slot order (`None` for a free one).
-    pub(super) fn rows(&self) -> impl Iterator<Item = Option<CatalogRow>> + '_ {
+    /// The version of every slot's route in slot order (`None` for a free slot).
+    pub(super) fn instances(&self) -> impl Iterator<Item = Option<u64>> + '_ {
         self.slots.iter().map(Slot::live)
     }
 
-    pub(super) fn set(&mut self, slot: u32, id: Uuid, priority: u64, instance: u64, text: &str) {
+    pub(super) fn set(&mut self, slot: u32, instance: u64, text: &str) {
         let slot = slot as usize;
         if self.slots.len() <= slot {
             self.slots.grow_to(slot + 1, Slot::EMPTY);
@@ -118,11 +117,7 @@ impl Catalog {
         }
         self.live += text.len();
         let s = &mut self.slots[slot];
-        s.row = CatalogRow {
-            id,
-            priority,
-            instance,
-        };
+        s.instance = instance;
         // Texts are bounded far below 4 GiB (`Limits::max_expression_len`, 1 MiB by default).
         s.len = u32::try_from(text.len()).unwrap_or(FREE - 1);
     }
@@ -197,19 +192,18 @@ impl Catalog {
         }
     }
 
-    pub(super) fn id(&self, slot: usize) -> Option<Uuid> {
-        self.row(slot).map(|r| r.id)
-    }
-
-    pub(super) fn row(&self, slot: usize) -> Option<CatalogRow> {
+    /// The version of the route in `slot`, or `None` for a free slot.
+    pub(super) fn instance(&self, slot: usize) -> Option<u64> {
         self.slots.get(slot).and_then(Slot::live)
     }
 
-    /// Whether slot `slot` holds a route with this priority and expression text.
-    pub(super) fn same(&self, slot: u32, priority: u64, text: &str) -> bool {
-        self.row(slot as usize).is_some_and(|r| {
-            r.priority == priority && self.text(slot as usize).as_bytes() == text.as_bytes()
-        })
+    pub(super) fn is_live(&self, slot: usize) -> bool {
+        self.instance(slot).is_some()
+    }
+
+    /// Whether slot `slot` holds a route with this expression text.
+    pub(super) fn same_text(&self, slot: u32, text: &str) -> bool {
+        self.is_live(slot as usize) && self.text(slot as usize).as_bytes() == text.as_bytes()
     }
 }
 
@@ -222,21 +216,15 @@ mod tests {
     }
 
     #[test]
-    fn a_slot_is_48_bytes() {
-        assert_eq!(std::mem::size_of::<Slot>(), 48);
+    fn a_slot_is_24_bytes() {
+        assert_eq!(std::mem::size_of::<Slot>(), 24);
     }
 
     #[test]
     fn a_slot_changed_in_place_keeps_its_room_and_every_other_text() {
         let mut c = Catalog::default();
         for s in 0..100u32 {
-            c.set(
-                s,
-                Uuid::from_u128(s.into()),
-                1,
-                1,
-                &format!("route number {s}"),
-            );
+            c.set(s, 1, &format!("route number {s}"));
         }
         let chunks = c.chunks.len();
         for round in 0..10_000u32 {
@@ -247,7 +235,7 @@ mod tests {
                 1 => "short".to_owned(),
                 _ => "route number 50".to_owned(),
             };
-            c.set(50, Uuid::from_u128(50), 1, 1, &text);
+            c.set(50, 1, &text);
             assert_eq!(c.text(50), text);
         }
         assert_eq!(
@@ -259,21 +247,17 @@ mod tests {
         for s in (0..100).filter(|&s| s != 50) {
             assert_eq!(t[s], format!("route number {s}"));
         }
-        assert!(c.same(49, 1, "route number 49"));
-        assert!(!c.same(49, 2, "route number 49"));
+        assert!(c.same_text(49, "route number 49"));
+        assert!(!c.same_text(49, "route number 48"));
+        c.clear(49);
+        assert!(!c.same_text(49, ""));
     }
 
     #[test]
     fn garbage_is_compacted_away_and_multibyte_texts_survive() {
         let mut c = Catalog::default();
         for s in 0..64u32 {
-            c.set(
-                s,
-                Uuid::from_u128(s.into()),
-                1,
-                1,
-                &format!("é{}ü", "x".repeat(s as usize)),
-            );
+            c.set(s, 1, &format!("é{}ü", "x".repeat(s as usize)));
         }
         // Every slot freed and refilled with longer texts: rooms are outgrown, garbage piles
         // up and is compacted.
@@ -281,7 +265,7 @@ mod tests {
             for s in 0..64u32 {
                 c.clear(s);
                 let text = format!("ñ{}{}", "y".repeat(s as usize + round), "€");
-                c.set(s, Uuid::from_u128(s.into()), 1, 1, &text);
+                c.set(s, 1, &text);
                 assert_eq!(c.text(s as usize), text);
             }
             assert!(c.garbage() <= c.live.max(4096) + 4096, "round {round}");
@@ -299,9 +283,9 @@ mod tests {
     fn a_text_longer_than_a_chunk_gets_a_chunk_of_its_own() {
         let mut c = Catalog::default();
         let long = "z".repeat(CHUNK + 10);
-        c.set(0, Uuid::from_u128(1), 1, 1, "short");
-        c.set(1, Uuid::from_u128(2), 1, 1, &long);
-        c.set(2, Uuid::from_u128(3), 1, 1, "after");
+        c.set(0, 1, "short");
+        c.set(1, 1, &long);
+        c.set(2, 1, "after");
         assert_eq!(texts(&c), ["short", long.as_str(), "after"]);
     }
 }

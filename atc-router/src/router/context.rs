@@ -62,7 +62,7 @@ pub struct Context {
 pub(crate) struct CachedCandidates {
     /// `(router, version)` they were found by, if any.
     pub(crate) by: Option<(u64, u64)>,
-    pub(crate) entries: Vec<crate::index::Entry>,
+    pub(crate) entries: Vec<u32>,
     /// An image router's candidates (ranks, sorted), when `by` names one.
     pub(crate) ranks: Vec<u32>,
 }

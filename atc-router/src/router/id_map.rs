@@ -1,6 +1,6 @@
-//! Route id to slot: a hash table that stores no ids. The catalog already holds every live
-//! slot's id, so a table entry is the slot and a 32-bit tag of the id's hash in one word, and a
-//! lookup confirms a tag match against the catalog. Eight bytes a word, the table between three
+//! Route id to slot: a hash table that stores no ids. The router already holds every live
+//! slot's id (in its program's record), so a table entry is the slot and a 32-bit tag of the
+//! id's hash in one word, and a lookup confirms a tag match against the router's. Eight bytes a word, the table between three
 //! eighths and three quarters full: 11 to 21 bytes a route (21 at 50,000 routes), where a
 //! `HashMap<Uuid, u32>` took 27 to 33.
 //!
@@ -15,7 +15,7 @@
 //! - A full word is the id's tag (the top 32 bits of [`hash`]) above its slot + 1; an empty
 //!   word is 0. An entry's home is the top `bits` bits of its tag.
 //! - Between an entry's home and its word there is no empty word (cyclically).
-//! - The map holds exactly the router's live ids, each once, and `id_of(slot)` (the catalog)
+//! - The map holds exactly the router's live ids, each once, and `id_of(slot)` (the router's)
 //!   gives the id of every slot it holds: every call passes the same `id_of`.
 
 use uuid::Uuid;

@@ -40,9 +40,10 @@ impl Router {
         let mut out = Vec::new();
         self.index
             .candidates(&ctx.values, &mut Vec::new(), &mut out);
-        out.sort_unstable();
-        out.dedup();
-        out.into_iter().map(|(o, _)| o.id()).collect()
+        self.put_in_routing_order(&mut out, &mut Vec::new());
+        out.into_iter()
+            .map(|s| self.programs.order(s).id())
+            .collect()
     }
 }
 

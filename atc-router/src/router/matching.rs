@@ -5,7 +5,7 @@ use std::sync::Arc;
 use super::{broken_router, Router};
 use crate::compile::eval as matcher;
 use crate::error::Error;
-use crate::index::LevelBufs;
+use crate::index::{Entry, LevelBufs};
 #[cfg(feature = "diagnostics")]
 use crate::reference;
 use crate::router::context::Context;
@@ -19,7 +19,9 @@ const PREFETCH_MAX: usize = 16;
 /// Buffers of the indexed matcher, reused across requests.
 #[derive(Debug, Default)]
 struct Scratch {
-    candidates: Vec<crate::index::Entry>,
+    candidates: Vec<u32>,
+    /// Candidates with their order, while they are sorted into routing order.
+    ordered: Vec<Entry>,
     lowered: String,
     /// The index lookup's buffers, one per level of its tree.
     levels: Vec<LevelBufs>,
@@ -38,6 +40,7 @@ thread_local! {
     static SCRATCH: std::cell::RefCell<Scratch> = const {
         std::cell::RefCell::new(Scratch {
             candidates: Vec::new(),
+            ordered: Vec::new(),
             lowered: String::new(),
             levels: Vec::new(),
             image_levels: Vec::new(),
@@ -103,35 +106,46 @@ impl Router {
         // The candidates `needed_fields` found for this request, if no key field has changed.
         let cached = ctx.candidates.by == Some((self.uid, self.version))
             && ctx.values.added() & self.index.key_fields() == 0;
-        let mut cache = if cached {
+        let cache = if cached {
             std::mem::take(&mut ctx.candidates.entries)
         } else {
             Vec::new()
         };
         let (values, w) = (&ctx.values, &mut ctx.record);
         let found = with_scratch(|scratch| {
-            let candidates = if cached {
-                &mut cache[..]
-            } else if let Some(leaf) = self.index.only_leaf() {
-                leaf
-            } else {
-                let candidates = &mut scratch.candidates;
-                candidates.clear();
-                self.index
-                    .candidates(values, &mut scratch.levels, candidates);
-                if candidates.len() > 1 {
-                    candidates.sort_unstable();
-                    candidates.dedup();
+            let Scratch {
+                candidates,
+                ordered,
+                lowered,
+                levels,
+                ..
+            } = scratch;
+            let mut holds = |slot: &u32| {
+                let found = matcher::eval(self.programs.code(*slot), values, lowered, w);
+                if !found {
+                    w.clear();
                 }
-                &candidates[..]
+                found
             };
-            for &(order, slot) in candidates.iter() {
-                if matcher::eval(self.programs.code(slot), values, &mut scratch.lowered, w) {
-                    return Some((order.id(), order.priority()));
+            let slot = if cached {
+                cache.iter().find(|s| holds(s))
+            } else if let Some(leaf) = self.index.only_leaf() {
+                leaf.iter().find(|s| holds(s))
+            } else {
+                candidates.clear();
+                self.index.candidates(values, levels, candidates);
+                if candidates.len() <= 1 {
+                    candidates.iter().find(|s| holds(s))
+                } else {
+                    // Evaluated from the sorted pairs, not copied back into `candidates`.
+                    self.sort_by_order(candidates, ordered);
+                    ordered.iter().map(|(_, s)| s).find(|s| holds(s))
                 }
-                w.clear();
-            }
-            None
+            };
+            slot.map(|&slot| {
+                let order = self.programs.order(slot);
+                (order.id(), order.priority())
+            })
         });
         if cached {
             ctx.candidates.entries = cache;
@@ -162,11 +176,10 @@ impl Router {
         found.clear();
         with_scratch(|s| {
             self.index
-                .candidates(&ctx.values, &mut s.levels, &mut found)
+                .candidates(&ctx.values, &mut s.levels, &mut found);
+            self.put_in_routing_order(&mut found, &mut s.ordered);
         });
-        found.sort_unstable();
-        found.dedup();
-        for (i, (_, slot)) in found.iter().enumerate() {
+        for (i, slot) in found.iter().enumerate() {
             mask |= self.needs.of(*slot);
             if i < PREFETCH_MAX {
                 self.prefetch(*slot);
@@ -177,6 +190,27 @@ impl Router {
         ctx.candidates.by = Some((self.uid, self.version));
         ctx.values.take_added();
         mask
+    }
+
+    /// Sorts candidate slots into routing order and drops repeats. Their orders are read from
+    /// the programs' records, which evaluating them reads anyway; `ordered` is scratch space.
+    #[inline]
+    pub(crate) fn put_in_routing_order(&self, slots: &mut Vec<u32>, ordered: &mut Vec<Entry>) {
+        if slots.len() <= 1 {
+            return;
+        }
+        self.sort_by_order(slots, ordered);
+        slots.clear();
+        slots.extend(ordered.iter().map(|&(_, s)| s));
+    }
+
+    /// Candidate slots with their orders, in routing order and distinct, into `ordered`.
+    #[inline]
+    fn sort_by_order(&self, slots: &[u32], ordered: &mut Vec<Entry>) {
+        ordered.clear();
+        ordered.extend(slots.iter().map(|&s| (self.programs.order(s), s)));
+        ordered.sort_unstable();
+        ordered.dedup();
     }
 
     /// Loads the lines of a route's program that evaluation reads first, so that the execute
@@ -203,8 +237,7 @@ impl Router {
             s.candidates.clear();
             self.index
                 .candidates(&ctx.values, &mut s.levels, &mut s.candidates);
-            s.candidates.sort_unstable();
-            s.candidates.dedup();
+            self.put_in_routing_order(&mut s.candidates, &mut s.ordered);
             s.candidates.len()
         })
     }
@@ -223,7 +256,7 @@ impl Router {
         for slot in view.slots() {
             let tree = view.tree(slot, || self.resolve_again(slot));
             if reference::eval(tree, &ctx.values, &mut w) {
-                let row = self.catalog.row(slot as usize).expect("live slot");
+                let row = self.row(slot).expect("live slot");
                 found = Some((row.id, row.priority));
                 break;
             }

@@ -6,7 +6,8 @@
 //! - Every route is in exactly one place of the `Index` (an index bucket, or the fallback list),
 //!   put there by [`Router::add`] and taken out by [`Router::remove`]: updates are incremental,
 //!   nothing is rebuilt.
-//! - A live slot has a catalog row (id, priority, text) and a program; its resolved tree is not
+//! - A live slot has a catalog row (version and text) and a program whose record holds the
+//!   route's id and priority (its routing order); its resolved tree is not
 //!   kept, but rebuilt from the text when needed (reference evaluation, taking the route out).
 //!   Resolving a route's own text again gives the tree it was added with: the schema and
 //!   limits do not change, and its regexes are in the cache for as long as the route lives.
@@ -49,7 +50,7 @@ pub use sync::{
 };
 pub use table_image::{ImageBytes, ImageRouter};
 
-use catalog::Catalog;
+use catalog::{Catalog, CatalogRow};
 use id_map::IdMap;
 use reference_view::ReferenceView;
 
@@ -175,6 +176,18 @@ impl Requirements for Programs<'_> {
     fn of(&self, slot: u32) -> Vec<Requirement> {
         requirements(&self.0.code(slot))
     }
+
+    fn order(&self, slot: u32) -> Order {
+        self.0.order(slot)
+    }
+}
+
+/// The id of the route in `slot`, or `None` for a free slot (a function of the two fields
+/// rather than a method, so that the id map can call it while it is borrowed mutably).
+fn id_in(catalog: &Catalog, programs: &ProgramArena, slot: u32) -> Option<Uuid> {
+    catalog
+        .is_live(slot as usize)
+        .then(|| programs.order(slot).id())
 }
 
 impl Drop for Router {
@@ -331,9 +344,27 @@ impl Router {
     /// Every live slot with its place in routing order, in slot order.
     fn live_slots(&self) -> impl Iterator<Item = (Order, u32)> + '_ {
         self.catalog
-            .rows()
+            .instances()
             .enumerate()
-            .filter_map(|(slot, row)| Some((Order::new(row?.priority, row?.id), slot as u32)))
+            .filter_map(|(slot, live)| {
+                live.map(|_| (self.programs.order(slot as u32), slot as u32))
+            })
+    }
+
+    /// The row of the route in `slot`, or `None` for a free slot.
+    fn row(&self, slot: u32) -> Option<CatalogRow> {
+        let instance = self.catalog.instance(slot as usize)?;
+        let order = self.programs.order(slot);
+        Some(CatalogRow {
+            id: order.id(),
+            priority: order.priority(),
+            instance,
+        })
+    }
+
+    /// The row of every slot in slot order (`None` for a free one).
+    fn rows(&self) -> impl Iterator<Item = Option<CatalogRow>> + '_ {
+        (0..self.catalog.len() as u32).map(|slot| self.row(slot))
     }
 
     /// The tree of the route in `slot` built anew from its text (see the module invariants
@@ -371,6 +402,7 @@ impl Router {
             None => self.programs.push_slot(),
         };
         self.programs.set(slot, p.program);
+        self.programs.set_order(slot, order);
         self.needs.insert(slot, &fields);
         let reqs = requirements(&self.programs.code(slot));
         match &mut self.pending_index {
@@ -379,8 +411,7 @@ impl Router {
                 .index
                 .insert((order, slot), &reqs, &Programs(&self.programs)),
         }
-        self.catalog
-            .set(slot, p.id, p.priority, p.instance, &p.source);
+        self.catalog.set(slot, p.instance, &p.source);
         self.ids.insert(p.id, slot);
         if let Some(view) = self.reference.get_mut() {
             view.insert(order, slot);
@@ -391,11 +422,7 @@ impl Router {
     /// resolved it already); its regexes are still cached (see `release`).
     fn take(&mut self, id: Uuid, tree: Option<Box<Node>>) -> Option<Box<Node>> {
         let slot = self.slot_of(id)?;
-        let row = self
-            .catalog
-            .row(slot as usize)
-            .expect("ids point at live slots");
-        let order = Order::new(row.priority, row.id);
+        let order = self.programs.order(slot);
         let cached = self
             .reference
             .get_mut()
@@ -405,8 +432,9 @@ impl Router {
             (None, None) => self.resolve_again(slot),
         };
         let reqs = requirements(&self.programs.code(slot));
-        self.index.remove((order, slot), &reqs);
-        self.ids.remove(id, |s| self.catalog.id(s as usize));
+        self.index.remove(slot, &reqs, &Programs(&self.programs));
+        self.ids
+            .remove(id, |s| id_in(&self.catalog, &self.programs, s));
         self.free.push(slot);
         self.catalog.clear(slot);
         self.programs.clear(slot);
@@ -504,10 +532,7 @@ impl Router {
         Route {
             router: self,
             slot,
-            row: self
-                .catalog
-                .row(slot as usize)
-                .expect("indexes point at live slots"),
+            row: self.row(slot).expect("indexes point at live slots"),
         }
     }
 
@@ -519,7 +544,8 @@ impl Router {
 
     /// The slot of the route with this id (for the linter, which works on slots).
     pub(crate) fn slot_of(&self, id: Uuid) -> Option<u32> {
-        self.ids.get(id, |s| self.catalog.id(s as usize))
+        self.ids
+            .get(id, |s| id_in(&self.catalog, &self.programs, s))
     }
 
     /// The program of the route in a live slot.
@@ -529,8 +555,7 @@ impl Router {
 
     /// The place in routing order of the route in a live slot.
     pub(crate) fn order_of(&self, slot: u32) -> Order {
-        let row = self.route(slot).row;
-        Order::new(row.priority, row.id)
+        self.programs.order(slot)
     }
 
     /// The text of the route in a live slot.

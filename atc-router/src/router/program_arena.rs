@@ -3,7 +3,11 @@
 //! Why one arena: a route's program is a few instructions (a host and a prefix are two, 64
 //! bytes), and a fixed room per slot big enough for the common larger routes was three cache
 //! lines for every route, most of them `End` padding: a third of a host + prefix route's memory.
-//! Here each program takes the instructions it has, found from its slot through a 16-byte room.
+//! Here each program takes the instructions it has, found from its slot through a room record.
+//!
+//! The record also holds the route's place in routing order ([`Order`]): evaluating a
+//! candidate reads the record anyway, so the order a request's candidates are sorted by and
+//! the winner's id and priority come with it, and the index's leaves need hold only slots.
 //!
 //! Invariants:
 //! - `rooms[s]` names the instructions `code.get(room.code, room.code_len)` and the bytes
@@ -33,6 +37,7 @@
 use super::chunked::Chunked;
 use super::slot_vec::SlotVec;
 use crate::compile::program::{Code, Instr, Program};
+use crate::index::Order;
 
 /// Instructions per cache line.
 const LINE: usize = 2;
@@ -59,13 +64,14 @@ pub(super) struct ProgramArena {
     spare: usize,
 }
 
-/// Where a slot's program lives: see the module docs.
+/// Where a slot's program lives (see the module docs), and its route's routing order.
 #[derive(Debug, Clone, Copy, Default)]
 struct Room {
     code: u32,
     code_len: u32,
     text: u32,
     text_len: u32,
+    order: Order,
 }
 
 /// The room a program of `len` instructions takes: whole lines, but for a program of one
@@ -105,6 +111,17 @@ impl ProgramArena {
         let text = self.text.get(r.text, r.text_len as usize);
         // A slot that never held a program has no room: no runs, the empty program (true).
         Code::new(code, text)
+    }
+
+    /// The routing order of the route in live `slot` (what [`Self::set_order`] gave it).
+    #[inline]
+    pub(super) fn order(&self, slot: u32) -> Order {
+        self.rooms[slot as usize].order
+    }
+
+    /// Records the routing order of the route placed in `slot`.
+    pub(super) fn set_order(&mut self, slot: u32, order: Order) {
+        self.rooms[slot as usize].order = order;
     }
 
     /// Places `program` in `slot`, which must be free (a new slot or one [`Self::clear`]ed).
@@ -251,6 +268,7 @@ impl ProgramArena {
                 code_len: code_len as u32,
                 text,
                 text_len: room.text_len,
+                order: room.order,
             };
             live += code_len;
         }

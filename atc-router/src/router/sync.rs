@@ -397,7 +397,7 @@ impl Router {
             };
             // A list sent again in the same order meets its routes in slot order: try slot `i`
             // before the id map, turning random memory accesses into a sequential scan.
-            let current = match self.catalog.id(i) {
+            let current = match super::id_in(&self.catalog, &self.programs, i as u32) {
                 // A broken router's structures cannot be trusted: every route is built anew.
                 _ if self.broken => None,
                 Some(slot_id) if slot_id == id => Some(i as u32),
@@ -415,7 +415,8 @@ impl Router {
             status.push(match (entry, current) {
                 (SyncEntry::Unreadable { .. }, slot) => Status::Unreadable(slot),
                 (SyncEntry::Route(spec), Some(slot))
-                    if self.catalog.same(slot, spec.priority, spec.expression) =>
+                    if self.programs.order(slot).priority() == spec.priority
+                        && self.catalog.same_text(slot, spec.expression) =>
                 {
                     counts.unchanged += 1;
                     Status::Unchanged(slot)
@@ -433,7 +434,7 @@ impl Router {
         let seen: Vec<bool> = first_at.iter().map(|&at| at != usize::MAX).collect();
         counts.removed = seen
             .iter()
-            .zip(self.catalog.rows())
+            .zip(self.catalog.instances())
             .filter(|(seen, r)| r.is_some() && !**seen)
             .count();
         Classified {
@@ -469,7 +470,7 @@ impl Router {
         // A route kept as it is, into a fresh router: parsed again, as the fresh router holds
         // its own copy of every route, but the same version (`Route::instance`).
         let copy = |slot: u32, regexes: &mut PreparedRegexes<'_>| -> Option<Prepared> {
-            let row = self.catalog.row(slot as usize)?;
+            let row = self.row(slot)?;
             let text = self.catalog.text(slot as usize);
             let mut p = self.prepare(row.id, row.priority, text, regexes).ok()?;
             p.instance = row.instance;
@@ -548,7 +549,7 @@ impl Router {
     /// Third step: the routes of the router no entry has the id of are removed (taken out of
     /// this router when the plan changes it route by route; simply left behind by a fresh one).
     fn take_out_unseen(&self, seen: &[bool], plan: &mut SyncPlan, route_by_route: bool) {
-        for (slot, row) in self.catalog.rows().enumerate() {
+        for (slot, row) in self.rows().enumerate() {
             if let (Some(row), false) = (row, seen[slot]) {
                 plan.report.removed += 1;
                 if route_by_route {

@@ -182,19 +182,23 @@ impl Router {
         Ok(out)
     }
 
-    /// The index's candidates for the request, sorted into routing order, into `out` (with
-    /// the caller's lookup buffers); `false` when the router is broken or the context is of
-    /// another schema.
+    /// The index's candidates for the request with their orders, sorted into routing order,
+    /// into `out` (with the caller's lookup buffers and `slots` as scratch); `false` when the
+    /// router is broken or the context is of another schema.
     pub(crate) fn candidates_into(
         &self,
         ctx: &Context,
         levels: &mut Vec<crate::index::LevelBufs>,
+        slots: &mut Vec<u32>,
         out: &mut Vec<crate::index::Entry>,
     ) -> bool {
         if self.broken || !Arc::ptr_eq(&self.schema, ctx.schema()) {
             return false;
         }
-        self.index.candidates(&ctx.values, levels, out);
+        slots.clear();
+        self.index.candidates(&ctx.values, levels, slots);
+        out.clear();
+        out.extend(slots.iter().map(|&s| (self.programs.order(s), s)));
         out.sort_unstable();
         out.dedup();
         true
@@ -203,7 +207,7 @@ impl Router {
     /// The slots of the index's candidates for the request, in routing order.
     fn candidate_slots(&self, ctx: &Context) -> Result<Vec<u32>, Error> {
         let mut found = Vec::new();
-        if !self.candidates_into(ctx, &mut Vec::new(), &mut found) {
+        if !self.candidates_into(ctx, &mut Vec::new(), &mut Vec::new(), &mut found) {
             return Err(if self.broken {
                 Error::Broken
             } else {
