@@ -51,7 +51,7 @@ pub use sync::{
 pub use table_image::{ImageBytes, ImageRouter};
 
 use catalog::{Catalog, CatalogRow};
-use id_map::IdMap;
+use id_map::{IdMap, SlotIds};
 use reference_view::ReferenceView;
 
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
@@ -182,12 +182,36 @@ impl Requirements for Programs<'_> {
     }
 }
 
-/// The id of the route in `slot`, or `None` for a free slot (a function of the two fields
-/// rather than a method, so that the id map can call it while it is borrowed mutably).
-fn id_in(catalog: &Catalog, programs: &ProgramArena, slot: u32) -> Option<Uuid> {
-    catalog
-        .is_live(slot as usize)
-        .then(|| programs.order(slot).id())
+/// The ids of a router's slots, for its id map (the two fields rather than the router, so that
+/// the map can read them while it is borrowed mutably).
+struct Ids<'a> {
+    catalog: &'a Catalog,
+    programs: &'a ProgramArena,
+}
+
+impl SlotIds for Ids<'_> {
+    fn id(&self, slot: u32) -> Option<Uuid> {
+        self.catalog
+            .is_live(slot as usize)
+            .then(|| self.programs.order(slot).id())
+    }
+
+    fn live(&self) -> impl Iterator<Item = (u32, Uuid)> {
+        self.catalog
+            .instances()
+            .enumerate()
+            .filter_map(|(slot, live)| live.map(|_| slot as u32))
+            .map(|slot| (slot, self.programs.order(slot).id()))
+    }
+}
+
+impl Router {
+    fn slot_ids(&self) -> Ids<'_> {
+        Ids {
+            catalog: &self.catalog,
+            programs: &self.programs,
+        }
+    }
 }
 
 impl Drop for Router {
@@ -411,8 +435,13 @@ impl Router {
                 .index
                 .insert((order, slot), &reqs, &Programs(&self.programs)),
         }
+        // Into the id map before the slot is live (see `IdMap::insert`).
+        let ids = Ids {
+            catalog: &self.catalog,
+            programs: &self.programs,
+        };
+        self.ids.insert(p.id, slot, &ids);
         self.catalog.set(slot, p.instance, &p.source);
-        self.ids.insert(p.id, slot);
         if let Some(view) = self.reference.get_mut() {
             view.insert(order, slot);
         }
@@ -433,8 +462,11 @@ impl Router {
         };
         let reqs = requirements(&self.programs.code(slot));
         self.index.remove(slot, &reqs, &Programs(&self.programs));
-        self.ids
-            .remove(id, |s| id_in(&self.catalog, &self.programs, s));
+        let ids = Ids {
+            catalog: &self.catalog,
+            programs: &self.programs,
+        };
+        self.ids.remove(id, &ids);
         self.free.push(slot);
         self.catalog.clear(slot);
         self.programs.clear(slot);
@@ -544,8 +576,7 @@ impl Router {
 
     /// The slot of the route with this id (for the linter, which works on slots).
     pub(crate) fn slot_of(&self, id: Uuid) -> Option<u32> {
-        self.ids
-            .get(id, |s| id_in(&self.catalog, &self.programs, s))
+        self.ids.get(id, &self.slot_ids())
     }
 
     /// The program of the route in a live slot.

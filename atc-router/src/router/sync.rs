@@ -28,6 +28,7 @@ use crate::compile::resolve::Node;
 use crate::error::Error;
 use crate::index::Index;
 
+use super::id_map::SlotIds;
 pub(crate) use super::sync_entries::Desired;
 pub use super::sync_entries::{EntryError, EntryFault, SyncEntry};
 
@@ -183,7 +184,11 @@ impl Router {
     fn reserve<D: Desired>(&mut self, routes: &[D]) {
         let n = routes.len();
         self.programs.reserve(n);
-        self.ids.reserve(n);
+        let ids = super::Ids {
+            catalog: &self.catalog,
+            programs: &self.programs,
+        };
+        self.ids.reserve(n, &ids);
         self.catalog.reserve(n);
         let text: usize = routes
             .iter()
@@ -397,7 +402,7 @@ impl Router {
             };
             // A list sent again in the same order meets its routes in slot order: try slot `i`
             // before the id map, turning random memory accesses into a sequential scan.
-            let current = match super::id_in(&self.catalog, &self.programs, i as u32) {
+            let current = match self.slot_ids().id(i as u32) {
                 // A broken router's structures cannot be trusted: every route is built anew.
                 _ if self.broken => None,
                 Some(slot_id) if slot_id == id => Some(i as u32),
