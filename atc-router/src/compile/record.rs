@@ -77,12 +77,14 @@ impl MatchRecord {
         self.matched.push((field, m));
     }
 
+    #[inline]
     fn push_text(&mut self, s: &str) -> Range<usize> {
         let start = self.text.len();
         self.text.push_str(s);
         start..self.text.len()
     }
 
+    #[inline]
     pub(crate) fn text(&mut self, field: FieldId, s: &str) {
         let r = self.push_text(s);
         self.matched.push((field, Matched::Text(r)));
@@ -90,6 +92,7 @@ impl MatchRecord {
 
     /// Records `s` as `field`'s matched value and as capture 0, sharing one copy; returns where
     /// the copy starts, for [`MatchRecord::capture_within`].
+    #[inline]
     pub(crate) fn text_and_whole_match(&mut self, field: FieldId, s: &str) -> usize {
         let r = self.push_text(s);
         let start = r.start;
