@@ -206,8 +206,13 @@ pub(crate) struct FieldSplit {
 /// Subtrees of up to this many routes are rebuilt each time they grow [`REKEY_GROWTH`] times,
 /// so that a split made when a leaf first overflowed (chosen from two routes) is chosen again
 /// from many; past it, a split keeps its key (its parts are still re-keyed as they grow), which
-/// bounds what one add can cost.
-pub(crate) const REKEY_MAX: u32 = 2048;
+/// bounds what one add can cost. A rebuild costs about 17,000 instructions a route (choosing
+/// the key is most of it), so the add that makes one stalls its caller: under half a
+/// millisecond at this size, where 2,048 let one add at 1,023 routes take 7-9 ms. Keys chosen
+/// from at most 127 routes leave requests as many candidates as keys chosen from up to 2,047
+/// on every workload family at 10k and 100k routes, and fewer on header-only at 10k (at most
+/// one instead of two; `atc-bench candidates`, `atc-bench operators`).
+pub(crate) const REKEY_MAX: u32 = 128;
 
 /// How much a subtree grows before its split is chosen again. Each rebuild reads the
 /// requirements of every route below it again, so a route added one at a time is read about
