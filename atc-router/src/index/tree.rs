@@ -208,10 +208,10 @@ pub(crate) struct FieldSplit {
 /// from many; past it, a split keeps its key (its parts are still re-keyed as they grow), which
 /// bounds what one add can cost. A rebuild costs about 17,000 instructions a route (choosing
 /// the key is most of it), so the add that makes one stalls its caller: under half a
-/// millisecond at this size, where 2,048 let one add at 1,023 routes take 7-9 ms. Keys chosen
-/// from at most 127 routes leave requests as many candidates as keys chosen from up to 2,047
-/// on every workload family at 10k and 100k routes, and fewer on header-only at 10k (at most
-/// one instead of two; `atc-bench candidates`, `atc-bench operators`).
+/// millisecond at this size, against 7-9 ms for the add at 1,023 routes with a limit of 2,048.
+/// Keys chosen from at most 127 routes leave requests as many candidates as keys chosen from up
+/// to 2,047 on every workload family at 10k and 100k routes, and fewer on header-only at 10k
+/// (at most one instead of two; `atc-bench candidates`, `atc-bench operators`).
 pub(crate) const REKEY_MAX: u32 = 128;
 
 /// How much a subtree grows before its split is chosen again. Each rebuild reads the
