@@ -25,51 +25,76 @@ pub(crate) struct PrefixTree<T> {
 
 #[derive(Debug)]
 struct TreeNode<T> {
-    label: SmallKey,
+    label: Short,
     value: Option<T>,
     /// The first byte of each child's label, in the children's (ascending) order: searched
     /// without touching the children themselves. Kept in place up to 14 children (most
     /// nodes), so finding the child costs no read beyond the node.
-    firsts: Firsts,
+    firsts: Short,
     /// Sized exactly (a node is 8 bytes smaller than with a `Vec`'s capacity, and most nodes
     /// are leaves): a child inserted or removed reallocates, as the node's `firsts` does.
-    children: Box<[TreeNode<T>]>,
+    children: Box<[Line<TreeNode<T>>]>,
 }
 
-/// A node's children's first bytes: in place up to 14, behind one pointer beyond that. 16
-/// bytes, where a [`SmallKey`] takes 24: a node is an element of its parent's children, and
-/// most nodes are leaves with none.
+/// A child node on a cache line of its own: a node is 64 bytes, so a level of a walk reads one
+/// line, where at the allocator's 16-byte alignment three nodes in four would straddle two.
+/// (Only children are aligned: the root sits in its tree, which sits in the index's splits,
+/// and aligning it would pad every split.)
 #[derive(Debug)]
-enum Firsts {
-    Inline { len: u8, bytes: [u8; FIRSTS_INLINE] },
+#[repr(align(64))]
+struct Line<N>(N);
+
+impl<N> std::ops::Deref for Line<N> {
+    type Target = N;
+
+    #[inline]
+    fn deref(&self) -> &N {
+        &self.0
+    }
+}
+
+impl<N> std::ops::DerefMut for Line<N> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut N {
+        &mut self.0
+    }
+}
+
+/// A node's label, and its children's first bytes: in place up to 14 bytes, behind one pointer
+/// beyond that. 16 bytes, where a [`SmallKey`] takes 24, so that a node (label, payload, first
+/// bytes, children) is 64: one cache line in its parent's children (see [`Line`]). Most labels
+/// are short (a path's segment, a host's label); a longer one costs a read beside its node.
+#[derive(Debug)]
+enum Short {
+    Inline { len: u8, bytes: [u8; SHORT_INLINE] },
     Heap(Box<Box<[u8]>>),
 }
 
-const FIRSTS_INLINE: usize = 14;
+const SHORT_INLINE: usize = 14;
 
-impl Firsts {
-    fn new(b: &[u8]) -> Firsts {
-        if b.len() <= FIRSTS_INLINE {
-            let mut bytes = [0; FIRSTS_INLINE];
+impl Short {
+    fn new(b: &[u8]) -> Short {
+        if b.len() <= SHORT_INLINE {
+            let mut bytes = [0; SHORT_INLINE];
             bytes[..b.len()].copy_from_slice(b);
-            Firsts::Inline {
+            Short::Inline {
                 len: b.len() as u8,
                 bytes,
             }
         } else {
-            Firsts::Heap(Box::new(b.into()))
+            Short::Heap(Box::new(b.into()))
         }
     }
 }
 
-impl std::ops::Deref for Firsts {
+impl std::ops::Deref for Short {
     type Target = [u8];
 
     #[inline]
     fn deref(&self) -> &[u8] {
         match self {
-            Firsts::Inline { len, bytes } => &bytes[..*len as usize],
-            Firsts::Heap(b) => b,
+            Short::Inline { len, bytes } => &bytes[..*len as usize],
+            Short::Heap(b) => b,
         }
     }
 }
@@ -77,18 +102,18 @@ impl std::ops::Deref for Firsts {
 impl<T> Default for PrefixTree<T> {
     fn default() -> Self {
         PrefixTree {
-            root: TreeNode::new(SmallKey::new(b""), None),
+            root: TreeNode::new(Short::new(b""), None),
             len: 0,
         }
     }
 }
 
 impl<T> TreeNode<T> {
-    fn new(label: SmallKey, value: Option<T>) -> Self {
+    fn new(label: Short, value: Option<T>) -> Self {
         TreeNode {
             label,
             value,
-            firsts: Firsts::new(b""),
+            firsts: Short::new(b""),
             children: Box::default(),
         }
     }
@@ -112,19 +137,19 @@ impl<T> TreeNode<T> {
     fn insert_child(&mut self, at: usize, c: TreeNode<T>) {
         let mut firsts = self.firsts.to_vec();
         firsts.insert(at, c.label[0]);
-        self.firsts = Firsts::new(&firsts);
+        self.firsts = Short::new(&firsts);
         let mut children = std::mem::take(&mut self.children).into_vec();
         children.reserve_exact(1);
-        children.insert(at, c);
+        children.insert(at, Line(c));
         self.children = children.into_boxed_slice();
     }
 
     fn remove_child(&mut self, at: usize) -> TreeNode<T> {
         let mut firsts = self.firsts.to_vec();
         firsts.remove(at);
-        self.firsts = Firsts::new(&firsts);
+        self.firsts = Short::new(&firsts);
         let mut children = std::mem::take(&mut self.children).into_vec();
-        let out = children.remove(at);
+        let out = children.remove(at).0;
         self.children = crate::fitted::fitted(children);
         out
     }
@@ -155,7 +180,7 @@ impl<T> PrefixTree<T> {
             match node.child(rest[0]) {
                 Err(at) => {
                     self.len += 1;
-                    node.insert_child(at, TreeNode::new(SmallKey::new(rest), Some(make())));
+                    node.insert_child(at, TreeNode::new(Short::new(rest), Some(make())));
                     return node.children[at].value.as_mut().expect("just set");
                 }
                 Ok(i) => {
@@ -164,9 +189,9 @@ impl<T> PrefixTree<T> {
                         // Split the child's label: a new node for the shared part, holding
                         // the old child under the rest of its label.
                         let old = &mut node.children[i];
-                        let tail = SmallKey::new(&old.label[shared..]);
-                        let head = SmallKey::new(&old.label[..shared]);
-                        let mut moved = std::mem::replace(old, TreeNode::new(head, None));
+                        let tail = Short::new(&old.label[shared..]);
+                        let head = Short::new(&old.label[..shared]);
+                        let mut moved = std::mem::replace(&mut old.0, TreeNode::new(head, None));
                         moved.label = tail;
                         old.insert_child(0, moved);
                     }
@@ -223,8 +248,8 @@ impl<T> PrefixTree<T> {
                     let mut only = child.remove_child(0);
                     let mut label = child.label.to_vec();
                     label.extend_from_slice(&only.label);
-                    only.label = SmallKey::new(&label);
-                    *child = only;
+                    only.label = Short::new(&label);
+                    **child = only;
                 }
                 _ => {}
             }
@@ -264,7 +289,7 @@ impl<T> PrefixTree<T> {
                 visit(&key, v);
             }
             let len = key.len();
-            stack.extend(n.children.iter().rev().map(|c| (c, len)));
+            stack.extend(n.children.iter().rev().map(|c| (&c.0, len)));
         }
     }
 }
@@ -534,6 +559,14 @@ impl<T> SegmentedPrefixTree<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_node_is_one_cache_line() {
+        use crate::index::tree::Node;
+        assert_eq!(std::mem::size_of::<TreeNode<Node>>(), 64);
+        assert_eq!(std::mem::size_of::<Line<TreeNode<Node>>>(), 64);
+        assert_eq!(std::mem::align_of::<Line<TreeNode<Node>>>(), 64);
+    }
 
     #[test]
     fn a_segmented_tree_walks_like_a_plain_one() {
