@@ -36,8 +36,9 @@ struct TreeNode<T> {
     children: Box<[Line<TreeNode<T>>]>,
 }
 
-/// A child node on a cache line of its own: a node is 64 bytes, so a level of a walk reads one
-/// line, where at the allocator's 16-byte alignment three nodes in four would straddle two.
+/// A child node on a cache line of its own: a node whose payload is an index node (16 bytes)
+/// is 64 bytes (`a_node_is_one_cache_line`), so a level of a walk reads one line, where at the
+/// allocator's 16-byte alignment three nodes in four would straddle two.
 /// (Only children are aligned: the root sits in its tree, which sits in the index's splits,
 /// and aligning it would pad every split.)
 #[derive(Debug)]
