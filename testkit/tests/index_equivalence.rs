@@ -265,7 +265,7 @@ fn check_workload(
 }
 
 /// The workload's stress families (a header per route, unanchored and Unicode regexes on long
-/// paths, alternations of hundreds of paths): built route by route and by one sync, then
+/// paths, alternations of hundreds of paths, long hosts of their own): built route by route and by one sync, then
 /// churned (a tenth of the routes changed by sync, routes added and removed one by one, a sync
 /// back), every mix's requests checked after every step, those of the table before the step
 /// too.
@@ -275,7 +275,7 @@ fn stress_families_match_the_reference_through_churn() {
     for family in Family::stress() {
         // a debug build compiles Unicode `\w{30}` in a tenth of a second, twice (reference)
         let n = match family {
-            Family::FieldPerRoute => 2000,
+            Family::FieldPerRoute | Family::LongHosts => 2000,
             Family::Alternations => 60,
             _ => 8,
         };

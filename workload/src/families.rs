@@ -565,11 +565,12 @@ pub(crate) fn generate(counts: &[(Family, usize)], rng: &mut Rng) -> Vec<(Family
         out.push((Family::PathOnly, path_only(&mut hostless, rng)));
     }
     type Stress = fn(usize, &mut Rng) -> Vec<Shape>;
-    let stress: [(Family, Stress); 4] = [
+    let stress: [(Family, Stress); 5] = [
         (Family::FieldPerRoute, stress::field_per_route),
         (Family::UnanchoredRegex, stress::unanchored_regexes),
         (Family::Alternations, stress::alternations),
         (Family::UnicodeClasses, stress::unicode_classes),
+        (Family::LongHosts, stress::long_hosts),
     ];
     for (family, generate) in stress {
         let n = count(family);

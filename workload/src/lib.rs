@@ -171,6 +171,9 @@ pub enum Family {
     Alternations,
     /// Stress: regexes of Unicode classes (`\p{L}+`, `[à-ÿ]`, `\w`) on non-ASCII paths.
     UnicodeClasses,
+    /// Stress: every route on a long host of its own (70 to 100 bytes), exact or wildcard, under
+    /// a few shared domains.
+    LongHosts,
 }
 
 impl Family {
@@ -228,18 +231,20 @@ impl Family {
             Family::UnanchoredRegex => "unanchored-regex",
             Family::Alternations => "alternations",
             Family::UnicodeClasses => "unicode-classes",
+            Family::LongHosts => "long-hosts",
         }
     }
 
     /// The stress families ([`stress`]): outside the mixed table and [`Family::all`], each
     /// benchmarked and tested on its own, at sizes of its own (their routes cost far more to
     /// build and, for the regex families, to match than a gateway family's).
-    pub fn stress() -> [Family; 4] {
+    pub fn stress() -> [Family; 5] {
         [
             Family::FieldPerRoute,
             Family::UnanchoredRegex,
             Family::Alternations,
             Family::UnicodeClasses,
+            Family::LongHosts,
         ]
     }
 

@@ -11,6 +11,9 @@
 //!   (`^/(a|b|…)$`), and routes that are a `||` of many paths.
 //! * `unicode-classes`: regexes of Unicode classes (`\p{L}+`, `[à-ÿ]`, `\w`), some `(?i)`, some
 //!   anchored under a literal prefix, on non-ASCII paths.
+//! * `long-hosts`: every route on a long host of its own (70 to 100 bytes, under a few shared
+//!   domains), exact or wildcard: the host keys' unique parts are longer than a radix node
+//!   holds in place.
 //!
 //! The public constructors build one route of each shape, for tables made with
 //! [`crate::Table::from_shapes`] (the benchmarks' fixed cases: 500 routes of `\w{30}x<i>` on
@@ -103,6 +106,39 @@ pub fn own_header(i: usize) -> Shape {
         any: false,
         lower: false,
     })])
+}
+
+/// The domains the long hosts share (a region each): what their keys have in common.
+const LONG_DOMAINS: &[&str] = &[
+    "customer-eu-west-1.example-enterprise-gateway.com",
+    "customer-us-east-2.example-enterprise-gateway.com",
+    "customer-ap-southeast-1.example-enterprise-gateway.com",
+    "services.internal.platform.example-corporation.net",
+];
+
+/// `n` routes, each on a host of its own, `tenant-<i>-<word>-<word>.<domain>` (70 to 100 bytes):
+/// half exact (`http.host == "..."`), half wildcards (`http.host =^ ".<host>"`), each with a path
+/// prefix. The shared domains make the host keys share long tails, and the tenant part (over
+/// 20 bytes) is each key's own.
+pub(crate) fn long_hosts(n: usize, rng: &mut Rng) -> Vec<Shape> {
+    (0..n)
+        .map(|i| {
+            let host = format!(
+                "{}-{}-{}.{}",
+                tag("tenant-", i),
+                rng.pick_str(WORDS),
+                rng.pick_str(WORDS),
+                rng.pick_str(LONG_DOMAINS)
+            );
+            let host = if i % 2 == 0 {
+                Cond::Host(host)
+            } else {
+                Cond::HostSuffix(format!(".{host}"))
+            };
+            let path = format!("/{}/", rng.pick_str(WORDS));
+            Shape::new(vec![host, Cond::Path(vec![PathMatch::Prefix(path)])])
+        })
+        .collect()
 }
 
 /// Hosts of the field-per-route routes that name one.
