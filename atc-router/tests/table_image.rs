@@ -73,13 +73,22 @@ fn answer(ctx: &Context) -> Option<Answer> {
     Some((m.id(), m.priority(), values, captures))
 }
 
-/// The router and an `ImageRouter` of its image give every request the same answer.
-fn check_answers(name: &str, table: &Table, per_mix: usize) {
+/// The router and an `ImageRouter` of its image give every request the same answer, whether
+/// the image's regexes were compiled when it was opened (`eager`) or by the requests.
+fn check_answers(name: &str, table: &Table, per_mix: usize, eager: bool) {
     let schema = schema();
     let router = router(table, &schema);
     let image = ImageRouter::from_bytes(common::workload_schema(), router.to_image().unwrap())
         .unwrap_or_else(|e| panic!("{name}: {e}"));
     assert_eq!(image.len(), router.len());
+    if eager {
+        let (count, _) = image.regexes();
+        assert_eq!(
+            image.compile_regexes(),
+            count,
+            "{name}: every regex compiles"
+        );
+    }
     let mut ctx = Context::new(schema.clone());
     let mut image_ctx = Context::new(image.schema().clone());
     let (mut routed, mut total) = (0, 0);
@@ -107,11 +116,23 @@ fn check_answers(name: &str, table: &Table, per_mix: usize) {
 
 #[test]
 fn an_image_router_answers_as_the_router_on_every_family() {
-    for family in Family::all() {
+    for (i, family) in Family::all().into_iter().enumerate() {
         let table = Table::family(family, 2_000, 23);
-        check_answers(family.name(), &table, 40);
+        check_answers(family.name(), &table, 40, i % 2 == 0);
     }
-    check_answers("mixed 5k", &Table::generate(5_000, 3, true), 60);
+    check_answers(
+        "rest-api, regexes compiled",
+        &Table::family(Family::RestApi, 2_000, 5),
+        40,
+        true,
+    );
+    check_answers("mixed 5k", &Table::generate(5_000, 3, true), 60, false);
+    check_answers(
+        "mixed 5k, regexes compiled",
+        &Table::generate(5_000, 3, true),
+        60,
+        true,
+    );
 }
 
 #[test]

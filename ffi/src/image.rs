@@ -197,8 +197,10 @@ pub unsafe extern "C" fn atc_router_published(
 /// `schema`: an image router, or NULL with the reason in `errbuf` (`ATC_ERR_IMAGE`: missing,
 /// unreadable, not an image, corrupt, truncated, of another library version or another
 /// schema's fields). Holds the calling thread for the check (milliseconds at 100,000 routes):
-/// a worker switching tables uses `atc_image_open_start`. Free it with
-/// `atc_image_router_free`.
+/// a worker switching tables uses `atc_image_open_start`. Its regexes are compiled by the
+/// first request that evaluates each (`atc_image_open_start` also takes those the table in
+/// force compiled).
+/// Free it with `atc_image_router_free`.
 ///
 /// # Safety
 /// `schema` is a live handle; `path` points to `path_len` bytes; `errbuf` to `*errbuf_len`
@@ -223,7 +225,10 @@ pub unsafe extern "C" fn atc_image_router_open(
 
 /// Starts mapping and checking the image file at `path` on a thread of its own, and returns at
 /// once: poll `atc_image_open_ready`, then `atc_image_open_finish` takes the image router. NULL
-/// (reason in `errbuf`) only for bad arguments.
+/// (reason in `errbuf`) only for bad arguments. The thread also gives the image the compiled
+/// regexes an image router of this process holds for the same sources (the table in force):
+/// after a push, requests compile only regexes this process never compiled (each is compiled
+/// by the first request that evaluates it).
 ///
 /// # Safety
 /// As `atc_image_router_open`.
@@ -245,8 +250,12 @@ pub unsafe extern "C" fn atc_image_open_start(
         let thread = std::thread::Builder::new()
             .name("atc-image-open".into())
             .spawn(move || {
-                let opened = std::panic::catch_unwind(|| open(schema, &path))
-                    .unwrap_or_else(|_| Err(image_fail("opening the image panicked")));
+                let opened = std::panic::catch_unwind(|| {
+                    let router = open(schema, &path)?;
+                    router.reuse_regexes();
+                    Ok(router)
+                })
+                .unwrap_or_else(|_| Err(image_fail("opening the image panicked")));
                 *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(opened);
             })
             .map_err(|e| image_fail(format_args!("starting the opening thread: {e}")))?;

@@ -18,4 +18,5 @@ pub(crate) mod regex;
 pub(crate) mod regex_cache;
 pub(crate) mod regex_long_text;
 pub(crate) mod regex_shape;
+pub(crate) mod regex_shelf;
 pub(crate) mod resolve;

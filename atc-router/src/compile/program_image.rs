@@ -15,8 +15,9 @@
 //!   offset in the set words and its element count (strings as offset and length pairs in
 //!   byte order, integers as low and high words ascending, networks as arena offsets).
 //!
-//! Regexes are written as their source text and compiled in the process that first evaluates
-//! them ([`RegexSlots`]): regex-automata's capture engines have no serialized form.
+//! Regexes are written as their source text and compiled in the process that reads the image
+//! ([`RegexSlots`]), by the first request that evaluates each unless another image router of
+//! the process holds it already: regex-automata's capture engines have no serialized form.
 //!
 //! Invariant: [`check`] runs over every program when an image is opened, so the evaluator's
 //! walks over an image program always move forward inside it and nest no deeper than the
@@ -29,6 +30,7 @@ use std::sync::{Arc, OnceLock};
 use crate::compile::code_view::{CodeView, LitRef, PredRef, SetRef, Shape, Step};
 use crate::compile::program::{Code, Instr, Lit, Set};
 use crate::compile::regex::CompiledRegex;
+use crate::compile::regex_shelf;
 use crate::image::Words;
 use crate::language::Op;
 use crate::schema::{FieldId, FieldMask};
@@ -193,7 +195,11 @@ impl ProgramWriter {
     }
 }
 
-/// An image's regexes, compiled in this process the first time a request needs each.
+/// An image's regexes, compiled in this process: each the first time a request needs it, or
+/// all at once by [`RegexSlots::compile_all`]; [`RegexSlots::reuse_all`] (what opening an
+/// image on a thread does) takes those another image router of the process holds. Every
+/// compile goes through the process's shelf (`regex_shelf.rs`), so a regex another image
+/// router holds is taken, not compiled again.
 #[derive(Debug)]
 pub(crate) struct RegexSlots {
     size_limit: usize,
@@ -220,7 +226,8 @@ impl RegexSlots {
         }
     }
 
-    /// The first request to need regex `n` compiles it (once, whichever thread gets there).
+    /// Regex `n`, compiled (or taken from the shelf) if it is not yet (once, whichever thread
+    /// gets there).
     #[cold]
     fn compile<'a>(
         &self,
@@ -233,16 +240,57 @@ impl RegexSlots {
             let i = n as usize * 2;
             let (at, len) = (sources.get(i)? as usize, sources.get(i + 1)? as usize);
             let source = std::str::from_utf8(bytes.get(at..at.checked_add(len)?)?).ok()?;
-            CompiledRegex::new(source, self.size_limit)
-                .ok()
-                .map(CompiledRegex::shared)
+            regex_shelf::get_or_compile(source, self.size_limit)
         })
         .as_deref()
     }
 
-    /// How many have been compiled here.
+    /// Takes, for every regex not compiled yet, the compiled regex another image router of
+    /// this process holds for its source; compiles nothing. Returns how many are compiled now.
+    pub(crate) fn reuse_all(&self, sources: Words<'_>, bytes: &[u8]) -> usize {
+        for (n, slot) in self.compiled.iter().enumerate() {
+            if slot.get().is_none() {
+                let i = n * 2;
+                let source = match (sources.get(i), sources.get(i + 1)) {
+                    (Some(at), Some(len)) => (at as usize)
+                        .checked_add(len as usize)
+                        .and_then(|end| bytes.get(at as usize..end))
+                        .and_then(|b| std::str::from_utf8(b).ok()),
+                    _ => None,
+                };
+                if let Some(found) = source.and_then(|s| regex_shelf::lookup(s, self.size_limit)) {
+                    let _ = slot.set(Some(found));
+                }
+            }
+        }
+        self.compiled()
+    }
+
+    /// Compiles every regex not compiled yet; returns how many are compiled now.
+    pub(crate) fn compile_all(&self, sources: Words<'_>, bytes: &[u8]) -> usize {
+        for (n, slot) in self.compiled.iter().enumerate() {
+            if slot.get().is_none() {
+                let _ = self.compile(slot, n as u32, sources, bytes);
+            }
+        }
+        self.compiled()
+    }
+
+    /// How many have been compiled here (a source that did not compile is not counted).
     pub(crate) fn compiled(&self) -> usize {
-        self.compiled.iter().filter(|s| s.get().is_some()).count()
+        self.compiled
+            .iter()
+            .filter(|s| s.get().is_some_and(Option::is_some))
+            .count()
+    }
+
+    /// The compiled regexes, for tests that check which are shared.
+    #[cfg(test)]
+    pub(crate) fn all_compiled(&self) -> Vec<Arc<CompiledRegex>> {
+        self.compiled
+            .iter()
+            .filter_map(|s| s.get()?.clone())
+            .collect()
     }
 }
 
