@@ -10,7 +10,10 @@
 --   img:retire(path)          -- unmapped on a thread; the file removed once no worker maps it
 --
 -- An image router has the read side of a router: execute, get_fields, key_fields and
--- needed_fields (two-phase matching, as a router's), len.
+-- needed_fields (two-phase matching, as a router's), len. Its regexes are compiled in this
+-- process, each by the first request that evaluates it; open_start's thread first takes those
+-- an image router of this worker already compiled (the table in force), so after a push only
+-- regexes the worker never compiled are left to compile.
 --
 -- Invariants:
 -- * A refused image (missing, corrupt, truncated, another library version or schema) gives
