@@ -237,10 +237,7 @@ impl RegexSlots {
         bytes: &[u8],
     ) -> Option<&'a CompiledRegex> {
         slot.get_or_init(|| {
-            let i = n as usize * 2;
-            let (at, len) = (sources.get(i)? as usize, sources.get(i + 1)? as usize);
-            let source = std::str::from_utf8(bytes.get(at..at.checked_add(len)?)?).ok()?;
-            regex_shelf::get_or_compile(source, self.size_limit)
+            regex_shelf::get_or_compile(source(n, sources, bytes)?, self.size_limit)
         })
         .as_deref()
     }
@@ -250,15 +247,9 @@ impl RegexSlots {
     pub(crate) fn reuse_all(&self, sources: Words<'_>, bytes: &[u8]) -> usize {
         for (n, slot) in self.compiled.iter().enumerate() {
             if slot.get().is_none() {
-                let i = n * 2;
-                let source = match (sources.get(i), sources.get(i + 1)) {
-                    (Some(at), Some(len)) => (at as usize)
-                        .checked_add(len as usize)
-                        .and_then(|end| bytes.get(at as usize..end))
-                        .and_then(|b| std::str::from_utf8(b).ok()),
-                    _ => None,
-                };
-                if let Some(found) = source.and_then(|s| regex_shelf::lookup(s, self.size_limit)) {
+                let found = source(n as u32, sources, bytes)
+                    .and_then(|s| regex_shelf::lookup(s, self.size_limit));
+                if let Some(found) = found {
                     let _ = slot.set(Some(found));
                 }
             }
@@ -292,6 +283,14 @@ impl RegexSlots {
             .filter_map(|s| s.get()?.clone())
             .collect()
     }
+}
+
+/// The source text of regex `n` of the image whose regex table is `sources` (offset and length
+/// pairs over `bytes`); `None` when it is outside the bytes or not UTF-8.
+fn source<'b>(n: u32, sources: Words<'_>, bytes: &'b [u8]) -> Option<&'b str> {
+    let i = n as usize * 2;
+    let (at, len) = (sources.get(i)? as usize, sources.get(i + 1)? as usize);
+    std::str::from_utf8(bytes.get(at..at.checked_add(len)?)?).ok()
 }
 
 /// What every program of one image shares: the arenas, the regexes, the field map.
