@@ -48,7 +48,7 @@ pub const TABLE_SEED: u64 = 1;
 /// The seed of every benchmark request list (`requests(table, mix, count, REQUEST_SEED)`).
 pub const REQUEST_SEED: u64 = 42;
 
-/// A router holding `table`, built one `add` at a time.
+/// A router holding `table`, built one `add` at a time, then [`Router::settle`]d.
 pub fn build(table: &Table, schema: &Arc<Schema>) -> Router {
     let mut r = Router::new(schema.clone());
     for route in &table.routes {
@@ -59,6 +59,8 @@ pub fn build(table: &Table, schema: &Arc<Schema>) -> Router {
         )
         .unwrap_or_else(|e| panic!("{}\n{e}", route.expression));
     }
+    // As the docs ask of a table loaded route by route: its flat index written whole once.
+    r.settle();
     r
 }
 

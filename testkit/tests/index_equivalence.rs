@@ -65,8 +65,16 @@ proptest! {
             .collect();
         let mut whole = Router::new(schema.clone());
         whole.sync(&specs, SyncMode::AllOrNothing).unwrap();
+        // The flat index from 8 routes, written again every 4 changes: a table added route by
+        // route is matched from flat forms of every size, each with an overlay of 0 to 3 routes.
+        let mut flat = Router::new(schema.clone());
+        flat.set_flat_policy(8, 4);
+        for (i, (r, text)) in table.routes.iter().zip(&texts).enumerate() {
+            flat.add(id(i), r.priority, text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        }
         check(&one_by_one, &schema, &table, &reqs);
         check(&whole, &schema, &table, &reqs);
+        check(&flat, &schema, &table, &reqs);
     }
 
     /// Churn: adds, removes, changes and syncs, checked after every step.
@@ -77,6 +85,19 @@ proptest! {
         reqs in reqs_strategy(),
     ) {
         churn(Router::new(tables::schema()), initial, ops, &reqs);
+    }
+
+    /// Churn through the flat index: from 4 routes, written again every 6 changes, so that
+    /// removed base routes, reused slots and overlay routes meet in every step.
+    #[test]
+    fn churn_through_the_flat_index_keeps_every_route_reachable(
+        initial in tables::table_strategy(0..100),
+        ops in tables::ops_strategy(1..60),
+        reqs in reqs_strategy(),
+    ) {
+        let mut router = Router::new(tables::schema());
+        router.set_flat_policy(4, 6);
+        churn(router, initial, ops, &reqs);
     }
 }
 

@@ -9,6 +9,7 @@ use crate::index::{Entry, LevelBufs};
 #[cfg(feature = "diagnostics")]
 use crate::reference;
 use crate::router::context::Context;
+use crate::schema::values::Values;
 use crate::schema::FieldMask;
 
 /// At most this many candidates, and as many routes of the fallback list, are prefetched by
@@ -105,7 +106,7 @@ impl Router {
         }
         // The candidates `needed_fields` found for this request, if no key field has changed.
         let cached = ctx.candidates.by == Some((self.uid, self.version))
-            && ctx.values.added() & self.index.key_fields() == 0;
+            && ctx.values.added() & self.key_fields() == 0;
         let cache = if cached {
             std::mem::take(&mut ctx.candidates.entries)
         } else {
@@ -118,7 +119,8 @@ impl Router {
                 ordered,
                 lowered,
                 levels,
-                ..
+                image_levels,
+                ranks,
             } = scratch;
             let mut holds = |slot: &u32| {
                 let found = matcher::eval(self.programs.code(*slot), values, lowered, w);
@@ -131,6 +133,15 @@ impl Router {
                 cache.iter().find(|s| holds(s))
             } else if let Some(leaf) = self.index.only_leaf() {
                 leaf.iter().find(|s| holds(s))
+            } else if let Some(flat) = &self.flat {
+                candidates.clear();
+                let in_order = flat.candidates(values, image_levels, levels, ranks, candidates);
+                if in_order || candidates.len() <= 1 {
+                    candidates.iter().find(|s| holds(s))
+                } else {
+                    self.sort_by_order(candidates, ordered);
+                    ordered.iter().map(|(_, s)| s).find(|s| holds(s))
+                }
             } else {
                 candidates.clear();
                 self.index.candidates(values, levels, candidates);
@@ -159,7 +170,31 @@ impl Router {
     /// The fields the indexes look values up in: phase 1 of a
     /// [two-phase match](crate#two-phase-matching) adds every value of these before asking [`Router::needed_fields`].
     pub fn key_fields(&self) -> FieldMask {
-        self.index.key_fields()
+        // The tree's and the flat index's: the first two-phase match after a change may be
+        // asked of either.
+        self.index.key_fields() | self.flat.as_ref().map_or(0, |f| f.key_fields())
+    }
+
+    /// Puts the slot of every route the request may match in `out` (cleared first), distinct
+    /// and in routing order: from the flat index when the router has one, else the tree.
+    fn candidates_in_order(&self, values: &Values, s: &mut Scratch, out: &mut Vec<u32>) {
+        out.clear();
+        let in_order = match &self.flat {
+            Some(flat) => flat.candidates(
+                values,
+                &mut s.image_levels,
+                &mut s.levels,
+                &mut s.ranks,
+                out,
+            ),
+            None => {
+                self.index.candidates(values, &mut s.levels, out);
+                false
+            }
+        };
+        if !in_order {
+            self.put_in_routing_order(out, &mut s.ordered);
+        }
     }
 
     /// Phase 2 of a [two-phase match](crate#two-phase-matching): with every value of the
@@ -171,14 +206,9 @@ impl Router {
         if self.broken || !Arc::ptr_eq(&self.schema, ctx.schema()) {
             return FieldMask::MAX;
         }
-        let mut mask = self.index.key_fields();
+        let mut mask = self.key_fields();
         let mut found = std::mem::take(&mut ctx.candidates.entries);
-        found.clear();
-        with_scratch(|s| {
-            self.index
-                .candidates(&ctx.values, &mut s.levels, &mut found);
-            self.put_in_routing_order(&mut found, &mut s.ordered);
-        });
+        with_scratch(|s| self.candidates_in_order(&ctx.values, s, &mut found));
         for (i, slot) in found.iter().enumerate() {
             mask |= self.needs.of(*slot);
             if i < PREFETCH_MAX {
@@ -234,11 +264,11 @@ impl Router {
     #[cfg(feature = "diagnostics")]
     pub fn candidate_count(&self, ctx: &mut Context) -> usize {
         with_scratch(|s| {
-            s.candidates.clear();
-            self.index
-                .candidates(&ctx.values, &mut s.levels, &mut s.candidates);
-            self.put_in_routing_order(&mut s.candidates, &mut s.ordered);
-            s.candidates.len()
+            let mut found = std::mem::take(&mut s.candidates);
+            self.candidates_in_order(&ctx.values, s, &mut found);
+            let n = found.len();
+            s.candidates = found;
+            n
         })
     }
 

@@ -21,6 +21,7 @@ mod catalog;
 mod chunked;
 pub(crate) mod context;
 mod explain;
+mod flat_index;
 mod id_map;
 #[cfg(feature = "diagnostics")]
 pub(crate) mod image_index;
@@ -51,6 +52,7 @@ pub use sync::{
 pub use table_image::{ImageBytes, ImageRouter};
 
 use catalog::{Catalog, CatalogRow};
+use flat_index::FlatIndex;
 use id_map::{IdMap, SlotIds};
 use reference_view::ReferenceView;
 
@@ -144,6 +146,11 @@ pub struct Router {
     /// Route id to slot (the ids themselves are the catalog's).
     ids: IdMap,
     index: Index,
+    /// The index in the form requests walk once the table is large (see [`flat_index`]):
+    /// written from `index`, with the routes changed since in an overlay.
+    flat: Option<Box<FlatIndex>>,
+    /// When to write `flat`: from how many routes, and after how many changes at least.
+    flat_policy: FlatPolicy,
     regexes: RegexCache,
     field_use: HashMap<FieldId, usize>,
     /// The fields of each route and of the key and fallback sets (see [`crate::needs`]).
@@ -223,6 +230,23 @@ impl Drop for Router {
     }
 }
 
+/// When a router matches with a flat index (see [`Router::settle_flat`]).
+#[derive(Debug, Clone, Copy)]
+struct FlatPolicy {
+    min_routes: usize,
+    min_changes: usize,
+}
+
+impl FlatPolicy {
+    /// Below 1,024 routes a tree is at most a few hundred kilobytes, read from cache: the flat
+    /// form would walk no faster and cost its memory and its writing. 256 changes at least
+    /// between writes keeps a table just past the threshold from being written over and over.
+    const DEFAULT: FlatPolicy = FlatPolicy {
+        min_routes: 1024,
+        min_changes: 256,
+    };
+}
+
 #[cold]
 #[inline(never)]
 fn broken_router() -> ! {
@@ -254,6 +278,8 @@ impl Router {
             ids: IdMap::default(),
             reference: OnceLock::new(),
             index: Index::default(),
+            flat: None,
+            flat_policy: FlatPolicy::DEFAULT,
             regexes: RegexCache::default(),
             field_use: HashMap::default(),
             needs: Needs::default(),
@@ -315,8 +341,79 @@ impl Router {
     fn changing<T>(&mut self, change: impl FnOnce(&mut Router) -> T) -> T {
         self.broken = true;
         let out = change(self);
+        self.settle_flat();
         self.broken = false;
         out
+    }
+
+    /// Writes the flat index when the table has grown large enough for one, or again when the
+    /// changes since it was written amount to half the routes it was written with (so writing
+    /// it costs each change a share of a route's build, and the overlay stays under half the
+    /// table); drops it when the table has shrunk to half the size that calls for one.
+    fn settle_flat(&mut self) {
+        let FlatPolicy {
+            min_routes,
+            min_changes,
+        } = self.flat_policy;
+        if self.pending_index.is_some() {
+            return;
+        }
+        let due = match &self.flat {
+            None => self.len() >= min_routes,
+            Some(_) if self.len() < min_routes / 2 => {
+                self.flat = None;
+                false
+            }
+            Some(f) => f.changes() >= min_changes.max(f.written() / 4),
+        };
+        if due {
+            self.write_flat();
+        }
+    }
+
+    fn write_flat(&mut self) {
+        // The old form goes first: the two are never held at once.
+        self.flat = None;
+        let in_order: Vec<u32> = self.slots_in_order().map(|(_, slot)| slot).collect();
+        self.flat = FlatIndex::write(&self.index, &in_order, self.catalog.len()).map(Box::new);
+    }
+
+    /// Writes the router's flat index again now if routes changed since it was written, so that
+    /// requests walk it alone, without the overlay of the routes changed since (see
+    /// `docs/architecture.md`, "The flat index"). A router writes it by itself when a table
+    /// reaches 1,024 routes, when a sync rebuilds it, and when the changes since the last
+    /// writing reach a quarter of the table; a caller that has just loaded a large table
+    /// route by route with [`Router::add`] calls this once after the last route. It costs
+    /// about a microsecond per route (a tenth of adding them); nothing on a table below 1,024
+    /// routes, which matches without one.
+    pub fn settle(&mut self) {
+        let stale = match &self.flat {
+            None => self.len() >= self.flat_policy.min_routes,
+            Some(f) => f.changes() > 0,
+        };
+        if stale && !self.broken && self.pending_index.is_none() {
+            self.changing(|r| r.write_flat());
+        }
+    }
+
+    /// Sets when the router matches with a flat index (see `flat_index.rs`): from `min_routes`
+    /// routes, written again after `min_changes` changes at least. For tests that need the
+    /// flat index and its overlay on small tables.
+    #[doc(hidden)]
+    pub fn set_flat_policy(&mut self, min_routes: usize, min_changes: usize) {
+        self.flat_policy = FlatPolicy {
+            min_routes,
+            min_changes,
+        };
+        self.flat = None;
+        self.settle_flat();
+    }
+
+    /// Whether requests walk the flat index: how many routes changed since it was written, and
+    /// its bytes (nodes, leaf entries, key bytes, maps).
+    #[doc(hidden)]
+    pub fn flat_state(&self) -> Option<(usize, [usize; 4])> {
+        self.flat.as_ref().map(|f| (f.changes(), f.sizes()))
     }
 
     /// Whether a panic interrupted a change of this router part-way (an add, a remove, the
@@ -431,9 +528,13 @@ impl Router {
         let reqs = requirements(&self.programs.code(slot));
         match &mut self.pending_index {
             Some(pending) => pending.push(((order, slot), reqs)),
-            None => self
-                .index
-                .insert((order, slot), &reqs, &Programs(&self.programs)),
+            None => {
+                let all = Programs(&self.programs);
+                self.index.insert((order, slot), &reqs, &all);
+                if let Some(flat) = &mut self.flat {
+                    flat.inserted((order, slot), &reqs, &all);
+                }
+            }
         }
         // Into the id map before the slot is live (see `IdMap::insert`).
         let ids = Ids {
@@ -461,7 +562,11 @@ impl Router {
             (None, None) => self.resolve_again(slot),
         };
         let reqs = requirements(&self.programs.code(slot));
-        self.index.remove(slot, &reqs, &Programs(&self.programs));
+        let all = Programs(&self.programs);
+        self.index.remove(slot, &reqs, &all);
+        if let Some(flat) = &mut self.flat {
+            flat.removed(slot, &reqs, &all);
+        }
         let ids = Ids {
             catalog: &self.catalog,
             programs: &self.programs,

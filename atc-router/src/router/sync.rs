@@ -370,6 +370,7 @@ impl Router {
         match fresh {
             Some(mut f) => {
                 f.index = Index::build(f.pending_index.take().unwrap_or_default());
+                f.settle_flat();
                 // Every regex the fresh routes hold, compiled now or taken over from this router.
                 f.regexes.register_in_use(regexes.into_compiled());
                 plan.rebuilt = Some(Box::new(f));
@@ -453,6 +454,7 @@ impl Router {
     /// index once at the end, to be the plan's fresh router.
     fn fresh_router<D: Desired>(&self, desired: &[D]) -> Router {
         let mut f = Router::with_limits(self.schema.clone(), self.limits);
+        f.flat_policy = self.flat_policy;
         f.reserve(desired);
         f.pending_index = Some(Vec::with_capacity(desired.len()));
         f

@@ -97,7 +97,7 @@ const COMMANDS: &[Command] = &[
     Command {
         name: "hot",
         synopsis: "--routes N --family F --mix M [--plain|--captures] [--iters K] \
-                   [--requests R] [--candidates-only|--image|--image-router|--whole|--matchit]",
+                   [--requests R] [--tree] [--candidates-only|--image|--image-router|--whole|--matchit]",
         about: "a tight request loop for perf and callgrind; prints ns per request",
         opts: &[
             Opt {
@@ -134,6 +134,12 @@ const COMMANDS: &[Command] = &[
                 name: "--requests",
                 value: Some("R"),
                 help: "distinct requests in rotation (default 256, as the bench)",
+            },
+            Opt {
+                name: "--tree",
+                value: None,
+                help: "match from the index's tree alone, without its flat form (what a table \
+                       below 1,024 routes does)",
             },
             Opt {
                 name: "--candidates-only",
@@ -417,7 +423,11 @@ fn hot(a: &Parsed) -> Result<(), String> {
 
     let schema = schema();
     let table = Table::family(family, n, TABLE_SEED);
-    let router = build(&table, &schema);
+    let mut router = build(&table, &schema);
+    if a.switch("--tree") {
+        router.set_flat_policy(usize::MAX, usize::MAX);
+    }
+    let router = router;
     // As the bench: twice the requests, split by the winner, the first `count` of the side asked.
     let (mut ctxs, kind) = if plain || captures {
         let (p, c) = split_by_captures(&router, contexts(&table, &schema, mix, 2 * count));
