@@ -138,7 +138,28 @@ fn a_request_cycle_allocates_nothing_in_steady_state() {
             .add(Uuid::from_bytes(r.id), r.priority, &r.expression)
             .unwrap();
     }
+    // Walking the tree (a table loaded route by route, not yet settled), then the flat index
+    // with an overlay of routes added since, then the flat index alone.
     assert_steady("router", &schema, &table, &router);
+    router.settle();
+    let more = Table::generate(100, 6, true).routes;
+    for r in &more {
+        router
+            .add(Uuid::from_bytes(r.id), r.priority, &r.expression)
+            .unwrap();
+    }
+    assert_eq!(
+        router.flat_state().map(|(changes, _)| changes),
+        Some(more.len())
+    );
+    assert_steady(
+        "router with a flat index and an overlay",
+        &schema,
+        &table,
+        &router,
+    );
+    router.settle();
+    assert_steady("router with a flat index", &schema, &table, &router);
     // The same table matched from its image (what a worker sharing a node's table runs).
     let image = ImageRouter::from_bytes(schema.clone(), router.to_image().unwrap()).unwrap();
     assert_steady("image router", &schema, &table, &image);

@@ -83,6 +83,7 @@ lua_tests!(
     router_add_and_errors,
     router_priority_and_ties,
     router_remove,
+    router_settle,
     router_get_fields_and_validate,
     router_field_masks,
     router_key_and_needed_fields,

@@ -267,6 +267,39 @@ function T.router_remove()
     eq(#r:get_fields(), 0)
 end
 
+-- A table past the flat index's threshold, loaded with add_matcher, settled, then changed: the
+-- same answers before, between and after.
+function T.router_settle()
+    local s = http_schema()
+    local r = router.new(s)
+    local function id(i)
+        return string.format("00000000-0000-4000-8000-%012d", i)
+    end
+    for i = 1, 1500 do
+        assert(r:add_matcher(i, id(i), 'http.path == "/p/' .. i .. '"'))
+    end
+    local c = context.new(s)
+    local function route_of(path)
+        c:reset()
+        assert(c:add_value("http.path", path))
+        if r:execute(c) then
+            return c:get_result()
+        end
+    end
+    eq(route_of("/p/700"), id(700))
+    r:settle()
+    eq(route_of("/p/700"), id(700))
+    eq(route_of("/p/1501"), nil)
+    eq(r:remove_matcher(id(700)), true)
+    assert(r:add_matcher(1, id(1501), 'http.path == "/p/1501"'))
+    eq(route_of("/p/700"), nil)
+    eq(route_of("/p/1501"), id(1501))
+    r:settle()
+    eq(route_of("/p/700"), nil)
+    eq(route_of("/p/1501"), id(1501))
+    eq(route_of("/p/1"), id(1))
+end
+
 function T.router_get_fields_and_validate()
     local s = http_schema()
     local r = router.new(s)

@@ -272,6 +272,8 @@ impl Worker {
             Some(mut s) => match s.prepare_sync_with(&specs, mode, &stop, false) {
                 Ok(plan) => {
                     let report = s.apply(plan);
+                    // Here, off the request path, and not on the caller's thread.
+                    s.settle_if_due();
                     Some((s, Ok(report)))
                 }
                 Err(Stopped::Rebuild(counts)) => {
@@ -392,6 +394,7 @@ impl Worker {
                         match old.prepare_sync_with(&specs, *mode, stop, false) {
                             Ok(plan) => {
                                 old.apply(plan);
+                                old.settle_if_due();
                                 Some(old)
                             }
                             Err(_) => None,

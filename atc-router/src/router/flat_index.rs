@@ -54,8 +54,14 @@ pub(super) struct FlatIndex {
     live: Box<[u64]>,
     /// Base routes removed since the flat form was written.
     dead: usize,
-    /// The routes inserted since, in a tree of their own.
+    /// The routes inserted since, in a tree of their own; the first of them alone in `single`.
     overlay: Index,
+    /// The one route inserted since, while it is the only one. The tree splits its root for
+    /// even one route, and choosing that split costs several microseconds, which a table whose
+    /// one route keeps changing (the common push) would pay on every change: one candidate more
+    /// per request costs less.
+    single: Option<u32>,
+    /// Routes inserted since: in `single` or in `overlay`.
     overlay_routes: usize,
     /// The fields the flat form looks values up in.
     written_key_fields: FieldMask,
@@ -105,6 +111,7 @@ impl FlatIndex {
             live: live.into_boxed_slice(),
             dead: 0,
             overlay: Index::default(),
+            single: None,
             overlay_routes: 0,
             written_key_fields,
         })
@@ -139,7 +146,16 @@ impl FlatIndex {
 
     /// A route put in `e`'s slot since the flat form was written.
     pub(super) fn inserted(&mut self, e: Entry, reqs: &[Requirement], all: &dyn Requirements) {
-        self.overlay.insert(e, reqs, all);
+        if self.overlay_routes == 0 {
+            self.single = Some(e.1);
+        } else {
+            if let Some(first) = self.single.take() {
+                let first_reqs = all.of(first);
+                self.overlay
+                    .insert((all.order(first), first), &first_reqs, all);
+            }
+            self.overlay.insert(e, reqs, all);
+        }
         self.overlay_routes += 1;
     }
 
@@ -151,6 +167,10 @@ impl FlatIndex {
                 *rank = NO_RANK;
                 self.live[r / 64] &= !(1 << (r % 64));
                 self.dead += 1;
+            }
+            _ if self.single == Some(slot) => {
+                self.single = None;
+                self.overlay_routes -= 1;
             }
             _ => {
                 self.overlay.remove(slot, reqs, all);
@@ -197,6 +217,10 @@ impl FlatIndex {
         if self.overlay_routes == 0 {
             return true;
         }
+        if let Some(slot) = self.single {
+            out.push(slot);
+            return out.len() == 1;
+        }
         let before = out.len();
         self.overlay.candidates(ctx, tree, out);
         out.len() == before
@@ -210,4 +234,114 @@ fn words(b: &[u8]) -> Words<'_> {
 
 fn le_bytes(words: &[u32]) -> Box<[u8]> {
     words.iter().flat_map(|w| w.to_le_bytes()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use uuid::Uuid;
+
+    use crate::router::{Context, Router};
+    use crate::schema::Schema;
+    use crate::value::Type;
+
+    fn router() -> Router {
+        let mut schema = Schema::new();
+        schema.add_field("http.path", Type::String).unwrap();
+        let mut router = Router::new(Arc::new(schema));
+        // Written at two routes, and not again for the rest of a test.
+        router.set_flat_policy(2, 100);
+        router
+    }
+
+    fn add(router: &mut Router, id: u128, path: &str) {
+        let expression = format!(r#"http.path == "{path}""#);
+        router.add(Uuid::from_u128(id), 1, &expression).unwrap();
+    }
+
+    /// The candidates the flat index gives a request for `path`, and whether they came in
+    /// routing order.
+    fn candidates(router: &Router, path: &str) -> (Vec<u32>, bool) {
+        let mut ctx = Context::new(router.schema().clone());
+        ctx.add_value("http.path", path).unwrap();
+        let flat = router.flat.as_ref().expect("a flat index");
+        let mut out = Vec::new();
+        let (mut image, mut tree, mut ranks) = (Vec::new(), Vec::new(), Vec::new());
+        let ordered = flat.candidates(&ctx.values, &mut image, &mut tree, &mut ranks, &mut out);
+        (out, ordered)
+    }
+
+    fn slot(router: &Router, id: u128) -> u32 {
+        router.slot_of(Uuid::from_u128(id)).unwrap()
+    }
+
+    #[test]
+    fn the_one_route_added_since_the_writing_is_a_candidate_of_every_request() {
+        let mut r = router();
+        add(&mut r, 1, "/a");
+        add(&mut r, 2, "/b");
+        add(&mut r, 3, "/c");
+        assert_eq!(r.flat_state().map(|(changes, _)| changes), Some(1));
+        assert_eq!(candidates(&r, "/c"), (vec![slot(&r, 3)], true));
+        // After the written form's own: not known to be in routing order.
+        assert_eq!(
+            candidates(&r, "/a"),
+            (vec![slot(&r, 1), slot(&r, 3)], false)
+        );
+    }
+
+    #[test]
+    fn routes_added_since_the_writing_are_found_in_the_overlay() {
+        let mut r = router();
+        add(&mut r, 1, "/a");
+        add(&mut r, 2, "/b");
+        add(&mut r, 3, "/c");
+        add(&mut r, 4, "/d");
+        assert_eq!(r.flat_state().map(|(changes, _)| changes), Some(2));
+        assert_eq!(candidates(&r, "/a"), (vec![slot(&r, 1)], true));
+        assert_eq!(candidates(&r, "/c"), (vec![slot(&r, 3)], false));
+        assert_eq!(candidates(&r, "/d"), (vec![slot(&r, 4)], false));
+        assert_eq!(candidates(&r, "/e"), (vec![], true));
+        // Down to one again: still in the tree, found by its key.
+        assert!(r.remove(Uuid::from_u128(3)));
+        assert_eq!(candidates(&r, "/a"), (vec![slot(&r, 1)], true));
+        assert_eq!(candidates(&r, "/d"), (vec![slot(&r, 4)], false));
+    }
+
+    #[test]
+    fn a_written_route_removed_is_no_candidate_and_its_reused_slot_is_the_new_routes() {
+        let mut r = router();
+        add(&mut r, 1, "/a");
+        add(&mut r, 2, "/b");
+        let old = slot(&r, 1);
+        assert!(r.remove(Uuid::from_u128(1)));
+        assert_eq!(candidates(&r, "/a"), (vec![], true));
+        // The freed slot goes to the next route, which only the overlay knows.
+        add(&mut r, 3, "/c");
+        add(&mut r, 4, "/d");
+        assert!([slot(&r, 3), slot(&r, 4)].contains(&old));
+        assert_eq!(candidates(&r, "/a"), (vec![], true));
+        assert_eq!(candidates(&r, "/c"), (vec![slot(&r, 3)], false));
+        // Taken out of the overlay; the written form still skips the old rank.
+        assert!(r.remove(Uuid::from_u128(3)));
+        assert!(r.remove(Uuid::from_u128(4)));
+        assert_eq!(candidates(&r, "/c"), (vec![], true));
+        assert_eq!(candidates(&r, "/a"), (vec![], true));
+        assert_eq!(candidates(&r, "/b"), (vec![slot(&r, 2)], true));
+    }
+
+    #[test]
+    fn settling_writes_the_changes_into_the_flat_form() {
+        let mut r = router();
+        add(&mut r, 1, "/a");
+        add(&mut r, 2, "/b");
+        add(&mut r, 3, "/c");
+        assert!(r.remove(Uuid::from_u128(1)));
+        assert_eq!(r.flat_state().map(|(changes, _)| changes), Some(2));
+        r.settle();
+        assert_eq!(r.flat_state().map(|(changes, _)| changes), Some(0));
+        assert_eq!(candidates(&r, "/c"), (vec![slot(&r, 3)], true));
+        assert_eq!(candidates(&r, "/a"), (vec![], true));
+    }
 }

@@ -230,22 +230,26 @@ impl Drop for Router {
     }
 }
 
-/// When a router matches with a flat index (see [`Router::settle_flat`]).
+/// When a router matches with a flat index (see [`Router::settle`]).
 #[derive(Debug, Clone, Copy)]
 struct FlatPolicy {
     min_routes: usize,
-    min_changes: usize,
+    /// Tests only: changes after which a change writes the flat index again.
+    rewrite_after: Option<usize>,
 }
 
 impl FlatPolicy {
     /// Below 1,024 routes a tree is at most a few hundred kilobytes, read from cache: the flat
-    /// form would walk no faster and cost its memory and its writing. 256 changes at least
-    /// between writes keeps a table just past the threshold from being written over and over.
+    /// form would walk no faster and cost its memory and its writing.
     const DEFAULT: FlatPolicy = FlatPolicy {
         min_routes: 1024,
-        min_changes: 256,
+        rewrite_after: None,
     };
 }
+
+/// Changes at least between two writings of [`Router::settle_if_due`]: keeps a table just past
+/// 1,024 routes from being written over and over.
+const REWRITE_MIN_CHANGES: usize = 256;
 
 #[cold]
 #[inline(never)]
@@ -346,28 +350,44 @@ impl Router {
         out
     }
 
-    /// Writes the flat index when the table has grown large enough for one, or again when the
-    /// changes since it was written amount to half the routes it was written with (so writing
-    /// it costs each change a share of a route's build, and the overlay stays under half the
-    /// table); drops it when the table has shrunk to half the size that calls for one.
+    /// After a change: drops the flat index once the table has shrunk to half the size that
+    /// calls for one. Writes it again only under a test policy that asks for it
+    /// ([`Router::set_flat_policy`]): writing costs the whole table, and a change costs the same
+    /// every time (see [`Router::settle`] for who writes it).
     fn settle_flat(&mut self) {
         let FlatPolicy {
             min_routes,
-            min_changes,
+            rewrite_after,
         } = self.flat_policy;
         if self.pending_index.is_some() {
             return;
         }
-        let due = match &self.flat {
-            None => self.len() >= min_routes,
-            Some(_) if self.len() < min_routes / 2 => {
+        let due = match (&self.flat, rewrite_after) {
+            (Some(_), _) if self.len() < min_routes / 2 => {
                 self.flat = None;
                 false
             }
-            Some(f) => f.changes() >= min_changes.max(f.written() / 4),
+            (None, Some(_)) => self.len() >= min_routes,
+            (Some(f), Some(n)) => f.changes() >= n,
+            (_, None) => false,
         };
         if due {
             self.write_flat();
+        }
+    }
+
+    /// [`Router::settle`] when it is due: the table is large enough and has no flat index, or
+    /// the changes since it was written reach a quarter of the routes it was written with (so
+    /// writing costs each change a few route builds' worth, and the overlay stays small). What a
+    /// caller that changes tables off the request path calls after each change (the builder's
+    /// thread does).
+    pub(crate) fn settle_if_due(&mut self) {
+        let due = match &self.flat {
+            None => self.len() >= self.flat_policy.min_routes,
+            Some(f) => f.changes() >= REWRITE_MIN_CHANGES.max(f.written() / 4),
+        };
+        if due {
+            self.settle();
         }
     }
 
@@ -378,14 +398,28 @@ impl Router {
         self.flat = FlatIndex::write(&self.index, &in_order, self.catalog.len()).map(Box::new);
     }
 
-    /// Writes the router's flat index again now if routes changed since it was written, so that
-    /// requests walk it alone, without the overlay of the routes changed since (see
-    /// `docs/architecture.md`, "The flat index"). A router writes it by itself when a table
-    /// reaches 1,024 routes, when a sync rebuilds it, and when the changes since the last
-    /// writing reach a quarter of the table; a caller that has just loaded a large table
-    /// route by route with [`Router::add`] calls this once after the last route. It costs
-    /// about a microsecond per route (a tenth of adding them); nothing on a table below 1,024
-    /// routes, which matches without one.
+    /// Writes the router's flat index now, if the table has 1,024 routes or more and changed
+    /// since it was last written: requests then walk it alone, without the overlay of the routes
+    /// changed since (see `docs/architecture.md`, "The flat index"). It costs about a
+    /// microsecond per route (a tenth of adding them).
+    ///
+    /// A change never writes it: a change costs the same every time. A sync that builds the
+    /// table whole writes it (while preparing), and so does the [`Builder`]'s thread, off the
+    /// request path, once the changes since reach a quarter of the table. A caller that
+    /// changes its router itself calls this where the cost is welcome: after loading a table
+    /// route by route with [`Router::add`], or between bursts of changes.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use atc_router::{Router, Schema, Type, Uuid};
+    /// let mut s = Schema::new();
+    /// s.add_field("http.path", Type::String).unwrap();
+    /// let mut r = Router::new(Arc::new(s));
+    /// for i in 0..2_000u128 {
+    ///     r.add(Uuid::from_u128(i + 1), 1, &format!(r#"http.path == "/p/{i}""#)).unwrap();
+    /// }
+    /// r.settle();
+    /// ```
     pub fn settle(&mut self) {
         let stale = match &self.flat {
             None => self.len() >= self.flat_policy.min_routes,
@@ -397,13 +431,14 @@ impl Router {
     }
 
     /// Sets when the router matches with a flat index (see `flat_index.rs`): from `min_routes`
-    /// routes, written again after `min_changes` changes at least. For tests that need the
-    /// flat index and its overlay on small tables.
+    /// routes, written by the change that reaches them and again by every change that brings
+    /// the changes since to `rewrite_after`. For tests that need the flat index and its overlay
+    /// on small tables; a router otherwise never writes it on a change.
     #[doc(hidden)]
-    pub fn set_flat_policy(&mut self, min_routes: usize, min_changes: usize) {
+    pub fn set_flat_policy(&mut self, min_routes: usize, rewrite_after: usize) {
         self.flat_policy = FlatPolicy {
             min_routes,
-            min_changes,
+            rewrite_after: Some(rewrite_after),
         };
         self.flat = None;
         self.settle_flat();

@@ -370,7 +370,7 @@ impl Router {
         match fresh {
             Some(mut f) => {
                 f.index = Index::build(f.pending_index.take().unwrap_or_default());
-                f.settle_flat();
+                f.settle();
                 // Every regex the fresh routes hold, compiled now or taken over from this router.
                 f.regexes.register_in_use(regexes.into_compiled());
                 plan.rebuilt = Some(Box::new(f));
