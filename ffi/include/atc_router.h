@@ -1274,7 +1274,8 @@ int32_t atc_router_needed_fields(const atc_router *router, atc_context *context,
  * Writes the router's flat index now, if it holds 1,024 routes or more and they changed since
  * it was last written (`Router::settle`): about a microsecond per route, after which requests
  * walk it without an overlay of changed routes. No add or remove writes it; a background sync
- * does on its own thread. `ATC_OK`, or an error for a NULL or broken handle.
+ * does on its own thread. `ATC_OK` (a broken router is left as it is: a full sync rebuilds
+ * it), or an error for a NULL handle.
  *
  * # Safety
  * `router` is a live handle that nothing else uses during this call.
