@@ -122,11 +122,10 @@ pub use lint::{Finding, FindingKind, LintOptions, Linter};
 pub use router::image_index::{IndexImage, IndexImageBufs};
 pub use router::shared::{ReadGuard, SharedRouter};
 pub use router::{
-    BuildState, Builder, CandidateReport, Context, EntryError, EntryFault, ExplainJson,
-    ExplainOptions, Explanation, ListError, MatchResult, MatchesJson, Outcome, OwnedRoute,
-    PredicateOutcome, Publish, Route, RouteInput, RouteMatch, RouteNote, RouteSpec, Router,
-    RouterStats, RuledOut, SyncEntry, SyncError, SyncMode, SyncPlan, SyncReport,
-    REPORT_JSON_VERSION,
+    BuildState, Builder, CandidateReport, Change, Context, EntryError, EntryFault, ExplainJson,
+    ExplainOptions, Explanation, Lane, MatchResult, MatchesJson, Outcome, PredicateOutcome,
+    Publish, Route, RouteInput, RouteMatch, RouteNote, RouteSpec, Router, RouterStats, RuledOut,
+    SyncError, SyncMode, SyncPlan, SyncReport, REPORT_JSON_VERSION,
 };
 pub use router::{ImageBytes, ImageRouter};
 pub use schema::{FieldId, FieldMask, IdState, Schema, ValueTextError};

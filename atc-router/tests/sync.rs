@@ -4,7 +4,10 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use atc_router::{Context, Error, RouteSpec, Router, Schema, SharedRouter, SyncMode, Type, Uuid};
+use atc_router::route_list::Position;
+use atc_router::{
+    Context, EntryError, EntryFault, RouteSpec, Router, Schema, SharedRouter, SyncMode, Type, Uuid,
+};
 
 fn schema() -> Arc<Schema> {
     let mut s = Schema::new();
@@ -117,8 +120,8 @@ fn all_or_nothing_reports_every_bad_route_and_changes_nothing() {
     ];
     let before = table(&r);
     let err = r.sync(&desired, SyncMode::AllOrNothing).unwrap_err();
-    let bad: Vec<Uuid> = err.errors.iter().map(|(i, _)| *i).collect();
-    assert_eq!(bad, [id(2), id(3), id(5)]);
+    let bad: Vec<Option<Uuid>> = err.errors.iter().map(|e| e.id).collect();
+    assert_eq!(bad, [Some(id(2)), Some(id(3)), Some(id(5))]);
     assert!(
         err.to_string()
             .contains("3 invalid route(s), nothing changed"),
@@ -156,8 +159,8 @@ fn apply_valid_skips_bad_routes_and_keeps_the_old_version_of_a_bad_change() {
     let report = r.sync(&desired, SyncMode::ApplyValid).unwrap();
     assert_eq!((report.added, report.changed, report.removed), (1, 1, 0));
     assert_eq!(
-        report.errors.iter().map(|e| e.0).collect::<Vec<_>>(),
-        [id(1), id(4)]
+        report.errors.iter().map(|e| e.id).collect::<Vec<_>>(),
+        [Some(id(1)), Some(id(4))]
     );
     assert_eq!(r.get(id(1)).unwrap().source(), r#"http.path ^= "/a""#);
     assert_eq!(r.get(id(2)).unwrap().source(), r#"http.path ^= "/b2""#);
@@ -172,7 +175,18 @@ fn repeated_ids_in_the_desired_list_are_errors() {
         spec(1, 2, r#"http.path ^= "/b""#),
     ];
     let err = r.sync(&desired, SyncMode::AllOrNothing).unwrap_err();
-    assert!(matches!(err.errors[..], [(i, Error::DuplicateRoute(_))] if i == id(1)));
+    assert!(matches!(
+        &err.errors[..],
+        [EntryError { at: Position::Item(2), id: Some(i), fault: EntryFault::Duplicate { first: Position::Item(1) } }]
+            if *i == id(1)
+    ));
+    assert!(
+        err.to_string().ends_with(&format!(
+            "; route #2 ({}): duplicate id: route #1 has it already",
+            id(1)
+        )),
+        "{err}"
+    );
     let report = r.sync(&desired, SyncMode::ApplyValid).unwrap();
     assert_eq!((report.added, report.errors.len()), (1, 1));
     assert_eq!(

@@ -3,15 +3,19 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use atc_router::{Error, ExprError, Finding, Linter, Router, Schema, Uuid};
+use atc_router::route_list::{Item, UnreadKind};
+use atc_router::{EntryFault, Error, ExprError, Finding, Linter, Router, Schema, SyncMode, Uuid};
 
-use crate::routes::{Problem, ProblemKind, RouteFile};
+use crate::routes::RouteFile;
 use crate::schema;
 
 /// What kind of error a route has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorKind {
-    Problem(ProblemKind),
+    /// The route could not be read.
+    Unreadable(UnreadKind),
+    /// Its id is an earlier route's.
+    DuplicateId,
     /// The expression does not parse or does not fit the schema.
     Expression,
     /// The router refused the route for another reason (a limit).
@@ -25,10 +29,8 @@ impl ErrorKind {
     /// The name of the kind in reports.
     pub fn name(self) -> &'static str {
         match self {
-            ErrorKind::Problem(ProblemKind::Malformed) => "malformed",
-            ErrorKind::Problem(ProblemKind::BadId) => "bad-id",
-            ErrorKind::Problem(ProblemKind::BadPriority) => "bad-priority",
-            ErrorKind::Problem(ProblemKind::DuplicateId) => "duplicate-id",
+            ErrorKind::Unreadable(kind) => kind.name(),
+            ErrorKind::DuplicateId => "duplicate-id",
             ErrorKind::Expression => "expression",
             ErrorKind::Rejected => "rejected",
             ErrorKind::BadField => "bad-field",
@@ -80,40 +82,53 @@ impl Checked {
     }
 }
 
-/// Adds every route of `file` that can be added, and lints the result.
-pub fn check(mut file: RouteFile, schema: Arc<Schema>) -> Checked {
+/// Syncs every route of `file` that can be (the core's rules: the first route with an id has
+/// it), and lints the result.
+pub fn check(file: RouteFile, schema: Arc<Schema>) -> Checked {
     let mut router = Router::new(schema);
-    let mut errors: Vec<RouteError> = file.problems.iter().map(from_problem).collect();
-    let mut origins = HashMap::with_capacity(file.entries.len());
-    for e in std::mem::take(&mut file.entries) {
-        match router.add(e.id, e.priority, &e.expression) {
-            Ok(()) => {
-                origins.insert(
-                    e.id,
-                    Origin {
-                        line: e.line,
-                        priority: e.priority,
-                    },
-                );
+    let entries = file.entries();
+    let report = router
+        .sync_entries(&entries, SyncMode::ApplyValid)
+        .expect("an apply-valid sync into an empty router is never refused");
+    let mut origins = HashMap::with_capacity(entries.len());
+    for e in &entries {
+        if let Item::Route { id, priority, .. } = e.item {
+            if router.get(id).is_some_and(|r| r.priority() == priority) {
+                origins.entry(id).or_insert(Origin {
+                    line: e.at.number(),
+                    priority,
+                });
             }
-            Err(Error::Expr(x)) => errors.push(RouteError {
-                line: e.line,
-                kind: ErrorKind::Expression,
-                id: Some(e.id),
-                message: x.message.clone(),
-                first_line: None,
-                expr: Some(x),
-            }),
-            Err(other) => errors.push(RouteError {
-                line: e.line,
-                kind: ErrorKind::Rejected,
-                id: Some(e.id),
-                message: other.to_string(),
-                first_line: None,
-                expr: None,
-            }),
         }
     }
+    let mut errors: Vec<RouteError> = report
+        .errors
+        .into_iter()
+        .map(|e| {
+            let line = e.at.number();
+            let message = e.fault.to_string();
+            let (kind, first_line, expr) = match e.fault {
+                EntryFault::Duplicate { first } => {
+                    (ErrorKind::DuplicateId, Some(first.number()), None)
+                }
+                EntryFault::Unreadable { kind, .. } => (ErrorKind::Unreadable(kind), None, None),
+                EntryFault::Invalid(Error::Expr(x)) => (ErrorKind::Expression, None, Some(x)),
+                EntryFault::Invalid(_) => (ErrorKind::Rejected, None, None),
+            };
+            RouteError {
+                line,
+                kind,
+                id: e.id,
+                message: match &expr {
+                    Some(x) => x.message.clone(),
+                    None => message,
+                },
+                first_line,
+                expr,
+            }
+        })
+        .collect();
+    drop(entries);
     drop_bad_fields(&mut router, &mut origins, &mut errors);
     errors.sort_by_key(|e| e.line);
     // By kind, then by where the routes are in the file.
@@ -178,16 +193,5 @@ fn drop_bad_fields(
             first_line: None,
             expr: None,
         });
-    }
-}
-
-fn from_problem(p: &Problem) -> RouteError {
-    RouteError {
-        line: p.line,
-        kind: ErrorKind::Problem(p.kind),
-        id: p.id,
-        message: p.message.clone(),
-        first_line: p.first_line,
-        expr: None,
     }
 }

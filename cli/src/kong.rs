@@ -33,7 +33,7 @@
 use std::collections::HashMap;
 
 use atc_router::error::excerpt;
-use atc_router::route_list::{first_of_each_id, Entry, Format, Problem, ProblemKind, RouteList};
+use atc_router::route_list::{EntryList, Position, UnreadKind};
 use atc_router::Uuid;
 use yaml_rust2::parser::{Event, Parser};
 use yaml_rust2::scanner::{Marker, TScalarStyle};
@@ -66,7 +66,8 @@ pub struct Options {
 /// The routes read from a Kong document.
 #[derive(Debug)]
 pub struct Routes {
-    pub list: RouteList,
+    /// Every route, as entries by line (repeated ids are left to the sync's rule).
+    pub list: EntryList,
     /// The name of each route that has one, for reports.
     pub names: HashMap<Uuid, String>,
     /// What was left out and why, for standard error.
@@ -181,31 +182,37 @@ pub fn read(text: &[u8], kind: Kind, options: Options) -> Result<Routes, String>
         }
     }
     let notes = reader.notes.lines(options);
-    let count = reader.reads.len();
     let mut names = HashMap::new();
-    let reads: Vec<Result<Entry, Problem>> = reader
-        .reads
-        .into_iter()
-        .map(|read| {
-            read.map(|(entry, name)| {
+    let mut list = EntryList::new();
+    for read in reader.reads {
+        match read {
+            Ok((r, name)) => {
                 if let Some(n) = name {
                     // The first route with an id is the one kept: its name is the id's.
-                    names.entry(entry.id).or_insert(n);
+                    names.entry(r.id).or_insert(n);
                 }
-                entry
-            })
-        })
-        .collect();
-    // The core's rule for repeated ids: by order (the routes of a one-line listing share a
-    // line).
-    let (entries, problems) = first_of_each_id(reads);
-    let list = RouteList {
-        format: Format::Json,
-        count,
-        entries,
-        problems,
-    };
+                list.push_route(Position::Line(r.line), r.id, r.priority, &r.expression);
+            }
+            Err(u) => list.push_unreadable(Position::Line(u.line), u.id, u.kind, &u.message),
+        }
+    }
     Ok(Routes { list, names, notes })
+}
+
+/// A route read from a document.
+struct RouteRead {
+    line: usize,
+    id: Uuid,
+    priority: u64,
+    expression: String,
+}
+
+/// A route that could not be read, and why.
+struct Unread {
+    line: usize,
+    kind: UnreadKind,
+    id: Option<Uuid>,
+    message: String,
 }
 
 /// What was left out, counted for the notes.
@@ -263,7 +270,7 @@ struct Reader<'a> {
     /// Routes and services visited may not outnumber the document's nodes: only aliases
     /// repeating routes make them, and each repetition would cost a route's work again.
     visits_left: usize,
-    reads: Vec<Result<(Entry, Option<String>), Problem>>,
+    reads: Vec<Result<(RouteRead, Option<String>), Unread>>,
     notes: Notes,
 }
 
@@ -303,21 +310,20 @@ impl Reader<'_> {
     }
 
     /// One route: an entry, a problem, or `None` when it is left out (noted).
-    fn route(&mut self, route: usize) -> Option<Result<(Entry, Option<String>), Problem>> {
+    fn route(&mut self, route: usize) -> Option<Result<(RouteRead, Option<String>), Unread>> {
         let doc = self.doc;
         let line = doc.line(route);
         let problem = |kind, id, message: String| {
-            Some(Err(Problem {
+            Some(Err(Unread {
                 line,
                 kind,
                 id,
                 message,
-                first_line: None,
             }))
         };
         let Node::Map(_) = doc.node(route) else {
             return problem(
-                ProblemKind::Malformed,
+                UnreadKind::Malformed,
                 None,
                 "malformed route: expected a mapping with `expression` and `name` or `id`".into(),
             );
@@ -329,7 +335,7 @@ impl Reader<'_> {
             Some(Member::Str(s)) => Some(s),
             Some(other) => {
                 return problem(
-                    ProblemKind::Malformed,
+                    UnreadKind::Malformed,
                     None,
                     format!(
                         "malformed route: `name` is {}, expected a string",
@@ -347,7 +353,7 @@ impl Reader<'_> {
                 Ok(id) => id,
                 Err(_) => {
                     return problem(
-                        ProblemKind::BadId,
+                        UnreadKind::BadId,
                         None,
                         format!("{who}bad id `{}`: not a UUID", excerpt(&s)),
                     )
@@ -357,7 +363,7 @@ impl Reader<'_> {
                 Some(n) => route_id_from_name(n),
                 None => {
                     return problem(
-                        ProblemKind::Malformed,
+                        UnreadKind::Malformed,
                         None,
                         "malformed route: neither `id` nor `name` (Kong gives such a route a \
                          random id on every load): give it a `name`, from which its id is \
@@ -368,7 +374,7 @@ impl Reader<'_> {
             },
             Some(other) => {
                 return problem(
-                    ProblemKind::BadId,
+                    UnreadKind::BadId,
                     None,
                     format!("{who}bad id: {}, expected a UUID string", other.describe()),
                 )
@@ -381,7 +387,7 @@ impl Reader<'_> {
                 let items = doc.seq(list).unwrap_or_default();
                 if items.len() > MAX_PROTOCOLS {
                     return problem(
-                        ProblemKind::Malformed,
+                        UnreadKind::Malformed,
                         Some(id),
                         format!(
                             "{who}malformed route: {} protocols (Kong's routes have at most 2)",
@@ -395,7 +401,7 @@ impl Reader<'_> {
                         Member::Str(p) => protocols.push(p),
                         other => {
                             return problem(
-                                ProblemKind::Malformed,
+                                UnreadKind::Malformed,
                                 Some(id),
                                 format!(
                                     "{who}malformed route: a protocol is {}, expected a string",
@@ -409,7 +415,7 @@ impl Reader<'_> {
             }
             Some(other) => {
                 return problem(
-                    ProblemKind::Malformed,
+                    UnreadKind::Malformed,
                     Some(id),
                     format!(
                         "{who}malformed route: `protocols` is {}, expected a list",
@@ -439,14 +445,14 @@ impl Reader<'_> {
             }
             None | Some(Member::Null) => {
                 return problem(
-                    ProblemKind::Malformed,
+                    UnreadKind::Malformed,
                     Some(id),
                     format!("{who}malformed route: no `expression`"),
                 )
             }
             Some(other) => {
                 return problem(
-                    ProblemKind::Malformed,
+                    UnreadKind::Malformed,
                     Some(id),
                     format!(
                         "{who}malformed route: `expression` is {}, expected a string",
@@ -457,7 +463,7 @@ impl Reader<'_> {
         };
         if !traditional.is_empty() {
             return problem(
-                ProblemKind::Malformed,
+                UnreadKind::Malformed,
                 Some(id),
                 format!(
                     "{who}malformed route: `expression` with `{}` (Kong refuses a route with both)",
@@ -472,7 +478,7 @@ impl Reader<'_> {
                 Ok(p) if p <= MAX_PRIORITY => p,
                 _ => {
                     return problem(
-                        ProblemKind::BadPriority,
+                        UnreadKind::BadPriority,
                         Some(id),
                         format!(
                             "{who}bad priority `{}`: Kong takes an integer from 0 to 2^46 - 1 \
@@ -484,7 +490,7 @@ impl Reader<'_> {
             },
             Some(other) => {
                 return problem(
-                    ProblemKind::BadPriority,
+                    UnreadKind::BadPriority,
                     Some(id),
                     format!(
                         "{who}bad priority: {}, expected an integer from 0 to 2^46 - 1",
@@ -496,7 +502,7 @@ impl Reader<'_> {
 
         let expression = kong_expression(&expression, &protocols, self.options.protocol_term);
         Some(Ok((
-            Entry {
+            RouteRead {
                 line,
                 id,
                 priority,
@@ -859,6 +865,32 @@ mod tests {
         assert_eq!(kong_string(r#"a"\b"#), r#""a\"\\b""#);
     }
 
+    /// The readable routes of a list: line, id, priority, expression.
+    fn good(list: &EntryList) -> Vec<(usize, Uuid, u64, String)> {
+        list.iter()
+            .filter_map(|e| match e.item {
+                atc_router::route_list::Item::Route {
+                    id,
+                    priority,
+                    expression,
+                } => Some((e.at.number(), id, priority, expression.to_owned())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The entries that could not be read: line, kind, why.
+    fn unread(list: &EntryList) -> Vec<(usize, UnreadKind, String)> {
+        list.iter()
+            .filter_map(|e| match e.item {
+                atc_router::route_list::Item::Unreadable { kind, why, .. } => {
+                    Some((e.at.number(), kind, why.to_owned()))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
     #[test]
     fn declarative_yaml_routes_at_the_top_and_under_services() {
         let text = r#"_format_version: "3.0"
@@ -876,12 +908,10 @@ routes:
     expression: http.path == "/health"
 "#;
         let r = read_ok(text, Kind::Declarative);
-        assert!(r.list.problems.is_empty(), "{:?}", r.list.problems);
-        let got: Vec<(usize, Uuid, u64)> = r
-            .list
-            .entries
-            .iter()
-            .map(|e| (e.line, e.id, e.priority))
+        assert!(unread(&r.list).is_empty(), "{:?}", unread(&r.list));
+        let got: Vec<(usize, Uuid, u64)> = good(&r.list)
+            .into_iter()
+            .map(|(line, id, p, _)| (line, id, p))
             .collect();
         // Top-level routes first (Kong reads them first too; order does not matter).
         assert_eq!(
@@ -896,10 +926,10 @@ routes:
                 ),
             ]
         );
-        assert_eq!(r.list.count, 3);
+        assert_eq!(r.list.len(), 3);
         assert_eq!(r.names[&route_id_from_name("users")], "users");
-        assert!(r.list.entries[0]
-            .expression
+        assert!(good(&r.list)[0]
+            .3
             .ends_with(r#"net.protocol in ["http", "https"]"#));
     }
 
@@ -907,12 +937,12 @@ routes:
     fn admin_listing_in_json_on_one_line() {
         let text = r#"{"data":[{"id":"6a1d8c2e-41f0-4b7e-9c3a-0e5b2d7f9a01","name":null,"expression":"http.path == \"/a\"","priority":5,"protocols":["https"],"paths":null},{"id":"6a1d8c2e-41f0-4b7e-9c3a-0e5b2d7f9a01","expression":"true","priority":1}],"next":"/routes?offset=abc"}"#;
         let r = read_ok(text, Kind::Admin);
-        assert_eq!(r.list.entries.len(), 1);
-        assert_eq!(r.list.entries[0].expression, r#"http.path == "/a""#);
-        assert_eq!(r.list.entries[0].priority, 5);
-        assert_eq!(r.list.problems.len(), 1);
-        assert_eq!(r.list.problems[0].kind, ProblemKind::DuplicateId);
-        assert_eq!(r.list.problems[0].line, 1);
+        // Both routes are read, on line 1: the repeated id is the sync's to judge.
+        let routes = good(&r.list);
+        assert_eq!(routes.len(), 2);
+        assert_eq!(routes[0].3, r#"http.path == "/a""#);
+        assert_eq!((routes[0].0, routes[0].2), (1, 5));
+        assert_eq!(routes[1].1, routes[0].1);
         assert!(r.notes[0].contains("more pages"), "{:?}", r.notes);
     }
 
@@ -944,32 +974,27 @@ routes:
     expression: http.path == "/"
 "#;
         let r = read_ok(text, Kind::Declarative);
-        let got: Vec<(usize, ProblemKind)> =
-            r.list.problems.iter().map(|p| (p.line, p.kind)).collect();
+        let problems = unread(&r.list);
+        let got: Vec<(usize, UnreadKind)> = problems.iter().map(|p| (p.0, p.1)).collect();
         assert_eq!(
             got,
             [
-                (3, ProblemKind::Malformed),
-                (4, ProblemKind::BadPriority),
-                (7, ProblemKind::BadPriority),
-                (12, ProblemKind::Malformed),
-                (18, ProblemKind::Malformed),
-                (19, ProblemKind::BadId),
-                (22, ProblemKind::Malformed),
-                (23, ProblemKind::Malformed),
+                (3, UnreadKind::Malformed),
+                (4, UnreadKind::BadPriority),
+                (7, UnreadKind::BadPriority),
+                (12, UnreadKind::Malformed),
+                (18, UnreadKind::Malformed),
+                (19, UnreadKind::BadId),
+                (22, UnreadKind::Malformed),
+                (23, UnreadKind::Malformed),
             ],
-            "{:#?}",
-            r.list.problems
+            "{problems:#?}"
         );
-        assert!(r.list.problems[0]
-            .message
-            .contains("neither `id` nor `name`"));
-        assert!(r.list.problems[1].message.contains("the string `10`"));
-        assert!(r.list.problems[3]
-            .message
-            .contains("`expression` with `paths`"));
-        assert!(r.list.entries.is_empty());
-        assert_eq!(r.list.count, 8);
+        assert!(problems[0].2.contains("neither `id` nor `name`"));
+        assert!(problems[1].2.contains("the string `10`"));
+        assert!(problems[3].2.contains("`expression` with `paths`"));
+        assert!(good(&r.list).is_empty());
+        assert_eq!(r.list.len(), 8);
         assert_eq!(r.notes.len(), 2, "{:?}", r.notes);
         assert!(r.notes[0].starts_with("1 stream route(s) left out (line(s) 15)"));
         assert!(r.notes[1].starts_with("1 route(s) without `expression` left out (line(s) 10)"));
@@ -980,9 +1005,10 @@ routes:
             protocol_term: true,
         };
         let r = read(text.as_bytes(), Kind::Declarative, stream).unwrap();
-        assert_eq!(r.list.entries.len(), 1);
+        let routes = good(&r.list);
+        assert_eq!(routes.len(), 1);
         assert_eq!(
-            r.list.entries[0].expression,
+            routes[0].3,
             r#"net.dst.port == 80 && net.protocol == "tcp""#
         );
     }

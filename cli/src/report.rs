@@ -115,7 +115,7 @@ pub fn text(c: &Checked, cx: &Context) -> String {
     let _ = writeln!(
         out,
         "{file}: {}, {} valid, {}, {}{omitted}",
-        count(c.file.count, "route", "routes"),
+        count(c.file.len(), "route", "routes"),
         c.valid(),
         count(c.errors.len(), "error", "errors"),
         count(c.findings.len(), "finding", "findings"),
@@ -227,7 +227,7 @@ pub fn json(c: &Checked, cx: &Context) -> String {
         file: cx.file,
         format: cx.format,
         schema: cx.schema,
-        routes: c.file.count,
+        routes: c.file.len(),
         valid: c.valid(),
         errors: c
             .errors

@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use atc_router::route_list::{LongLine, RouteList};
-pub use atc_router::route_list::{Problem, ProblemKind, RouteList as RouteFile};
+pub use atc_router::route_list::EntryList as RouteFile;
+use atc_router::route_list::{EntryList, LineCap, LongLine};
 use atc_router::Uuid;
 use clap::ValueEnum;
 
@@ -46,7 +46,7 @@ pub struct Loaded {
 
 impl Loaded {
     fn list(file: RouteFile) -> Loaded {
-        let format = file.format.name();
+        let format = file.format().map_or("tsv", |f| f.name());
         Loaded {
             file,
             format,
@@ -102,7 +102,7 @@ pub fn load(
         }
         InputFormat::Json => {
             let bytes = input::read_whole(path, caps)?;
-            let list = RouteList::read_json(&bytes).map_err(|e| format!("{name}: {e}"))?;
+            let list = EntryList::read_json(&bytes).map_err(|e| format!("{name}: {e}"))?;
             Ok(Loaded::list(list))
         }
         InputFormat::Tsv | InputFormat::Auto => {
@@ -116,7 +116,7 @@ pub fn load(
                         from_kong(&file.bytes, kong::Kind::Admin, "kong-admin")
                     }
                     None => {
-                        let list = RouteList::read_json(&file.bytes)
+                        let list = EntryList::read_json(&file.bytes)
                             .map_err(|e| format!("{name}: {e}"))?;
                         Ok(Loaded::list(list))
                     }
@@ -147,19 +147,15 @@ fn read_tsv(file: &input::Input, caps: &input::Caps) -> RouteFile {
             len: usize::try_from(l.len).unwrap_or(usize::MAX),
         })
         .collect();
-    let mut list = RouteList::read_tsv(&file.bytes, caps.max_line, &long);
-    // Say which option sets the cap.
-    for p in &mut list.problems {
-        if long.iter().any(|l| l.line == p.line) {
-            if let Some(head) = p.message.strip_suffix(" bytes)") {
-                p.message = format!(
-                    "{head} bytes, --max-line-size; an expression may have {} bytes)",
-                    input::MAX_EXPRESSION
-                );
-            }
-        }
-    }
-    list
+    let named = format!(
+        ", --max-line-size; an expression may have {} bytes",
+        input::MAX_EXPRESSION
+    );
+    let cap = LineCap {
+        bytes: caps.max_line,
+        named: &named,
+    };
+    EntryList::read_tsv(&file.bytes, cap, &long)
 }
 
 /// How a path is shown in messages.

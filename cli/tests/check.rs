@@ -162,7 +162,7 @@ fn errors_are_reported_by_line_and_the_rest_is_still_checked() {
 fn duplicate_ids_name_the_first_line() {
     let r = check("errors.tsv", &[], 1);
     assert!(r.stdout.contains(&format!(
-        "{}:8: error: duplicate id 0b7e4a52-93c1-4d2e-8f60-5a1c3e9d7b01: line 2 has it already",
+        "{}:8: error: duplicate id: route at line 2 has it already",
         data("errors.tsv")
     )));
     let doc = check_json("errors.tsv", &[], 1);

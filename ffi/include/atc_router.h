@@ -240,9 +240,31 @@
 #define ATC_ERR_NOT_READY (-17)
 
 /**
+ * `atc_router_sync_apply`: the version in `*version` was never built: a whole list handed over
+ * after it, before its build started, took its place. Nothing changed.
+ */
+#define ATC_ERR_SUPERSEDED (-19)
+
+/**
  * The default of `atc_builder_priority`.
  */
 #define ATC_BUILDER_NICE_DEFAULT 0
+
+/**
+ * `atc_builder_schedule`: the thread that builds runs under `SCHED_IDLE` (the default).
+ */
+#define ATC_BUILDER_IDLE 0
+
+/**
+ * `atc_builder_schedule`: the thread that builds runs at the priority of the thread that
+ * started it, less `atc_builder_priority`'s nice levels.
+ */
+#define ATC_BUILDER_NORMAL 1
+
+/**
+ * The default of `atc_builder_schedule`'s `boost_after_ms`.
+ */
+#define ATC_BUILDER_BOOST_AFTER_MS_DEFAULT 3000
 
 /**
  * The `"version"` of the JSON reports this library writes (2: explain reports are bounded).
@@ -327,7 +349,8 @@ typedef struct atc_image_opening atc_image_opening;
 typedef struct atc_image_router atc_image_router;
 
 /**
- * A route list being collected for `atc_router_sync_start`. Opaque.
+ * A route list being collected for `atc_router_sync_start` (a whole list) or
+ * `atc_router_update_start` / `atc_router_update` (a list of changes). Opaque.
  */
 typedef struct AtcRouteList AtcRouteList;
 
@@ -342,7 +365,8 @@ typedef struct atc_router atc_router;
 typedef struct atc_schema atc_schema;
 
 /**
- * One route of the list given to `atc_router_sync`.
+ * One route of a route list (`atc_router_sync`, `atc_route_list_add`), or, with only `id`
+ * (and `position`) read, one removal (`atc_route_list_remove`).
  */
 typedef struct {
   /**
@@ -359,6 +383,12 @@ typedef struct {
    */
   const char *expr;
   size_t expr_len;
+  /**
+   * Where the route is in the caller's own list, from 1, as its errors name it (`route
+   * #<position>`, and `atc_sync_error.index` is `position - 1`); 0: its place among the
+   * routes handed over, from 1 (for a list added in chunks, counted across them).
+   */
+  size_t position;
 } atc_route;
 
 /**
@@ -592,10 +622,11 @@ void atc_route_list_free(AtcRouteList *list);
 
 /**
  * Appends `n` routes to `list`, copying them: the caller's memory is not used after the call.
- * A route that cannot be read (an id that is not a UUID or repeats an earlier one of the
- * list, text that is not UTF-8, a NULL pointer with a length) is kept as a problem of the
- * list, reported by `atc_router_sync_apply` with its position. `ATC_ERR_NULL` for a NULL
- * `list`, or `routes` NULL with `n` > 0 (nothing appended).
+ * A route that cannot be read (an id that is not a UUID, text that is not UTF-8, a NULL pointer
+ * with a length) is kept as an invalid entry of the list, reported by `atc_router_sync_apply`
+ * (or `atc_router_update`) at its position; an id repeated in the list is the sync's to refuse.
+ * A route whose `position` is 0 gets its place among the entries added so far, from 1.
+ * `ATC_ERR_NULL` for a NULL `list`, or `routes` NULL with `n` > 0 (nothing appended).
  *
  * # Safety
  * `list` is a live list; `routes` points to `n` routes whose pointers are valid for their
@@ -608,13 +639,74 @@ int32_t atc_route_list_add(AtcRouteList *list,
                            size_t *errbuf_len);
 
 /**
+ * Appends an entry the caller could not read itself (a value of the wrong type in its own
+ * list, say), at `position` (from 1; 0: its place among the entries added so far), with `why`
+ * (`why_len` bytes of UTF-8; not valid UTF-8 is replaced) and its id when it has one (`id` NULL
+ * or not a UUID: none): an invalid entry with that reason, which `atc_router_sync_apply` (or
+ * `atc_router_sync`) reports as the list's other errors, and whose id still counts (a later
+ * entry with it repeats it; a known route with it keeps its current version in apply-valid
+ * mode).
+ *
+ * # Safety
+ * `list` is a live list; `id` points to `id_len` bytes and `why` to `why_len` bytes (or NULL
+ * with 0); `errbuf` to `*errbuf_len` bytes (or NULLs).
+ */
+int32_t atc_route_list_add_unreadable(AtcRouteList *list,
+                                      size_t position,
+                                      const char *id,
+                                      size_t id_len,
+                                      const char *why,
+                                      size_t why_len,
+                                      char *errbuf,
+                                      size_t *errbuf_len);
+
+/**
+ * Empties `list` for the next one, keeping its memory (a caller that syncs the same table again
+ * allocates nothing).
+ *
+ * # Safety
+ * `list` is NULL or a live list.
+ */
+int32_t atc_route_list_clear(AtcRouteList *list);
+
+/**
+ * Appends the removal of each of `n` route ids to `list` (only `id`, `id_len` and `position` of
+ * each `atc_route` are read), making it a list of changes, for `atc_router_update_start` or
+ * `atc_router_update`. An id that cannot be read is an invalid entry, as for
+ * `atc_route_list_add`; the id of a route the router does not hold is taken out of nothing.
+ *
+ * # Safety
+ * As `atc_route_list_add`.
+ */
+int32_t atc_route_list_remove(AtcRouteList *list,
+                              const atc_route *routes,
+                              size_t n,
+                              char *errbuf,
+                              size_t *errbuf_len);
+
+/**
  * Sets how many nice levels (0 to 19) below the thread that starts them the builder threads
- * started from now on run (default `ATC_BUILDER_NICE_DEFAULT`), for the whole process: a build
- * then takes the CPU the requests leave, rather than competing with them for it, and takes
- * longer when they leave none. 0 keeps the starting thread's priority. Returns the previous
- * value, or `ATC_ERR_INVALID` (nothing changed) outside 0 to 19.
+ * that run at normal priority (the boosted lane, and every build under `ATC_BUILDER_NORMAL`)
+ * started from now on run (default `ATC_BUILDER_NICE_DEFAULT`), for the whole process. 0
+ * keeps the starting thread's priority. Returns the previous value, or `ATC_ERR_INVALID`
+ * (nothing changed) outside 0 to 19.
  */
 int32_t atc_builder_priority(int32_t nice);
+
+/**
+ * Sets, for the whole process and the builders whose threads start from now on, how builds
+ * are scheduled. `policy` `ATC_BUILDER_IDLE` (the default): the thread that builds runs under
+ * Linux's `SCHED_IDLE`, so that it takes only the CPU no request wants (a build never delays a
+ * request, but takes longer while requests keep every CPU busy); and once the oldest version
+ * handed over and not yet built has waited `boost_after_ms` milliseconds (0: never;
+ * default `ATC_BUILDER_BOOST_AFTER_MS_DEFAULT`), a second thread of the builder, started at the
+ * caller's priority less `atc_builder_priority`, takes the build over (restarting it: the idle
+ * thread gives it up at its next check) and builds until nothing waits. An unprivileged thread
+ * cannot leave `SCHED_IDLE`, which is why the second thread is started with the first.
+ * `ATC_BUILDER_NORMAL`: one thread, at the caller's priority less `atc_builder_priority`.
+ * `ATC_OK`, or `ATC_ERR_INVALID` (nothing changed) for another policy.
+ */
+int32_t atc_builder_schedule(int32_t policy, uint32_t boost_after_ms);
 
 /**
  * Starts bringing the router to the routes of `list`, as version `version`, on the router's
@@ -622,11 +714,12 @@ int32_t atc_builder_priority(int32_t nice);
  * `atc_router_sync_apply` swaps the new one in. Takes `list` on `ATC_OK` (do not free it);
  * on failure nothing changes and `list` stays the caller's.
  *
- * A list started while an earlier one waits to be built replaces it; one being built is
- * finished. Versions are the caller's numbers: outcomes come in the order lists were started,
- * and an outcome not applied when a newer list is started is dropped (never applied after
- * it). `mode` is `ATC_SYNC_ALL_OR_NOTHING` or `ATC_SYNC_APPLY_VALID`, as for
- * `atc_router_sync`.
+ * Versions are the caller's numbers. Every version handed over gets one outcome from
+ * `atc_router_sync_apply`, in the order handed over; a whole list supersedes the versions handed
+ * over before it whose build has not started (their outcome is `ATC_ERR_SUPERSEDED`); one
+ * being built is finished. `mode` is `ATC_SYNC_ALL_OR_NOTHING` or `ATC_SYNC_APPLY_VALID`, as for
+ * `atc_router_sync`. `ATC_ERR_INVALID` for a list with removals (a list of changes:
+ * `atc_router_update_start`).
  *
  * # Safety
  * `router` is a live handle; `list` a live list; `errbuf` points to `*errbuf_len` bytes (or
@@ -638,6 +731,22 @@ int32_t atc_router_sync_start(atc_router *router,
                               int32_t mode,
                               char *errbuf,
                               size_t *errbuf_len);
+
+/**
+ * Starts applying the list of changes in `list` (routes to put in, ids to take out: see
+ * `atc_router_update`), as version `version`, on the router's builder thread, and returns;
+ * otherwise as `atc_router_sync_start`, except that a list of changes supersedes no version
+ * handed over before it (every change reaches the table, in order). Takes `list` on `ATC_OK`.
+ *
+ * # Safety
+ * As `atc_router_sync_start`.
+ */
+int32_t atc_router_update_start(atc_router *router,
+                                uint64_t version,
+                                AtcRouteList *list,
+                                int32_t mode,
+                                char *errbuf,
+                                size_t *errbuf_len);
 
 /**
  * Starts bringing the router to the route list in `text` (`len` bytes, TSV or JSON as
@@ -681,18 +790,22 @@ int32_t atc_router_sync_state(atc_router *router, uint64_t *version);
 int32_t atc_router_sync_ready(const atc_router *router);
 
 /**
- * Applies the outcome of the background sync, if one is ready, between two requests:
- * - `ATC_OK`: the new table is swapped in (in O(1); the replaced one is freed, or kept up to
- *   date for the next sync, on the builder thread). `*version` is its version; `report`, and
- *   for `ATC_SYNC_APPLY_VALID` the routes left out, are written as by `atc_router_sync`.
+ * Applies the next outcome of the background builds, if one is ready, between two requests
+ * (one per version handed over, in order):
+ * - `ATC_OK`: the new table is swapped in (in O(1); the replaced one is freed, or brought up
+ *   to date for the next build, on the builder thread). `*version` is its version; `report`,
+ *   and for `ATC_SYNC_APPLY_VALID` the routes left out, are written as by `atc_router_sync`.
  * - `ATC_ERR_ROUTES`: the list of `*version` was refused (some route invalid, or the text is
  *   not a route list: then `errbuf` says why and no route is listed); the current table stays.
+ *   `errbuf` holds the one message of a refused list.
+ * - `ATC_ERR_SUPERSEDED`: `*version` was never built (a whole list handed over after it took
+ *   its place); nothing changed.
  * - `ATC_ERR_PANIC`: building `*version` panicked (a bug); the current table stays.
  * - `ATC_ERR_NOT_READY`: nothing to apply (`atc_router_sync_state` says whether a build runs).
  *
  * Errors are written as by `atc_router_sync`: `index` is the route's position in the list
- * (from 0) for a list of routes, its line minus one for a text. `version`, `report`,
- * `errors`/`errors_len` and `msgbuf`/`msgbuf_len` may be NULL.
+ * minus one (its place from 0, unless the caller gave it a `position`), its line minus one for
+ * a text. `version`, `report`, `errors`/`errors_len` and `msgbuf`/`msgbuf_len` may be NULL.
  *
  * # Safety
  * `router` is a live handle; the output pointers are NULL or valid as for `atc_router_sync`.
@@ -1406,41 +1519,42 @@ int32_t atc_router_stats(const atc_router *router, atc_stats *out);
 int32_t atc_router_count_bad_request(const atc_router *router);
 
 /**
- * Makes the router hold exactly the `n` routes of `routes`, touching only what differs: a
- * route whose id, priority and expression text are all unchanged is not parsed again; a known
- * id with another priority or text is replaced; an unknown id is added; a route of the router
- * whose id is not in the list is removed. The router changes in one step, after every route
- * was parsed and validated.
+ * Makes the router hold exactly the routes of `list` (an `atc_route_list`, filled with
+ * `atc_route_list_add`; it stays the caller's), touching only what differs: a route whose id,
+ * priority and expression text are all unchanged is not parsed again; a known id with another
+ * priority or text is replaced; an unknown id is added; a route of the router whose id is not in
+ * the list is removed. The router changes in one step, after every route was parsed and
+ * validated.
  *
  * `mode` is `ATC_SYNC_ALL_OR_NOTHING` (any invalid route: nothing changes, the call returns
  * `ATC_ERR_ROUTES`) or `ATC_SYNC_APPLY_VALID` (the valid routes are applied and the call returns
  * `ATC_OK`; a known route whose new version is invalid keeps its current version; an unknown
  * one is left out). Invalid routes: an id that is not a UUID or repeats an earlier id of the
  * list (the first one counts), text that is not UTF-8 or a NULL pointer with a non-zero
- * length, an expression that does not parse or validate.
+ * length, an expression that does not parse or validate, an entry the caller marked unreadable
+ * (`atc_route_list_add_unreadable`), a removal (a whole list has none).
  *
  * Outputs, all optional (NULL when not wanted):
  * - `report`: the counts, the total number of invalid routes and the `msgbuf` size that would
  *   hold every message. Written on `ATC_OK` and `ATC_ERR_ROUTES` (the counts are then 0).
- * - `errors`: one entry per invalid route, by index; `*errors_len` is the capacity in and the
- *   number written out. Errors beyond the capacity are counted in `report->errors` only.
+ * - `errors`: one entry per invalid route, by position; `*errors_len` is the capacity in and
+ *   the number written out. Errors beyond the capacity are counted in `report->errors` only.
  * - `msgbuf`: the messages of the written errors, one after the other, each NUL-terminated;
  *   `*msgbuf_len` is the capacity in and the bytes used out. A message that does not fit in what
  *   is left is cut like an error message (whole UTF-8 characters, then a NUL); once no byte is
  *   left, further errors get a NULL message.
  *
- * Failures of the call itself (a NULL `router`, `routes` NULL with `n` > 0, `errors` NULL with a
- * non-zero capacity, an unknown `mode`) change nothing and write only `errbuf`. With
- * `ATC_ERR_ROUTES`, `errbuf` holds a summary naming the first invalid route.
+ * Failures of the call itself (a NULL `router` or `list`, `errors` NULL with a non-zero
+ * capacity, an unknown `mode`) change nothing and write only `errbuf`. With `ATC_ERR_ROUTES`,
+ * `errbuf` holds the one message of a refused list: how many routes are invalid, and the first
+ * of them, by position.
  *
  * # Safety
- * `router` is a live handle; `routes` points to `n` routes whose pointers are valid for their
- * lengths; `report`, `errors` (`*errors_len` elements), `msgbuf` (`*msgbuf_len` bytes) and
- * `errbuf` (`*errbuf_len` bytes) are valid or NULL.
+ * `router` and `list` are live handles; `report`, `errors` (`*errors_len` elements), `msgbuf`
+ * (`*msgbuf_len` bytes) and `errbuf` (`*errbuf_len` bytes) are valid or NULL.
  */
 int32_t atc_router_sync(atc_router *router,
-                        const atc_route *routes,
-                        size_t n,
+                        const AtcRouteList *list,
                         int32_t mode,
                         atc_sync_report *report,
                         atc_sync_error *errors,
@@ -1449,6 +1563,29 @@ int32_t atc_router_sync(atc_router *router,
                         size_t *msgbuf_len,
                         char *errbuf,
                         size_t *errbuf_len);
+
+/**
+ * Applies the list of changes in `list` (`atc_route_list_add`: routes to put in, or in place of
+ * the route with their id; `atc_route_list_remove`: ids to take out, a no-op for an id the
+ * router does not hold), touching only those routes; the rest of the table stays. The list
+ * stays the caller's (free it with `atc_route_list_free`). Modes, outputs and failures as for
+ * `atc_router_sync`; the report counts as unchanged the routes the changes left as they were.
+ * A broken router refuses every list of changes (`ATC_ERR_ROUTES`): `atc_router_sync` of the
+ * whole list rebuilds it.
+ *
+ * # Safety
+ * `router` and `list` are live handles; the outputs are as for `atc_router_sync`.
+ */
+int32_t atc_router_update(atc_router *router,
+                          const AtcRouteList *list,
+                          int32_t mode,
+                          atc_sync_report *report,
+                          atc_sync_error *errors,
+                          size_t *errors_len,
+                          char *msgbuf,
+                          size_t *msgbuf_len,
+                          char *errbuf,
+                          size_t *errbuf_len);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -1,38 +1,47 @@
 //! Syncs built off the calling thread: start, poll, apply (the core's [`Builder`]).
 //!
 //! A gateway worker must never wait for a build. `atc_router_sync_start` hands a whole desired
-//! list to the router's builder thread (started by the first call, in the calling process, so
-//! a router made before a fork works in every child) and returns; `atc_router_sync_state`
-//! says, with one atomic load, whether an outcome is ready; `atc_router_sync_apply`, called
-//! between two requests, swaps the built table in (O(1)) or reports why the list was refused.
-//! The current table answers requests the whole time.
+//! list to the router's builder thread, and `atc_router_update_start` a list of changes
+//! (threads started by the first call, in the calling process, so a router made before a fork
+//! works in every child), and returns; `atc_router_sync_ready` says, with one atomic load,
+//! whether an outcome is ready; `atc_router_sync_apply`, called between two requests, swaps the
+//! built table in (O(1)) or reports why the list was refused, one outcome per version handed
+//! over, in order. The current table answers requests the whole time.
 //!
 //! Lists cross over in two forms:
-//! - routes, collected in an `atc_route_list` in as many chunks as the caller likes (each
-//!   `atc_route_list_add` copies its chunk: a caller that must not stall adds a few thousand
-//!   routes at a time and yields in between);
+//! - an `atc_route_list` (the core's entry list), filled in as many chunks as the caller likes
+//!   (each `atc_route_list_add` or `atc_route_list_remove` copies its chunk's bytes into the
+//!   list's one buffer: a caller that must not stall adds a few thousand routes at a time and
+//!   yields in between);
 //! - one text in the TSV or JSON format of route files (`atc_router_sync_start_text`), read on
 //!   the builder thread: copied, or borrowed without a copy when the caller promises to keep it
 //!   (see [`ATC_TEXT_BORROW`]).
 //!
-//! The synchronous calls (`atc_router_add`, `atc_router_remove`, `atc_router_sync`) keep their
-//! meaning; a build already started still yields a table holding exactly its list.
+//! The builder threads' priority is the process's choice (`atc_builder_schedule`,
+//! `atc_builder_priority`): by default the thread that builds runs under `SCHED_IDLE`, taking
+//! only the CPU requests leave, and a second one at the caller's priority takes a build over
+//! once a version has waited `boost_after_ms`.
+//!
+//! The synchronous calls (`atc_router_add`, `atc_router_remove`, `atc_router_sync`,
+//! `atc_router_update`) keep their meaning; a build already started still yields a table
+//! holding exactly its list.
 //!
 //! [`Builder`]: atc_router::Builder
 
 use std::ffi::c_char;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 
-use atc_router::route_list::{Problem, ProblemKind};
-use atc_router::{BuildState, Builder, ListError, Outcome, OwnedRoute, RouteInput};
+use atc_router::route_list::EntryList;
+use atc_router::{BuildState, Builder, Lane, Outcome, RouteInput};
 
-use crate::router::{parse_uuid, AtcRouter};
+use crate::router::AtcRouter;
 use crate::sync::{
-    route_slice, sync_mode, write_route_errors, AtcRoute, AtcSyncError, AtcSyncReport, RouteError,
+    position, push_removal, push_route, route_errors, route_slice, sync_mode, write_route_errors,
+    AtcRoute, AtcSyncError, AtcSyncReport,
 };
 use crate::{
-    bytes_arg, guard, guard_ptr, handle, handle_mut, str_arg, Fail, ATC_ERR_DUPLICATE,
-    ATC_ERR_INVALID, ATC_ERR_NULL, ATC_ERR_PANIC, ATC_ERR_ROUTES, ATC_ERR_UUID, ATC_OK,
+    bytes_arg, guard, guard_ptr, handle, handle_mut, Fail, ATC_ERR_INVALID, ATC_ERR_NULL,
+    ATC_ERR_PANIC, ATC_ERR_ROUTES, ATC_OK,
 };
 
 /// `atc_router_sync_state`: nothing submitted that is not applied.
@@ -52,14 +61,15 @@ pub const ATC_TEXT_BORROW: i32 = 1;
 /// `atc_router_sync_apply`: no outcome is ready yet (`atc_router_sync_state` says when).
 pub const ATC_ERR_NOT_READY: i32 = -17;
 
-/// A route list being collected for `atc_router_sync_start`. Opaque.
+/// `atc_router_sync_apply`: the version in `*version` was never built: a whole list handed over
+/// after it, before its build started, took its place. Nothing changed.
+pub const ATC_ERR_SUPERSEDED: i32 = -19;
+
+/// A route list being collected for `atc_router_sync_start` (a whole list) or
+/// `atc_router_update_start` / `atc_router_update` (a list of changes). Opaque.
 #[derive(Debug, Default)]
 pub struct AtcRouteList {
-    routes: Vec<OwnedRoute>,
-    lines: Vec<usize>,
-    problems: Vec<Problem>,
-    /// Routes added so far, readable or not: the next one's position is `count`.
-    count: usize,
+    pub(crate) list: EntryList,
 }
 
 /// A new, empty route list. Free it with `atc_route_list_free`, unless
@@ -88,10 +98,11 @@ pub unsafe extern "C" fn atc_route_list_free(list: *mut AtcRouteList) {
 }
 
 /// Appends `n` routes to `list`, copying them: the caller's memory is not used after the call.
-/// A route that cannot be read (an id that is not a UUID or repeats an earlier one of the
-/// list, text that is not UTF-8, a NULL pointer with a length) is kept as a problem of the
-/// list, reported by `atc_router_sync_apply` with its position. `ATC_ERR_NULL` for a NULL
-/// `list`, or `routes` NULL with `n` > 0 (nothing appended).
+/// A route that cannot be read (an id that is not a UUID, text that is not UTF-8, a NULL pointer
+/// with a length) is kept as an invalid entry of the list, reported by `atc_router_sync_apply`
+/// (or `atc_router_update`) at its position; an id repeated in the list is the sync's to refuse.
+/// A route whose `position` is 0 gets its place among the entries added so far, from 1.
+/// `ATC_ERR_NULL` for a NULL `list`, or `routes` NULL with `n` > 0 (nothing appended).
 ///
 /// # Safety
 /// `list` is a live list; `routes` points to `n` routes whose pointers are valid for their
@@ -110,44 +121,99 @@ pub unsafe extern "C" fn atc_route_list_add(
         let l = unsafe { handle_mut(list, "list") }?;
         // SAFETY: `routes` is NULL or points to `n` routes (the caller's contract).
         let routes = unsafe { route_slice(routes, n) }?;
-        l.routes.reserve(routes.len());
-        l.lines.reserve(routes.len());
         for route in routes {
-            l.count += 1;
-            let line = l.count;
-            let mut problem = |kind, id, message: String| {
-                l.problems.push(Problem {
-                    line,
-                    kind,
-                    id,
-                    message,
-                    first_line: None,
-                })
-            };
-            // SAFETY: `route.id` is NULL or points to `route.id_len` readable bytes (the caller's
-            // contract).
-            let id = match unsafe { str_arg(route.id, route.id_len, "id") }.and_then(parse_uuid) {
-                Ok(id) => id,
-                Err(e) => {
-                    problem(ProblemKind::BadId, None, e.msg);
-                    continue;
-                }
-            };
-            // A repeated id is left to the core's sync, which refuses it as `Router::sync` does
-            // (`Error::DuplicateRoute`, reported with the route's position).
-            // SAFETY: `route.expr` is NULL or points to `route.expr_len` readable bytes (the
-            // caller's contract).
-            match unsafe { str_arg(route.expr, route.expr_len, "expr") } {
-                Ok(expression) => {
-                    l.routes.push(OwnedRoute {
-                        id,
-                        priority: route.priority,
-                        expression: expression.to_owned(),
-                    });
-                    l.lines.push(line);
-                }
-                Err(e) => problem(ProblemKind::Malformed, Some(id), e.msg),
-            }
+            let at = position(route, l.list.len() + 1);
+            // SAFETY: the route's pointers are valid for their lengths (the caller's contract).
+            unsafe { push_route(&mut l.list, at, route) };
+        }
+        Ok(ATC_OK)
+    })
+}
+
+/// Appends an entry the caller could not read itself (a value of the wrong type in its own
+/// list, say), at `position` (from 1; 0: its place among the entries added so far), with `why`
+/// (`why_len` bytes of UTF-8; not valid UTF-8 is replaced) and its id when it has one (`id` NULL
+/// or not a UUID: none): an invalid entry with that reason, which `atc_router_sync_apply` (or
+/// `atc_router_sync`) reports as the list's other errors, and whose id still counts (a later
+/// entry with it repeats it; a known route with it keeps its current version in apply-valid
+/// mode).
+///
+/// # Safety
+/// `list` is a live list; `id` points to `id_len` bytes and `why` to `why_len` bytes (or NULL
+/// with 0); `errbuf` to `*errbuf_len` bytes (or NULLs).
+#[no_mangle]
+pub unsafe extern "C" fn atc_route_list_add_unreadable(
+    list: *mut AtcRouteList,
+    position: usize,
+    id: *const c_char,
+    id_len: usize,
+    why: *const c_char,
+    why_len: usize,
+    errbuf: *mut c_char,
+    errbuf_len: *mut usize,
+) -> i32 {
+    guard(errbuf, errbuf_len, || {
+        // SAFETY: `list` is NULL or a live handle that nothing else uses during this call (the
+        // caller's contract).
+        let l = unsafe { handle_mut(list, "list") }?;
+        // SAFETY: `why` is NULL or points to `why_len` readable bytes (the caller's contract).
+        let why = String::from_utf8_lossy(unsafe { bytes_arg(why, why_len, "why") }?).into_owned();
+        // SAFETY: `id` is NULL or points to `id_len` readable bytes (the caller's contract).
+        let id = unsafe { crate::str_arg(id, id_len, "id") }
+            .ok()
+            .filter(|s| !s.is_empty())
+            .and_then(|s| crate::router::parse_uuid(s).ok());
+        let at = atc_router::route_list::Position::Item(if position == 0 {
+            l.list.len() + 1
+        } else {
+            position
+        });
+        l.list
+            .push_unreadable(at, id, atc_router::route_list::UnreadKind::Malformed, &why);
+        Ok(ATC_OK)
+    })
+}
+
+/// Empties `list` for the next one, keeping its memory (a caller that syncs the same table again
+/// allocates nothing).
+///
+/// # Safety
+/// `list` is NULL or a live list.
+#[no_mangle]
+pub unsafe extern "C" fn atc_route_list_clear(list: *mut AtcRouteList) -> i32 {
+    crate::guard_status(|| {
+        // SAFETY: `list` is NULL or a live handle that nothing else uses during this call (the
+        // caller's contract).
+        unsafe { handle_mut(list, "list") }?.list.clear();
+        Ok(ATC_OK)
+    })
+}
+
+/// Appends the removal of each of `n` route ids to `list` (only `id`, `id_len` and `position` of
+/// each `atc_route` are read), making it a list of changes, for `atc_router_update_start` or
+/// `atc_router_update`. An id that cannot be read is an invalid entry, as for
+/// `atc_route_list_add`; the id of a route the router does not hold is taken out of nothing.
+///
+/// # Safety
+/// As `atc_route_list_add`.
+#[no_mangle]
+pub unsafe extern "C" fn atc_route_list_remove(
+    list: *mut AtcRouteList,
+    routes: *const AtcRoute,
+    n: usize,
+    errbuf: *mut c_char,
+    errbuf_len: *mut usize,
+) -> i32 {
+    guard(errbuf, errbuf_len, || {
+        // SAFETY: `list` is NULL or a live handle that nothing else uses during this call (the
+        // caller's contract).
+        let l = unsafe { handle_mut(list, "list") }?;
+        // SAFETY: `routes` is NULL or points to `n` routes (the caller's contract).
+        let routes = unsafe { route_slice(routes, n) }?;
+        for route in routes {
+            let at = position(route, l.list.len() + 1);
+            // SAFETY: the route's id is valid for its length (the caller's contract).
+            unsafe { push_removal(&mut l.list, at, route) };
         }
         Ok(ATC_OK)
     })
@@ -174,16 +240,42 @@ impl AsRef<[u8]> for Borrowed {
     }
 }
 
-/// How many nice levels below the thread that starts it a builder thread runs (see
-/// `atc_builder_priority`).
+/// How many nice levels below the thread that starts it a builder thread at normal priority runs
+/// (see `atc_builder_priority`).
 static BUILDER_NICE: AtomicI32 = AtomicI32::new(ATC_BUILDER_NICE_DEFAULT);
 
 /// The default of `atc_builder_priority`.
 pub const ATC_BUILDER_NICE_DEFAULT: i32 = 0;
 
-/// Run first on every builder thread: lowers its priority by `BUILDER_NICE` levels. On Linux a
-/// nice value belongs to a thread, so the worker that routes requests keeps its own.
-fn lower_priority() {
+/// `atc_builder_schedule`: the thread that builds runs under `SCHED_IDLE` (the default).
+pub const ATC_BUILDER_IDLE: i32 = 0;
+/// `atc_builder_schedule`: the thread that builds runs at the priority of the thread that
+/// started it, less `atc_builder_priority`'s nice levels.
+pub const ATC_BUILDER_NORMAL: i32 = 1;
+
+/// The default of `atc_builder_schedule`'s `boost_after_ms`.
+pub const ATC_BUILDER_BOOST_AFTER_MS_DEFAULT: u32 = 3000;
+
+/// The policy of `atc_builder_schedule`.
+static BUILDER_POLICY: AtomicI32 = AtomicI32::new(ATC_BUILDER_IDLE);
+/// `boost_after_ms` of `atc_builder_schedule` (0: never).
+static BUILDER_BOOST_MS: AtomicU32 = AtomicU32::new(ATC_BUILDER_BOOST_AFTER_MS_DEFAULT);
+
+/// Run first on every builder thread, with its lane: the background lane goes under
+/// `SCHED_IDLE` (policy `ATC_BUILDER_IDLE`), or `BUILDER_NICE` levels down; the boosted lane
+/// `BUILDER_NICE` levels down. On Linux a policy and a nice value belong to a thread, so the
+/// worker that routes requests keeps its own.
+fn set_priority(lane: Lane) {
+    if lane == Lane::Background && BUILDER_POLICY.load(Ordering::Relaxed) == ATC_BUILDER_IDLE {
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: sched_setscheduler(0, ...) changes only the calling thread's policy; `param`
+        // is valid for the call. Lowering a thread to SCHED_IDLE needs no privilege; a failure
+        // leaves the thread at its priority.
+        unsafe {
+            libc::sched_setscheduler(0, libc::SCHED_IDLE, &param);
+        }
+        return;
+    }
     let delta = BUILDER_NICE.load(Ordering::Relaxed);
     if delta > 0 {
         // SAFETY: nice(2) takes an integer and changes only the calling thread's priority; a
@@ -195,16 +287,37 @@ fn lower_priority() {
 }
 
 /// Sets how many nice levels (0 to 19) below the thread that starts them the builder threads
-/// started from now on run (default `ATC_BUILDER_NICE_DEFAULT`), for the whole process: a build
-/// then takes the CPU the requests leave, rather than competing with them for it, and takes
-/// longer when they leave none. 0 keeps the starting thread's priority. Returns the previous
-/// value, or `ATC_ERR_INVALID` (nothing changed) outside 0 to 19.
+/// that run at normal priority (the boosted lane, and every build under `ATC_BUILDER_NORMAL`)
+/// started from now on run (default `ATC_BUILDER_NICE_DEFAULT`), for the whole process. 0
+/// keeps the starting thread's priority. Returns the previous value, or `ATC_ERR_INVALID`
+/// (nothing changed) outside 0 to 19.
 #[no_mangle]
 pub extern "C" fn atc_builder_priority(nice: i32) -> i32 {
     if !(0..=19).contains(&nice) {
         return crate::ATC_ERR_INVALID;
     }
     BUILDER_NICE.swap(nice, Ordering::Relaxed)
+}
+
+/// Sets, for the whole process and the builders whose threads start from now on, how builds
+/// are scheduled. `policy` `ATC_BUILDER_IDLE` (the default): the thread that builds runs under
+/// Linux's `SCHED_IDLE`, so that it takes only the CPU no request wants (a build never delays a
+/// request, but takes longer while requests keep every CPU busy); and once the oldest version
+/// handed over and not yet built has waited `boost_after_ms` milliseconds (0: never;
+/// default `ATC_BUILDER_BOOST_AFTER_MS_DEFAULT`), a second thread of the builder, started at the
+/// caller's priority less `atc_builder_priority`, takes the build over (restarting it: the idle
+/// thread gives it up at its next check) and builds until nothing waits. An unprivileged thread
+/// cannot leave `SCHED_IDLE`, which is why the second thread is started with the first.
+/// `ATC_BUILDER_NORMAL`: one thread, at the caller's priority less `atc_builder_priority`.
+/// `ATC_OK`, or `ATC_ERR_INVALID` (nothing changed) for another policy.
+#[no_mangle]
+pub extern "C" fn atc_builder_schedule(policy: i32, boost_after_ms: u32) -> i32 {
+    if policy != ATC_BUILDER_IDLE && policy != ATC_BUILDER_NORMAL {
+        return crate::ATC_ERR_INVALID;
+    }
+    BUILDER_POLICY.store(policy, Ordering::Relaxed);
+    BUILDER_BOOST_MS.store(boost_after_ms, Ordering::Relaxed);
+    ATC_OK
 }
 
 /// The router's builder, made on first use and told what the router holds if it was changed
@@ -216,7 +329,11 @@ fn builder(r: &mut AtcRouter) -> &mut Builder {
     let publish = r.publish_dir.clone();
     let b = r.builder.get_or_insert_with(|| {
         let mut b = Builder::new(schema, limits);
-        b.on_thread_start(lower_priority);
+        b.on_thread_start(set_priority);
+        let boost = BUILDER_BOOST_MS.load(Ordering::Relaxed);
+        if BUILDER_POLICY.load(Ordering::Relaxed) == ATC_BUILDER_IDLE && boost > 0 {
+            b.boost_after(Some(std::time::Duration::from_millis(u64::from(boost))));
+        }
         if let Some((dir, keep_tables)) = publish {
             b.publish_with(crate::image::publisher(dir), keep_tables);
         }
@@ -228,16 +345,39 @@ fn builder(r: &mut AtcRouter) -> &mut Builder {
     b
 }
 
+/// Takes `list` for a background build: its entries, when `list` is a live list of the right
+/// kind (a whole list has no removals); on failure the list stays the caller's.
+///
+/// # Safety
+/// `list` is NULL or a live list from `atc_route_list_new`.
+unsafe fn take_list(list: *mut AtcRouteList, changes: bool) -> crate::Res<EntryList> {
+    // SAFETY: `list` is NULL or a live handle (the caller's contract).
+    let l = unsafe { handle(list, "list") }?;
+    if !changes && l.list.removals() > 0 {
+        return Err(Fail::new(
+            ATC_ERR_INVALID,
+            format_args!(
+                "the list has {} removal(s): a list of changes goes to atc_router_update_start",
+                l.list.removals()
+            ),
+        ));
+    }
+    // SAFETY: `list` came from Box::into_raw in this library and is freed once (the caller's
+    // contract).
+    Ok(unsafe { Box::from_raw(list) }.list)
+}
+
 /// Starts bringing the router to the routes of `list`, as version `version`, on the router's
 /// builder thread, and returns: the current table keeps answering until
 /// `atc_router_sync_apply` swaps the new one in. Takes `list` on `ATC_OK` (do not free it);
 /// on failure nothing changes and `list` stays the caller's.
 ///
-/// A list started while an earlier one waits to be built replaces it; one being built is
-/// finished. Versions are the caller's numbers: outcomes come in the order lists were started,
-/// and an outcome not applied when a newer list is started is dropped (never applied after
-/// it). `mode` is `ATC_SYNC_ALL_OR_NOTHING` or `ATC_SYNC_APPLY_VALID`, as for
-/// `atc_router_sync`.
+/// Versions are the caller's numbers. Every version handed over gets one outcome from
+/// `atc_router_sync_apply`, in the order handed over; a whole list supersedes the versions handed
+/// over before it whose build has not started (their outcome is `ATC_ERR_SUPERSEDED`); one
+/// being built is finished. `mode` is `ATC_SYNC_ALL_OR_NOTHING` or `ATC_SYNC_APPLY_VALID`, as for
+/// `atc_router_sync`. `ATC_ERR_INVALID` for a list with removals (a list of changes:
+/// `atc_router_update_start`).
 ///
 /// # Safety
 /// `router` is a live handle; `list` a live list; `errbuf` points to `*errbuf_len` bytes (or
@@ -256,17 +396,37 @@ pub unsafe extern "C" fn atc_router_sync_start(
         // caller's contract).
         let r = unsafe { handle_mut(router, "router") }?;
         let mode = sync_mode(mode)?;
-        // SAFETY: `list` is NULL or a live handle (the caller's contract).
-        unsafe { handle(list, "list") }?;
-        // SAFETY: `list` came from Box::into_raw in this library and is freed once (the caller's
-        // contract).
-        let l = *unsafe { Box::from_raw(list) };
-        let input = RouteInput::Routes {
-            routes: l.routes,
-            lines: l.lines,
-            problems: l.problems,
-        };
-        builder(r).submit(version, input, mode);
+        // SAFETY: `list` is NULL or a live list (the caller's contract).
+        let list = unsafe { take_list(list, false) }?;
+        builder(r).submit(version, RouteInput::List(list), mode);
+        Ok(ATC_OK)
+    })
+}
+
+/// Starts applying the list of changes in `list` (routes to put in, ids to take out: see
+/// `atc_router_update`), as version `version`, on the router's builder thread, and returns;
+/// otherwise as `atc_router_sync_start`, except that a list of changes supersedes no version
+/// handed over before it (every change reaches the table, in order). Takes `list` on `ATC_OK`.
+///
+/// # Safety
+/// As `atc_router_sync_start`.
+#[no_mangle]
+pub unsafe extern "C" fn atc_router_update_start(
+    router: *mut AtcRouter,
+    version: u64,
+    list: *mut AtcRouteList,
+    mode: i32,
+    errbuf: *mut c_char,
+    errbuf_len: *mut usize,
+) -> i32 {
+    guard(errbuf, errbuf_len, || {
+        // SAFETY: `router` is NULL or a live handle that nothing else uses during this call (the
+        // caller's contract).
+        let r = unsafe { handle_mut(router, "router") }?;
+        let mode = sync_mode(mode)?;
+        // SAFETY: `list` is NULL or a live list (the caller's contract).
+        let list = unsafe { take_list(list, true) }?;
+        builder(r).submit(version, RouteInput::Changes(list), mode);
         Ok(ATC_OK)
     })
 }
@@ -362,18 +522,22 @@ pub unsafe extern "C" fn atc_router_sync_ready(router: *const AtcRouter) -> i32 
     })
 }
 
-/// Applies the outcome of the background sync, if one is ready, between two requests:
-/// - `ATC_OK`: the new table is swapped in (in O(1); the replaced one is freed, or kept up to
-///   date for the next sync, on the builder thread). `*version` is its version; `report`, and
-///   for `ATC_SYNC_APPLY_VALID` the routes left out, are written as by `atc_router_sync`.
+/// Applies the next outcome of the background builds, if one is ready, between two requests
+/// (one per version handed over, in order):
+/// - `ATC_OK`: the new table is swapped in (in O(1); the replaced one is freed, or brought up
+///   to date for the next build, on the builder thread). `*version` is its version; `report`,
+///   and for `ATC_SYNC_APPLY_VALID` the routes left out, are written as by `atc_router_sync`.
 /// - `ATC_ERR_ROUTES`: the list of `*version` was refused (some route invalid, or the text is
 ///   not a route list: then `errbuf` says why and no route is listed); the current table stays.
+///   `errbuf` holds the one message of a refused list.
+/// - `ATC_ERR_SUPERSEDED`: `*version` was never built (a whole list handed over after it took
+///   its place); nothing changed.
 /// - `ATC_ERR_PANIC`: building `*version` panicked (a bug); the current table stays.
 /// - `ATC_ERR_NOT_READY`: nothing to apply (`atc_router_sync_state` says whether a build runs).
 ///
 /// Errors are written as by `atc_router_sync`: `index` is the route's position in the list
-/// (from 0) for a list of routes, its line minus one for a text. `version`, `report`,
-/// `errors`/`errors_len` and `msgbuf`/`msgbuf_len` may be NULL.
+/// minus one (its place from 0, unless the caller gave it a `position`), its line minus one for
+/// a text. `version`, `report`, `errors`/`errors_len` and `msgbuf`/`msgbuf_len` may be NULL.
 ///
 /// # Safety
 /// `router` is a live handle; the output pointers are NULL or valid as for `atc_router_sync`.
@@ -404,7 +568,12 @@ pub unsafe extern "C" fn atc_router_sync_apply(
         }
         // What this call holds the caller is the update's hold time in the router's stats.
         let started = std::time::Instant::now();
-        let Some(outcome) = r.builder.as_mut().and_then(Builder::take) else {
+        let AtcRouter {
+            router: current,
+            builder: b,
+            ..
+        } = &mut *r;
+        let Some(outcome) = b.as_mut().and_then(|b| b.apply_to(current)) else {
             return Err(Fail::new(
                 ATC_ERR_NOT_READY,
                 "no background sync outcome is ready",
@@ -415,44 +584,38 @@ pub unsafe extern "C" fn atc_router_sync_apply(
             // SAFETY: `version` is non-NULL (checked above) and writable (the caller's contract).
             unsafe { *version = outcome.version() };
         }
+        let mut counts = AtcSyncReport::default();
         let (errs, built, message) = match outcome {
             Outcome::Built {
                 version: v,
-                router: built,
                 report: done,
-                errors: list_errors,
                 published,
                 ..
             } => {
                 if let Some(p) = published {
                     r.published = Some((v, p));
                 }
-                // The router's stats stay with the handle.
-                let old = r.router.replace_with(*built);
-                if let Some(b) = r.builder.as_mut() {
-                    b.recycle(old);
-                }
-                if !report.is_null() {
-                    // SAFETY: `report` is non-NULL (checked above) and writable (the caller's
-                    // contract).
-                    unsafe {
-                        *report = AtcSyncReport {
-                            added: done.added,
-                            removed: done.removed,
-                            changed: done.changed,
-                            unchanged: done.unchanged,
-                            ..AtcSyncReport::default()
-                        }
-                    };
-                }
-                (route_errors(list_errors), true, String::new())
+                counts.added = done.added;
+                counts.removed = done.removed;
+                counts.changed = done.changed;
+                counts.unchanged = done.unchanged;
+                (route_errors(&done.errors), true, String::new())
             }
             Outcome::Refused {
                 errors: list_errors,
                 message,
                 ..
-            } => (route_errors(list_errors), false, message),
+            } => (route_errors(&list_errors), false, message),
+            Outcome::Superseded { version: v, by } => {
+                return Err(Fail::new(
+                    ATC_ERR_SUPERSEDED,
+                    format_args!("version {v} was superseded by version {by} before it was built"),
+                ));
+            }
             Outcome::Panicked { message, .. } => {
+                // The builder no longer knows the table in force: it learns it again before the
+                // next build.
+                r.changed = true;
                 r.router.record_update(false, started.elapsed(), build_time);
                 return Err(Fail::new(
                     ATC_ERR_PANIC,
@@ -460,12 +623,11 @@ pub unsafe extern "C" fn atc_router_sync_apply(
                 ));
             }
         };
+        counts.errors = errs.len();
+        counts.messages_len = errs.iter().map(|e| e.msg.len() + 1).sum();
         if !report.is_null() {
             // SAFETY: `report` is non-NULL (checked above) and writable (the caller's contract).
-            unsafe {
-                (*report).errors = errs.len();
-                (*report).messages_len = errs.iter().map(|e| e.msg.len() + 1).sum();
-            }
+            unsafe { *report = counts };
         }
         // SAFETY: `errors`, `msgbuf` and their lengths are valid or NULL (the caller's contract),
         // and `errors` is non-NULL when its capacity is not 0 (checked above).
@@ -477,34 +639,6 @@ pub unsafe extern "C" fn atc_router_sync_apply(
             Err(Fail::new(ATC_ERR_ROUTES, message))
         }
     })
-}
-
-/// The C form of the builder's errors.
-fn route_errors(list: Vec<ListError>) -> Vec<RouteError> {
-    list.into_iter()
-        .map(|e| {
-            let index = e.line().saturating_sub(1);
-            match e {
-                ListError::Unreadable(p) => RouteError {
-                    index,
-                    code: match p.kind {
-                        ProblemKind::BadId => ATC_ERR_UUID,
-                        ProblemKind::DuplicateId => ATC_ERR_DUPLICATE,
-                        ProblemKind::BadPriority | ProblemKind::Malformed => ATC_ERR_INVALID,
-                    },
-                    msg: p.message,
-                },
-                ListError::Invalid { error, .. } => {
-                    let fail = Fail::from(error);
-                    RouteError {
-                        index,
-                        code: fail.code,
-                        msg: fail.msg,
-                    }
-                }
-            }
-        })
-        .collect()
 }
 
 /// Notes a synchronous change of the router: the builder learns what the router holds before

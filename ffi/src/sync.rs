@@ -1,26 +1,30 @@
-//! Bringing a router to a whole desired route list in one call (`atc_router_sync`).
+//! Bringing a router to a whole desired route list, or applying a list of changes, in one call
+//! (`atc_router_sync`, `atc_router_update`), and the one reader of the C form of a route.
 //!
-//! The core's [`Router::sync_entries`] does the work and holds the rules (repeated ids, which
-//! invalid routes keep their current version): only routes whose priority or expression text
-//! differ are parsed again, and the router changes in one step after everything was prepared.
-//! This layer reads the C input (pointers, UTF-8, UUIDs), passes every entry through (one it
-//! could not read as [`SyncEntry::Unreadable`]), words the core's errors, which come by index,
-//! and writes the outcome to caller buffers.
+//! The core's [`Router::sync_entries`] and [`Router::update_entries`] do the work and hold the
+//! rules (repeated ids, which invalid routes keep their current version, the message of a
+//! refused list): only routes whose priority or expression text differ are parsed again, and
+//! the router changes in one step after everything was prepared. This layer reads the C input
+//! into the core's entries ([`read_route`]: pointers, UTF-8, UUIDs; what it cannot read is an
+//! unreadable entry, with why), and writes the core's errors and report to caller buffers.
 //!
 //! A sync cannot be repeated to fetch what did not fit (the second run would report the routes
 //! the first one added as unchanged), so unlike the other functions it does not fail with
 //! `ATC_ERR_BUFFER`: it always does its work, writes the errors that fit, and reports the totals.
 //!
 //! [`Router::sync_entries`]: atc_router::Router::sync_entries
+//! [`Router::update_entries`]: atc_router::Router::update_entries
 
 use std::ffi::c_char;
 
-use atc_router::{EntryError, EntryFault, RouteSpec, SyncEntry, SyncMode};
+use atc_router::route_list::{EntryList, Position, UnreadKind};
+use atc_router::{EntryError, EntryFault, SyncError, SyncMode, SyncReport, Uuid};
 
+use crate::background::AtcRouteList;
 use crate::router::{parse_uuid, AtcRouter};
 use crate::{
-    guard, handle_mut, str_arg, Fail, Res, ATC_ERR_DUPLICATE, ATC_ERR_INVALID, ATC_ERR_NULL,
-    ATC_ERR_PANIC, ATC_ERR_ROUTES, ATC_OK,
+    guard, handle, handle_mut, str_arg, Fail, Res, ATC_ERR_DUPLICATE, ATC_ERR_INVALID,
+    ATC_ERR_NULL, ATC_ERR_PANIC, ATC_ERR_ROUTES, ATC_ERR_UTF8, ATC_ERR_UUID, ATC_OK,
 };
 
 /// `atc_router_sync` mode: one invalid route refuses the whole list and nothing changes.
@@ -29,7 +33,8 @@ pub const ATC_SYNC_ALL_OR_NOTHING: i32 = 0;
 /// route whose new version is invalid keeps its current version.
 pub const ATC_SYNC_APPLY_VALID: i32 = 1;
 
-/// One route of the list given to `atc_router_sync`.
+/// One route of a route list (`atc_router_sync`, `atc_route_list_add`), or, with only `id`
+/// (and `position`) read, one removal (`atc_route_list_remove`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct AtcRoute {
@@ -41,6 +46,10 @@ pub struct AtcRoute {
     /// The expression (UTF-8), not NUL-terminated.
     pub expr: *const c_char,
     pub expr_len: usize,
+    /// Where the route is in the caller's own list, from 1, as its errors name it (`route
+    /// #<position>`, and `atc_sync_error.index` is `position - 1`); 0: its place among the
+    /// routes handed over, from 1 (for a list added in chunks, counted across them).
+    pub position: usize,
 }
 
 /// What `atc_router_sync` did.
@@ -82,113 +91,227 @@ pub(crate) struct RouteError {
     pub(crate) msg: String,
 }
 
-/// Reads the list into the core's entries; what could not be read is an unreadable entry (with
-/// its id when that could be read), and its error is in `unread`, by index, in list order.
-///
-/// # Safety
-/// `routes` holds routes whose pointers are valid for their lengths.
-unsafe fn read_entries<'a>(
-    routes: &[AtcRoute],
-    unread: &mut Vec<(usize, Fail)>,
-) -> Vec<SyncEntry<'a>> {
-    let mut entries = Vec::with_capacity(routes.len());
-    for (index, route) in routes.iter().enumerate() {
-        // SAFETY: the caller's pointers are valid for their lengths (this function's contract).
-        let (id, expression) = unsafe {
-            (
-                str_arg(route.id, route.id_len, "id").and_then(parse_uuid),
-                str_arg(route.expr, route.expr_len, "expr"),
-            )
-        };
-        entries.push(match (id, expression) {
-            (Ok(id), Ok(expression)) => SyncEntry::Route(RouteSpec {
-                id,
-                priority: route.priority,
-                expression,
-            }),
-            // The id still counts: it may keep its current version, or make a later entry a
-            // duplicate (the core's rules).
-            (Ok(id), Err(e)) => {
-                unread.push((index, e));
-                SyncEntry::Unreadable { id: Some(id) }
-            }
-            (Err(e), _) => {
-                unread.push((index, e));
-                SyncEntry::Unreadable { id: None }
-            }
-        });
-    }
-    entries
+/// A route's position: its own, or `fallback` (its place among the routes handed over).
+pub(crate) fn position(route: &AtcRoute, fallback: usize) -> Position {
+    Position::Item(if route.position == 0 {
+        fallback
+    } else {
+        route.position
+    })
 }
 
-/// The core's invalid entries as C errors: a duplicate names the first entry with its id, an
-/// unreadable entry gets the error it was read with.
-fn route_errors(invalid: Vec<EntryError>, mut unread: Vec<(usize, Fail)>) -> Vec<RouteError> {
+/// Why an entry could not be read, from the failure of reading it.
+fn unread(f: &Fail) -> UnreadKind {
+    match f.code {
+        ATC_ERR_UUID => UnreadKind::BadId,
+        ATC_ERR_UTF8 => UnreadKind::NotUtf8,
+        _ => UnreadKind::Malformed,
+    }
+}
+
+/// A route's id, read as the C ABI reads every route id.
+///
+/// # Safety
+/// `route.id` is NULL or points to `route.id_len` readable bytes.
+unsafe fn read_id(route: &AtcRoute) -> Res<Uuid> {
+    // SAFETY: this function's contract.
+    unsafe { str_arg(route.id, route.id_len, "id") }.and_then(parse_uuid)
+}
+
+/// The one reader of the C form of a route: its id and expression, or what could not be read
+/// (with the id, when that could be read: it still counts for the core's rules).
+///
+/// # Safety
+/// `route`'s pointers are NULL or valid for their lengths, for `'a`.
+pub(crate) unsafe fn read_route<'a>(
+    route: &AtcRoute,
+) -> Result<(Uuid, &'a str), (Option<Uuid>, UnreadKind, String)> {
+    // SAFETY: this function's contract.
+    let id = match unsafe { read_id(route) } {
+        Ok(id) => id,
+        Err(e) => return Err((None, unread(&e), e.msg)),
+    };
+    // SAFETY: this function's contract.
+    match unsafe { str_arg(route.expr, route.expr_len, "expr") } {
+        Ok(expression) => Ok((id, expression)),
+        Err(e) => Err((Some(id), unread(&e), e.msg)),
+    }
+}
+
+/// Appends `route` to `list` (copied), at `at`.
+///
+/// # Safety
+/// As [`read_route`].
+pub(crate) unsafe fn push_route(list: &mut EntryList, at: Position, route: &AtcRoute) {
+    // SAFETY: this function's contract.
+    match unsafe { read_route(route) } {
+        Ok((id, expression)) => list.push_route(at, id, route.priority, expression),
+        Err((id, kind, why)) => list.push_unreadable(at, id, kind, &why),
+    }
+}
+
+/// Appends the removal of `route.id` to `list`, at `at`.
+///
+/// # Safety
+/// `route.id` is NULL or points to `route.id_len` readable bytes.
+pub(crate) unsafe fn push_removal(list: &mut EntryList, at: Position, route: &AtcRoute) {
+    // SAFETY: this function's contract.
+    match unsafe { read_id(route) } {
+        Ok(id) => list.push_removal(at, id),
+        Err(e) => list.push_unreadable(at, None, unread(&e), &e.msg),
+    }
+}
+
+/// The core's invalid entries as C errors.
+pub(crate) fn route_errors(invalid: &[EntryError]) -> Vec<RouteError> {
     invalid
-        .into_iter()
+        .iter()
         .map(|e| {
-            let index = e.index;
-            let fail = match e.fault {
-                EntryFault::Duplicate { first } => Fail::new(
-                    ATC_ERR_DUPLICATE,
-                    format_args!(
-                        "route id {} is already used by route {first} of the list",
-                        e.id.map_or_else(String::new, |id| id.to_string())
-                    ),
-                ),
-                EntryFault::Invalid(error) => Fail::from(error),
-                EntryFault::Unreadable => match unread.binary_search_by_key(&index, |(i, _)| *i) {
-                    Ok(at) => std::mem::replace(&mut unread[at].1, Fail::new(0, "")),
-                    Err(_) => Fail::new(ATC_ERR_PANIC, "an unreadable route lost its error"),
+            let code = match &e.fault {
+                EntryFault::Duplicate { .. } => ATC_ERR_DUPLICATE,
+                EntryFault::Invalid(error) => Fail::from(error.clone()).code,
+                EntryFault::Unreadable { kind, .. } => match kind {
+                    UnreadKind::BadId => ATC_ERR_UUID,
+                    UnreadKind::NotUtf8 => ATC_ERR_UTF8,
+                    UnreadKind::BadPriority => ATC_ERR_INVALID,
+                    UnreadKind::Malformed => ATC_ERR_NULL,
                 },
             };
             RouteError {
-                index,
-                code: fail.code,
-                msg: fail.msg,
+                index: e.at.number().saturating_sub(1),
+                code,
+                msg: e.fault.to_string(),
             }
         })
         .collect()
 }
 
-/// Makes the router hold exactly the `n` routes of `routes`, touching only what differs: a
-/// route whose id, priority and expression text are all unchanged is not parsed again; a known
-/// id with another priority or text is replaced; an unknown id is added; a route of the router
-/// whose id is not in the list is removed. The router changes in one step, after every route
-/// was parsed and validated.
+/// Writes the outcome of a sync or an update to the caller's buffers, and says how it ends:
+/// `ATC_OK`, or `ATC_ERR_ROUTES` with the one message of a refused list.
+///
+/// # Safety
+/// As `atc_router_sync`'s outputs.
+unsafe fn finish(
+    done: Result<SyncReport, SyncError>,
+    report: *mut AtcSyncReport,
+    errors: *mut AtcSyncError,
+    errors_len: *mut usize,
+    msgbuf: *mut c_char,
+    msgbuf_len: *mut usize,
+) -> Res<i32> {
+    let mut counts = AtcSyncReport::default();
+    let (applied, invalid) = match &done {
+        Ok(done) => {
+            if done.stale {
+                return Err(Fail::new(ATC_ERR_PANIC, "sync plan was stale"));
+            }
+            counts.added = done.added;
+            counts.removed = done.removed;
+            counts.changed = done.changed;
+            counts.unchanged = done.unchanged;
+            (true, &done.errors)
+        }
+        Err(e) => (false, &e.errors),
+    };
+    let errs = route_errors(invalid);
+    counts.errors = errs.len();
+    counts.messages_len = errs.iter().map(|e| e.msg.len() + 1).sum();
+    // SAFETY: `errors`, `msgbuf` and their lengths are valid or NULL (the caller's contract),
+    // and `errors` is non-NULL when its capacity is not 0 (checked by the caller).
+    unsafe { write_route_errors(&errs, errors, errors_len, msgbuf, msgbuf_len) };
+    if !report.is_null() {
+        // SAFETY: `report` is non-NULL (checked above) and writable (the caller's contract).
+        unsafe { *report = counts };
+    }
+    match done {
+        Ok(_) if applied => Ok(ATC_OK),
+        Ok(_) => unreachable!("applied"),
+        Err(e) => Err(Fail::new(ATC_ERR_ROUTES, e.to_string())),
+    }
+}
+
+/// `ATC_ERR_NULL` when `errors` is NULL with a capacity.
+///
+/// # Safety
+/// `errors_len` is NULL or readable.
+unsafe fn check_errors(errors: *mut AtcSyncError, errors_len: *mut usize) -> Res<()> {
+    // SAFETY: `errors_len` is NULL or valid for reads (the caller's contract).
+    let errors_cap = unsafe { errors_len.as_ref() }.copied().unwrap_or(0);
+    if errors_cap > 0 && errors.is_null() {
+        return Err(Fail::new(
+            ATC_ERR_NULL,
+            format_args!("`errors` is NULL but `*errors_len` is {errors_cap}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Makes the router hold exactly the routes of `list` (an `atc_route_list`, filled with
+/// `atc_route_list_add`; it stays the caller's), touching only what differs: a route whose id,
+/// priority and expression text are all unchanged is not parsed again; a known id with another
+/// priority or text is replaced; an unknown id is added; a route of the router whose id is not in
+/// the list is removed. The router changes in one step, after every route was parsed and
+/// validated.
 ///
 /// `mode` is `ATC_SYNC_ALL_OR_NOTHING` (any invalid route: nothing changes, the call returns
 /// `ATC_ERR_ROUTES`) or `ATC_SYNC_APPLY_VALID` (the valid routes are applied and the call returns
 /// `ATC_OK`; a known route whose new version is invalid keeps its current version; an unknown
 /// one is left out). Invalid routes: an id that is not a UUID or repeats an earlier id of the
 /// list (the first one counts), text that is not UTF-8 or a NULL pointer with a non-zero
-/// length, an expression that does not parse or validate.
+/// length, an expression that does not parse or validate, an entry the caller marked unreadable
+/// (`atc_route_list_add_unreadable`), a removal (a whole list has none).
 ///
 /// Outputs, all optional (NULL when not wanted):
 /// - `report`: the counts, the total number of invalid routes and the `msgbuf` size that would
 ///   hold every message. Written on `ATC_OK` and `ATC_ERR_ROUTES` (the counts are then 0).
-/// - `errors`: one entry per invalid route, by index; `*errors_len` is the capacity in and the
-///   number written out. Errors beyond the capacity are counted in `report->errors` only.
+/// - `errors`: one entry per invalid route, by position; `*errors_len` is the capacity in and
+///   the number written out. Errors beyond the capacity are counted in `report->errors` only.
 /// - `msgbuf`: the messages of the written errors, one after the other, each NUL-terminated;
 ///   `*msgbuf_len` is the capacity in and the bytes used out. A message that does not fit in what
 ///   is left is cut like an error message (whole UTF-8 characters, then a NUL); once no byte is
 ///   left, further errors get a NULL message.
 ///
-/// Failures of the call itself (a NULL `router`, `routes` NULL with `n` > 0, `errors` NULL with a
-/// non-zero capacity, an unknown `mode`) change nothing and write only `errbuf`. With
-/// `ATC_ERR_ROUTES`, `errbuf` holds a summary naming the first invalid route.
+/// Failures of the call itself (a NULL `router` or `list`, `errors` NULL with a non-zero
+/// capacity, an unknown `mode`) change nothing and write only `errbuf`. With `ATC_ERR_ROUTES`,
+/// `errbuf` holds the one message of a refused list: how many routes are invalid, and the first
+/// of them, by position.
 ///
 /// # Safety
-/// `router` is a live handle; `routes` points to `n` routes whose pointers are valid for their
-/// lengths; `report`, `errors` (`*errors_len` elements), `msgbuf` (`*msgbuf_len` bytes) and
-/// `errbuf` (`*errbuf_len` bytes) are valid or NULL.
+/// `router` and `list` are live handles; `report`, `errors` (`*errors_len` elements), `msgbuf`
+/// (`*msgbuf_len` bytes) and `errbuf` (`*errbuf_len` bytes) are valid or NULL.
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn atc_router_sync(
     router: *mut AtcRouter,
-    routes: *const AtcRoute,
-    n: usize,
+    list: *const AtcRouteList,
     mode: i32,
+    report: *mut AtcSyncReport,
+    errors: *mut AtcSyncError,
+    errors_len: *mut usize,
+    msgbuf: *mut c_char,
+    msgbuf_len: *mut usize,
+    errbuf: *mut c_char,
+    errbuf_len: *mut usize,
+) -> i32 {
+    // SAFETY: the caller's contract, passed on.
+    unsafe {
+        sync_list(
+            router, list, mode, false, report, errors, errors_len, msgbuf, msgbuf_len, errbuf,
+            errbuf_len,
+        )
+    }
+}
+
+/// `atc_router_sync` (`changes` false) or `atc_router_update`.
+///
+/// # Safety
+/// As `atc_router_sync`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn sync_list(
+    router: *mut AtcRouter,
+    list: *const AtcRouteList,
+    mode: i32,
+    changes: bool,
     report: *mut AtcSyncReport,
     errors: *mut AtcSyncError,
     errors_len: *mut usize,
@@ -202,61 +325,52 @@ pub unsafe extern "C" fn atc_router_sync(
         // caller's contract).
         let r = unsafe { handle_mut(router, "router") }?;
         let mode = sync_mode(mode)?;
-        crate::background::changed_directly(r);
+        // SAFETY: `list` is NULL or a live handle (the caller's contract).
+        let l = unsafe { handle(list, "list") }?;
         // SAFETY: `errors_len` is NULL or valid for reads (the caller's contract).
-        let errors_cap = unsafe { errors_len.as_ref() }.copied().unwrap_or(0);
-        if errors_cap > 0 && errors.is_null() {
-            return Err(Fail::new(
-                ATC_ERR_NULL,
-                format_args!("`errors` is NULL but `*errors_len` is {errors_cap}"),
-            ));
-        }
-        // SAFETY: `routes` is NULL or points to `n` routes (the caller's contract).
-        let routes = unsafe { route_slice(routes, n) }?;
-
-        let mut unread = Vec::new();
-        // SAFETY: every route of the slice has pointers valid for their lengths (the caller's
-        // contract).
-        let entries = unsafe { read_entries(routes, &mut unread) };
-        let mut counts = AtcSyncReport::default();
-        let (applied, invalid) = match r.router.sync_entries(&entries, mode) {
-            Ok(done) => {
-                if done.stale {
-                    return Err(Fail::new(ATC_ERR_PANIC, "sync plan was stale"));
-                }
-                counts.added = done.added;
-                counts.removed = done.removed;
-                counts.changed = done.changed;
-                counts.unchanged = done.unchanged;
-                (true, done.entry_errors)
-            }
-            Err(e) => (false, e.entry_errors),
+        unsafe { check_errors(errors, errors_len) }?;
+        crate::background::changed_directly(r);
+        let entries = l.list.entries();
+        let done = match changes {
+            false => r.router.sync_entries(&entries, mode),
+            true => r.router.update_entries(&entries, mode),
         };
-        // In list order already (the core reports entries in order).
-        let errs = route_errors(invalid, unread);
-        counts.errors = errs.len();
-        counts.messages_len = errs.iter().map(|e| e.msg.len() + 1).sum();
-        // SAFETY: `errors`, `msgbuf` and their lengths are valid or NULL (the caller's contract),
-        // and `errors` is non-NULL when its capacity is not 0 (checked above).
-        unsafe { write_route_errors(&errs, errors, errors_len, msgbuf, msgbuf_len) };
-        if !report.is_null() {
-            // SAFETY: `report` is non-NULL (checked above) and writable (the caller's contract).
-            unsafe { *report = counts };
-        }
-        if applied {
-            return Ok(ATC_OK);
-        }
-        let first_err = errs.first().expect("a refused sync has errors");
-        Err(Fail::new(
-            ATC_ERR_ROUTES,
-            format_args!(
-                "{} invalid route(s), nothing changed; route {}: {}",
-                errs.len(),
-                first_err.index,
-                first_err.msg
-            ),
-        ))
+        // SAFETY: the outputs are valid or NULL (the caller's contract; `errors` checked above).
+        unsafe { finish(done, report, errors, errors_len, msgbuf, msgbuf_len) }
     })
+}
+
+/// Applies the list of changes in `list` (`atc_route_list_add`: routes to put in, or in place of
+/// the route with their id; `atc_route_list_remove`: ids to take out, a no-op for an id the
+/// router does not hold), touching only those routes; the rest of the table stays. The list
+/// stays the caller's (free it with `atc_route_list_free`). Modes, outputs and failures as for
+/// `atc_router_sync`; the report counts as unchanged the routes the changes left as they were.
+/// A broken router refuses every list of changes (`ATC_ERR_ROUTES`): `atc_router_sync` of the
+/// whole list rebuilds it.
+///
+/// # Safety
+/// `router` and `list` are live handles; the outputs are as for `atc_router_sync`.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn atc_router_update(
+    router: *mut AtcRouter,
+    list: *const AtcRouteList,
+    mode: i32,
+    report: *mut AtcSyncReport,
+    errors: *mut AtcSyncError,
+    errors_len: *mut usize,
+    msgbuf: *mut c_char,
+    msgbuf_len: *mut usize,
+    errbuf: *mut c_char,
+    errbuf_len: *mut usize,
+) -> i32 {
+    // SAFETY: the caller's contract, passed on.
+    unsafe {
+        sync_list(
+            router, list, mode, true, report, errors, errors_len, msgbuf, msgbuf_len, errbuf,
+            errbuf_len,
+        )
+    }
 }
 
 /// The core's mode for an `ATC_SYNC_*` code.

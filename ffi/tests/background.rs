@@ -43,6 +43,7 @@ impl Table {
                 priority: i as u64,
                 expr: p(e),
                 expr_len: e.len(),
+                position: 0,
             })
             .collect()
     }

@@ -9,6 +9,10 @@ use std::ptr::null_mut;
 
 use atc_router_ffi::*;
 
+#[path = "support/route_list.rs"]
+mod route_list;
+use route_list::route_list;
+
 fn p(s: &str) -> *const c_char {
     s.as_ptr().cast()
 }
@@ -20,14 +24,15 @@ fn route<'a>(id: &'a str, expr: &'a str) -> AtcRoute {
         priority: 1,
         expr: p(expr),
         expr_len: expr.len(),
+        position: 0,
     }
 }
 
 unsafe fn sync(r: *mut AtcRouter, routes: &[AtcRoute]) -> i32 {
-    atc_router_sync(
+    let l = route_list(routes);
+    let rc = atc_router_sync(
         r,
-        routes.as_ptr(),
-        routes.len(),
+        l,
         ATC_SYNC_ALL_OR_NOTHING,
         null_mut(),
         null_mut(),
@@ -36,7 +41,9 @@ unsafe fn sync(r: *mut AtcRouter, routes: &[AtcRoute]) -> i32 {
         null_mut(),
         null_mut(),
         null_mut(),
-    )
+    );
+    atc_route_list_free(l);
+    rc
 }
 
 unsafe fn request(s: *mut AtcSchema, r: *mut AtcRouter, path: &str) -> i32 {

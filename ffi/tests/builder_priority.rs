@@ -1,6 +1,8 @@
-//! Builder threads run below the priority of the thread that starts them
-//! (`atc_builder_priority`), so that a build takes the CPU requests leave. A test binary of its
-//! own: the setting is process-wide, and the test counts the process's builder threads.
+//! Builder threads run below the priority of the thread that starts them, so that a build takes
+//! the CPU requests leave: by default the thread that builds is under `SCHED_IDLE` and the
+//! boosted one `atc_builder_priority` nice levels down (`atc_builder_schedule`); with
+//! `ATC_BUILDER_NORMAL` one thread, that many levels down. A test binary of its own: the
+//! settings are process-wide, and the test counts the process's builder threads.
 
 use std::ffi::c_char;
 use std::ptr::null_mut;
@@ -12,28 +14,63 @@ fn p(s: &str) -> *const c_char {
     s.as_ptr().cast()
 }
 
-/// The nice value of each builder thread of this process (by thread name, as the kernel cuts
-/// it to 15 bytes).
-fn builder_nices() -> Vec<i64> {
+/// The nice value and scheduling policy (`/proc/.../stat` fields 19 and 41) of each thread of
+/// this process named `name` (as the kernel cuts it to 15 bytes).
+fn threads(name: &str) -> Vec<(i64, i64)> {
     let mut out = Vec::new();
     for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
         let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
-        if comm.trim() != "atc-router-buil" {
+        if comm.trim() != name {
             continue;
         }
         let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
-        // Fields after the command (which is in parentheses): state is field 3, nice field 19.
-        let after = &stat[stat.rfind(')').unwrap() + 2..];
-        let nice: i64 = after.split(' ').nth(16).unwrap().parse().unwrap();
-        out.push(nice);
+        // Fields after the command (which is in parentheses): state is field 3.
+        let after: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+        out.push((after[16].parse().unwrap(), after[38].parse().unwrap()));
     }
     out
 }
+
+const SCHED_OTHER: i64 = 0;
+const SCHED_IDLE: i64 = 5;
 
 fn own_nice() -> i64 {
     let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
     let after = &stat[stat.rfind(')').unwrap() + 2..];
     after.split(' ').nth(16).unwrap().parse().unwrap()
+}
+
+/// A router that built one list: its builder threads are up.
+unsafe fn built_router() -> (*mut AtcSchema, *mut AtcRouter) {
+    let s = atc_schema_new();
+    let name = "http.path";
+    atc_schema_add_field(
+        s,
+        p(name),
+        name.len(),
+        ATC_TYPE_STRING,
+        null_mut(),
+        null_mut(),
+    );
+    let r = atc_router_new(s, null_mut(), null_mut());
+    let text = "1\ta8f2c1e4-0000-4000-8000-000000000001\thttp.path ^= \"/a\"\n";
+    let rc = atc_router_sync_start_text(
+        r,
+        1,
+        p(text),
+        text.len(),
+        ATC_TEXT_COPY,
+        ATC_SYNC_ALL_OR_NOTHING,
+        null_mut(),
+        null_mut(),
+    );
+    assert_eq!(rc, ATC_OK);
+    let started = Instant::now();
+    while atc_router_sync_ready(r) != 1 {
+        assert!(started.elapsed() < Duration::from_secs(60));
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    (s, r)
 }
 
 #[test]
@@ -42,43 +79,30 @@ fn builder_threads_run_below_the_callers_priority() {
     assert_eq!(atc_builder_priority(20), ATC_ERR_INVALID);
     assert_eq!(atc_builder_priority(5), ATC_BUILDER_NICE_DEFAULT);
     assert_eq!(atc_builder_priority(5), 5);
+    assert_eq!(atc_builder_schedule(7, 0), ATC_ERR_INVALID);
+    let below = (own_nice() + 5).min(19);
     unsafe {
-        let s = atc_schema_new();
-        let name = "http.path";
-        atc_schema_add_field(
-            s,
-            p(name),
-            name.len(),
-            ATC_TYPE_STRING,
-            null_mut(),
-            null_mut(),
+        // The default: the thread that builds takes idle CPU only; the one that takes a build
+        // over when a version waits too long runs below the caller.
+        let (s, r) = built_router();
+        // Each thread set its own priority before it built anything.
+        assert_eq!(threads("atc-router-buil"), vec![(0, SCHED_IDLE)]);
+        assert_eq!(threads("atc-router-boos"), vec![(below, SCHED_OTHER)]);
+        atc_router_free(r);
+        atc_schema_free(s);
+        assert!(
+            threads("atc-router-buil").is_empty(),
+            "the threads ended with their router"
         );
-        let r = atc_router_new(s, null_mut(), null_mut());
-        let text = "1\ta8f2c1e4-0000-4000-8000-000000000001\thttp.path ^= \"/a\"\n";
-        let rc = atc_router_sync_start_text(
-            r,
-            1,
-            p(text),
-            text.len(),
-            ATC_TEXT_COPY,
-            ATC_SYNC_ALL_OR_NOTHING,
-            null_mut(),
-            null_mut(),
-        );
-        assert_eq!(rc, ATC_OK);
-        let started = Instant::now();
-        while atc_router_sync_ready(r) != 1 {
-            assert!(started.elapsed() < Duration::from_secs(60));
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        // The thread set its own priority before it built anything.
-        assert_eq!(builder_nices(), vec![(own_nice() + 5).min(19)]);
+        assert!(threads("atc-router-boos").is_empty());
+
+        // One thread at normal priority, below the caller.
+        assert_eq!(atc_builder_schedule(ATC_BUILDER_NORMAL, 0), ATC_OK);
+        let (s, r) = built_router();
+        assert_eq!(threads("atc-router-buil"), vec![(below, SCHED_OTHER)]);
+        assert!(threads("atc-router-boos").is_empty());
         assert_eq!(own_nice(), own_nice(), "the caller's priority is its own");
         atc_router_free(r);
         atc_schema_free(s);
     }
-    assert!(
-        builder_nices().is_empty(),
-        "the thread ended with its router"
-    );
 }

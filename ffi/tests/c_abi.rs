@@ -6,6 +6,10 @@ use std::ptr::{null, null_mut};
 
 use atc_router_ffi::*;
 
+#[path = "support/route_list.rs"]
+mod route_list;
+use route_list::route_list;
+
 const U1: &str = "a8f2c1e4-0000-4000-8000-000000000001";
 const U2: &str = "a8f2c1e4-0000-4000-8000-000000000002";
 
@@ -985,6 +989,7 @@ fn route(id: &[u8], priority: u64, expr: &[u8]) -> AtcRoute {
         priority,
         expr: expr.as_ptr().cast(),
         expr_len: expr.len(),
+        position: 0,
     }
 }
 
@@ -1027,14 +1032,10 @@ unsafe fn sync_with(
     let mut msgbuf = vec![0x55 as c_char; msg_cap];
     let mut msg_len = msg_cap;
     let mut e = ErrBuf::new(1024);
+    let list = route_list(routes);
     let rc = atc_router_sync(
         r,
-        if routes.is_empty() {
-            null()
-        } else {
-            routes.as_ptr()
-        },
-        routes.len(),
+        list,
         mode,
         &mut report,
         errors.as_mut_ptr(),
@@ -1044,6 +1045,7 @@ unsafe fn sync_with(
         e.ptr(),
         e.len(),
     );
+    atc_route_list_free(list);
     let base = msgbuf.as_ptr();
     let errors = errors[..errors_len]
         .iter()
@@ -1216,11 +1218,7 @@ fn sync_all_or_nothing_refuses_and_reports_every_error_by_index() {
         let msg = |i: usize| out.errors[i].2.clone().unwrap();
         assert!(msg(0).contains("not-a-uuid"), "{}", msg(0));
         assert!(msg(1).starts_with("line 1, column 11"), "{}", msg(1));
-        assert!(
-            msg(2).contains(U1) && msg(2).contains("route 0"),
-            "{}",
-            msg(2)
-        );
+        assert_eq!(msg(2), "duplicate id: route #1 has it already");
         assert!(msg(3).contains("UTF-8"), "{}", msg(3));
         assert!(msg(4).contains("NULL"), "{}", msg(4));
         assert!(msg(6).contains("nope"), "{}", msg(6));
@@ -1229,7 +1227,7 @@ fn sync_all_or_nothing_refuses_and_reports_every_error_by_index() {
         assert_eq!(out.msg_used, total);
         assert!(
             out.errbuf
-                .starts_with("7 invalid route(s), nothing changed; route 1: invalid route id"),
+                .starts_with("7 invalid route(s), nothing changed; route #2: invalid route id"),
             "{}",
             out.errbuf
         );
@@ -1372,10 +1370,10 @@ fn sync_output_buffers_hold_what_fits() {
         }
 
         // Every output may be NULL.
+        let list = route_list(&batch);
         let rc = atc_router_sync(
             r,
-            batch.as_ptr(),
-            batch.len(),
+            list,
             ATC_SYNC_ALL_OR_NOTHING,
             null_mut(),
             null_mut(),
@@ -1389,8 +1387,7 @@ fn sync_output_buffers_hold_what_fits() {
         let mut zero = 0usize;
         let rc = atc_router_sync(
             r,
-            batch.as_ptr(),
-            batch.len(),
+            list,
             ATC_SYNC_ALL_OR_NOTHING,
             null_mut(),
             null_mut(),
@@ -1401,11 +1398,12 @@ fn sync_output_buffers_hold_what_fits() {
             null_mut(),
         );
         assert_eq!((rc, zero), (ATC_ERR_ROUTES, 0));
+        atc_route_list_free(list);
         let good = [route(U1.as_bytes(), 1, br#"http.path ^= "/a""#)];
+        let list = route_list(&good);
         let rc = atc_router_sync(
             r,
-            good.as_ptr(),
-            1,
+            list,
             ATC_SYNC_ALL_OR_NOTHING,
             null_mut(),
             null_mut(),
@@ -1416,6 +1414,7 @@ fn sync_output_buffers_hold_what_fits() {
             null_mut(),
         );
         assert_eq!(rc, ATC_OK);
+        atc_route_list_free(list);
         let mut n = 0;
         atc_router_len(r, &mut n);
         assert_eq!(n, 1);
@@ -1438,9 +1437,9 @@ fn sync_call_errors_change_nothing() {
             ..AtcSyncReport::default()
         };
         let mut e = ErrBuf::new(256);
+        let other = route_list(&other);
         let call = |r: *mut AtcRouter,
-                    routes: *const AtcRoute,
-                    n: usize,
+                    list: *const AtcRouteList,
                     mode: i32,
                     errors: *mut AtcSyncError,
                     errors_len: *mut usize,
@@ -1448,8 +1447,7 @@ fn sync_call_errors_change_nothing() {
                     e: &mut ErrBuf| {
             atc_router_sync(
                 r,
-                routes,
-                n,
+                list,
                 mode,
                 report,
                 errors,
@@ -1463,7 +1461,7 @@ fn sync_call_errors_change_nothing() {
         let mut cap = 4usize;
         let cases: [(&str, i32, i32); 4] = [
             ("router", ATC_ERR_NULL, 0),
-            ("routes", ATC_ERR_NULL, 1),
+            ("list", ATC_ERR_NULL, 1),
             ("mode", ATC_ERR_INVALID, 2),
             ("errors", ATC_ERR_NULL, 3),
         ];
@@ -1471,41 +1469,23 @@ fn sync_call_errors_change_nothing() {
             let rc = match case {
                 0 => call(
                     null_mut(),
-                    other.as_ptr(),
-                    1,
+                    other,
                     0,
                     null_mut(),
                     null_mut(),
                     &mut report,
                     &mut e,
                 ),
-                1 => call(r, null(), 1, 0, null_mut(), null_mut(), &mut report, &mut e),
-                2 => call(
-                    r,
-                    other.as_ptr(),
-                    1,
-                    7,
-                    null_mut(),
-                    null_mut(),
-                    &mut report,
-                    &mut e,
-                ),
-                _ => call(
-                    r,
-                    other.as_ptr(),
-                    1,
-                    0,
-                    null_mut(),
-                    &mut cap,
-                    &mut report,
-                    &mut e,
-                ),
+                1 => call(r, null(), 0, null_mut(), null_mut(), &mut report, &mut e),
+                2 => call(r, other, 7, null_mut(), null_mut(), &mut report, &mut e),
+                _ => call(r, other, 0, null_mut(), &mut cap, &mut report, &mut e),
             };
             assert_eq!(rc, code, "{what}");
             assert!(e.text().contains(what), "{what}: {}", e.text());
             assert_eq!(report.added, 42, "{what}: the report is untouched");
         }
         assert_eq!(cap, 4);
+        atc_route_list_free(other);
         // Still the first table.
         let mut n = 0;
         atc_router_len(r, &mut n);

@@ -11,6 +11,10 @@ use std::time::{Duration, Instant};
 
 use atc_router_ffi::*;
 
+#[path = "support/route_list.rs"]
+mod route_list;
+use route_list::route_list;
+
 fn p(s: &str) -> *const c_char {
     s.as_ptr().cast()
 }
@@ -45,6 +49,7 @@ impl Table {
                 priority: i as u64,
                 expr: p(e),
                 expr_len: e.len(),
+                position: 0,
             })
             .collect()
     }
@@ -102,10 +107,10 @@ unsafe fn stats(r: *const AtcRouter) -> AtcStats {
 
 unsafe fn sync(r: *mut AtcRouter, routes: &[AtcRoute], mode: i32) -> i32 {
     let mut report = AtcSyncReport::default();
-    atc_router_sync(
+    let l = route_list(routes);
+    let rc = atc_router_sync(
         r,
-        routes.as_ptr(),
-        routes.len(),
+        l,
         mode,
         &mut report,
         null_mut(),
@@ -114,7 +119,9 @@ unsafe fn sync(r: *mut AtcRouter, routes: &[AtcRoute], mode: i32) -> i32 {
         null_mut(),
         null_mut(),
         null_mut(),
-    )
+    );
+    atc_route_list_free(l);
+    rc
 }
 
 #[test]
@@ -203,12 +210,11 @@ fn every_update_call_counts_as_applied_or_refused() {
         routes[4].id_len = 1;
         assert_eq!(sync(r, &routes, ATC_SYNC_ALL_OR_NOTHING), ATC_ERR_ROUTES);
         assert_eq!(sync(r, &routes, ATC_SYNC_APPLY_VALID), ATC_OK);
-        // Bad calls are no updates: an unknown mode, NULL routes.
+        // Bad calls are no updates: an unknown mode, a NULL list.
         assert_eq!(sync(r, &t.routes(), 7), ATC_ERR_INVALID);
         let rc = atc_router_sync(
             r,
             std::ptr::null(),
-            3,
             ATC_SYNC_ALL_OR_NOTHING,
             null_mut(),
             null_mut(),

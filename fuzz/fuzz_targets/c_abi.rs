@@ -318,12 +318,14 @@ struct SyncRoute {
     id: Str,
     priority: u64,
     expr: Str,
+    /// The route's position (0: its place in the list).
+    position: u8,
 }
 
 /// The outputs of `atc_router_sync`.
 #[derive(Arbitrary, Debug)]
 struct SyncOut {
-    /// NULL `routes` (with the list's length).
+    /// A NULL list.
     null_routes: bool,
     null_report: bool,
     errors: OutSpec,
@@ -401,7 +403,10 @@ enum Op {
     AddInt(H, FieldRef, i64, ErrSpec),
     AddIp(H, FieldRef, Str, ErrSpec),
     AddValues(H, Vec<ValueSpec>, bool, bool, ErrSpec),
-    RouterSync(H, Vec<SyncRoute>, TypeCode, SyncOut, ErrSpec),
+    /// Router, list, mode, outputs: a whole list.
+    RouterSync(H, H, TypeCode, SyncOut, ErrSpec),
+    /// Router, list, mode, outputs: a list of changes.
+    RouterUpdate(H, H, TypeCode, SyncOut, ErrSpec),
     Result(H, Option<FieldRef>, OutSpec, bool, bool),
     Captures(H, OutSpec),
     Strerror(i32),
@@ -413,6 +418,13 @@ enum Op {
     ListNew,
     ListFree(u8),
     ListAdd(H, Vec<SyncRoute>, bool, ErrSpec),
+    /// A list, the ids to take out, NULL routes.
+    ListRemove(H, Vec<SyncRoute>, bool, ErrSpec),
+    /// A list, a position, an id (or NULL), why (or NULL with a length).
+    ListAddUnreadable(H, u8, Option<Str>, Option<Str>, u8, ErrSpec),
+    ListClear(H),
+    /// Router, version, list, mode, error buffer: a list of changes.
+    UpdateStart(H, u64, H, TypeCode, ErrSpec),
     /// Router, version, list, mode, error buffer.
     SyncStart(H, u64, H, TypeCode, ErrSpec),
     /// Router, version, the list's text, flags (0 copy, 1 borrow, else raw), mode.
@@ -430,6 +442,8 @@ enum Op {
     HttpHost(Str, bool, bool),
     ContextValue(H, FieldRef, u8, bool),
     BuilderPriority(i32),
+    /// Policy, boost after (ms, kept small).
+    BuilderSchedule(i32, u16),
     /// Router, the `size` the caller declares (0 to 128 bytes of a 128-byte buffer), NULL out.
     RouterStats(H, u8, bool),
     CountBadRequest(H),
@@ -743,109 +757,34 @@ impl State {
                     assert!(failed < values.len());
                 }
             }
-            Op::RouterSync(h, list, mode, out, e) => {
-                let ids: Vec<Arg> = list.iter().map(|r| Arg::new(&r.id, UUIDS)).collect();
-                let exprs: Vec<Arg> = list.iter().map(|r| Arg::new(&r.expr, EXPRS)).collect();
-                let routes: Vec<AtcRoute> = list
-                    .iter()
-                    .zip(ids.iter().zip(&exprs))
-                    .map(|(r, (id, expr))| AtcRoute {
-                        id: id.ptr(),
-                        id_len: id.len(),
-                        priority: r.priority,
-                        expr: expr.ptr(),
-                        expr_len: expr.len(),
-                    })
-                    .collect();
-                let routes_ptr = if out.null_routes || routes.is_empty() {
-                    null()
-                } else {
-                    routes.as_ptr()
-                };
-                let mut report = AtcSyncReport::default();
-                let report_ptr: *mut AtcSyncReport = if out.null_report {
+            Op::RouterSync(h, l, mode, out, e) | Op::RouterUpdate(h, l, mode, out, e) => {
+                let list = if out.null_routes {
                     null_mut()
                 } else {
-                    &mut report
+                    get(&self.lists, l)
                 };
-                let errors_cap = match out.errors {
-                    OutSpec::Cap(c) => c as usize % 32,
-                    _ => 0,
+                let call = match op {
+                    Op::RouterSync(..) => atc_router_sync,
+                    _ => atc_router_update,
                 };
-                let mut errors: Vec<AtcSyncError> = (0..errors_cap)
-                    .map(|_| AtcSyncError {
-                        index: usize::MAX,
-                        code: 0,
-                        message: null(),
-                        message_len: 0,
-                    })
-                    .collect();
-                let mut errors_len = match out.errors {
-                    OutSpec::Null(claimed) => claimed,
-                    _ => errors_cap,
-                };
-                let errors_ptr = match out.errors {
-                    OutSpec::Null(_) => null_mut(),
-                    _ if errors.is_empty() => std::ptr::NonNull::dangling().as_ptr(),
-                    _ => errors.as_mut_ptr(),
-                };
-                let errors_len_ptr: *mut usize = if matches!(out.errors, OutSpec::NullLen) {
-                    null_mut()
-                } else {
-                    &mut errors_len
-                };
-                let (mut msgbuf, mut msg_len, msg_null_len) = out_buf(&out.msgbuf);
-                let msg_cap = msgbuf.len();
-                let msg_ptr = match out.msgbuf {
-                    OutSpec::Null(_) => null_mut(),
-                    _ if msgbuf.is_empty() => std::ptr::NonNull::dangling().as_ptr(),
-                    _ => msgbuf.as_mut_ptr(),
-                };
-                let msg_len_ptr: *mut usize = if msg_null_len {
-                    null_mut()
-                } else {
-                    &mut msg_len
-                };
+                let mut outs = SyncOuts::new(out);
+                let (report, errors, errors_len, msg, msg_len) = outs.ptrs(out);
                 let mut e = Err::new(e);
-                let rc = atc_router_sync(
+                let rc = call(
                     get(&self.routers, h),
-                    routes_ptr,
-                    routes.len(),
+                    list,
                     mode.sync_mode(),
-                    report_ptr,
-                    errors_ptr,
-                    errors_len_ptr,
-                    msg_ptr,
-                    msg_len_ptr,
+                    report,
+                    errors,
+                    errors_len,
+                    msg,
+                    msg_len,
                     e.buf(),
                     e.len(),
                 );
-                // ATC_ERR_ROUTES is a failure too: errbuf holds the summary.
+                // ATC_ERR_ROUTES is a failure too: errbuf holds the one message.
                 e.check(rc);
-                if (rc == ATC_OK || rc == ATC_ERR_ROUTES)
-                    && !errors_ptr.is_null()
-                    && !errors_len_ptr.is_null()
-                {
-                    assert!(
-                        errors_len <= errors_cap,
-                        "{errors_len} errors written, capacity {errors_cap}"
-                    );
-                    if !out.null_report {
-                        assert!(report.errors >= errors_len);
-                    }
-                    for err in &errors[..errors_len] {
-                        assert!(err.index < routes.len(), "error index {}", err.index);
-                        assert!(err.code < 0);
-                        check_status(err.code);
-                        if !err.message.is_null() {
-                            // Inside msgbuf, NUL-terminated, UTF-8.
-                            let start = err.message as usize - msgbuf.as_ptr() as usize;
-                            assert!(start + err.message_len < msg_cap);
-                            assert_eq!(msgbuf[start + err.message_len], 0);
-                            read_text(err.message, err.message_len);
-                        }
-                    }
-                }
+                outs.check(out, rc == ATC_OK || rc == ATC_ERR_ROUTES);
             }
             Op::Explain(r, c, flags, out, e) => {
                 let mut e = Err::new(e);
@@ -920,7 +859,7 @@ impl State {
                     atc_route_list_free(l);
                 }
             }
-            Op::ListAdd(h, list, null_routes, e) => {
+            Op::ListAdd(h, list, null_routes, e) | Op::ListRemove(h, list, null_routes, e) => {
                 let ids: Vec<Arg> = list.iter().map(|r| Arg::new(&r.id, UUIDS)).collect();
                 let exprs: Vec<Arg> = list.iter().map(|r| Arg::new(&r.expr, EXPRS)).collect();
                 let routes: Vec<AtcRoute> = list
@@ -932,6 +871,7 @@ impl State {
                         priority: r.priority,
                         expr: expr.ptr(),
                         expr_len: expr.len(),
+                        position: usize::from(r.position),
                     })
                     .collect();
                 let ptr = if *null_routes || routes.is_empty() {
@@ -939,15 +879,45 @@ impl State {
                 } else {
                     routes.as_ptr()
                 };
+                let add = match op {
+                    Op::ListAdd(..) => atc_route_list_add,
+                    _ => atc_route_list_remove,
+                };
                 let mut e = Err::new(e);
-                let rc =
-                    atc_route_list_add(get(&self.lists, h), ptr, routes.len(), e.buf(), e.len());
+                let rc = add(get(&self.lists, h), ptr, routes.len(), e.buf(), e.len());
                 e.check(rc);
             }
-            Op::SyncStart(r, version, l, mode, e) => {
+            Op::ListAddUnreadable(h, position, id, why, why_len, e) => {
+                let id = id.as_ref().map(|s| Arg::new(s, UUIDS));
+                let why = why.as_ref().map(|s| Arg::new(s, EXPRS));
+                let (ip, il) = id.as_ref().map_or((null(), 0), |a| (a.ptr(), a.len()));
+                let (wp, wl) = why
+                    .as_ref()
+                    .map_or((null(), usize::from(*why_len)), |a| (a.ptr(), a.len()));
+                let mut e = Err::new(e);
+                let rc = atc_route_list_add_unreadable(
+                    get(&self.lists, h),
+                    usize::from(*position),
+                    ip,
+                    il,
+                    wp,
+                    wl,
+                    e.buf(),
+                    e.len(),
+                );
+                e.check(rc);
+            }
+            Op::ListClear(h) => {
+                check_status(atc_route_list_clear(get(&self.lists, h)));
+            }
+            Op::SyncStart(r, version, l, mode, e) | Op::UpdateStart(r, version, l, mode, e) => {
                 let list = get(&self.lists, l);
                 let mut e = Err::new(e);
-                let rc = atc_router_sync_start(
+                let start = match op {
+                    Op::SyncStart(..) => atc_router_sync_start,
+                    _ => atc_router_update_start,
+                };
+                let rc = start(
                     get(&self.routers, r),
                     *version,
                     list,
@@ -1220,6 +1190,10 @@ impl State {
             Op::BuilderPriority(nice) => {
                 let rc = atc_builder_priority(*nice % 24 - 2);
                 assert!((0..=19).contains(&rc) || rc == ATC_ERR_INVALID, "{rc}");
+            }
+            Op::BuilderSchedule(policy, boost) => {
+                let rc = atc_builder_schedule(*policy % 3, u32::from(*boost % 2000));
+                assert!(rc == ATC_OK || rc == ATC_ERR_INVALID);
             }
             Op::Strerror(code) => {
                 let s = CStr::from_ptr(atc_strerror(*code));

@@ -115,17 +115,20 @@ local function change(store, changes)
     return undo
 end
 
--- The benchmark's pushes (scripts/gateway-bench), made by a timer in the worker while active,
--- of one of these kinds (init's opts.churn):
---   "routes10"  every second, 10 routes of STORE changed in place and STORE pushed (a table)
---   "apisix"    every 20 ms (50 a second), 1 route of STORE changed in place and STORE pushed
---   "pct"       every second, a list in text with 1% of the routes changed from the previous
---               one (the texts are made at init, as a control plane would send them)
---   "full"      every 2 seconds, a list in text where every id is new (two texts, alternating)
+-- The benchmark's pushes (scripts/gateway-bench, scripts/push-bench), made by a timer in the
+-- worker while active, of one of these kinds (init's opts.churn):
+--   "routes10"     every second, 10 routes of STORE changed in place and STORE pushed (a table)
+--   "apisix"       every 20 ms (50 a second), opts.churn_count routes (default 1) of STORE
+--                  changed in place and STORE pushed whole (parallel Lua arrays)
+--   "pct"          every second, a list in text with 1% of the routes changed from the previous
+--                  one (the texts are made at init, as a control plane would send them)
+--   "full"         every 2 seconds, a list in text where every id is new (two texts, alternating)
+--   "full_arrays"  the same two lists as Lua arrays
 -- A changed route gets `&& http.method != "C<k>"` appended to its original expression: a new
 -- expression (parsed and indexed again) that reaches the same requests.
-local CHURN = { active = false, k = 0, jobs = {}, original = {}, kind = nil, texts = nil }
-local CHURN_EVERY = { routes10 = 1, apisix = 0.02, pct = 1, full = 2 }
+local CHURN = { active = false, k = 0, pushes = {}, original = {}, kind = nil, texts = nil,
+    count = 1 }
+local CHURN_EVERY = { routes10 = 1, apisix = 0.02, pct = 1, full = 2, full_arrays = 2 }
 
 local function churn_routes(k, count)
     local ids, n = STORE.ids, #STORE.ids
@@ -150,20 +153,26 @@ local function store_text(store)
     return concat(out, "\n") .. "\n"
 end
 
--- The texts of the "pct" and "full" pushes, made once (at init: not while measuring).
-local function churn_texts(kind, pushes)
-    local texts = {}
+local function copy_store(store, rename)
+    local out = new_store()
+    for i = 1, #store.ids do
+        local id = store.ids[i]
+        store_add(out, rename and ("b" .. id:sub(2)) or id, store.priorities[i],
+            store.expressions[i])
+    end
+    return out
+end
+
+-- The lists of the "pct", "full" and "full_arrays" pushes, made once (at init: not while
+-- measuring).
+local function churn_lists(kind, pushes)
+    local lists = {}
     if kind == "full" then
-        local renamed = new_store()
-        for i = 1, #STORE.ids do
-            store_add(renamed, "b" .. STORE.ids[i]:sub(2), STORE.priorities[i], STORE.expressions[i])
-        end
-        texts[1], texts[2] = store_text(renamed), store_text(STORE)
+        lists[1], lists[2] = store_text(copy_store(STORE, true)), store_text(STORE)
+    elseif kind == "full_arrays" then
+        lists[1], lists[2] = copy_store(STORE, true), copy_store(STORE)
     elseif kind == "pct" then
-        local work = new_store()
-        for i = 1, #STORE.ids do
-            store_add(work, STORE.ids[i], STORE.priorities[i], STORE.expressions[i])
-        end
+        local work = copy_store(STORE)
         local n = #work.ids
         local per = math.max(1, math.floor(n / 100))
         for k = 1, pushes do
@@ -172,10 +181,10 @@ local function churn_texts(kind, pushes)
                 work.expressions[i] = "(" .. STORE.expressions[i] .. ") && http.method != \"C"
                     .. k .. "\""
             end
-            texts[k] = store_text(work)
+            lists[k] = store_text(work)
         end
     end
-    return texts
+    return lists
 end
 
 local function churn_step(premature)
@@ -189,51 +198,76 @@ local function churn_step(premature)
         churn_routes(k, 10)
         list = STORE
     elseif kind == "apisix" then
-        churn_routes(k, 1)
+        churn_routes(k, CHURN.count)
         list = STORE
-    elseif kind == "full" then
+    elseif kind == "full" or kind == "full_arrays" then
         list = CHURN.texts[k % 2 + 1]
     else
         list = CHURN.texts[(k - 1) % #CHURN.texts + 1]
     end
     local version = kind .. "-" .. k
+    local pushed_at = now_ms()
     local ok, err = GW:update(version, list)
     if not ok then
         ngx.log(ngx.ERR, "atc_demo: churn update refused: ", err)
         return
     end
-    if GW.newest and GW.newest.version == version then
-        CHURN.jobs[#CHURN.jobs + 1] = GW.newest
-    end
+    CHURN.pushes[#CHURN.pushes + 1] = { version = version, at = pushed_at,
+        job = GW.latest[version] }
 end
 
 -- /admin/churn?start=1 starts the pushes, ?stop=1 stops them; both print, for each push since
 -- the last start, what it held the worker (ms): held_ms the hand-over plus the swap and plan
 -- (for a push applied; superseded ones were only handed over), longest_ms the longest stretch
--- without a yield; then how many were applied.
+-- without a yield; wait_ms, from the push to the first table in force holding it (its own
+-- version or a later one that superseded it: "-" when none is in force yet); then how many
+-- were applied, how many refused, and whether the versions applied came in push order.
 function _M.churn()
     if ngx.var.arg_start then
-        CHURN.active, CHURN.jobs = true, {}
+        CHURN.active, CHURN.pushes = true, {}
     elseif ngx.var.arg_stop then
         CHURN.active = false
     end
-    local held, longest, applied = {}, {}, 0
-    for i, job in ipairs(CHURN.jobs) do
+    local held, longest, waits, applied, refused = {}, {}, {}, 0, 0
+    local in_order, last_at = true, -math.huge
+    local pushes = CHURN.pushes
+    -- Walking back: the first applied push at or after each one.
+    local in_force_at = nil
+    for i = #pushes, 1, -1 do
+        local job = pushes[i].job or {}
+        if job.status == "applied" then
+            in_force_at = job.applied_at
+        end
+        waits[i] = in_force_at and string.format("%.1f", in_force_at - pushes[i].at) or "-"
+    end
+    for i, p in ipairs(pushes) do
+        local job = p.job or {}
         local h = job.handover_ms or 0
         local l = job.longest_ms or h
-        if job.apply_ms then
+        if job.status == "applied" then
             applied = applied + 1
-            h = h + job.apply_ms
-            l = math.max(l, job.apply_ms)
+            h = h + (job.apply_ms or 0)
+            l = math.max(l, job.apply_ms or 0)
+            if job.applied_at < last_at then
+                in_order = false
+            end
+            last_at = job.applied_at
+        elseif job.status == "refused" then
+            refused = refused + 1
         end
         held[i], longest[i] = string.format("%.2f", h), string.format("%.2f", l)
     end
-    ngx.say("churn ", CHURN.active and "on" or "off", " applied ", applied, " of ", #CHURN.jobs,
-        " held_ms ", concat(held, " "), " longest_ms ", concat(longest, " "))
+    local last = pushes[#pushes]
+    local last_applied = last and last.job and last.job.status == "applied"
+    ngx.say("churn ", CHURN.active and "on" or "off", " applied ", applied, " of ", #pushes,
+        " refused ", refused, " in_order ", tostring(in_order), " last_applied ",
+        tostring(last_applied == true), " held_ms ", concat(held, " "), " longest_ms ",
+        concat(longest, " "), " wait_ms ", concat(waits, " "))
 end
 
 -- `opts.churn`: a kind of benchmark pushes (above) and its (inactive) timer; `opts.churn_pushes`
--- how many texts "pct" makes (default 30). `opts.explain_header`: the gateway's debug header
+-- how many texts "pct" makes (default 30); `opts.churn_count` how many routes an "apisix" push
+-- changes (default 1). `opts.explain_header`: the gateway's debug header
 -- (scripts/demo sets X-Atc-Explain; only 127.0.0.1 may use it), whose summary access() puts in
 -- $route_explain.
 function _M.init(routes_file, opts)
@@ -272,7 +306,8 @@ function _M.init(routes_file, opts)
     if kind then
         assert(CHURN_EVERY[kind], "unknown churn kind")
         CHURN.kind = kind
-        CHURN.texts = churn_texts(kind, opts.churn_pushes or 30)
+        CHURN.count = opts.churn_count or 1
+        CHURN.texts = churn_lists(kind, opts.churn_pushes or 30)
         assert(ngx.timer.every(CHURN_EVERY[kind], churn_step))
     end
 end

@@ -1134,16 +1134,16 @@ function T.router_sync_errors()
     }
     local rep, err, errs = r:sync(bad)
     eq(rep, nil)
-    fails("8 invalid route(s), nothing changed; route #2 (nope): invalid route id", rep, err)
+    fails("8 invalid route(s), nothing changed; route #2: invalid route id \"nope\"", rep, err)
     eq(#errs, 8)
     local want = {
         { 2, "nope", "invalid route id" },
         { 3, U2, "line 1, column 11" },
-        { 4, U1, "already used by route 0" },
+        { 4, U1, "duplicate id: route #1 has it already" },
         { 5, U3, "priority must be" },
         { 6, 42, "id must be a string, got number" },
         { 7, U5, "expression must be a string, got boolean" },
-        { 8, nil, "id must be a string, got nil" },
+        { 8, nil, "route must be a table, got string" },
         { 9, "a8f2c1e4-0000-4000-8000-000000000006", "not valid UTF-8" },
     }
     for k, w in ipairs(want) do
@@ -1544,8 +1544,9 @@ function T.background_sync_text()
     eq(path_route(r, c, "/j"), U3, "the current table stays")
 end
 
--- Outcomes come in the order started and a newer start supersedes what is not applied yet:
--- sync_apply never returns a version older than one it returned.
+-- One outcome per version, in the order started; a whole list supersedes the versions started
+-- before it whose build had not begun (their outcome says "superseded"): sync_apply never
+-- returns a version older than one it returned.
 function T.background_sync_supersedes()
     local s = http_schema()
     local r = router.new(s)
@@ -1564,17 +1565,25 @@ function T.background_sync_supersedes()
     for k = 1, 5 do
         assert(r:sync_start(k, lists[k]))
     end
-    local last = 0
+    local last, built = 0, {}
     while true do
         local state = r:sync_state()
         if state == "idle" then
             break
         end
-        local v = applied(r)
-        eq(v ~= false and v > last, true, "version " .. tostring(v) .. " after " .. last)
+        local v, err, _, sv, superseded = applied(r)
+        if v then
+            built[#built + 1] = v
+        else
+            eq(superseded, "superseded", tostring(err))
+            v = sv
+        end
+        eq(v, last + 1, "version " .. tostring(v) .. " after " .. last)
         last = v
     end
-    eq(last, 5, "the newest is applied last")
+    eq(last, 5, "every version has its outcome, the newest last")
+    eq(built[#built], 5, "the newest is applied")
+    eq(#built <= 2, true, "only the one being built, if any, and the newest")
     eq(path_route(r, c, "/v5/7"), lists[5].ids[7])
     eq(path_route(r, c, "/v4/7"), nil)
     eq(#r.bg.pending, 0)

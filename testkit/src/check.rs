@@ -38,10 +38,11 @@
 
 use std::sync::Arc;
 
+use atc_router::route_list::{EntryList, Position};
 use atc_router::{
-    parse_with_limits, Builder, CaptureKey, Context, Error, ExplainOptions, ExprError, ImageRouter,
-    Limits, ListError, MatchedValue, Outcome as BuiltOutcome, OwnedRoute, RouteInput, RouteSpec,
-    Router, Schema, SyncMode, Uuid, Value,
+    parse_with_limits, Builder, CaptureKey, Change, Context, Error, ExplainOptions, ExprError,
+    ImageRouter, Limits, MatchedValue, Outcome as BuiltOutcome, RouteInput, RouteSpec, Router,
+    Schema, SyncMode, Uuid, Value,
 };
 
 use crate::gen::{Desired, Edit, Rendered, RenderedRequest, Step};
@@ -157,6 +158,11 @@ impl<'c> Run<'c> {
                 self.changed_directly();
             }
             Step::Sync { mode, edits, extra } => self.sync(*mode, edits, extra),
+            Step::Update {
+                mode,
+                upserts,
+                removals,
+            } => self.update(*mode, upserts, removals),
             Step::StaleSync {
                 edits,
                 extra,
@@ -339,7 +345,7 @@ impl<'c> Run<'c> {
                     (added, removed, changed, unchanged, errors),
                     "sync report (added, removed, changed, unchanged, errors) of {desired:?}"
                 );
-                for (_, e) in &report.errors {
+                for e in &report.errors {
                     let _ = e.to_string();
                 }
                 self.model = next;
@@ -357,31 +363,109 @@ impl<'c> Run<'c> {
         }
     }
 
+    /// A list of changes, to the router and the model (by the rules of `Router::update`: the
+    /// first entry with an id has it, an invalid upsert keeps the route's current version, a
+    /// removal of an id not held does nothing); checks the report against the model's, and the
+    /// router against one built from the model.
+    fn update(&mut self, mode: SyncMode, upserts: &[Desired], removals: &[usize]) {
+        let mut next = self.model.clone();
+        let mut seen = vec![false; self.model.len()];
+        let (mut added, mut changed, mut removed, mut errors) = (0, 0, 0, 0);
+        let mut changes = Vec::new();
+        for d in upserts {
+            let current = self.model[d.slot];
+            let route = d.route.or(current.map(|(_, r)| r));
+            let text = route.map_or("", |r| self.text(r));
+            changes.push(Change::Upsert(RouteSpec {
+                id: self.case.slots[d.slot],
+                priority: d.priority,
+                expression: text,
+            }));
+            if std::mem::replace(&mut seen[d.slot], true) {
+                errors += 1;
+                continue;
+            }
+            if current.is_some_and(|(p, r)| p == d.priority && self.text(r) == text) {
+                continue;
+            }
+            let valid =
+                Router::validate_with_limits(self.router.schema(), text, &self.case.limits).is_ok();
+            match (valid, route) {
+                (true, Some(route)) => {
+                    if current.is_some() {
+                        changed += 1;
+                    } else {
+                        added += 1;
+                    }
+                    next[d.slot] = Some((d.priority, route));
+                }
+                _ => errors += 1,
+            }
+        }
+        for &slot in removals {
+            changes.push(Change::Remove(self.case.slots[slot]));
+            if std::mem::replace(&mut seen[slot], true) {
+                errors += 1;
+                continue;
+            }
+            if self.model[slot].is_some() {
+                removed += 1;
+                next[slot] = None;
+            }
+        }
+        let held = self.model.iter().filter(|h| h.is_some()).count();
+        let result = match self.builder.is_some() {
+            true => self.update_in_background(&changes, mode),
+            false => self.router.update(&changes, mode),
+        };
+        match result {
+            Ok(report) => {
+                assert!(
+                    errors == 0 || mode == SyncMode::ApplyValid,
+                    "{errors} invalid changes accepted"
+                );
+                assert_eq!(
+                    (
+                        report.added,
+                        report.removed,
+                        report.changed,
+                        report.unchanged,
+                        report.errors.len()
+                    ),
+                    (added, removed, changed, held - changed - removed, errors),
+                    "update report (added, removed, changed, unchanged, errors) of {changes:?}"
+                );
+                self.model = next;
+                self.stats.added += added + changed;
+                self.stats.synced += 1;
+                self.check_model();
+                self.compare_with_fresh();
+            }
+            Err(e) => {
+                assert_eq!(mode, SyncMode::AllOrNothing, "{e}");
+                assert_eq!(e.errors.len(), errors, "{e}");
+                assert!(errors > 0, "valid changes refused: {e}");
+            }
+        }
+    }
+
     /// A direct change of the router: the builder's copy no longer mirrors it.
     fn changed_directly(&mut self) {
         self.diverged = self.builder.is_some();
     }
 
-    /// A sync made by the builder: submitted, waited for, swapped in, the old router handed
-    /// back; the outcome as `Router::sync` gives it.
-    fn sync_in_background(
+    /// Submits `input` to the builder, waits for its outcome and takes it in (the old router
+    /// handed back); the outcome as `Router::sync` gives it.
+    fn in_background(
         &mut self,
-        specs: &[RouteSpec<'_>],
+        input: RouteInput,
         mode: SyncMode,
     ) -> Result<atc_router::SyncReport, atc_router::SyncError> {
         let b = self.builder.as_mut().expect("background");
         if std::mem::take(&mut self.diverged) {
             b.rebase(&self.router);
         }
-        let routes = specs
-            .iter()
-            .map(|s| OwnedRoute {
-                id: s.id,
-                priority: s.priority,
-                expression: s.expression.to_owned(),
-            })
-            .collect();
-        b.submit(0, RouteInput::routes(routes), mode);
+        b.submit(0, input, mode);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
         while !b.is_ready() {
             assert!(
@@ -390,35 +474,37 @@ impl<'c> Run<'c> {
             );
             std::thread::yield_now();
         }
-        let as_pairs = |errors: Vec<ListError>| {
-            errors
-                .into_iter()
-                .map(|e| match e {
-                    ListError::Invalid { id, error, .. } => (id, error),
-                    ListError::Unreadable(p) => panic!("an unreadable route: {p:?}"),
-                })
-                .collect::<Vec<_>>()
-        };
-        match b.take().expect("ready") {
-            BuiltOutcome::Built {
-                router,
-                mut report,
-                errors,
-                ..
-            } => {
-                report.errors = as_pairs(errors);
-                let old = std::mem::replace(&mut self.router, *router);
-                b.recycle(old);
-                Ok(report)
-            }
-            BuiltOutcome::Refused { errors, .. } => Err(atc_router::SyncError {
-                errors: as_pairs(errors),
-                // The builder reports its list's errors by line (`ListError`); the checks here
-                // compare them by id.
-                entry_errors: Vec::new(),
-            }),
-            BuiltOutcome::Panicked { message, .. } => panic!("the builder panicked: {message}"),
+        match b.apply_to(&mut self.router).expect("ready") {
+            BuiltOutcome::Built { report, .. } => Ok(report),
+            BuiltOutcome::Refused { errors, .. } => Err(atc_router::SyncError { errors }),
+            other => panic!("the builder gave {other:?}"),
         }
+    }
+
+    /// A sync made by the builder (see [`run_in_background`]).
+    fn sync_in_background(
+        &mut self,
+        specs: &[RouteSpec<'_>],
+        mode: SyncMode,
+    ) -> Result<atc_router::SyncReport, atc_router::SyncError> {
+        self.in_background(RouteInput::routes(specs), mode)
+    }
+
+    /// A list of changes applied by the builder.
+    fn update_in_background(
+        &mut self,
+        changes: &[Change<'_>],
+        mode: SyncMode,
+    ) -> Result<atc_router::SyncReport, atc_router::SyncError> {
+        let mut list = EntryList::new();
+        for (i, c) in changes.iter().enumerate() {
+            let at = Position::Item(i + 1);
+            match c {
+                Change::Upsert(s) => list.push_route(at, s.id, s.priority, s.expression),
+                Change::Remove(id) => list.push_removal(at, *id),
+            }
+        }
+        self.in_background(RouteInput::Changes(list), mode)
     }
 
     /// The router answers like one built from scratch from the model: same routes, fields and

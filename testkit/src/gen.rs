@@ -497,6 +497,13 @@ pub enum StepDesc {
         extra: Vec<DesiredDesc>,
         remove: u16,
     },
+    /// Applies a list of changes: `upserts` (new ids, ids of routes held, ids listed twice,
+    /// invalid text), then the removal of `removals`' slots (held or not).
+    Update {
+        all_or_nothing: bool,
+        upserts: Vec<DesiredDesc>,
+        removals: Vec<u16>,
+    },
     /// Executes every request with a context made from another schema.
     ForeignContext,
 }
@@ -594,6 +601,11 @@ pub enum Step {
         edits: Vec<Edit>,
         extra: Vec<Desired>,
         remove: usize,
+    },
+    Update {
+        mode: SyncMode,
+        upserts: Vec<Desired>,
+        removals: Vec<usize>,
     },
     ForeignContext,
 }
@@ -1660,6 +1672,19 @@ fn render_step(s: &StepDesc, slots: usize, routes: usize) -> Option<Step> {
             extra: extra(x),
             remove: slot(*remove),
         },
+        StepDesc::Update {
+            all_or_nothing,
+            upserts,
+            removals,
+        } => Step::Update {
+            mode: if *all_or_nothing {
+                SyncMode::AllOrNothing
+            } else {
+                SyncMode::ApplyValid
+            },
+            upserts: extra(upserts),
+            removals: removals.iter().map(|s| slot(*s)).collect(),
+        },
         StepDesc::ForeignContext => Step::ForeignContext,
     })
 }
@@ -1857,14 +1882,32 @@ pub fn sync_strategy() -> impl Strategy<Value = StepDesc> {
     })
 }
 
+/// A list of changes in either mode: a few upserts (ids held or not, some repeated, some with
+/// invalid text) and removals (held or not).
+pub fn update_strategy() -> impl Strategy<Value = StepDesc> {
+    (
+        any::<bool>(),
+        desired_list_strategy(),
+        prop::collection::vec(any::<u16>(), 0..4),
+    )
+        .prop_map(
+            |(all_or_nothing, (_, upserts), removals)| StepDesc::Update {
+                all_or_nothing,
+                upserts,
+                removals,
+            },
+        )
+}
+
 /// Changes to a router: adds (of the case's routes, at any slot), removes, syncs in both
-/// modes, stale syncs, foreign contexts.
+/// modes, lists of changes, stale syncs, foreign contexts.
 pub fn step_strategy() -> impl Strategy<Value = StepDesc> {
     prop_oneof![
         4 => (any::<u16>(), any::<u16>(), 0u8..4)
             .prop_map(|(slot, route, priority)| StepDesc::Add { slot, route, priority }),
         3 => any::<u16>().prop_map(|slot| StepDesc::Remove { slot }),
         2 => sync_strategy(),
+        2 => update_strategy(),
         1 => (desired_list_strategy(), any::<u16>())
             .prop_map(|((edits, extra), remove)| StepDesc::StaleSync { edits, extra, remove }),
         1 => Just(StepDesc::ForeignContext),
@@ -2020,7 +2063,18 @@ fn arbitrary_desired_list(
 }
 
 fn arbitrary_step(u: &mut Unstructured<'_>) -> arbitrary::Result<StepDesc> {
-    Ok(match u.int_in_range(0u8..=10)? {
+    Ok(match u.int_in_range(0u8..=12)? {
+        11 | 12 => {
+            let (_, upserts) = arbitrary_desired_list(u)?;
+            let removals = (0..u.int_in_range(0u8..=3)?)
+                .map(|_| u.arbitrary())
+                .collect::<arbitrary::Result<_>>()?;
+            StepDesc::Update {
+                all_or_nothing: u.arbitrary()?,
+                upserts,
+                removals,
+            }
+        }
         0..=3 => StepDesc::Add {
             slot: u.arbitrary()?,
             route: u.arbitrary()?,

@@ -15,6 +15,7 @@
 
 pub mod check;
 pub mod gen;
+pub mod open_loop;
 pub mod table_check;
 pub mod tables;
 

@@ -1,153 +1,581 @@
-//! The builder's thread: takes the newest submitted list, builds its table (patching the
-//! shadow when few routes change, a fresh router otherwise), leaves the outcome for the caller,
-//! and brings routers the caller hands back to the last list to serve as the next shadow. The
-//! caller's side and the invariants both keep are in `builder.rs`.
+//! The builder's threads: take the oldest submitted list, build its table (patching the shadow
+//! when few routes change, a fresh router otherwise), leave the outcome for the caller, and
+//! bring tables the caller hands back level with the newest one to serve as the next shadow.
+//! The caller's side, and the invariants both keep, are in `builder.rs`.
+//!
+//! Both lanes (see [`Lane`]) run [`run_lane`]: whichever lane has the turn takes the
+//! [`Worker`] (the thread side's state) out of the shared state for one task and puts it back
+//! after, so the two never work at once. The background lane gives a task up when the boosted
+//! lane takes the turn: every task it can give up is one that has changed nothing yet
+//! (preparing a plan, building a fresh router), so the boosted lane redoes it from the start.
 
-use std::collections::HashMap;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use rustc_hash::FxHashMap as HashMap;
 use uuid::Uuid;
 
 use super::builder::{
-    lock, Job, ListError, Outcome, OwnedRoute, PublishHook, RouteInput, Shared, LIST_LINE_SLACK,
+    lock, EntryError, Job, Lane, Outcome, PublishHook, RouteInput, Shared, State, LIST_LINE_SLACK,
 };
-use super::sync::Stopped;
-use super::{RouteSpec, Router, SyncMode, SyncReport};
+use super::entry_errors::refusal_message;
+use super::sync::{ListKind, Stopped};
+use super::{EntryFault, RouteSpec, Router, SyncMode, SyncReport};
 use crate::limits::Limits;
-use crate::route_list::{Entry, Problem, RouteList};
+use crate::route_list::{Entry, EntryList, Item};
 use crate::schema::Schema;
 
-/// The thread's side.
-pub(super) struct Worker {
-    shared: Arc<Shared>,
-    schema: Arc<Schema>,
-    limits: Limits,
-    /// A copy of the caller's current table (see the module docs).
-    shadow: Option<Box<Router>>,
-    /// The list of the newest table built: what a recycled router is brought to.
-    last: Option<(Vec<OwnedRoute>, SyncMode)>,
-    /// No shadow mirrors the current table, and one is to be built from `last` when nothing
-    /// else waits (after a fresh build, whose replaced router was unrelated to it).
-    want_shadow: bool,
-    publish: Option<PublishHook>,
+/// An outcome waiting for the caller, with the table a built one swaps in.
+#[derive(Debug)]
+pub(super) struct Done {
+    pub(super) outcome: Outcome,
+    pub(super) table: Option<Box<Router>>,
 }
 
-/// What the thread takes up next.
+/// The routes of a table, by id: what the thread knows the newest table holds.
+#[derive(Debug, Default)]
+pub(super) struct Held {
+    routes: HashMap<Uuid, (u64, Box<str>)>,
+}
+
+impl Held {
+    /// The routes `router` holds (a copy of every text: O(routes)).
+    pub(super) fn of(router: &Router) -> Held {
+        let mut routes = HashMap::default();
+        routes.reserve(router.len());
+        for r in router.routes() {
+            routes.insert(r.id(), (r.priority(), r.source().into()));
+        }
+        Held { routes }
+    }
+
+    /// Applies a list of changes (every entry valid: what a built plan changed).
+    fn apply(&mut self, changes: &EntryList) {
+        for e in changes.iter() {
+            match e.item {
+                Item::Route {
+                    id,
+                    priority,
+                    expression,
+                } => {
+                    self.routes.insert(id, (priority, expression.into()));
+                }
+                Item::Remove(id) => {
+                    self.routes.remove(&id);
+                }
+                Item::Unreadable { .. } => {}
+            }
+        }
+    }
+
+    fn get(&self, id: Uuid) -> Option<(u64, &str)> {
+        self.routes.get(&id).map(|(p, t)| (*p, &**t))
+    }
+
+    fn len(&self) -> usize {
+        self.routes.len()
+    }
+
+    fn specs(&self) -> Vec<RouteSpec<'_>> {
+        self.routes
+            .iter()
+            .map(|(id, (priority, text))| RouteSpec {
+                id: *id,
+                priority: *priority,
+                expression: text,
+            })
+            .collect()
+    }
+
+    /// What the whole list `desired` is to a table holding these routes: routes added,
+    /// removed, changed (another priority or text) and unchanged, counted as a sync counts
+    /// them before parsing (the first entry with an id has it; an unreadable entry is neither).
+    fn diff(&self, desired: &[Entry<'_>]) -> SyncReport {
+        let mut seen = std::collections::HashSet::with_capacity(desired.len());
+        let mut report = SyncReport::default();
+        let mut named = 0;
+        for e in desired {
+            let Some(id) = e.item.id() else { continue };
+            if !seen.insert(id) {
+                continue;
+            }
+            let current = self.routes.get(&id);
+            named += usize::from(current.is_some());
+            match (e.item, current) {
+                (
+                    Item::Route {
+                        priority,
+                        expression,
+                        ..
+                    },
+                    Some((p, t)),
+                ) if *p == priority && **t == *expression => report.unchanged += 1,
+                (Item::Route { .. }, Some(_)) => report.changed += 1,
+                (Item::Route { .. }, None) => report.added += 1,
+                _ => {}
+            }
+        }
+        report.removed = self.len() - named;
+        report
+    }
+}
+
+/// The thread side of a builder: its copy of the table and what it knows of the caller's.
+#[derive(Debug)]
+pub(super) struct Worker {
+    schema: std::sync::Arc<Schema>,
+    limits: Limits,
+    publish: Option<PublishHook>,
+    /// A copy of the newest table built (see the module docs of `builder.rs`).
+    shadow: Option<Box<Router>>,
+    /// The newest table built is with the caller: the table it replaced comes back (recycled),
+    /// and these changes bring it level (`None`: a fresh build, which nothing brings a table
+    /// level with).
+    out: Option<Option<EntryList>>,
+    /// The routes of the newest table; `None` when the thread does not know them (nothing
+    /// built yet, or a panic lost them).
+    last: Option<Held>,
+    /// Whether the thread knows what the caller's table holds (its routes are `last`, or it
+    /// is empty because nothing was built): a list of changes needs it.
+    known: bool,
+    /// No shadow mirrors the newest table: build one from `last` when nothing else waits.
+    want_shadow: bool,
+}
+
+/// What a lane takes up next.
 enum Task {
     Build(Job),
-    Recycle(Box<Router>),
-    /// Build a shadow from the last list (nothing else to do).
+    Converge(Box<Router>),
+    /// Build a shadow from `last` (nothing else to do).
     Shadow,
-    Stop,
+}
+
+/// What a task asks of the shared state once it is done.
+#[derive(Default)]
+struct Effects {
+    done: Option<Done>,
+    /// A job given up (the boosted lane took the turn): it goes back to the front.
+    requeue: Option<Job>,
+    /// A recycled table whose bringing level was given up: it goes back too.
+    recycle: Option<Box<Router>>,
 }
 
 impl Worker {
     pub(super) fn new(
-        shared: Arc<Shared>,
-        schema: Arc<Schema>,
+        schema: std::sync::Arc<Schema>,
         limits: Limits,
         publish: Option<PublishHook>,
     ) -> Worker {
         Worker {
-            shared,
             schema,
             limits,
-            shadow: None,
-            last: None,
-            want_shadow: false,
             publish,
+            shadow: None,
+            out: None,
+            last: None,
+            known: true,
+            want_shadow: false,
         }
     }
 
-    /// Runs the publish hook, if any, on a table just built; keeps the table as the shadow
-    /// when the caller does not (see `Builder::publish_with`).
-    fn publish(&mut self, outcome: &mut Outcome) {
-        let (
-            Some(hook),
-            Outcome::Built {
-                version,
-                router,
-                published,
-                ..
-            },
-        ) = (&self.publish, outcome)
-        else {
-            return;
-        };
-        let keep = hook.1;
-        let ran = {
-            let mut hook = hook.0.lock().unwrap_or_else(|e| e.into_inner());
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (hook)(*version, router)))
-        };
-        let ran = ran.unwrap_or_else(|p| Err(panic_message(&p)));
-        if !keep && ran.is_ok() {
-            let empty = Box::new(Router::with_limits(self.schema.clone(), self.limits));
-            self.shadow = Some(std::mem::replace(router, empty));
-            self.want_shadow = false;
-        }
-        *published = Some(ran);
+    /// Whether the thread side has work of its own left (a shadow to build).
+    pub(super) fn has_work(&self) -> bool {
+        self.want_shadow && self.shadow.is_none() && self.out.is_none() && self.last.is_some()
     }
 
-    pub(super) fn run(mut self) {
-        loop {
-            let task = self.next_task();
-            self.shared.busy.store(true, Ordering::Release);
-            match task {
-                Task::Stop => return,
-                Task::Recycle(old) => self.converge(old),
-                Task::Shadow => self.build_shadow(),
-                Task::Build(job) => {
-                    let version = job.version;
-                    let shadow = self.shadow.take();
-                    let started = Instant::now();
-                    let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        self.build(job, shadow)
-                    }));
-                    let build_time = started.elapsed();
-                    let outcome = match built {
-                        Ok(Some(mut outcome)) => {
-                            self.publish(&mut outcome);
-                            outcome.timed(build_time)
+    fn empty(&self) -> Box<Router> {
+        Box::new(Router::with_limits(self.schema.clone(), self.limits))
+    }
+
+    /// The next task for `lane`, taken from the shared state (under its lock). The boosted
+    /// lane takes only what a waiting version needs.
+    fn next_task(&mut self, st: &mut State, lane: Lane) -> Option<Task> {
+        if let Some(held) = st.rebased.take() {
+            self.shadow = None;
+            self.last = Some(held);
+            self.out = None;
+            self.known = true;
+            self.want_shadow = true;
+        }
+        if let Some(old) = st.recycled.pop() {
+            return Some(Task::Converge(Box::new(old)));
+        }
+        while let Some(by) = st.queue.front().and_then(|j| j.superseded_by) {
+            let job = st.queue.pop_front().expect("a front job");
+            st.results.push_back(Done {
+                outcome: Outcome::Superseded {
+                    version: job.version,
+                    by,
+                },
+                table: None,
+            });
+        }
+        if !st.queue.is_empty() {
+            if self.out.is_some() {
+                // The newest table is with the caller: its replaced table comes back first.
+                return None;
+            }
+            let job = st.queue.pop_front().expect("a front job");
+            st.building = Some(job.version);
+            st.building_since = Some(job.submitted);
+            return Some(Task::Build(job));
+        }
+        if lane == Lane::Background && self.has_work() {
+            return Some(Task::Shadow);
+        }
+        None
+    }
+
+    fn run(&mut self, task: Task, stop: &dyn Fn() -> bool) -> Effects {
+        match task {
+            Task::Converge(old) => self.converge(old, stop),
+            Task::Shadow => {
+                self.build_shadow(stop);
+                Effects::default()
+            }
+            Task::Build(mut job) => {
+                let version = job.version;
+                let started = Instant::now();
+                let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    self.build(&mut job, stop)
+                }));
+                let build_time = started.elapsed();
+                match built {
+                    Ok(Some(mut done)) => {
+                        set_build_time(&mut done.outcome, build_time);
+                        Effects {
+                            done: Some(done),
+                            ..Effects::default()
                         }
-                        // Stopped: the builder is being dropped.
-                        Ok(None) => return,
-                        Err(panic) => {
-                            self.shadow = None;
-                            self.last = None;
-                            Outcome::Panicked {
-                                version,
-                                message: panic_message(&panic),
-                                build_time,
-                            }
-                        }
-                    };
-                    let mut st = lock(&self.shared.state);
-                    st.building = None;
-                    if let Some(Outcome::Built { router, .. }) = st.result.replace(outcome) {
-                        // Never taken, and now older than the new outcome: freed here.
-                        drop(st);
-                        drop(router);
                     }
-                    self.shared.ready.store(true, Ordering::Release);
+                    // Given up (stopped, or the boosted lane took the turn).
+                    Ok(None) => Effects {
+                        requeue: Some(job),
+                        ..Effects::default()
+                    },
+                    Err(panic) => {
+                        self.shadow = None;
+                        self.last = None;
+                        self.out = None;
+                        self.known = false;
+                        self.want_shadow = false;
+                        Effects {
+                            done: Some(Done {
+                                outcome: Outcome::Panicked {
+                                    version,
+                                    message: panic_message(&panic),
+                                    build_time,
+                                },
+                                table: None,
+                            }),
+                            ..Effects::default()
+                        }
+                    }
                 }
             }
         }
     }
 
-    /// Builds a shadow from the last list; gives way (and keeps none) when a job arrives.
-    fn build_shadow(&mut self) {
-        let Some((routes, mode)) = &self.last else {
-            return;
+    /// Builds `job`; `None` when it was given up (nothing changed: the job can start again).
+    fn build(&mut self, job: &mut Job, stop: &dyn Fn() -> bool) -> Option<Done> {
+        let version = job.version;
+        crate::failpoint::build_hit(version);
+        if let RouteInput::Text(text) = &job.input {
+            let max_line = self
+                .limits
+                .max_expression_len
+                .saturating_add(LIST_LINE_SLACK);
+            match EntryList::read((**text).as_ref(), max_line) {
+                // Kept read: a job given up and started again does not read it twice.
+                Ok(list) => job.input = RouteInput::List(list),
+                Err(why) => {
+                    return Some(refused(
+                        version,
+                        Vec::new(),
+                        format!("the list was refused, nothing changed: {why}"),
+                    ))
+                }
+            }
+        }
+        let (list, kind) = match &job.input {
+            RouteInput::List(l) => (l, ListKind::Whole),
+            RouteInput::Changes(l) => (l, ListKind::Changes),
+            RouteInput::Text(_) => unreachable!("read above"),
         };
-        let specs = specs_of(routes);
-        let stop = || {
-            self.shared.stop.load(Ordering::Relaxed) || self.shared.queued.load(Ordering::Relaxed)
+        let entries = list.entries();
+        let mode = job.mode;
+        match kind {
+            ListKind::Changes => self.build_changes(version, &entries, mode, stop),
+            ListKind::Whole => self.build_whole(version, &entries, mode, stop),
+        }
+    }
+
+    /// The table a build applies its list to: the shadow, or one built from the routes the
+    /// thread knows, or an empty one when nothing was built yet. `Err(None)`: given up;
+    /// `Err(Some(why))`: the thread does not know the caller's table.
+    fn base(&mut self, stop: &dyn Fn() -> bool) -> Result<Box<Router>, Option<String>> {
+        if let Some(s) = self.shadow.take() {
+            return Ok(s);
+        }
+        if self.last.is_some() {
+            if !self.build_shadow(stop) {
+                return Err(None);
+            }
+            if let Some(s) = self.shadow.take() {
+                return Ok(s);
+            }
+        }
+        if self.known {
+            return Ok(self.empty());
+        }
+        Err(Some(
+            "the builder does not know the table in force (a build panicked): a list of \
+             changes needs a whole list first"
+                .to_owned(),
+        ))
+    }
+
+    fn build_changes(
+        &mut self,
+        version: u64,
+        entries: &[Entry<'_>],
+        mode: SyncMode,
+        stop: &dyn Fn() -> bool,
+    ) -> Option<Done> {
+        let mut base = match self.base(stop) {
+            Ok(b) => b,
+            Err(None) => return None,
+            Err(Some(why)) => return Some(refused(version, Vec::new(), why)),
         };
+        match base.prepare_sync_with(entries, ListKind::Changes, mode, stop, false) {
+            Ok(plan) => {
+                let changes = plan.changes();
+                let report = base.apply(plan);
+                base.settle_if_due();
+                Some(self.built(version, base, changes, report))
+            }
+            Err(Stopped::Cancelled) => {
+                self.shadow = Some(base);
+                None
+            }
+            Err(Stopped::Refused(e)) => {
+                self.shadow = Some(base);
+                Some(refused(version, e.errors, String::new()))
+            }
+            Err(Stopped::Rebuild(_)) => unreachable!("a list of changes is never rebuilt"),
+        }
+    }
+
+    fn build_whole(
+        &mut self,
+        version: u64,
+        entries: &[Entry<'_>],
+        mode: SyncMode,
+        stop: &dyn Fn() -> bool,
+    ) -> Option<Done> {
+        // Without a shadow, a list that is mostly new is built fresh at once, without making a
+        // shadow first only to drop it.
+        let mut counts = None;
+        if self.shadow.is_none() {
+            if let Some(last) = &self.last {
+                let c = last.diff(entries);
+                if (c.changed + c.removed) * 2 > last.len() || c.added > last.len() {
+                    counts = Some(c);
+                }
+            }
+        }
+        if counts.is_none() && (self.shadow.is_some() || self.last.is_some()) {
+            let mut base = match self.base(stop) {
+                Ok(b) => b,
+                Err(_) => return None,
+            };
+            match base.prepare_sync_with(entries, ListKind::Whole, mode, stop, false) {
+                Ok(plan) => {
+                    let changes = plan.changes();
+                    let report = base.apply(plan);
+                    base.settle_if_due();
+                    return Some(self.built(version, base, changes, report));
+                }
+                Err(Stopped::Rebuild(c)) => {
+                    // Most routes change: the shadow goes first, never three tables at once.
+                    drop(base);
+                    self.want_shadow = true;
+                    counts = Some(c);
+                }
+                Err(Stopped::Cancelled) => {
+                    self.shadow = Some(base);
+                    return None;
+                }
+                Err(Stopped::Refused(e)) => {
+                    self.shadow = Some(base);
+                    return Some(refused(version, e.errors, String::new()));
+                }
+            }
+        }
+        self.build_fresh(version, entries, mode, counts, stop)
+    }
+
+    /// A fresh router from the whole list; `counts` is what the list is to the caller's table
+    /// (`None` when the thread knows no table: an empty one, or one a panic lost).
+    fn build_fresh(
+        &mut self,
+        version: u64,
+        entries: &[Entry<'_>],
+        mode: SyncMode,
+        counts: Option<SyncReport>,
+        stop: &dyn Fn() -> bool,
+    ) -> Option<Done> {
+        let mut fresh = self.empty();
+        let plan = match fresh.prepare_sync_with(entries, ListKind::Whole, mode, stop, true) {
+            Ok(plan) => plan,
+            Err(Stopped::Cancelled) => return None,
+            Err(Stopped::Refused(e)) => return Some(refused(version, e.errors, String::new())),
+            Err(Stopped::Rebuild(_)) => unreachable!("a rebuild was allowed"),
+        };
+        let mut report = fresh.apply(plan);
+        // What the list is to the caller's table, not to the empty router: counted before
+        // parsing, so an invalid route counts as added or changed there; it is neither (a
+        // known one keeps its current version, which the fresh router is given here).
+        if let Some(c) = &counts {
+            report.added = c.added;
+            report.removed = c.removed;
+            report.changed = c.changed;
+            report.unchanged = c.unchanged;
+        }
+        if let Some(last) = &self.last {
+            for e in &report.errors {
+                let Some(id) = e.id else { continue };
+                let invalid = match &e.fault {
+                    EntryFault::Duplicate { .. } => continue,
+                    EntryFault::Invalid(_) => true,
+                    EntryFault::Unreadable { .. } => false,
+                };
+                match last.get(id) {
+                    Some((priority, text)) => {
+                        if invalid && counts.is_some() {
+                            report.changed = report.changed.saturating_sub(1);
+                        }
+                        let _ = fresh.add(id, priority, text);
+                    }
+                    None if invalid && counts.is_some() => {
+                        report.added = report.added.saturating_sub(1)
+                    }
+                    None => {}
+                }
+            }
+        }
+        Some(self.built(version, fresh, None, report))
+    }
+
+    /// The outcome of a table built, published if the builder publishes; `changes` is what it
+    /// changed from the table it replaces (`None` for a fresh build).
+    fn built(
+        &mut self,
+        version: u64,
+        table: Box<Router>,
+        changes: Option<EntryList>,
+        report: SyncReport,
+    ) -> Done {
+        match (&mut self.last, &changes) {
+            (Some(last), Some(c)) => last.apply(c),
+            _ => self.last = Some(Held::of(&table)),
+        }
+        self.known = true;
+        let published = self.publish.as_ref().map(|hook| {
+            let mut hook = hook.0.lock().unwrap_or_else(|e| e.into_inner());
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (hook)(version, &table)))
+                .unwrap_or_else(|p| Err(panic_message(&p)))
+        });
+        let keeps = self.publish.as_ref().is_some_and(|h| !h.1);
+        let out = if keeps && matches!(published, Some(Ok(_))) {
+            // The caller matches from what was published: the thread keeps the table.
+            self.shadow = Some(table);
+            self.want_shadow = false;
+            self.empty()
+        } else {
+            self.out = Some(changes);
+            table
+        };
+        Done {
+            outcome: Outcome::Built {
+                version,
+                report,
+                build_time: Duration::ZERO, // set by `Worker::run`
+                published,
+            },
+            table: Some(out),
+        }
+    }
+
+    /// Brings a table the caller replaced level with the newest one, to be the next shadow;
+    /// or frees it, when nothing brings it level (a fresh build: the shadow is built from the
+    /// routes instead) or the thread has its shadow already.
+    fn converge(&mut self, mut old: Box<Router>, stop: &dyn Fn() -> bool) -> Effects {
+        let Some(changes) = self.out.take() else {
+            return Effects::default();
+        };
+        let Some(list) = changes else {
+            drop(old);
+            self.want_shadow = true;
+            return Effects::default();
+        };
+        let entries = list.entries();
+        let plan = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            old.prepare_sync_with(
+                &entries,
+                ListKind::Changes,
+                SyncMode::AllOrNothing,
+                stop,
+                false,
+            )
+        }));
+        match plan {
+            Ok(Ok(plan)) => {
+                drop(entries);
+                let applied = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    old.apply(plan);
+                    old
+                }));
+                match applied {
+                    Ok(old) => {
+                        self.shadow = Some(old);
+                        self.want_shadow = false;
+                    }
+                    Err(_) => self.want_shadow = true,
+                }
+                Effects::default()
+            }
+            Ok(Err(Stopped::Cancelled)) => {
+                drop(entries);
+                self.out = Some(Some(list));
+                Effects {
+                    recycle: Some(old),
+                    ..Effects::default()
+                }
+            }
+            _ => {
+                self.want_shadow = true;
+                Effects::default()
+            }
+        }
+    }
+
+    /// Builds a shadow from the routes of the newest table (fresh: O(routes)); `false` when
+    /// given up. Routes that do not build again (a panic) are forgotten: the table is unknown.
+    fn build_shadow(&mut self, stop: &dyn Fn() -> bool) -> bool {
+        let Some(last) = &self.last else {
+            return true;
+        };
+        let specs = last.specs();
         let fresh = Router::with_limits(self.schema.clone(), self.limits);
         let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            match fresh.prepare_sync_with(&specs, *mode, &stop, true) {
+            match fresh.prepare_sync_with(
+                &specs,
+                ListKind::Whole,
+                SyncMode::AllOrNothing,
+                stop,
+                true,
+            ) {
                 Ok(plan) => {
                     let mut fresh = Box::new(fresh);
                     fresh.apply(plan);
@@ -156,355 +584,135 @@ impl Worker {
                 Err(_) => None,
             }
         }));
-        if let Ok(Some(shadow)) = built {
-            self.shadow = Some(shadow);
-            self.want_shadow = false;
-        }
-    }
-
-    /// Waits for work. A router the caller replaced comes first: brought to the last list, it
-    /// is the cheapest base for the next build, and until it is the shadow or freed the thread
-    /// would hold two tables.
-    fn next_task(&mut self) -> Task {
-        let mut st = lock(&self.shared.state);
-        loop {
-            if self.shared.stop.load(Ordering::Acquire) {
-                return Task::Stop;
+        match built {
+            Ok(Some(shadow)) => {
+                self.shadow = Some(shadow);
+                self.want_shadow = false;
+                true
             }
-            if let Some(held) = st.rebased.take() {
-                self.shadow = None;
-                self.last = Some((held, SyncMode::AllOrNothing));
-                self.want_shadow = true;
+            _ if stop() => false,
+            _ => {
+                self.last = None;
+                self.known = false;
+                self.want_shadow = false;
+                true
             }
-            if let Some(old) = st.recycled.pop() {
-                return Task::Recycle(Box::new(old));
-            }
-            if let Some(job) = st.queued.take() {
-                self.shared.queued.store(false, Ordering::Release);
-                st.building = Some(job.version);
-                // A result the caller never took was superseded by this job: its router is the
-                // current table brought to the last list, the best base there is.
-                if let Some(router) = st.base.take() {
-                    self.shadow = None;
-                    self.shadow = Some(router);
-                }
-                return Task::Build(job);
-            }
-            if self.want_shadow && self.shadow.is_none() && st.result.is_none() {
-                return Task::Shadow;
-            }
-            self.shared.busy.store(false, Ordering::Release);
-            st = self.shared.wake.wait(st).unwrap_or_else(|e| e.into_inner());
-        }
-    }
-
-    /// Builds `job` from `shadow` (or fresh); `None` when stopped.
-    fn build(&mut self, job: Job, shadow: Option<Box<Router>>) -> Option<Outcome> {
-        let Job {
-            version,
-            input,
-            mode,
-        } = job;
-        crate::failpoint::build_hit(version);
-        let stop = || self.shared.stop.load(Ordering::Relaxed);
-        let (routes, lines, problems) = match read(input, &self.limits) {
-            Ok(read) => read,
-            Err(message) => {
-                self.shadow = shadow;
-                return Some(Outcome::Refused {
-                    version,
-                    errors: Vec::new(),
-                    message,
-                    build_time: Duration::ZERO, // set by `Worker::run`
-                });
-            }
-        };
-        let mut errors: Vec<ListError> = problems.into_iter().map(ListError::Unreadable).collect();
-        if mode == SyncMode::AllOrNothing && !errors.is_empty() {
-            // Refused: but every route is still checked, so that all invalid ones are reported
-            // at once (each on its own, nothing built).
-            for (r, &line) in routes.iter().zip(&lines) {
-                if stop() {
-                    return None;
-                }
-                if let Err(error) =
-                    Router::validate_with_limits(&self.schema, &r.expression, &self.limits)
-                {
-                    errors.push(ListError::Invalid {
-                        line,
-                        id: r.id,
-                        error,
-                    });
-                }
-            }
-            self.shadow = shadow;
-            errors.sort_by_key(ListError::line);
-            return Some(refused(version, errors));
-        }
-        // A route of the caller's current table, as far as the thread knows it: the list of
-        // the last table built (what the shadow holds too; cleared when the caller changes its
-        // router directly).
-        let last = self.last.take();
-        // By id, made the first time an error asks (most builds have none).
-        let index: std::cell::OnceCell<HashMap<Uuid, &OwnedRoute>> = std::cell::OnceCell::new();
-        let previous = |id: Uuid| -> Option<OwnedRoute> {
-            let list = last.as_ref().map_or(&[][..], |(list, _)| list);
-            index
-                .get_or_init(|| list.iter().map(|r| (r.id, r)).collect())
-                .get(&id)
-                .map(|r| (*r).clone())
-        };
-        // Apply-valid: a known route whose new version could not be read keeps its current
-        // version, as a known route whose new version is invalid does.
-        let mut kept: Vec<OwnedRoute> = Vec::new();
-        for e in &errors {
-            if let Some(route) = e.id().and_then(&previous) {
-                if !routes.iter().any(|r| r.id == route.id) {
-                    kept.push(route);
-                }
-            }
-        }
-        let specs: Vec<RouteSpec<'_>> = routes.iter().chain(&kept).map(spec).collect();
-        // The list applied to the shadow; or a fresh router when there is none, or when most
-        // routes change (the shadow is dropped first: never three tables at once).
-        let mut diff = None;
-        let from_shadow = match shadow {
-            Some(mut s) => match s.prepare_sync_with(&specs, mode, &stop, false) {
-                Ok(plan) => {
-                    let report = s.apply(plan);
-                    // Here, off the request path, and not on the caller's thread.
-                    s.settle_if_due();
-                    Some((s, Ok(report)))
-                }
-                Err(Stopped::Rebuild(counts)) => {
-                    diff = Some(counts);
-                    drop(s);
-                    None
-                }
-                Err(Stopped::Cancelled) => return None,
-                Err(Stopped::Refused(e)) => Some((s, Err(e))),
-            },
-            None => None,
-        };
-        let (router, mirrors, result) = match from_shadow {
-            Some((s, result)) => (s, true, result),
-            None => {
-                let mut fresh = Box::new(Router::with_limits(self.schema.clone(), self.limits));
-                let result = match fresh.prepare_sync_with(&specs, mode, &stop, true) {
-                    Ok(plan) => {
-                        let mut report = fresh.apply(plan);
-                        // A known route whose new version is invalid keeps its current version
-                        // (which was valid): the fresh router does not know it, the thread does.
-                        // What the list is to the caller's table, not to the empty router: counted
-                        // before parsing, so an invalid route counts as added or changed there;
-                        // it is neither (a known one keeps its current version).
-                        let counts = diff
-                            .or_else(|| last.as_ref().map(|(list, _)| diff_counts(list, &specs)));
-                        if let Some(c) = &counts {
-                            report.added = c.added;
-                            report.removed = c.removed;
-                            report.changed = c.changed;
-                            report.unchanged = c.unchanged;
-                        }
-                        for (id, error) in &report.errors {
-                            if matches!(error, crate::error::Error::DuplicateRoute(_)) {
-                                // Counted as no route at all already.
-                                continue;
-                            }
-                            match previous(*id) {
-                                Some(prev) => {
-                                    report.changed = report.changed.saturating_sub(1);
-                                    let _ = fresh.add(prev.id, prev.priority, &prev.expression);
-                                }
-                                None if counts.is_some() => {
-                                    report.added = report.added.saturating_sub(1)
-                                }
-                                None => {}
-                            }
-                        }
-                        Ok(report)
-                    }
-                    Err(Stopped::Cancelled) => return None,
-                    Err(Stopped::Refused(e)) => Err(e),
-                    Err(Stopped::Rebuild(_)) => unreachable!("a rebuild was allowed"),
-                };
-                (fresh, false, result)
-            }
-        };
-        drop(specs);
-        // Each route's line, for the errors (routes kept at their current version: 0).
-        let mut lines_by_id: Option<HashMap<Uuid, usize>> = None;
-        let mut line_of = |id: Uuid| {
-            *lines_by_id
-                .get_or_insert_with(|| {
-                    routes
-                        .iter()
-                        .map(|r| r.id)
-                        .zip(lines.iter().copied())
-                        .collect()
-                })
-                .get(&id)
-                .unwrap_or(&0)
-        };
-        match result {
-            Ok(mut report) => {
-                // Routes kept at their current version went in unchanged, but they are errors.
-                report.unchanged = report.unchanged.saturating_sub(kept.len());
-                for (id, error) in report.errors.drain(..) {
-                    let line = line_of(id);
-                    errors.push(ListError::Invalid { line, id, error });
-                }
-                errors.sort_by_key(ListError::line);
-                // What the table holds (not the list: its invalid or repeated routes are not
-                // in it, and apply-valid kept current versions).
-                self.last = Some((held_routes(&router), mode));
-                Some(Outcome::Built {
-                    version,
-                    router,
-                    report,
-                    errors,
-                    build_time: Duration::ZERO, // set by `Worker::run`
-                    published: None,            // set by `Worker::run`
-                })
-            }
-            Err(refusal) => {
-                // Nothing changed: a shadow is still the current table's copy.
-                self.shadow = Some(router).filter(|_| mirrors);
-                self.last = last;
-                for (id, error) in refusal.errors {
-                    let line = line_of(id);
-                    errors.push(ListError::Invalid { line, id, error });
-                }
-                errors.sort_by_key(ListError::line);
-                Some(refused(version, errors))
-            }
-        }
-    }
-
-    /// Brings a router the caller replaced to the last list built, to be the next shadow; or
-    /// frees it, when that would be a whole rebuild, or another build already made a shadow.
-    fn converge(&mut self, mut old: Box<Router>) {
-        let stop = || self.shared.stop.load(Ordering::Relaxed);
-        let stop = &stop;
-        match (&self.shadow, &self.last) {
-            (None, Some((routes, mode))) => {
-                let specs = specs_of(routes);
-                let converged =
-                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        match old.prepare_sync_with(&specs, *mode, stop, false) {
-                            Ok(plan) => {
-                                old.apply(plan);
-                                old.settle_if_due();
-                                Some(old)
-                            }
-                            Err(_) => None,
-                        }
-                    }));
-                self.shadow = converged.ok().flatten();
-                // Unrelated to the last list (the replaced table of a fresh build): build the
-                // shadow from the list itself when nothing else waits.
-                self.want_shadow = self.shadow.is_none();
-            }
-            _ => drop(old),
         }
     }
 }
 
-fn refused(version: u64, errors: Vec<ListError>) -> Outcome {
-    let message = match errors.first() {
-        Some(first) => format!(
-            "{} invalid route(s), the current table stays; first: {first}",
-            errors.len()
-        ),
-        None => "the list was refused".to_owned(),
+/// Runs one lane of a builder until the builder is dropped (see the module docs).
+pub(super) fn run_lane(shared: &Shared, lane: Lane) {
+    let stop = || {
+        shared.stop.load(Ordering::Relaxed)
+            || (lane == Lane::Background && shared.boosted.load(Ordering::Relaxed))
     };
-    Outcome::Refused {
-        version,
-        errors,
-        message,
-        build_time: Duration::ZERO, // set by `Worker::run`
-    }
-}
-
-/// The routes `router` holds, as a list.
-pub(super) fn held_routes(router: &Router) -> Vec<OwnedRoute> {
-    router
-        .routes()
-        .map(|r| OwnedRoute {
-            id: r.id(),
-            priority: r.priority(),
-            expression: r.source().to_owned(),
-        })
-        .collect()
-}
-
-fn spec(r: &OwnedRoute) -> RouteSpec<'_> {
-    RouteSpec {
-        id: r.id,
-        priority: r.priority,
-        expression: &r.expression,
-    }
-}
-
-fn specs_of(routes: &[OwnedRoute]) -> Vec<RouteSpec<'_>> {
-    routes.iter().map(spec).collect()
-}
-
-/// What `desired` is to a table holding exactly `current`: routes added, removed, changed
-/// (another priority or text) and unchanged.
-fn diff_counts(current: &[OwnedRoute], desired: &[RouteSpec<'_>]) -> SyncReport {
-    let by_id: HashMap<Uuid, &OwnedRoute> = current.iter().map(|r| (r.id, r)).collect();
-    let mut seen = std::collections::HashSet::new();
-    let mut report = SyncReport::default();
-    for d in desired {
-        if !seen.insert(d.id) {
-            // A repeated id: an error of the list, not a route (the first one counts).
-            continue;
+    let mut st = lock(&shared.state);
+    loop {
+        if shared.stop.load(Ordering::Acquire) {
+            return;
         }
-        match by_id.get(&d.id) {
-            Some(c) if c.priority == d.priority && c.expression == d.expression => {
-                report.unchanged += 1
+        if lane == Lane::Boosted && !st.boosted {
+            // Watch the oldest waiting version; take the turn once it has waited too long.
+            let waited = st
+                .waiting_since()
+                .zip(st.boost_after)
+                .map(|(since, after)| (since.elapsed(), after));
+            match waited {
+                Some((w, after)) if w >= after => {
+                    st.boosted = true;
+                    shared.boosted.store(true, Ordering::Release);
+                    shared.wake.notify_all();
+                }
+                Some((w, after)) => {
+                    st = shared
+                        .wake
+                        .wait_timeout(st, after - w)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                    continue;
+                }
+                None => {
+                    st = shared.wake.wait(st).unwrap_or_else(|e| e.into_inner());
+                    continue;
+                }
             }
-            Some(_) => report.changed += 1,
-            None => report.added += 1,
         }
+        let turn = (lane == Lane::Boosted) == st.boosted;
+        let Some(mut worker) = st.worker.take_if(|_| turn) else {
+            st = shared.wake.wait(st).unwrap_or_else(|e| e.into_inner());
+            continue;
+        };
+        let task = worker.next_task(&mut st, lane);
+        // Outcomes pushed while taking (superseded versions) are ready now.
+        publish_ready(shared, &st);
+        let Some(task) = task else {
+            st.worker = Some(worker);
+            if lane == Lane::Boosted && st.queue.is_empty() {
+                // Nothing waits any more: the work goes back to the background lane.
+                st.boosted = false;
+                shared.boosted.store(false, Ordering::Release);
+                shared.wake.notify_all();
+            }
+            shared.busy.store(false, Ordering::Release);
+            st = shared.wake.wait(st).unwrap_or_else(|e| e.into_inner());
+            continue;
+        };
+        shared.busy.store(true, Ordering::Release);
+        drop(st);
+        let effects = worker.run(task, &stop);
+        st = lock(&shared.state);
+        st.worker = Some(worker);
+        if let Some(done) = effects.done {
+            st.building = None;
+            st.building_since = None;
+            st.results.push_back(done);
+        }
+        if let Some(job) = effects.requeue {
+            st.building = None;
+            st.building_since = None;
+            st.queue.push_front(job);
+        }
+        if let Some(old) = effects.recycle {
+            st.recycled.push(*old);
+        }
+        publish_ready(shared, &st);
+        // The other lane may have waited for the worker.
+        shared.wake.notify_all();
     }
-    report.removed = current.len() - (report.unchanged + report.changed);
-    report
 }
 
-/// The routes of `input`, their lines, and the routes that could not be read.
-type Read = (Vec<OwnedRoute>, Vec<usize>, Vec<Problem>);
-
-fn read(input: RouteInput, limits: &Limits) -> Result<Read, String> {
-    match input {
-        // A repeated id in a list the caller read is the sync's to refuse, as `Router::sync`
-        // refuses it (`Error::DuplicateRoute`): the rule lives in the core's sync.
-        RouteInput::Routes {
-            routes,
-            lines,
-            problems,
-        } => Ok((routes, lines, problems)),
-        RouteInput::Text(text) => {
-            let max_line = limits.max_expression_len.saturating_add(LIST_LINE_SLACK);
-            let list = RouteList::read((*text).as_ref(), max_line)?;
-            Ok(owned(list.entries, list.problems))
-        }
+fn publish_ready(shared: &Shared, st: &State) {
+    if !st.results.is_empty() {
+        shared.ready.store(true, Ordering::Release);
     }
 }
 
-/// A list's entries as routes and their lines.
-fn owned(entries: Vec<Entry>, problems: Vec<Problem>) -> Read {
-    let lines = entries.iter().map(|e| e.line).collect();
-    let routes = entries
-        .into_iter()
-        .map(|e| OwnedRoute {
-            id: e.id,
-            priority: e.priority,
-            expression: e.expression,
-        })
-        .collect();
-    (routes, lines, problems)
+fn set_build_time(outcome: &mut Outcome, took: Duration) {
+    match outcome {
+        Outcome::Built { build_time, .. }
+        | Outcome::Refused { build_time, .. }
+        | Outcome::Panicked { build_time, .. } => *build_time = took,
+        Outcome::Superseded { .. } => {}
+    }
+}
+
+/// A refusal; `message` empty: the one message of a refused list, from `errors`.
+fn refused(version: u64, errors: Vec<EntryError>, message: String) -> Done {
+    let message = if message.is_empty() {
+        refusal_message(&errors)
+    } else {
+        message
+    };
+    Done {
+        outcome: Outcome::Refused {
+            version,
+            errors,
+            message,
+            build_time: Duration::ZERO, // set by `Worker::run`
+        },
+        table: None,
+    }
 }
 
 fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {

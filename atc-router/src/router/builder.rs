@@ -1,38 +1,53 @@
-//! Building a router's next table off the request path.
+//! Building a router's next tables off the request path.
 //!
-//! A [`Builder`] owns one thread, started the first time a list is submitted (never before:
-//! a router made before a process forks, as nginx's master makes it, builds in each worker
-//! with a thread of that worker's own). The caller submits a whole desired list with a version
-//! ([`Builder::submit`]); the thread reads it (a list in text is parsed there), prepares and
-//! builds the new table, and leaves it ready; the caller, between two requests, takes it
-//! ([`Builder::take`]) and swaps it for its current router in O(1), then hands the old one
-//! back ([`Builder::recycle`]). Matching never waits for any of it.
+//! A [`Builder`] owns a thread, started the first time a list is submitted (never before: a
+//! router made before a process forks, as nginx's master makes it, builds in each worker with
+//! a thread of that worker's own). The caller submits a whole desired list, or a list of
+//! changes, with a version ([`Builder::submit`]); the thread reads it (a list in text is parsed
+//! there), prepares and builds the new table, and leaves the outcome; the caller, between two
+//! requests, takes it with [`Builder::apply_to`], which swaps the new table for the caller's in
+//! O(1) and hands the replaced one back to the thread. Matching never waits for any of it.
 //!
 //! **A push costs what changed.** The thread keeps a copy of the current table (its *shadow*):
-//! a list that changes a few routes is applied to the shadow route by route, and the shadow
-//! becomes the new table. The router the caller hands back is then brought to the same list
-//! in the background and becomes the next shadow. When most routes change (or there is no
-//! shadow: the first build, or the caller changed its router directly), a fresh router is
-//! built from the list instead.
+//! a whole list that changes a few routes, or a list of changes, is applied to the shadow route
+//! by route, and the shadow becomes the new table. The table the caller hands back is then
+//! brought level with it by the same changes (what the build changed, never the whole list)
+//! and becomes the next shadow. When most routes of a whole list change (or there is no
+//! shadow: the first build, or the caller changed its router directly), a fresh router is built
+//! from the list instead.
+//!
+//! **Who builds, and when.** The thread that builds runs at the priority its start hook gives
+//! it ([`Builder::on_thread_start`]: the C library puts it under `SCHED_IDLE`, so that it takes
+//! only the CPU requests leave). A builder that may only take idle CPU cannot finish while
+//! requests take every CPU; with [`Builder::boost_after`], a second thread, started at the
+//! caller's priority, takes the work over once the oldest version without an outcome has waited
+//! that long: the first thread gives the build up at its next check (between two routes; what
+//! it had prepared is dropped, nothing was changed yet) and the second one builds it, and every
+//! version after it, until nothing waits.
 //!
 //! Invariants (a reader must not break them):
-//! - **Order.** Versions become ready in the order they were submitted. A list submitted while
-//!   another waits to start replaces it (the replaced one is never built); a list being built
-//!   is finished. A result not yet taken when a newer one is ready is dropped: a version is
-//!   never ready after a newer one.
-//! - **Consistency.** A result is a whole router holding exactly its list (or, in
-//!   apply-valid mode, its valid routes and the current version of known routes whose new
-//!   version is invalid); the caller's router is never touched by the thread.
+//! - **Order.** Every version submitted gets exactly one outcome, in the order submitted. A
+//!   whole list supersedes the versions queued before it and not yet started (their outcome is
+//!   [`Outcome::Superseded`]: never built); a list of changes supersedes nothing, since each
+//!   change must reach the table. A version being built is finished.
+//! - **Consistency.** A built table holds exactly its list applied to the table of the version
+//!   before it (or, in apply-valid mode, its valid routes, and the current version of known
+//!   routes whose new version is invalid); the caller's router is never touched by the thread.
+//!   A build starts from the shadow only: while the newest table is with the caller and the
+//!   table it replaced has not come back, the next build waits for it.
 //! - **Memory.** The thread holds at most one table besides the caller's current one: the
-//!   shadow, or the table being built (a fresh build drops the shadow first), or a result not
-//!   yet taken (which a newer build takes over as its shadow).
-//! - **Faults.** A panic while building is caught: the result reports it, the shadow is
-//!   dropped (it may be half-changed), the caller's router keeps serving. Dropping the
-//!   [`Builder`] stops the thread between two routes and joins it.
+//!   shadow, or the table being built (a fresh build drops the shadow first), or a built table
+//!   not yet taken. It also keeps the routes of the newest table (ids, priorities, texts), to
+//!   build a shadow when it has none and to keep a known route's version in apply-valid mode.
+//! - **Faults.** A panic while building is caught: the outcome reports it, the shadow and the
+//!   routes it kept are dropped (they may be half-changed), the caller's router keeps serving;
+//!   a list of changes is refused until the thread knows the table again (a whole list, or
+//!   [`Builder::rebase`]). Dropping the [`Builder`] stops its threads between two routes and
+//!   joins them.
 //!
 //! ```
 //! use std::sync::Arc;
-//! use atc_router::{Builder, Outcome, OwnedRoute, RouteInput, Router, Schema, SyncMode, Type, Uuid};
+//! use atc_router::{Builder, Outcome, RouteInput, RouteSpec, Router, Schema, SyncMode, Type, Uuid};
 //!
 //! let mut schema = Schema::new();
 //! schema.add_field("http.path", Type::String).unwrap();
@@ -40,154 +55,100 @@
 //! let mut current = Router::new(schema.clone());
 //! let mut builder = Builder::new(schema, Default::default());
 //!
-//! let list = vec![OwnedRoute { id: Uuid::from_u128(1), priority: 1, expression: r#"http.path ^= "/a""#.into() }];
-//! builder.submit(7, RouteInput::routes(list), SyncMode::AllOrNothing);
+//! let list = [RouteSpec { id: Uuid::from_u128(1), priority: 1, expression: r#"http.path ^= "/a""# }];
+//! builder.submit(7, RouteInput::routes(&list), SyncMode::AllOrNothing);
 //! // ... `current` answers requests meanwhile; between two of them:
 //! while !builder.is_ready() {
 //!     std::thread::sleep(std::time::Duration::from_millis(1));
 //! }
-//! if let Some(Outcome::Built { version, router, .. }) = builder.take() {
-//!     let old = current.replace_with(*router); // keeps `current`'s stats
-//!     builder.recycle(old);
-//!     assert_eq!((version, current.len()), (7, 1));
+//! match builder.apply_to(&mut current) {
+//!     Some(Outcome::Built { version, .. }) => assert_eq!((version, current.len()), (7, 1)),
+//!     other => panic!("{other:?}"),
 //! }
 //! ```
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use uuid::Uuid;
-
-use super::{Router, SyncMode, SyncReport};
-use crate::error::Error;
+use super::build_worker::{Done, Held, Worker};
+use super::{RouteSpec, Router, SyncMode, SyncReport};
 use crate::limits::Limits;
-use crate::route_list::Problem;
+use crate::route_list::{EntryList, Position};
 use crate::schema::Schema;
 
-/// A route of a list already read by the caller.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OwnedRoute {
-    /// The route's id.
-    pub id: Uuid,
-    /// Its priority.
-    pub priority: u64,
-    /// Its expression text.
-    pub expression: String,
-}
+pub use super::entry_errors::EntryError;
 
-/// A desired route list, as the caller hands it over.
+/// A list as the caller hands it over.
 pub enum RouteInput {
-    /// Routes read by the caller, with the routes it could not read (bad ids, text that is not
-    /// UTF-8: their `line` is their position in the caller's list, from 1).
-    Routes {
-        /// The routes read, in list order.
-        routes: Vec<OwnedRoute>,
-        /// Their positions in the caller's list, from 1 (the same length as `routes`).
-        lines: Vec<usize>,
-        /// The routes that could not be read.
-        problems: Vec<Problem>,
-    },
-    /// A list in text (TSV or JSON, see [`crate::route_list`]), read on the builder's thread:
-    /// the caller decodes nothing.
+    /// A whole list, read by the caller (the C ABI's `atc_route_list`): the table wanted.
+    List(EntryList),
+    /// A whole list in text (TSV or JSON, see [`crate::route_list`]), read on the builder's
+    /// thread: the caller decodes nothing.
     Text(Box<dyn AsRef<[u8]> + Send>),
+    /// Changes to the table: routes to put in, ids to take out (see
+    /// [`Router::update`](super::Router::update)).
+    Changes(EntryList),
 }
 
 impl std::fmt::Debug for RouteInput {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            RouteInput::Routes { routes, .. } => write!(f, "Routes({} routes)", routes.len()),
+            RouteInput::List(l) => write!(f, "List({} entries)", l.len()),
             RouteInput::Text(t) => write!(f, "Text({} bytes)", t.as_ref().as_ref().len()),
+            RouteInput::Changes(l) => write!(f, "Changes({} entries)", l.len()),
         }
     }
 }
 
 impl RouteInput {
-    /// Routes read by the caller, all readable.
-    pub fn routes(routes: Vec<OwnedRoute>) -> RouteInput {
-        let lines = (1..=routes.len()).collect();
-        RouteInput::Routes {
-            routes,
-            lines,
-            problems: Vec::new(),
-        }
+    /// A whole list of routes, copied (route `i` is entry `#i+1`).
+    pub fn routes(routes: &[RouteSpec<'_>]) -> RouteInput {
+        RouteInput::List(entry_list(routes))
+    }
+
+    /// Whether it is a list of changes.
+    fn is_changes(&self) -> bool {
+        matches!(self, RouteInput::Changes(_))
     }
 }
 
-/// Why a route of a list was left out, or made the list refused.
-#[derive(Debug, Clone)]
-pub enum ListError {
-    /// The route could not be read (see [`crate::route_list::ProblemKind`]).
-    Unreadable(Problem),
-    /// The route was read and the router refused it (syntax, validation, limits).
-    Invalid {
-        /// Its line in the text, or its position in the caller's list (from 1).
-        line: usize,
-        /// Its id.
-        id: Uuid,
-        /// Why.
-        error: Error,
-    },
+/// `routes` as an entry list (route `i` is entry `#i+1`).
+pub(super) fn entry_list(routes: &[RouteSpec<'_>]) -> EntryList {
+    let text = routes.iter().map(|r| r.expression.len()).sum();
+    let mut list = EntryList::with_capacity(routes.len(), text);
+    for (i, r) in routes.iter().enumerate() {
+        list.push_route(Position::Item(i + 1), r.id, r.priority, r.expression);
+    }
+    list
 }
 
-impl ListError {
-    /// The route's line in the text, or its position in the list (from 1).
-    pub fn line(&self) -> usize {
-        match self {
-            ListError::Unreadable(p) => p.line,
-            ListError::Invalid { line, .. } => *line,
-        }
-    }
-
-    /// The route's id, when it could be read.
-    pub fn id(&self) -> Option<Uuid> {
-        match self {
-            ListError::Unreadable(p) => p.id,
-            ListError::Invalid { id, .. } => Some(*id),
-        }
-    }
-}
-
-impl std::fmt::Display for ListError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ListError::Unreadable(p) => write!(f, "route at line {}: {}", p.line, p.message),
-            ListError::Invalid { line, id, error } => {
-                write!(f, "route {id} at line {line}: {error}")
-            }
-        }
-    }
-}
-
-/// What a build came to.
+/// What became of a version submitted.
 #[derive(Debug)]
 pub enum Outcome {
-    /// The new table, ready to swap in.
+    /// Its table is in force (swapped in by [`Builder::apply_to`]).
     Built {
         /// The version submitted with its list.
         version: u64,
-        /// The new table.
-        router: Box<Router>,
-        /// What changed from the table it was built from (the shadow, or nothing for a fresh
-        /// build), and the routes apply-valid left out.
+        /// What changed from the table it replaced, and the invalid entries apply-valid left
+        /// out or kept at their current version.
         report: SyncReport,
-        /// Apply-valid: the routes left out or kept at their current version, with why.
-        errors: Vec<ListError>,
         /// See [`Outcome::build_time`].
         build_time: Duration,
         /// What the builder's publish hook made of the table, if one is set
         /// ([`Builder::publish_with`]): where it published it, or why it could not.
         published: Option<Result<String, String>>,
     },
-    /// The list was refused (all or nothing: some route invalid; or a text that is not a
-    /// route list at all): the current table stays.
+    /// The list was refused (all or nothing: some entry invalid; or a text that is not a route
+    /// list at all): the current table stays.
     Refused {
         /// The version submitted with it.
         version: u64,
-        /// Every invalid route (empty when the text as a whole could not be read).
-        errors: Vec<ListError>,
-        /// What was wrong, in one line.
+        /// Every invalid entry (empty when the text as a whole could not be read).
+        errors: Vec<EntryError>,
+        /// What was wrong, in one line: the one message of a refused list.
         message: String,
         /// See [`Outcome::build_time`].
         build_time: Duration,
@@ -201,6 +162,14 @@ pub enum Outcome {
         /// See [`Outcome::build_time`].
         build_time: Duration,
     },
+    /// A whole list submitted after it, before it was started, took its place: it was never
+    /// built.
+    Superseded {
+        /// The version.
+        version: u64,
+        /// The version of the whole list that took its place.
+        by: u64,
+    },
 }
 
 impl Outcome {
@@ -209,41 +178,44 @@ impl Outcome {
         match self {
             Outcome::Built { version, .. }
             | Outcome::Refused { version, .. }
-            | Outcome::Panicked { version, .. } => *version,
+            | Outcome::Panicked { version, .. }
+            | Outcome::Superseded { version, .. } => *version,
         }
     }
 
     /// How long the builder's thread took from taking up the list to the outcome (wall clock:
-    /// reading, preparing and building; not the time the list waited in the queue). What a
-    /// caller records as the update's build time ([`Router::record_update`]).
+    /// reading, preparing and building; not the time the list waited in the queue); zero for a
+    /// version superseded. What a caller records as the update's build time
+    /// ([`Router::record_update`]).
     pub fn build_time(&self) -> Duration {
         match self {
             Outcome::Built { build_time, .. }
             | Outcome::Refused { build_time, .. }
             | Outcome::Panicked { build_time, .. } => *build_time,
+            Outcome::Superseded { .. } => Duration::ZERO,
         }
-    }
-
-    /// The outcome with its build time, which `Worker::run` measures around the build.
-    pub(super) fn timed(mut self, took: Duration) -> Outcome {
-        match &mut self {
-            Outcome::Built { build_time, .. }
-            | Outcome::Refused { build_time, .. }
-            | Outcome::Panicked { build_time, .. } => *build_time = took,
-        }
-        self
     }
 }
 
 /// Where the builder is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BuildState {
-    /// Nothing submitted that is not taken.
+    /// Nothing submitted whose outcome was not taken.
     Idle,
     /// A version is queued or being built (the newest submitted).
     Building(u64),
-    /// An outcome waits to be taken (and no newer version is submitted).
+    /// Outcomes wait to be taken, and nothing is being built (the newest of them).
     Ready(u64),
+}
+
+/// Which of a builder's threads a start hook runs on (see [`Builder::on_thread_start`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lane {
+    /// The thread that builds in the background: every build, unless one waits too long.
+    Background,
+    /// The thread that takes the work over once a version has waited longer than
+    /// [`Builder::boost_after`], at the priority of the thread that started the builder.
+    Boosted,
 }
 
 /// A job for the thread.
@@ -252,38 +224,58 @@ pub(super) struct Job {
     pub(super) version: u64,
     pub(super) input: RouteInput,
     pub(super) mode: SyncMode,
+    /// When it was submitted: how long it has waited decides a boost.
+    pub(super) submitted: Instant,
+    /// A whole list submitted later took its place before it was started.
+    pub(super) superseded_by: Option<u64>,
 }
 
-/// What the caller and the thread share.
+/// What the caller and the threads share.
 #[derive(Debug, Default)]
 pub(super) struct Shared {
     pub(super) state: Mutex<State>,
+    /// Wakes the threads (work, a recycled table, a boost, a stop).
     pub(super) wake: Condvar,
-    /// An outcome waits in `state.result`: what a caller checks on every request, without the
-    /// lock.
+    /// An outcome waits in `state.results`: what a caller checks on every request, without
+    /// the lock.
     pub(super) ready: AtomicBool,
-    /// Set when the builder is dropped: the thread stops between two routes.
+    /// Set when the builder is dropped: the threads stop between two routes.
     pub(super) stop: AtomicBool,
-    /// A job waits in `state.queued`: a shadow being built gives way to it.
-    pub(super) queued: AtomicBool,
-    /// The thread is working (a build, or keeping its shadow), not waiting for work.
+    /// The boosted lane has the work (mirrors `state.boosted`, for the background lane's
+    /// checks between two routes).
+    pub(super) boosted: AtomicBool,
+    /// A thread is working (a build, or keeping its shadow), not waiting for work.
     pub(super) busy: AtomicBool,
 }
 
 #[derive(Debug, Default)]
 pub(super) struct State {
-    pub(super) queued: Option<Job>,
-    /// An outcome the caller never took, superseded by a newer submission before it was:
-    /// its router is the best base for that submission.
-    pub(super) base: Option<Box<Router>>,
-    /// The version the thread is building, if any.
-    pub(super) building: Option<u64>,
-    pub(super) result: Option<Outcome>,
-    /// Routers the caller replaced, to become the shadow or be freed here.
+    pub(super) queue: VecDeque<Job>,
+    /// Outcomes not yet taken, in version order; only a built one carries a table.
+    pub(super) results: VecDeque<Done>,
+    /// Tables the caller replaced, to become the shadow or be freed here.
     pub(super) recycled: Vec<Router>,
-    /// The caller changed its router directly: the shadow no longer mirrors it, and this is
-    /// what the router holds now.
-    pub(super) rebased: Option<Vec<OwnedRoute>>,
+    /// The caller changed its router directly: the shadow no longer mirrors it, and these are
+    /// the routes it holds now.
+    pub(super) rebased: Option<Held>,
+    /// The version a thread is building, if any, and when it was submitted.
+    pub(super) building: Option<u64>,
+    pub(super) building_since: Option<Instant>,
+    /// The thread side, while no lane works with it.
+    pub(super) worker: Option<Worker>,
+    /// The boosted lane has the work.
+    pub(super) boosted: bool,
+    /// How long a version may wait before the boosted lane takes over (`None`: no such lane).
+    pub(super) boost_after: Option<Duration>,
+}
+
+impl State {
+    /// When the oldest version without an outcome was submitted (the one being built, or the
+    /// first queued).
+    pub(super) fn waiting_since(&self) -> Option<Instant> {
+        self.building_since
+            .or_else(|| self.queue.front().map(|j| j.submitted))
+    }
 }
 
 /// Builds a router's next tables on a thread of its own (see the module docs).
@@ -292,16 +284,15 @@ pub struct Builder {
     schema: Arc<Schema>,
     limits: Limits,
     shared: Arc<Shared>,
-    thread: Option<JoinHandle<()>>,
-    /// The process the thread was started in: after a fork, the child has the handle but not
-    /// the thread.
+    threads: Vec<JoinHandle<()>>,
+    /// The process the threads were started in: after a fork, the child has the handles but
+    /// not the threads.
     pid: u32,
-    /// The newest version submitted.
-    submitted: Option<u64>,
-    /// Run first on the thread (see [`Builder::on_thread_start`]).
-    on_start: Option<fn()>,
+    /// Run first on each thread (see [`Builder::on_thread_start`]).
+    on_start: Option<fn(Lane)>,
     /// Run on the thread after each build (see [`Builder::publish_with`]).
     publish: Option<PublishHook>,
+    boost_after: Option<Duration>,
 }
 
 /// What a builder does with every table it builds, on its thread (see
@@ -324,7 +315,7 @@ impl std::fmt::Debug for PublishHook {
 pub(super) const LIST_LINE_SLACK: usize = 256;
 
 pub(super) fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
-    // The thread catches panics around builds, so a poisoned lock only means a panic while
+    // The threads catch panics around builds, so a poisoned lock only means a panic while
     // the lock was held by code that leaves the state consistent (a field assignment).
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -336,11 +327,11 @@ impl Builder {
             schema,
             limits,
             shared: Arc::default(),
-            thread: None,
+            threads: Vec::new(),
             pid: std::process::id(),
-            submitted: None,
             on_start: None,
             publish: None,
+            boost_after: None,
         }
     }
 
@@ -348,68 +339,72 @@ impl Builder {
     /// report what the hook returned in [`Outcome::Built`]'s `published`: for work on the new
     /// table that must not hold the caller, such as writing it as a table image
     /// ([`Router::to_image`]) for other processes. A panic in the hook is caught and reported
-    /// as its error. Takes effect for a thread not yet started.
+    /// as its error. Takes effect for threads not yet started.
     ///
     /// `keep_tables: false` is for a caller that matches from what the hook published (the
     /// processes of a node sharing one table image): a table the hook published is then kept
-    /// by the thread alone, as its copy for the next build, and the outcome carries an empty
-    /// router in its place, so that the caller's process holds the table once, not twice. A
-    /// table the hook failed to publish is handed over as usual.
+    /// by the thread alone, as its copy for the next build, and the caller gets an empty router
+    /// in its place, so that the caller's process holds the table once, not twice. A table the
+    /// hook failed to publish is handed over as usual.
     pub fn publish_with(&mut self, hook: Publish, keep_tables: bool) {
         self.publish = Some(PublishHook(Arc::new(Mutex::new(hook)), keep_tables));
     }
 
-    /// Has the thread run `hook` first, before any build, in the process that starts it: for
-    /// what only the thread itself can set, such as its scheduling priority (the C library
-    /// lowers it, so that a build takes the CPU the requests leave rather than competing with
-    /// them). Takes effect for a thread not yet started.
-    pub fn on_thread_start(&mut self, hook: fn()) {
+    /// Has each thread run `hook` first, before any build, in the process that starts it, with
+    /// the lane it serves: for what only a thread itself can set, such as its scheduling
+    /// policy (the C library puts the background lane under `SCHED_IDLE`). Takes effect for
+    /// threads not yet started.
+    pub fn on_thread_start(&mut self, hook: fn(Lane)) {
         self.on_start = Some(hook);
     }
 
-    /// Forgets a thread and state inherited through a fork: the thread does not exist in this
-    /// process, and its lock may have been held at the fork.
+    /// With `Some(wait)`, a second thread (the [`Lane::Boosted`] lane, started with the first
+    /// one, at the starting thread's priority) takes the work over once the oldest version
+    /// without an outcome has waited `wait` (see the module docs); `None` (the default): one
+    /// thread does everything. Takes effect for threads not yet started.
+    pub fn boost_after(&mut self, wait: Option<Duration>) {
+        self.boost_after = wait;
+    }
+
+    /// Forgets threads and state inherited through a fork: the threads do not exist in this
+    /// process, and their lock may have been held at the fork.
     fn check_process(&mut self) {
         let pid = std::process::id();
         if pid == self.pid {
             return;
         }
         self.pid = pid;
-        // Neither joined nor dropped: the thread is not ours, and the state may be locked.
-        if let Some(t) = self.thread.take() {
+        // Neither joined nor dropped: the threads are not ours, and the state may be locked.
+        for t in self.threads.drain(..) {
             std::mem::forget(t);
         }
         std::mem::forget(std::mem::take(&mut self.shared));
-        self.submitted = None;
     }
 
-    /// Submits `input` as version `version`: it replaces a list queued and not yet started.
-    /// Returns the version it replaced, if any. Starts the thread on first use.
-    pub fn submit(&mut self, version: u64, input: RouteInput, mode: SyncMode) -> Option<u64> {
+    /// Submits `input` as version `version`. A whole list supersedes the versions queued and
+    /// not yet started; a list of changes is queued behind them. Starts the threads on first
+    /// use.
+    pub fn submit(&mut self, version: u64, input: RouteInput, mode: SyncMode) {
         self.check_process();
-        if self.thread.is_none() {
-            self.thread = Some(self.spawn());
+        if self.threads.is_empty() {
+            self.spawn();
         }
-        self.submitted = Some(version);
-        let replaced = {
+        {
             let mut st = lock(&self.shared.state);
-            // An outcome not taken is older than this submission: never to be taken now.
-            if let Some(old) = st.result.take() {
-                self.shared.ready.store(false, Ordering::Release);
-                if let Outcome::Built { router, .. } = old {
-                    st.base = Some(router);
+            if !input.is_changes() {
+                for j in st.queue.iter_mut() {
+                    j.superseded_by.get_or_insert(version);
                 }
             }
-            let replaced = st.queued.replace(Job {
+            st.queue.push_back(Job {
                 version,
                 input,
                 mode,
+                submitted: Instant::now(),
+                superseded_by: None,
             });
-            self.shared.queued.store(true, Ordering::Release);
-            replaced.map(|j| j.version)
-        };
-        self.shared.wake.notify_one();
-        replaced
+        }
+        self.shared.wake.notify_all();
     }
 
     /// Whether an outcome waits to be taken: one atomic load, for a check on every request.
@@ -418,96 +413,119 @@ impl Builder {
         self.shared.ready.load(Ordering::Acquire)
     }
 
-    /// Whether the thread has work in hand: a build, or bringing its copy of the current table
-    /// up to date (which makes the next small change cheap). For tests and benchmarks that
-    /// want to measure a push from a settled builder.
+    /// Whether the threads have work in hand: a build, or bringing their copy of the current
+    /// table up to date (which makes the next small change cheap). For tests and benchmarks
+    /// that want to measure a push from a settled builder.
     pub fn is_busy(&mut self) -> bool {
         self.check_process();
-        if self.thread.is_none() {
+        if self.threads.is_empty() {
             return false;
         }
         let st = lock(&self.shared.state);
-        st.queued.is_some() || !st.recycled.is_empty() || self.shared.busy.load(Ordering::Acquire)
+        !st.queue.is_empty()
+            || !st.recycled.is_empty()
+            || st.worker.as_ref().is_some_and(Worker::has_work)
+            || self.shared.busy.load(Ordering::Acquire)
     }
 
     /// Where the builder is.
     pub fn state(&mut self) -> BuildState {
         self.check_process();
         let st = lock(&self.shared.state);
-        if let Some(j) = &st.queued {
+        if let Some(j) = st.queue.back() {
             return BuildState::Building(j.version);
         }
         if let Some(v) = st.building {
             return BuildState::Building(v);
         }
-        match &st.result {
-            Some(o) => BuildState::Ready(o.version()),
+        match st.results.back() {
+            Some(d) => BuildState::Ready(d.outcome.version()),
             None => BuildState::Idle,
         }
     }
 
-    /// Takes the outcome that waits, if any.
-    pub fn take(&mut self) -> Option<Outcome> {
+    /// Takes the next outcome, if one waits. A built table is swapped into `current` (keeping
+    /// `current`'s stats: [`Router::replace_with`]), and the table it replaces goes back to the
+    /// thread, to be brought level and become the next shadow, or to be freed there (freeing a
+    /// large table costs milliseconds). Outcomes come one per version, in the order submitted.
+    pub fn apply_to(&mut self, current: &mut Router) -> Option<Outcome> {
         self.check_process();
         let mut st = lock(&self.shared.state);
-        let out = st.result.take();
-        self.shared.ready.store(false, Ordering::Release);
-        out
-    }
-
-    /// Hands back a router a built one replaced: it becomes the next shadow, or is freed, on
-    /// the builder's thread (freeing a large table costs milliseconds).
-    pub fn recycle(&mut self, old: Router) {
-        self.check_process();
-        if self.thread.is_none() {
-            // Nothing built here yet (or a fork lost the thread): free it now.
-            return;
+        let done = st.results.pop_front()?;
+        if st.results.is_empty() {
+            self.shared.ready.store(false, Ordering::Release);
         }
-        lock(&self.shared.state).recycled.push(old);
-        self.shared.wake.notify_one();
+        if let Some(table) = done.table {
+            let old = current.replace_with(*table);
+            st.recycled.push(old);
+            drop(st);
+            self.shared.wake.notify_all();
+        }
+        Some(done.outcome)
     }
 
     /// Tells the builder what the caller's router holds after the caller changed it directly
     /// (an add, a remove, a synchronous sync): its copy no longer mirrors it and is dropped,
-    /// and the next build counts against, and keeps current versions from, `current`. Copies
-    /// the routes' ids, priorities and texts (O(routes)): call it once before the next
-    /// submission, not after every direct change.
+    /// and the next build applies to, and keeps current versions from, `current`. Copies the
+    /// routes' ids, priorities and texts (O(routes)): call it once before the next submission,
+    /// not after every direct change.
     pub fn rebase(&mut self, current: &Router) {
         self.check_process();
-        let held = super::build_worker::held_routes(current);
+        let held = Held::of(current);
         lock(&self.shared.state).rebased = Some(held);
     }
 
-    fn spawn(&self) -> JoinHandle<()> {
-        let shared = self.shared.clone();
-        let schema = self.schema.clone();
-        let limits = self.limits;
-        let on_start = self.on_start;
-        let publish = self.publish.clone();
-        std::thread::Builder::new()
-            .name("atc-router-builder".into())
-            .stack_size(4 << 20)
-            .spawn(move || {
-                if let Some(hook) = on_start {
-                    hook();
-                }
-                super::build_worker::Worker::new(shared, schema, limits, publish).run()
-            })
-            .expect("spawning the builder thread")
+    fn spawn(&mut self) {
+        {
+            let mut st = lock(&self.shared.state);
+            st.worker = Some(Worker::new(
+                self.schema.clone(),
+                self.limits,
+                self.publish.clone(),
+            ));
+            st.boost_after = self.boost_after;
+        }
+        let lanes: &[Lane] = match self.boost_after {
+            Some(_) => &[Lane::Background, Lane::Boosted],
+            None => &[Lane::Background],
+        };
+        for &lane in lanes {
+            let shared = self.shared.clone();
+            let on_start = self.on_start;
+            let name = match lane {
+                Lane::Background => "atc-router-builder",
+                Lane::Boosted => "atc-router-boost",
+            };
+            self.threads.push(
+                std::thread::Builder::new()
+                    .name(name.into())
+                    .stack_size(4 << 20)
+                    .spawn(move || {
+                        if let Some(hook) = on_start {
+                            hook(lane);
+                        }
+                        super::build_worker::run_lane(&shared, lane)
+                    })
+                    .expect("spawning a builder thread"),
+            );
+        }
     }
 }
 
 impl Drop for Builder {
     fn drop(&mut self) {
         self.check_process();
-        if let Some(t) = self.thread.take() {
-            {
-                // Under the lock: the thread checks `stop` under it before it waits, so the
-                // wake-up cannot fall between its check and its wait.
-                let _st = lock(&self.shared.state);
-                self.shared.stop.store(true, Ordering::Release);
-            }
-            self.shared.wake.notify_one();
+        if self.threads.is_empty() {
+            return;
+        }
+        {
+            // Under the lock: the threads check `stop` under it before they wait, so the
+            // wake-up cannot fall between a check and a wait.
+            let _st = lock(&self.shared.state);
+            self.shared.stop.store(true, Ordering::Release);
+        }
+        self.shared.wake.notify_all();
+        for t in self.threads.drain(..) {
             let _ = t.join();
         }
     }

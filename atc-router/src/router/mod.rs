@@ -20,6 +20,7 @@ mod builder;
 mod catalog;
 mod chunked;
 pub(crate) mod context;
+mod entry_errors;
 mod explain;
 mod flat_index;
 mod id_map;
@@ -34,10 +35,9 @@ pub(crate) mod shared;
 mod slot_vec;
 mod stats;
 mod sync;
-mod sync_entries;
 pub(crate) mod table_image;
 
-pub use builder::{BuildState, Builder, ListError, Outcome, OwnedRoute, Publish, RouteInput};
+pub use builder::{BuildState, Builder, Lane, Outcome, Publish, RouteInput};
 pub use context::{Context, MatchResult};
 pub use explain::{
     CandidateReport, ExplainJson, ExplainOptions, Explanation, MatchesJson, PredicateOutcome,
@@ -47,7 +47,7 @@ pub use route::Route;
 pub(crate) use stats::next_stripe;
 pub use stats::RouterStats;
 pub use sync::{
-    EntryError, EntryFault, RouteSpec, SyncEntry, SyncError, SyncMode, SyncPlan, SyncReport,
+    Change, EntryError, EntryFault, RouteSpec, SyncError, SyncMode, SyncPlan, SyncReport,
 };
 pub use table_image::{ImageBytes, ImageRouter};
 

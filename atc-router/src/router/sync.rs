@@ -1,14 +1,21 @@
-//! Making a router hold exactly a desired route list, touching only what differs.
+//! Making a router hold exactly a desired route list, or applying a list of changes to it,
+//! touching only what differs.
 //!
-//! This file is the one statement of a sync's rules, which every caller (the C ABI's
-//! `atc_router_sync`, the builder thread, `SharedRouter`) passes its entries through to:
+//! This file is the one statement of the rules every caller (the C ABI, the builder thread,
+//! `SharedRouter`, the `atc-router` command) passes its entries through:
 //! - **Ids**: the first entry of the list with an id has it (valid or not, as long as its id
-//!   could be read); every later entry with that id is a duplicate and is refused.
+//!   could be read); every later entry with that id is a duplicate and is refused. In a list of
+//!   changes a removal counts as an entry with its id.
 //! - **Invalid entries** (an expression that does not parse or validate, a duplicate, an entry
 //!   the caller could not read): with [`SyncMode::AllOrNothing`] the list is refused and every
 //!   one of them reported; with [`SyncMode::ApplyValid`] the valid entries are applied, an
 //!   invalid one whose id the router holds keeps its current version (serving the old route
 //!   beats dropping it), and an unknown one is left out.
+//! - **Whole lists and changes**: a whole list ([`Router::sync`]) is the table wanted, so a
+//!   route of the router no entry names is removed; a list of changes ([`Router::update`])
+//!   names only what changes, each entry a route to put in (or in place of the route with its
+//!   id) or an id to take out (a no-op for an id the router does not hold, so that replaying a
+//!   change changes nothing).
 //!
 //! [`Router::prepare_sync`] goes through named steps: [`Router::classify`] (what each entry is
 //! to the router, without parsing), [`Classified::rebuild`] (route by route, or a fresh
@@ -28,9 +35,10 @@ use crate::compile::resolve::Node;
 use crate::error::Error;
 use crate::index::Index;
 
+use super::entry_errors::{refusal_message, Desired};
+pub use super::entry_errors::{Change, EntryError, EntryFault};
 use super::id_map::SlotIds;
-pub(crate) use super::sync_entries::Desired;
-pub use super::sync_entries::{EntryError, EntryFault, SyncEntry};
+use crate::route_list::{Entry, EntryList, Item, Position, UnreadKind};
 
 /// One route of a desired route list (see [`Router::sync`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,40 +72,24 @@ pub struct SyncReport {
     pub changed: usize,
     /// Routes left as they were.
     pub unchanged: usize,
-    /// Routes left out ([`SyncMode::ApplyValid`]), with why.
-    pub errors: Vec<(Uuid, Error)>,
-    /// Every invalid entry, by its index in the list (the routes of `errors`, and the
-    /// unreadable entries of [`Router::sync_entries`]), in list order.
-    pub entry_errors: Vec<EntryError>,
+    /// Every invalid entry ([`SyncMode::ApplyValid`]: left out, or kept at its current
+    /// version), in list order.
+    pub errors: Vec<EntryError>,
     /// The plan was prepared before another change and was not applied.
     pub stale: bool,
 }
 
-/// Every invalid route of a refused sync.
+/// Every invalid entry of a refused list. Its message is the one every caller reports a
+/// refused list with: how many entries are invalid, and the first of them.
 #[derive(Debug)]
 pub struct SyncError {
-    /// Every invalid route, with why.
-    pub errors: Vec<(Uuid, Error)>,
-    /// Every invalid entry, by its index in the list (see [`SyncReport::entry_errors`]).
-    pub entry_errors: Vec<EntryError>,
-}
-
-impl SyncError {
-    fn of(entry_errors: Vec<EntryError>) -> SyncError {
-        SyncError {
-            errors: entry_errors.iter().filter_map(EntryError::by_id).collect(),
-            entry_errors,
-        }
-    }
+    /// Every invalid entry, in list order.
+    pub errors: Vec<EntryError>,
 }
 
 impl std::fmt::Display for SyncError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} invalid route(s), nothing changed", self.errors.len())?;
-        for (id, e) in &self.errors {
-            write!(f, "\nroute {id}: {e}")?;
-        }
-        Ok(())
+        f.write_str(&refusal_message(&self.errors))
     }
 }
 
@@ -119,11 +111,15 @@ pub(crate) enum Stopped {
 /// What a desired entry is to the router (first pass of [`Router::prepare_sync`]).
 #[derive(Debug, Clone, Copy)]
 enum Status {
-    /// Repeats the id of the entry at this index.
-    Duplicate(usize),
+    /// Repeats the id of the entry at this position.
+    Duplicate(Position),
     Unchanged(u32),
     Changed(u32),
     Added,
+    /// A removal (a list of changes), with the slot it takes out, if the router has the id.
+    Remove(Option<u32>),
+    /// A removal in a whole list, where it has no meaning.
+    Misplaced,
     /// Unreadable, with the slot of the route that keeps its current version, if any.
     Unreadable(Option<u32>),
 }
@@ -131,11 +127,22 @@ enum Status {
 /// The second step's answer: the invalid entries, in list order.
 type PreparedEntries = Vec<EntryError>;
 
+/// Whether a list is the whole table wanted or changes to the current one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ListKind {
+    /// The table wanted: routes it does not name are removed.
+    Whole,
+    /// Changes: routes it does not name stay.
+    Changes,
+}
+
 /// The first step's answer: what each entry is, and what the list is to the router, counted
 /// before any route is parsed.
 struct Classified {
+    kind: ListKind,
     status: Vec<Status>,
-    /// Per slot of the router: whether an entry has its id (routes not seen are removed).
+    /// Per slot of the router: whether an entry has its id (in a whole list, routes not seen
+    /// are removed).
     seen: Vec<bool>,
     counts: SyncReport,
 }
@@ -148,10 +155,14 @@ impl Classified {
     /// their new versions in would cost more (and touch every structure twice). So when most
     /// of the desired list is new (a first load above all): the index is then built once from
     /// every route's requirements, where adding routes one by one would split and re-key its
-    /// nodes again each time they grow. A broken router is always rebuilt.
+    /// nodes again each time they grow. A broken router is always rebuilt. A list of changes
+    /// is always applied route by route: it does not say what the rest of the table is.
     fn rebuild(&self, router: &Router) -> bool {
         let c = &self.counts;
-        router.broken || (c.changed + c.removed) * 2 > router.len() || c.added > router.len()
+        self.kind == ListKind::Whole
+            && (router.broken
+                || (c.changed + c.removed) * 2 > router.len()
+                || c.added > router.len())
     }
 }
 
@@ -176,6 +187,28 @@ impl SyncPlan {
     pub fn report(&self) -> &SyncReport {
         &self.report
     }
+
+    /// What the plan changes, as a list of changes: the route of every id it puts in, and every
+    /// id it only takes out. Applied to another router holding what this one holds, it makes
+    /// that router hold what this one will (the builder's thread brings a replaced table level
+    /// with it). `None` for a plan that builds a fresh router.
+    pub(crate) fn changes(&self) -> Option<EntryList> {
+        if self.rebuilt.is_some() {
+            return None;
+        }
+        let text = self.insert.iter().map(|p| p.source.len()).sum();
+        let mut list = EntryList::with_capacity(self.insert.len() + self.remove.len(), text);
+        let put: std::collections::HashSet<Uuid> = self.insert.iter().map(|p| p.id).collect();
+        for (n, p) in self.insert.iter().enumerate() {
+            list.push_route(Position::Item(n + 1), p.id, p.priority, &p.source);
+        }
+        for (id, _) in &self.remove {
+            if !put.contains(id) {
+                list.push_removal(Position::Item(list.len() + 1), *id);
+            }
+        }
+        Some(list)
+    }
 }
 
 impl Router {
@@ -192,9 +225,10 @@ impl Router {
         self.catalog.reserve(n);
         let text: usize = routes
             .iter()
-            .map(|r| match r.entry() {
-                SyncEntry::Route(spec) => spec.expression.len(),
-                SyncEntry::Unreadable { .. } => 0,
+            .enumerate()
+            .map(|(i, r)| match r.entry(i).item {
+                Item::Route { expression, .. } => expression.len(),
+                _ => 0,
             })
             .sum();
         self.catalog.reserve_text(text);
@@ -226,6 +260,7 @@ impl Router {
     /// let bad = [RouteSpec { id: a, priority: 1, expression: "http.path ==" }];
     /// let err = router.sync(&bad, SyncMode::AllOrNothing).unwrap_err();
     /// assert_eq!(err.errors.len(), 1);
+    /// assert!(err.to_string().starts_with("1 invalid route(s), nothing changed; route #1"));
     /// assert_eq!(router.len(), 2);
     /// ```
     pub fn sync(
@@ -233,7 +268,7 @@ impl Router {
         desired: &[RouteSpec<'_>],
         mode: SyncMode,
     ) -> Result<SyncReport, SyncError> {
-        self.sync_desired(desired, mode)
+        self.sync_desired(desired, ListKind::Whole, mode)
     }
 
     /// Computes what it takes to make the router hold exactly `desired`, and prepares it
@@ -262,7 +297,7 @@ impl Router {
         desired: &[RouteSpec<'_>],
         mode: SyncMode,
     ) -> Result<SyncPlan, SyncError> {
-        match self.prepare_sync_with(desired, mode, &|| false, true) {
+        match self.prepare_sync_with(desired, ListKind::Whole, mode, &|| false, true) {
             Ok(plan) => Ok(plan),
             Err(Stopped::Refused(e)) => Err(e),
             Err(Stopped::Rebuild(_) | Stopped::Cancelled) => {
@@ -272,13 +307,14 @@ impl Router {
     }
 
     /// [`Router::sync`] of entries as a caller read them, some perhaps unreadable (see
-    /// [`SyncEntry`]): the rules of the module docs, with every invalid entry reported by its
-    /// index in the list ([`SyncReport::entry_errors`], [`SyncError::entry_errors`]). The C
-    /// ABI passes its lists through this, so that its rules are the core's.
+    /// [`crate::route_list`]): the rules of the module docs, with every invalid entry reported
+    /// at its position in the caller's list. The C ABI passes its lists through this, so that
+    /// its rules are the core's. A removal has no place in a whole list: it is an invalid entry.
     ///
     /// ```
     /// use std::sync::Arc;
-    /// use atc_router::{EntryFault, RouteSpec, Router, Schema, SyncEntry, SyncMode, Type, Uuid};
+    /// use atc_router::route_list::{Entry, Item, Position, UnreadKind};
+    /// use atc_router::{EntryFault, Router, Schema, SyncMode, Type, Uuid};
     ///
     /// let mut schema = Schema::new();
     /// schema.add_field("http.path", Type::String).unwrap();
@@ -286,33 +322,85 @@ impl Router {
     /// let a = Uuid::from_u128(1);
     /// router.add(a, 1, r#"http.path ^= "/a""#).unwrap();
     ///
-    /// let route = |id, expression| SyncEntry::Route(RouteSpec { id, priority: 1, expression });
+    /// let route = |n, id, expression| Entry {
+    ///     at: Position::Item(n),
+    ///     item: Item::Route { id, priority: 1, expression },
+    /// };
     /// let entries = [
-    ///     SyncEntry::Unreadable { id: Some(a) },          // `a` keeps its current version
-    ///     route(a, r#"http.path ^= "/b""#),                // a duplicate of entry 0
-    ///     route(Uuid::from_u128(2), r#"http.path ^= "/c""#),
+    ///     // `a` keeps its current version
+    ///     Entry {
+    ///         at: Position::Item(1),
+    ///         item: Item::Unreadable { id: Some(a), kind: UnreadKind::NotUtf8, why: "not UTF-8" },
+    ///     },
+    ///     route(2, a, r#"http.path ^= "/b""#), // a duplicate of entry #1
+    ///     route(3, Uuid::from_u128(2), r#"http.path ^= "/c""#),
     /// ];
     /// let report = router.sync_entries(&entries, SyncMode::ApplyValid).unwrap();
     /// assert_eq!((report.added, report.unchanged), (1, 0));
-    /// assert_eq!(report.entry_errors[1].fault, EntryFault::Duplicate { first: 0 });
+    /// assert_eq!(report.errors[1].fault, EntryFault::Duplicate { first: Position::Item(1) });
     /// assert_eq!(router.get(a).unwrap().source(), r#"http.path ^= "/a""#);
     /// ```
     pub fn sync_entries(
         &mut self,
-        entries: &[SyncEntry<'_>],
+        entries: &[Entry<'_>],
         mode: SyncMode,
     ) -> Result<SyncReport, SyncError> {
-        self.sync_desired(entries, mode)
+        self.sync_desired(entries, ListKind::Whole, mode)
+    }
+
+    /// Applies a list of changes: each route is put in (or in place of the route with its id),
+    /// each removal takes out the route with its id (nothing happens for an id the router does
+    /// not hold). Everything else stays. The rules for repeated ids and invalid routes are
+    /// those of a sync (the module docs); the report counts what the changes did, and as
+    /// unchanged the routes they left as they were. Its cost is the size of the changes, never
+    /// a rebuild. A [broken](Router::is_broken) router cannot be changed: its list is refused
+    /// until a sync of the whole list rebuilds it.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use atc_router::{Change, Router, RouteSpec, Schema, SyncMode, Type, Uuid};
+    ///
+    /// let mut schema = Schema::new();
+    /// schema.add_field("http.path", Type::String).unwrap();
+    /// let mut router = Router::new(Arc::new(schema));
+    /// let (a, b) = (Uuid::from_u128(1), Uuid::from_u128(2));
+    /// router.add(a, 1, r#"http.path ^= "/a""#).unwrap();
+    ///
+    /// let changes = [
+    ///     Change::Upsert(RouteSpec { id: b, priority: 2, expression: r#"http.path ^= "/b""# }),
+    ///     Change::Remove(a),
+    ///     Change::Remove(Uuid::from_u128(3)), // not there: nothing to do
+    /// ];
+    /// let report = router.update(&changes, SyncMode::AllOrNothing).unwrap();
+    /// assert_eq!((report.added, report.removed, report.unchanged), (1, 1, 0));
+    /// assert_eq!(router.len(), 1);
+    /// ```
+    pub fn update(
+        &mut self,
+        changes: &[Change<'_>],
+        mode: SyncMode,
+    ) -> Result<SyncReport, SyncError> {
+        self.sync_desired(changes, ListKind::Changes, mode)
+    }
+
+    /// [`Router::update`] of entries as a caller read them (see [`Router::sync_entries`]).
+    pub fn update_entries(
+        &mut self,
+        entries: &[Entry<'_>],
+        mode: SyncMode,
+    ) -> Result<SyncReport, SyncError> {
+        self.sync_desired(entries, ListKind::Changes, mode)
     }
 
     /// [`Router::sync`] of any desired list.
     fn sync_desired<D: Desired>(
         &mut self,
         desired: &[D],
+        kind: ListKind,
         mode: SyncMode,
     ) -> Result<SyncReport, SyncError> {
         let started = Instant::now();
-        let synced = match self.prepare_sync_with(desired, mode, &|| false, true) {
+        let synced = match self.prepare_sync_with(desired, kind, mode, &|| false, true) {
             Ok(plan) => {
                 let (report, replaced) = self.apply_uncounted(plan);
                 drop(replaced);
@@ -329,19 +417,35 @@ impl Router {
         synced
     }
 
-    /// [`Router::prepare_sync`] for the builder thread: it gives up when `stop` says so
-    /// (asked between routes) and, unless `rebuild` allows it, before building a fresh
-    /// router (the builder then drops its copy first, so that memory never holds three
-    /// tables).
+    /// [`Router::prepare_sync`] (or, for [`ListKind::Changes`], of [`Router::update`]) for the
+    /// builder thread: it gives up when `stop` says so (asked between routes) and, unless
+    /// `rebuild` allows it, before building a fresh router (the builder then drops its copy
+    /// first, so that memory never holds three tables).
     pub(crate) fn prepare_sync_with<D: Desired>(
         &self,
         desired: &[D],
+        kind: ListKind,
         mode: SyncMode,
         stop: &dyn Fn() -> bool,
         rebuild_allowed: bool,
     ) -> Result<SyncPlan, Stopped> {
         let started = Instant::now();
-        let classified = self.classify(desired);
+        if kind == ListKind::Changes && self.broken {
+            // Changes to a table that cannot be trusted: only a whole list rebuilds it.
+            let errors = (0..desired.len())
+                .map(|i| {
+                    let e = desired[i].entry(i);
+                    EntryError {
+                        at: e.at,
+                        id: e.item.id(),
+                        fault: EntryFault::Invalid(Error::Broken),
+                    }
+                })
+                .take(1)
+                .collect();
+            return Err(Stopped::Refused(SyncError { errors }));
+        }
+        let classified = self.classify(desired, kind, stop)?;
         let rebuild = classified.rebuild(self);
         if rebuild && !rebuild_allowed {
             return Err(Stopped::Rebuild(classified.counts));
@@ -362,11 +466,17 @@ impl Router {
             stop,
         )?;
         if !errors.is_empty() && mode == SyncMode::AllOrNothing {
-            return Err(Stopped::Refused(SyncError::of(errors)));
+            return Err(Stopped::Refused(SyncError { errors }));
         }
-        self.take_out_unseen(&classified.seen, &mut plan, fresh.is_none());
-        plan.report.errors = errors.iter().filter_map(EntryError::by_id).collect();
-        plan.report.entry_errors = errors;
+        match kind {
+            ListKind::Whole => self.take_out_unseen(&classified.seen, &mut plan, fresh.is_none()),
+            ListKind::Changes => {
+                // Whatever the changes did not touch stayed as it was.
+                let touched = plan.report.changed + plan.report.removed;
+                plan.report.unchanged = self.len().saturating_sub(touched);
+            }
+        }
+        plan.report.errors = errors;
         match fresh {
             Some(mut f) => {
                 f.index = Index::build(f.pending_index.take().unwrap_or_default());
@@ -385,19 +495,23 @@ impl Router {
     /// First step, no parsing: what each entry of `desired` is to the router (the id rule of
     /// the module docs), and what the list is to it, counted (an invalid route counts as added
     /// or changed; an unreadable entry as neither).
-    fn classify<D: Desired>(&self, desired: &[D]) -> Classified {
-        // Per slot, the index of the first entry with its id; per new id, the same.
-        let mut first_at: Vec<usize> = vec![usize::MAX; self.catalog.len()];
-        let mut new_ids: HashMap<Uuid, usize> = HashMap::default();
+    fn classify<D: Desired>(
+        &self,
+        desired: &[D],
+        kind: ListKind,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<Classified, Stopped> {
+        // Per slot, the position of the first entry with its id; per new id, the same.
+        let mut first_at: Vec<Option<Position>> = vec![None; self.catalog.len()];
+        let mut new_ids: HashMap<Uuid, Option<Position>> = HashMap::default();
         let mut status = Vec::with_capacity(desired.len());
         let mut counts = SyncReport::default();
         for (i, d) in desired.iter().enumerate() {
-            let entry = d.entry();
-            let id = match entry {
-                SyncEntry::Route(spec) => Some(spec.id),
-                SyncEntry::Unreadable { id } => id,
-            };
-            let Some(id) = id else {
+            if i % 1024 == 1023 && stop() {
+                return Err(Stopped::Cancelled);
+            }
+            let entry = d.entry(i);
+            let Some(id) = entry.item.id() else {
                 status.push(Status::Unreadable(None));
                 continue;
             };
@@ -411,43 +525,57 @@ impl Router {
             };
             let first = match current {
                 Some(slot) => &mut first_at[slot as usize],
-                None => new_ids.entry(id).or_insert(usize::MAX),
+                None => new_ids.entry(id).or_insert(None),
             };
-            if *first != usize::MAX {
-                status.push(Status::Duplicate(*first));
+            if let Some(at) = *first {
+                status.push(Status::Duplicate(at));
                 continue;
             }
-            *first = i;
-            status.push(match (entry, current) {
-                (SyncEntry::Unreadable { .. }, slot) => Status::Unreadable(slot),
-                (SyncEntry::Route(spec), Some(slot))
-                    if self.programs.order(slot).priority() == spec.priority
-                        && self.catalog.same_text(slot, spec.expression) =>
+            *first = Some(entry.at);
+            status.push(match (entry.item, current) {
+                (Item::Unreadable { .. }, slot) => Status::Unreadable(slot),
+                (Item::Remove(_), _) if kind == ListKind::Whole => Status::Misplaced,
+                (Item::Remove(_), slot) => {
+                    counts.removed += usize::from(slot.is_some());
+                    Status::Remove(slot)
+                }
+                (
+                    Item::Route {
+                        priority,
+                        expression,
+                        ..
+                    },
+                    Some(slot),
+                ) if self.programs.order(slot).priority() == priority
+                    && self.catalog.same_text(slot, expression) =>
                 {
                     counts.unchanged += 1;
                     Status::Unchanged(slot)
                 }
-                (SyncEntry::Route(_), Some(slot)) => {
+                (Item::Route { .. }, Some(slot)) => {
                     counts.changed += 1;
                     Status::Changed(slot)
                 }
-                (SyncEntry::Route(_), None) => {
+                (Item::Route { .. }, None) => {
                     counts.added += 1;
                     Status::Added
                 }
             });
         }
-        let seen: Vec<bool> = first_at.iter().map(|&at| at != usize::MAX).collect();
-        counts.removed = seen
-            .iter()
-            .zip(self.catalog.instances())
-            .filter(|(seen, r)| r.is_some() && !**seen)
-            .count();
-        Classified {
+        let seen: Vec<bool> = first_at.iter().map(Option::is_some).collect();
+        if kind == ListKind::Whole {
+            counts.removed = seen
+                .iter()
+                .zip(self.catalog.instances())
+                .filter(|(seen, r)| r.is_some() && !**seen)
+                .count();
+        }
+        Ok(Classified {
+            kind,
             status,
             seen,
             counts,
-        }
+        })
     }
 
     /// An empty router of this one's schema and limits, sized for `desired` and building its
@@ -462,8 +590,8 @@ impl Router {
 
     /// Second step: parses and compiles every changed and added route, into the plan or into
     /// the fresh router (which also gets a copy of every route kept as it is, or kept at its
-    /// current version); returns the fresh router's order entries and the invalid entries, in
-    /// list order.
+    /// current version), and takes out what a list of changes removes; returns the invalid
+    /// entries, in list order.
     fn prepare_entries<D: Desired>(
         &self,
         desired: &[D],
@@ -483,23 +611,34 @@ impl Router {
             p.instance = row.instance;
             Some(p)
         };
-        for (index, (d, st)) in desired.iter().zip(status).enumerate() {
+        for (index, st) in status.iter().enumerate() {
             if index % 64 == 0 && stop() {
                 return Err(Stopped::Cancelled);
             }
-            let spec = match (d.entry(), *st) {
-                (entry, Status::Duplicate(first)) => {
-                    let id = match entry {
-                        SyncEntry::Route(spec) => Some(spec.id),
-                        SyncEntry::Unreadable { id } => id,
-                    };
+            let entry = desired[index].entry(index);
+            let (at, id) = (entry.at, entry.item.id());
+            let (rid, priority, expression) = match (entry.item, *st) {
+                (_, Status::Duplicate(first)) => {
                     let fault = EntryFault::Duplicate { first };
-                    errors.push(EntryError { index, id, fault });
+                    errors.push(EntryError { at, id, fault });
                     continue;
                 }
-                (SyncEntry::Unreadable { id }, Status::Unreadable(slot)) => {
-                    let fault = EntryFault::Unreadable;
-                    errors.push(EntryError { index, id, fault });
+                (_, Status::Misplaced) => {
+                    let fault = EntryFault::Unreadable {
+                        kind: UnreadKind::Malformed,
+                        why: "a removal has no place in a whole list (it is a list of changes)"
+                            .to_owned(),
+                    };
+                    errors.push(EntryError { at, id, fault });
+                    continue;
+                }
+                (Item::Unreadable { kind, why, .. }, Status::Unreadable(slot)) => {
+                    let why = why.to_owned();
+                    errors.push(EntryError {
+                        at,
+                        id,
+                        fault: EntryFault::Unreadable { kind, why },
+                    });
                     // Apply-valid keeps a known route's current version when its new one is
                     // invalid; a fresh router has to be given that version too.
                     if let (Some(slot), Some(f)) = (slot, fresh.as_deref_mut()) {
@@ -509,22 +648,36 @@ impl Router {
                     }
                     continue;
                 }
-                (SyncEntry::Route(_), Status::Unchanged(slot)) => {
+                (Item::Remove(id), Status::Remove(slot)) => {
+                    if let Some(slot) = slot {
+                        plan.report.removed += 1;
+                        plan.remove.push((id, self.resolve_again(slot)));
+                    }
+                    continue;
+                }
+                (Item::Route { .. }, Status::Unchanged(slot)) => {
                     if let Some(f) = fresh.as_deref_mut() {
                         f.insert(copy(slot, regexes).expect("a live route prepares again"));
                     }
                     continue;
                 }
-                (SyncEntry::Route(spec), _) => spec,
-                (SyncEntry::Unreadable { .. }, _) => unreachable!("classified as unreadable"),
+                (
+                    Item::Route {
+                        id,
+                        priority,
+                        expression,
+                    },
+                    _,
+                ) => (id, priority, expression),
+                (item, st) => unreachable!("{item:?} classified as {st:?}"),
             };
-            match self.prepare(spec.id, spec.priority, spec.expression, regexes) {
+            match self.prepare(rid, priority, expression, regexes) {
                 Ok(route) => {
                     match *st {
                         Status::Changed(slot) => {
                             plan.report.changed += 1;
                             if fresh.is_none() {
-                                plan.remove.push((spec.id, self.resolve_again(slot)));
+                                plan.remove.push((rid, self.resolve_again(slot)));
                             }
                         }
                         Status::Added => plan.report.added += 1,
@@ -536,11 +689,10 @@ impl Router {
                     }
                 }
                 Err(e) => {
-                    let fault = EntryFault::Invalid(e);
                     errors.push(EntryError {
-                        index,
-                        id: Some(spec.id),
-                        fault,
+                        at,
+                        id,
+                        fault: EntryFault::Invalid(e),
                     });
                     if let (Status::Changed(slot), Some(f)) = (*st, fresh.as_deref_mut()) {
                         if let Some(old) = copy(slot, regexes) {
@@ -553,8 +705,9 @@ impl Router {
         Ok(errors)
     }
 
-    /// Third step: the routes of the router no entry has the id of are removed (taken out of
-    /// this router when the plan changes it route by route; simply left behind by a fresh one).
+    /// Third step (whole lists): the routes of the router no entry has the id of are removed
+    /// (taken out of this router when the plan changes it route by route; simply left behind by
+    /// a fresh one).
     fn take_out_unseen(&self, seen: &[bool], plan: &mut SyncPlan, route_by_route: bool) {
         for (slot, row) in self.rows().enumerate() {
             if let (Some(row), false) = (row, seen[slot]) {

@@ -97,24 +97,36 @@ int main(void) {
         {.id = id, .id_len = strlen(id), .priority = 10, .expr = expr, .expr_len = strlen(expr)},
         {.id = id2, .id_len = strlen(id2), .priority = 5, .expr = expr2, .expr_len = strlen(expr2)},
     };
+    AtcRouteList *routes_list = atc_route_list_new();
+    CHECK(routes_list != NULL);
+    CHECK(atc_route_list_add(routes_list, list, 2, NULL, NULL) == ATC_OK);
     atc_sync_report report;
     atc_sync_error errors[2];
     size_t nerrors = 2;
     char messages[512];
     size_t messages_len = sizeof messages;
-    CHECK(atc_router_sync(router, list, 2, ATC_SYNC_ALL_OR_NOTHING, &report, errors, &nerrors,
+    CHECK(atc_router_sync(router, routes_list, ATC_SYNC_ALL_OR_NOTHING, &report, errors, &nerrors,
                           messages, &messages_len, NULL, NULL) == ATC_OK);
     CHECK(report.added == 1 && report.unchanged == 1 && report.errors == 0 && nerrors == 0);
     list[1].expr_len = 5; /* "http." does not parse */
+    CHECK(atc_route_list_clear(routes_list) == ATC_OK);
+    CHECK(atc_route_list_add(routes_list, list, 2, NULL, NULL) == ATC_OK);
     nerrors = 2;
     messages_len = sizeof messages;
-    CHECK(atc_router_sync(router, list, 2, ATC_SYNC_ALL_OR_NOTHING, &report, errors, &nerrors,
+    CHECK(atc_router_sync(router, routes_list, ATC_SYNC_ALL_OR_NOTHING, &report, errors, &nerrors,
                           messages, &messages_len, NULL, NULL) == ATC_ERR_ROUTES);
     CHECK(report.errors == 1 && nerrors == 1 && errors[0].index == 1);
     CHECK(errors[0].code == ATC_ERR_EXPR && errors[0].message != NULL);
     CHECK(strncmp(errors[0].message, "line 1", 6) == 0);
+    /* A list of changes: the invalid route's id taken out, the rest stays. */
+    CHECK(atc_route_list_clear(routes_list) == ATC_OK);
+    CHECK(atc_route_list_remove(routes_list, &list[1], 1, NULL, NULL) == ATC_OK);
+    CHECK(atc_router_update(router, routes_list, ATC_SYNC_ALL_OR_NOTHING, &report, NULL, NULL,
+                            NULL, NULL, NULL, NULL) == ATC_OK);
+    CHECK(report.removed == 1 && report.unchanged == 1);
+    atc_route_list_free(routes_list);
     size_t routes;
-    CHECK(atc_router_len(router, &routes) == ATC_OK && routes == 2);
+    CHECK(atc_router_len(router, &routes) == ATC_OK && routes == 1);
 
     /* Explain the last request: size first, then fetch (JSON, not NUL-terminated). */
     size_t need = 0;
@@ -135,12 +147,12 @@ int main(void) {
     CHECK(atc_router_route_expression(router, id, strlen(id), &text, &text_len) == ATC_OK);
     CHECK(text_len == strlen(expr) && memcmp(text, expr, text_len) == 0);
 
-    /* Counters for a metrics endpoint: 3 requests routed, an add and a sync applied, a sync
-       refused; `size` says which fields the library filled. */
+    /* Counters for a metrics endpoint: 3 requests routed, an add, a sync and an update applied,
+       a sync refused; `size` says which fields the library filled. */
     atc_stats stats = {.size = sizeof stats};
     CHECK(atc_router_stats(router, &stats) == ATC_OK && stats.size <= sizeof stats);
-    CHECK(stats.routed == 3 && stats.not_found == 0 && stats.routes == 2 && !stats.broken);
-    CHECK(stats.updates_applied == 2 && stats.updates_refused == 1);
+    CHECK(stats.routed == 3 && stats.not_found == 0 && stats.routes == 1 && !stats.broken);
+    CHECK(stats.updates_applied == 3 && stats.updates_refused == 1);
 
     CHECK(strcmp(atc_strerror(ATC_ERR_BUFFER), "the output buffer is too small") == 0);
     atc_context_free(ctx);

@@ -60,7 +60,11 @@ static const int ATC_BUILD_READY = 2;
 static const int ATC_TEXT_COPY = 0;
 static const int ATC_TEXT_BORROW = 1;
 static const int ATC_ERR_NOT_READY = -17;
+static const int ATC_ERR_SUPERSEDED = -19;
 static const int ATC_BUILDER_NICE_DEFAULT = 0;
+static const int ATC_BUILDER_IDLE = 0;
+static const int ATC_BUILDER_NORMAL = 1;
+static const int ATC_BUILDER_BOOST_AFTER_MS_DEFAULT = 3000;
 static const int ATC_JSON_VERSION = 2;
 static const int ATC_EXPLAIN_RULED_OUT = 1;
 static const int ATC_PUBLISH_DROP_TABLES = 1;
@@ -85,6 +89,7 @@ typedef struct {
   uint64_t priority;
   const char *expr;
   size_t expr_len;
+  size_t position;
 } atc_route;
 typedef struct {
   size_t added;
@@ -147,13 +152,34 @@ int32_t atc_route_list_add(AtcRouteList *list,
                            size_t n,
                            char *errbuf,
                            size_t *errbuf_len);
+int32_t atc_route_list_add_unreadable(AtcRouteList *list,
+                                      size_t position,
+                                      const char *id,
+                                      size_t id_len,
+                                      const char *why,
+                                      size_t why_len,
+                                      char *errbuf,
+                                      size_t *errbuf_len);
+int32_t atc_route_list_clear(AtcRouteList *list);
+int32_t atc_route_list_remove(AtcRouteList *list,
+                              const atc_route *routes,
+                              size_t n,
+                              char *errbuf,
+                              size_t *errbuf_len);
 int32_t atc_builder_priority(int32_t nice);
+int32_t atc_builder_schedule(int32_t policy, uint32_t boost_after_ms);
 int32_t atc_router_sync_start(atc_router *router,
                               uint64_t version,
                               AtcRouteList *list,
                               int32_t mode,
                               char *errbuf,
                               size_t *errbuf_len);
+int32_t atc_router_update_start(atc_router *router,
+                                uint64_t version,
+                                AtcRouteList *list,
+                                int32_t mode,
+                                char *errbuf,
+                                size_t *errbuf_len);
 int32_t atc_router_sync_start_text(atc_router *router,
                                    uint64_t version,
                                    const char *text,
@@ -346,8 +372,7 @@ int32_t atc_router_validate(const atc_schema *schema,
 int32_t atc_router_stats(const atc_router *router, atc_stats *out);
 int32_t atc_router_count_bad_request(const atc_router *router);
 int32_t atc_router_sync(atc_router *router,
-                        const atc_route *routes,
-                        size_t n,
+                        const AtcRouteList *list,
                         int32_t mode,
                         atc_sync_report *report,
                         atc_sync_error *errors,
@@ -356,6 +381,16 @@ int32_t atc_router_sync(atc_router *router,
                         size_t *msgbuf_len,
                         char *errbuf,
                         size_t *errbuf_len);
+int32_t atc_router_update(atc_router *router,
+                          const AtcRouteList *list,
+                          int32_t mode,
+                          atc_sync_report *report,
+                          atc_sync_error *errors,
+                          size_t *errors_len,
+                          char *msgbuf,
+                          size_t *msgbuf_len,
+                          char *errbuf,
+                          size_t *errbuf_len);
 -- END GENERATED
 ]=]
 

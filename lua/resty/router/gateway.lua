@@ -258,7 +258,8 @@ function _M.new(opts)
         poll_interval = opts.poll_interval or 0.01,
         update_interval = opts.update_interval or 0,
         seq = 0, order = 0, tickets = 0, started = 0, last_handover = -math.huge, next = nil,
-        jobs = {}, latest = {}, done = {}, newest = nil, error = nil, timer_armed = false,
+        deltas = {}, jobs = {}, latest = {}, done = {}, newest = nil, error = nil,
+        timer_armed = false, sent = nil, crossed = 0,
     }, mt)
     if gw.lazy then
         gw.captures_object = lazy_captures(gw)
@@ -368,6 +369,7 @@ function _M:stats()
     end
     s.request_source = self:request_source()
     s.fields_in_use = #self.plan.fields
+    s.routes_handed_over = self.crossed
     local sh = self.share
     if sh then
         s.shared_routes = sh.image and sh.image:len() or 0

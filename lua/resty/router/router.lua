@@ -274,9 +274,17 @@ function _M:get_expression(uuid)
     return nil, ffi_string(lib.atc_strerror(rc))
 end
 
--- Buffers of r:sync, grown on demand and kept, so that a sync of an unchanged table allocates
--- nothing in the FFI layer.
-local routes_cap, routes_buf = 0, nil
+---------------------------------------------------------------------------------------------
+-- Route lists: the one way routes go to the library. A list of either form (an array of route
+-- tables, or parallel arrays) goes into an atc_route_list (the library's entry list) in chunks
+-- of atc_route values; an entry this side cannot hand over (an id or expression that is not a
+-- string, a bad priority) goes in as an unreadable entry with the reason, at its place, so
+-- that the library's rules (repeated ids, apply-valid) and its one message for a refused list
+-- cover every entry. Every entry carries its position in the caller's list, which is how the
+-- library's errors name it.
+
+local DEFAULT_CHUNK = 1000
+local chunk_cap, chunk_buf = 0, nil
 local errors_cap, errors_buf = 0, nil
 local msg_cap = 64 * 1024
 local msg_buf = ffi.new("char[?]", msg_cap)
@@ -284,65 +292,31 @@ local msg_len = ffi.new("size_t[1]")
 local errors_len = ffi.new("size_t[1]")
 local report = ffi.new("atc_sync_report")
 
--- Fills buf[0 .. last-first] with routes first .. last of either input form. Entries the C side
--- cannot be given (a non-string id or expression, a bad priority) get a NULL pointer with length
--- 1, which the library reports as that route's error (and, for a known id in apply-valid mode,
--- keeps the route's current version); `bad` maps their 1-based index to the real reason (made
--- when needed: the table is returned).
-local function fill(buf, routes, ids, priorities, expressions, first, last, bad)
-    for i = first, last do
-        local id, prio, expr
-        if ids then
-            id, prio, expr = ids[i], priorities[i], expressions[i]
-        else
-            local route = routes[i]
-            if type(route) == "table" then
-                id, prio, expr = route.id, route.priority, route.expression
-            end
-        end
-        local e = buf[i - first]
-        if type(id) == "string" then
-            e.id, e.id_len = id, #id
-        else
-            e.id, e.id_len = nil, 1
-            bad = bad or {}
-            bad[i] = "id must be a string, got " .. type(id)
-        end
-        local p, perr = to_priority(prio)
-        if p and type(expr) == "string" then
-            e.priority, e.expr, e.expr_len = p, expr, #expr
-        else
-            e.priority, e.expr, e.expr_len = 0, nil, 1
-            if not (bad and bad[i]) then
-                bad = bad or {}
-                bad[i] = perr or ("expression must be a string, got " .. type(expr))
-            end
-        end
+local function new_list()
+    local list = lib.atc_route_list_new()
+    if list == nil then
+        return nil
     end
-    return bad
+    return ffi.gc(list, lib.atc_route_list_free)
 end
 
-local function run_sync(ptr, n, mode)
-    errors_len[0] = errors_cap
-    msg_len[0] = msg_cap
-    arm()
-    return lib.atc_router_sync(ptr, routes_buf, n, mode, report, errors_buf, errors_len,
-        msg_buf, msg_len, errbuf, errlen)
-end
+-- The list of the synchronous calls (r:sync, r:update), kept and cleared: a sync of an unchanged
+-- table allocates nothing in the FFI layer once it has grown.
+local sync_list = nil
 
-local function id_at(routes, ids, i)
-    if ids then
-        return ids[i]
+local function chunk_of(size)
+    if size > chunk_cap then
+        chunk_cap = size
+        chunk_buf = ffi.new("atc_route[?]", chunk_cap)
     end
-    local route = routes[i]
-    return type(route) == "table" and route.id or nil
+    return chunk_buf
 end
 
 -- The form of a route list: ids, priorities, expressions (the parallel arrays, or nil for an
 -- array of route tables) and n; or nil, err.
-local function list_form(routes)
+local function list_form(routes, what)
     if type(routes) ~= "table" then
-        return nil, "routes must be a table, got " .. type(routes)
+        return nil, (what or "routes") .. " must be a table, got " .. type(routes)
     end
     local ids, priorities, expressions = routes.ids, routes.priorities, routes.expressions
     if ids == nil then
@@ -358,30 +332,252 @@ local function list_form(routes)
     end
     return ids, priorities, expressions, n
 end
+_M.list_form = list_form
 
--- The errors array of a sync: { index =, id =, message = } for errors_buf[0 .. count-1]. `bad`
--- holds the real reasons of the entries fill() could not hand over; `routes`/`ids` give the
--- ids (nil for a list in text: `index` is then the route's line).
-local function read_errors(count, routes, ids, bad, text)
+local function entry_at(routes, ids, priorities, expressions, i)
+    if ids then
+        return ids[i], priorities[i], expressions[i]
+    end
+    local route = routes[i]
+    if type(route) == "table" then
+        return route.id, route.priority, route.expression
+    end
+    return nil, nil, nil, "route must be a table, got " .. type(route)
+end
+
+-- Adds entries first .. last of a list of either form to `list`, in chunks of at most `chunk`,
+-- calling `yield` (if any) between two chunks: when it returns a value other than nil, adding
+-- stops and that value is returned. `at(i)`, if given, is entry i's position in the caller's
+-- list (default i). nil when all went in; or the value `yield` returned; or false and an error.
+local function add_entries(list, routes, ids, priorities, expressions, first, last, chunk, yield,
+                           at)
+    local buf = chunk_of(math.min(chunk, math.max(last - first + 1, 1)))
+    local k = 0
+    local function flush()
+        if k > 0 then
+            arm()
+            local rc = lib.atc_route_list_add(list, buf, k, errbuf, errlen)
+            k = 0
+            if rc ~= 0 then
+                return message(rc)
+            end
+        end
+    end
+    for i = first, last do
+        local id, prio, expr, bad = entry_at(routes, ids, priorities, expressions, i)
+        local p, perr = to_priority(prio)
+        if bad == nil then
+            if type(id) ~= "string" then
+                bad = "id must be a string, got " .. type(id)
+            elseif not p then
+                bad = perr
+            elseif type(expr) ~= "string" then
+                bad = "expression must be a string, got " .. type(expr)
+            end
+        end
+        local pos = at and at(i) or i
+        if bad then
+            local err = flush()
+            if err then
+                return false, err
+            end
+            local sid = type(id) == "string" and id or nil
+            arm()
+            local rc = lib.atc_route_list_add_unreadable(list, pos, sid, sid and #sid or 0, bad,
+                #bad, errbuf, errlen)
+            if rc ~= 0 then
+                return false, message(rc)
+            end
+        else
+            local e = buf[k]
+            e.id, e.id_len, e.priority, e.expr, e.expr_len, e.position = id, #id, p, expr,
+                #expr, pos
+            k = k + 1
+            if k == chunk then
+                local err = flush()
+                if err then
+                    return false, err
+                end
+                if yield and i < last then
+                    local stop = yield()
+                    if stop ~= nil then
+                        return stop
+                    end
+                    -- The chunk buffer may have grown while this one yielded.
+                    buf = chunk_buf
+                end
+            end
+        end
+    end
+    local err = flush()
+    if err then
+        return false, err
+    end
+    return nil
+end
+
+-- Adds the removal of ids[first .. last] (positions `at(i)`, default i) to `list`.
+local function add_removals(list, ids, first, last, at)
+    local buf = chunk_of(math.max(last - first + 1, 1))
+    local k = 0
+    for i = first, last do
+        local id = ids[i]
+        local pos = at and at(i) or i
+        if type(id) ~= "string" then
+            local bad = "id must be a string, got " .. type(id)
+            arm()
+            local rc = lib.atc_route_list_add_unreadable(list, pos, nil, 0, bad, #bad, errbuf,
+                errlen)
+            if rc ~= 0 then
+                return false, message(rc)
+            end
+        else
+            local e = buf[k]
+            e.id, e.id_len, e.priority, e.expr, e.expr_len, e.position = id, #id, 0, nil, 0, pos
+            k = k + 1
+        end
+        if k > 0 and (i == last or type(ids[i + 1]) ~= "string") then
+            arm()
+            local rc = lib.atc_route_list_remove(list, buf, k, errbuf, errlen)
+            k = 0
+            if rc ~= 0 then
+                return false, message(rc)
+            end
+        end
+    end
+    return nil
+end
+
+-- The form of a list of changes { upsert = <routes in either form>, remove = { id, ... } }:
+-- the upserts' ids, priorities, expressions (nil for route tables), their count, the upsert
+-- table and the removals; or nil and an error.
+local function changes_form(changes)
+    if type(changes) ~= "table" then
+        return nil, "changes must be a table, got " .. type(changes)
+    end
+    local upsert, remove = changes.upsert or {}, changes.remove or {}
+    if type(remove) ~= "table" then
+        return nil, "changes.remove must be an array of ids, got " .. type(remove)
+    end
+    local ids, priorities, expressions, n = list_form(upsert, "changes.upsert")
+    if not ids and not n then
+        return nil, priorities
+    end
+    return { ids = ids, priorities = priorities, expressions = expressions, n = n,
+        upsert = upsert, remove = remove }
+end
+_M.changes_form = changes_form
+
+-- Fills `list` with a list of changes (upserts at positions 1 .. n, removals after them).
+local function add_changes(list, c, chunk, yield, at)
+    local stop, err = add_entries(list, c.upsert, c.ids, c.priorities, c.expressions, 1, c.n,
+        chunk, yield, at)
+    if stop ~= nil then
+        return stop, err
+    end
+    local n = c.n
+    return add_removals(list, c.remove, 1, #c.remove, function(i) return n + i end)
+end
+
+-- The errors array of a sync: { index =, id =, message = } for errors_buf[0 .. count-1], read
+-- against the list they came from (`from`: { routes =, ids = } of a whole list, { changes = } of
+-- a list of changes, or nil for a text, whose `index` is the route's line and `id` nil; `index`
+-- of `from.at` (the caller's positions) when given). An error of a removal of a list of changes
+-- is { index = its place in `remove`, remove = true, ... }.
+local function read_errors(count, from)
     local errors = {}
     for k = 0, count - 1 do
         local e = errors_buf[k]
         local i = tonumber(e.index) + 1
         local msg
-        if bad and bad[i] then
-            msg = bad[i]
-        elseif e.message ~= nil then
+        if e.message ~= nil then
             msg = ffi_string(e.message, e.message_len)
         else
             msg = ffi_string(lib.atc_strerror(e.code))
         end
-        local id
-        if not text then
-            id = id_at(routes, ids, i)
+        local err = { index = i, message = msg }
+        if from and from.changes then
+            local c = from.changes
+            if i > c.n then
+                err.index, err.remove, err.id = i - c.n, true, c.remove[i - c.n]
+            else
+                err.id = entry_at(c.upsert, c.ids, c.priorities, c.expressions, i)
+            end
+        elseif from then
+            if from.ids then
+                err.id = from.ids[i]
+            elseif type(from.routes[i]) == "table" then
+                err.id = from.routes[i].id
+            end
         end
-        errors[k + 1] = { index = i, id = id, message = msg }
+        errors[k + 1] = err
     end
     return errors
+end
+
+local function report_table(errs)
+    return {
+        added = tonumber(report.added),
+        removed = tonumber(report.removed),
+        changed = tonumber(report.changed),
+        unchanged = tonumber(report.unchanged),
+        errors = errs,
+    }
+end
+
+local function ensure_errors(n)
+    -- At most one error per entry.
+    if n > errors_cap then
+        errors_cap = math.max(n, 2 * errors_cap)
+        errors_buf = ffi.new("atc_sync_error[?]", errors_cap)
+    end
+end
+
+-- Runs a synchronous call on `sync_list` (filled by `fill(list)`); returns the report, or nil,
+-- the library's message and the errors array.
+local function run_sync(self, call, n, mode, fill, from)
+    if sync_list == nil then
+        sync_list = new_list()
+        if sync_list == nil then
+            return nil, "resty.router: cannot make a route list"
+        end
+    end
+    lib.atc_route_list_clear(sync_list)
+    local stop, err = fill(sync_list)
+    if stop ~= nil then
+        return nil, err or stop
+    end
+    ensure_errors(n)
+    local function go()
+        errors_len[0] = errors_cap
+        msg_len[0] = msg_cap
+        arm()
+        return call(self.ptr, sync_list, mode, report, errors_buf, errors_len, msg_buf, msg_len,
+            errbuf, errlen)
+    end
+    local rc = go()
+    if rc ~= 0 and rc ~= ERR_ROUTES then
+        return nil, message(rc)
+    end
+    local summary = rc == ERR_ROUTES and message(rc) or nil
+    local needed = tonumber(report.messages_len)
+    if needed > msg_cap then
+        -- Some messages were cut. Running the same list again is safe: a refused list changed
+        -- nothing, and after an apply-valid run the same list is a no-op that reports the same
+        -- errors. It only happens with more than a buffer's worth of errors.
+        local counts = { tonumber(report.added), tonumber(report.removed),
+            tonumber(report.changed), tonumber(report.unchanged) }
+        msg_cap = needed
+        msg_buf = ffi.new("char[?]", msg_cap)
+        go()
+        report.added, report.removed, report.changed, report.unchanged =
+            counts[1], counts[2], counts[3], counts[4]
+    end
+    local errors = read_errors(tonumber(errors_len[0]), from)
+    if summary then
+        return nil, summary, errors
+    end
+    return report_table(errors)
 end
 
 -- Makes the router hold exactly `routes`, touching only what differs (see ffi/README.md):
@@ -396,7 +592,8 @@ end
 --
 -- Returns a report { added =, removed =, changed =, unchanged =, errors = { ... } }, where each
 -- error is { index = i (1-based, into the list), id = the id given, message = text }; or, when
--- nothing changed because of invalid routes, nil, a summary, and that errors array.
+-- nothing changed because of invalid routes, nil, the library's message (how many routes are
+-- invalid, and the first of them) and that errors array.
 function _M:sync(routes, mode)
     local mode_code = MODES[mode or "all_or_nothing"]
     if not mode_code then
@@ -407,69 +604,56 @@ function _M:sync(routes, mode)
     if not ids and not n then
         return nil, priorities
     end
-    if n > routes_cap then
-        routes_cap = math.max(n, 2 * routes_cap)
-        routes_buf = ffi.new("atc_route[?]", routes_cap)
+    return run_sync(self, lib.atc_router_sync, n, mode_code, function(list)
+        local stop, err = add_entries(list, routes, ids, priorities, expressions, 1, n,
+            math.max(n, 1))
+        return stop, err
+    end, { routes = routes, ids = ids })
+end
+
+-- Applies a list of changes, touching only those routes (see ffi/README.md, atc_router_update):
+-- `changes` is { upsert = <routes, in either form of r:sync>, remove = { id, ... } }: every
+-- route of `upsert` is put in (or in place of the route with its id), every id of `remove` is
+-- taken out (nothing happens for an id the router does not hold); the rest of the table stays.
+-- `mode` as for r:sync. Returns a report as r:sync's (unchanged: the routes left as they
+-- were), or nil, the library's message and the errors (an upsert's error has its `index` in
+-- `upsert`; a removal's has `remove = true` and its index in `remove`).
+function _M:update(changes, mode)
+    local mode_code = MODES[mode or "all_or_nothing"]
+    if not mode_code then
+        return nil, "unknown sync mode " .. tostring(mode)
+            .. " (expected \"all_or_nothing\" or \"apply_valid\")"
     end
-    -- At most one error per route.
-    if n > errors_cap then
-        errors_cap = routes_cap
-        errors_buf = ffi.new("atc_sync_error[?]", errors_cap)
+    local c, err = changes_form(changes)
+    if not c then
+        return nil, err
     end
-    local bad = fill(routes_buf, routes, ids, priorities, expressions, 1, n, nil)
-    local rc = run_sync(self.ptr, n, mode_code)
-    if rc ~= 0 and rc ~= ERR_ROUTES then
-        return nil, message(rc)
-    end
-    local total = tonumber(report.errors)
-    local needed = tonumber(report.messages_len)
-    if needed > msg_cap then
-        -- Some messages were cut. Running the same list again is safe: a refused list changed
-        -- nothing, and after an apply-valid run the same list is a no-op that reports the same
-        -- errors. It only happens with more than a buffer's worth of errors.
-        local counts = { tonumber(report.added), tonumber(report.removed),
-            tonumber(report.changed), tonumber(report.unchanged) }
-        msg_cap = needed
-        msg_buf = ffi.new("char[?]", msg_cap)
-        run_sync(self.ptr, n, mode_code)
-        report.added, report.removed, report.changed, report.unchanged =
-            counts[1], counts[2], counts[3], counts[4]
-    end
-    local errors = read_errors(tonumber(errors_len[0]), routes, ids, bad, false)
-    if rc == ERR_ROUTES then
-        local first = errors[1]
-        return nil, total .. " invalid route(s), nothing changed; route #" .. first.index
-            .. " (" .. tostring(first.id) .. "): " .. first.message, errors
-    end
-    return {
-        added = tonumber(report.added),
-        removed = tonumber(report.removed),
-        changed = tonumber(report.changed),
-        unchanged = tonumber(report.unchanged),
-        errors = errors,
-    }
+    return run_sync(self, lib.atc_router_update, c.n + #c.remove, mode_code, function(list)
+        return add_changes(list, c, math.max(c.n, 1))
+    end, { changes = c })
 end
 
 ---------------------------------------------------------------------------------------------
 -- Background syncs: the next table is built on the router's builder thread (ffi/README.md,
--- "Background syncs"). sync_start hands a list over and returns; sync_ready (one atomic load)
--- says when the outcome waits; sync_apply swaps it in (O(1)) or says why it was refused.
+-- "Background syncs"). sync_start hands a whole list over and returns, update_start a list of
+-- changes; sync_ready (one atomic load) says when an outcome waits; sync_apply takes the next
+-- one: swaps a built table in (O(1)), or says why the list was refused or that it was
+-- superseded. One outcome per version handed over, in order.
 --
 -- Invariants:
--- * `self.bg.pending` holds, in the order started, what each list still in the builder's hands
---   needs on this side: a text lent without a copy (anchored here until sync_apply returned the
---   outcome of that start or a later one, which is when the builder no longer reads it), and
---   what the errors of a list of routes are read against (its table and the reasons fill()
---   found). The router's finalizer keeps it reachable until the builder thread is stopped.
--- * A list of routes goes over in chunks, each copied by atc_route_list_add; between chunks
---   `opts.yield` may yield. Nothing is started before the last chunk is in, and a start that
---   stops early frees its list.
+-- * `self.bg.pending` holds, in the order started, what each list handed over needs on this
+--   side: a text lent without a copy (anchored here until its own outcome was taken, which is
+--   when the builder no longer reads it), and what the errors of a list of routes are read
+--   against. Each outcome takes the first entry. The router's finalizer keeps it reachable until
+--   the builder thread is stopped.
+-- * A list goes over in chunks, each copied by atc_route_list_add; between chunks `opts.yield`
+--   may yield. Nothing is started before the last chunk is in, and a start that stops early
+--   frees its list.
 
-local DEFAULT_CHUNK = 1000
 local TEXT_COPY, TEXT_BORROW = lib.ATC_TEXT_COPY, lib.ATC_TEXT_BORROW
+local ERR_SUPERSEDED = lib.ATC_ERR_SUPERSEDED
 local BUILD_STATES = { [0] = "idle", "building", "ready" }
 local version_out = ffi.new("uint64_t[1]")
-local chunk_cap, chunk_buf = 0, nil
 -- The outcome's errors are written once (an outcome is taken once): apply_errors_cap entries
 -- at least, more when a list of routes was longer; messages beyond apply_msg_cap bytes come back
 -- as the error code's text.
@@ -493,29 +677,43 @@ local function to_version(v)
     return n
 end
 
-local function same_version(a, b)
-    if type(a) == "cdata" or type(b) == "cdata" then
-        return ffi.cast("uint64_t", a) == ffi.cast("uint64_t", b)
+local function start_options(opts)
+    local chunk, yield, copy, at = DEFAULT_CHUNK, nil, false, nil
+    if opts ~= nil then
+        if type(opts) ~= "table" then
+            return nil, "options must be a table, got " .. type(opts)
+        end
+        chunk = opts.chunk or chunk
+        if type(chunk) ~= "number" or chunk < 1 or chunk ~= math.floor(chunk) then
+            return nil, "opts.chunk must be a positive integer, got " .. tostring(opts.chunk)
+        end
+        yield, copy, at = opts.yield, opts.copy and true or false, opts.at
+        if yield ~= nil and type(yield) ~= "function" then
+            return nil, "opts.yield must be a function, got " .. type(yield)
+        end
+        if at ~= nil and type(at) ~= "function" then
+            return nil, "opts.at must be a function, got " .. type(at)
+        end
     end
-    return a == b
+    return { chunk = chunk, yield = yield, copy = copy, at = at, of = opts and opts.of }
 end
 
 -- Starts bringing the router to `routes` as version `version` on its builder thread and returns
 -- at once (the current table keeps answering): true, or nil and an error (nothing started).
 --
 -- `version`: an integer from 0 to 2^53, or uint64_t cdata; sync_apply returns it with the
--- outcome. Outcomes come in the order started; a start supersedes a list still queued and an
--- outcome not yet applied (sync_apply never returns an outcome after a newer one).
+-- outcome. Outcomes come one per version, in the order started; a whole list supersedes the
+-- versions started before it whose build has not begun.
 -- `routes`: as for r:sync (an array of route tables, or parallel arrays), or a string holding
 -- a TSV or JSON route list (as `atc-router check` reads route files), read on the builder
--- thread. A string is lent, not copied: it is anchored in the router until its outcome (or a
--- later one) is applied; `opts.copy = true` copies it instead.
+-- thread. A string is lent, not copied: it is anchored in the router until its outcome is
+-- taken; `opts.copy = true` copies it instead.
 -- `mode`: "all_or_nothing" (default) or "apply_valid", as for r:sync.
--- `opts.chunk`: routes handed over per FFI call for a table (default 1000: about 0.3 ms of the
+-- `opts.chunk`: routes handed over per FFI call for a table (default 1000: about 0.1 ms of the
 -- worker's time each); `opts.yield`: a function called between two chunks, which may yield
 -- (ngx.sleep(0), coroutine.yield); when it returns a value other than nil, the start is
--- abandoned and sync_start returns nil and that value. The table must not change until
--- sync_start returns.
+-- abandoned and sync_start returns nil and that value. `opts.at(i)`: the position route i's
+-- errors name (default i). The table must not change until sync_start returns.
 function _M:sync_start(version, routes, mode, opts)
     local v, verr = to_version(version)
     if not v then
@@ -526,69 +724,34 @@ function _M:sync_start(version, routes, mode, opts)
         return nil, "unknown sync mode " .. tostring(mode)
             .. " (expected \"all_or_nothing\" or \"apply_valid\")"
     end
-    local chunk, yield, copy = DEFAULT_CHUNK, nil, false
-    if opts ~= nil then
-        if type(opts) ~= "table" then
-            return nil, "options must be a table, got " .. type(opts)
-        end
-        chunk = opts.chunk or chunk
-        if type(chunk) ~= "number" or chunk < 1 or chunk ~= math.floor(chunk) then
-            return nil, "opts.chunk must be a positive integer, got " .. tostring(opts.chunk)
-        end
-        yield, copy = opts.yield, opts.copy and true or false
-        if yield ~= nil and type(yield) ~= "function" then
-            return nil, "opts.yield must be a function, got " .. type(yield)
-        end
+    local o, oerr = start_options(opts)
+    if not o then
+        return nil, oerr
     end
     local pending = self.bg.pending
     if type(routes) == "string" then
         arm()
         local rc = lib.atc_router_sync_start_text(self.ptr, v, routes, #routes,
-            copy and TEXT_COPY or TEXT_BORROW, mode_code, errbuf, errlen)
+            o.copy and TEXT_COPY or TEXT_BORROW, mode_code, errbuf, errlen)
         if rc ~= 0 then
             return nil, message(rc)
         end
-        pending[#pending + 1] = { version = version_value(v), text = (not copy) and routes or true }
+        pending[#pending + 1] = { version = version_value(v), text = (not o.copy) and routes or true }
         return true
     end
     local ids, priorities, expressions, n = list_form(routes)
     if not ids and not n then
         return nil, priorities
     end
-    local size = math.min(chunk, math.max(n, 1))
-    if size > chunk_cap then
-        chunk_cap = size
-        chunk_buf = ffi.new("atc_route[?]", chunk_cap)
-    end
     -- Freed by the collector if this function raises or stops early; taken by the start.
-    local list = ffi.gc(lib.atc_route_list_new(), lib.atc_route_list_free)
+    local list = new_list()
     if list == nil then
         return nil, "resty.router: cannot make a route list"
     end
-    local bad = nil
-    local first = 1
-    while first <= n do
-        local last = math.min(first + chunk - 1, n)
-        -- chunk_buf may have grown while an earlier chunk yielded: take it now.
-        local buf = chunk_buf
-        if last - first + 1 > chunk_cap then
-            chunk_cap = last - first + 1
-            chunk_buf = ffi.new("atc_route[?]", chunk_cap)
-            buf = chunk_buf
-        end
-        bad = fill(buf, routes, ids, priorities, expressions, first, last, bad)
-        arm()
-        local rc = lib.atc_route_list_add(list, buf, last - first + 1, errbuf, errlen)
-        if rc ~= 0 then
-            return nil, message(rc)
-        end
-        first = last + 1
-        if yield and first <= n then
-            local stop = yield()
-            if stop ~= nil then
-                return nil, stop
-            end
-        end
+    local stop, err = add_entries(list, routes, ids, priorities, expressions, 1, n, o.chunk,
+        o.yield, o.at)
+    if stop ~= nil then
+        return nil, err or stop
     end
     arm()
     local rc = lib.atc_router_sync_start(self.ptr, v, list, mode_code, errbuf, errlen)
@@ -596,7 +759,49 @@ function _M:sync_start(version, routes, mode, opts)
         return nil, message(rc)
     end
     ffi.gc(list, nil) -- the router has it now
-    pending[#pending + 1] = { version = version_value(v), routes = routes, ids = ids, bad = bad }
+    pending[#pending + 1] = { version = version_value(v), routes = routes, ids = ids, n = n }
+    return true
+end
+
+-- Starts applying a list of changes (as for r:update) as version `version` on the builder
+-- thread, and returns: true, or nil and an error. As sync_start otherwise (`opts` the same,
+-- `opts.at(i)` naming upsert i; with `opts.of = { routes =, ids = }`, the whole list those
+-- positions are in, which the errors' ids are read from), except that a list of changes
+-- supersedes nothing: every change reaches the table, in order.
+function _M:update_start(version, changes, mode, opts)
+    local v, verr = to_version(version)
+    if not v then
+        return nil, verr
+    end
+    local mode_code = MODES[mode or "all_or_nothing"]
+    if not mode_code then
+        return nil, "unknown sync mode " .. tostring(mode)
+            .. " (expected \"all_or_nothing\" or \"apply_valid\")"
+    end
+    local o, oerr = start_options(opts)
+    if not o then
+        return nil, oerr
+    end
+    local c, cerr = changes_form(changes)
+    if not c then
+        return nil, cerr
+    end
+    local list = new_list()
+    if list == nil then
+        return nil, "resty.router: cannot make a route list"
+    end
+    local stop, err = add_changes(list, c, o.chunk, o.yield, o.at)
+    if stop ~= nil then
+        return nil, err or stop
+    end
+    arm()
+    local rc = lib.atc_router_update_start(self.ptr, v, list, mode_code, errbuf, errlen)
+    if rc ~= 0 then
+        return nil, message(rc)
+    end
+    ffi.gc(list, nil)
+    local p = self.bg.pending
+    p[#p + 1] = { version = version_value(v), changes = c, n = c.n + #c.remove, of = o.of }
     return true
 end
 
@@ -658,26 +863,19 @@ function _M:sync_state()
     return state, version_value(version_out[0])
 end
 
--- Applies the outcome of the background sync, between two requests (it does not yield):
+-- Takes the next outcome of the background builds, between two requests (it does not yield),
+-- one per version handed over, in order:
 --   version, report        the new table is in (report as from r:sync)
 --   nil, err, errs, version   the list of `version` was refused (errs as from r:sync; for a list
 --                          in text `index` is the route's line and `id` is nil), or its build
 --                          failed (errs nil); the current table stays
+--   nil, err, nil, version, "superseded"   `version` was never built: a whole list started
+--                          after it took its place
 --   false                  nothing is ready (sync_state says whether a build runs)
 function _M:sync_apply()
     local pending = self.bg.pending
-    local want = APPLY_ERRORS_MIN
-    for _, p in ipairs(pending) do
-        if p.ids then
-            want = math.max(want, #p.ids)
-        elseif p.routes then
-            want = math.max(want, #p.routes)
-        end
-    end
-    if want > errors_cap then
-        errors_cap = want
-        errors_buf = ffi.new("atc_sync_error[?]", errors_cap)
-    end
+    local entry = pending[1]
+    ensure_errors(math.max(APPLY_ERRORS_MIN, entry and entry.n or 0))
     if not apply_msg_buf then
         apply_msg_buf = ffi.new("char[?]", apply_msg_cap)
     end
@@ -689,56 +887,37 @@ function _M:sync_apply()
     if rc == ERR_NOT_READY then
         return false
     end
-    if rc ~= 0 and rc ~= ERR_ROUTES and rc ~= ERR_PANIC then
+    if rc ~= 0 and rc ~= ERR_ROUTES and rc ~= ERR_PANIC and rc ~= ERR_SUPERSEDED then
         return nil, message(rc)
     end
     local v = version_value(version_out[0])
-    -- The outcome of the earliest start of `v` still pending, or of a later one: the builder
-    -- reads none of the lists up to it any more.
-    local entry, upto = nil, 0
-    for i, p in ipairs(pending) do
-        if same_version(p.version, v) then
-            entry, upto = p, i
-            break
-        end
-    end
-    if upto > 0 then
-        local rest = {}
-        for i = upto + 1, #pending do
-            rest[#rest + 1] = pending[i]
-        end
-        self.bg.pending = rest
-    end
+    -- This outcome is the first list's: the builder reads it no more.
+    table.remove(pending, 1)
     if rc == ERR_PANIC then
         return nil, message(rc), nil, v
+    end
+    if rc == ERR_SUPERSEDED then
+        return nil, message(rc), nil, v, "superseded"
     end
     local errs = {}
     local errs_read = tonumber(errors_len[0])
     if errs_read > 0 then
-        local text = entry == nil or entry.routes == nil
-        errs = read_errors(errs_read, entry and entry.routes, entry and entry.ids,
-            entry and entry.bad, text)
-    end
-    local total = tonumber(report.errors)
-    if rc == ERR_ROUTES then
-        local first = errs[1]
-        if not first then
-            -- The text as a whole could not be read.
-            return nil, message(rc), errs, v
+        local from = nil
+        if entry and entry.of then
+            from = entry.of
+        elseif entry and entry.changes then
+            from = { changes = entry.changes }
+        elseif entry and entry.routes then
+            from = { routes = entry.routes, ids = entry.ids }
         end
-        local where = first.id and ("route #" .. first.index .. " (" .. first.id .. ")")
-            or ("route at line " .. first.index)
-        return nil, total .. " invalid route(s), nothing changed; " .. where .. ": "
-            .. first.message, errs, v
+        errs = read_errors(errs_read, from)
     end
-    return v, {
-        added = tonumber(report.added),
-        removed = tonumber(report.removed),
-        changed = tonumber(report.changed),
-        unchanged = tonumber(report.unchanged),
-        errors = errs,
-        errors_total = total,
-    }
+    if rc == ERR_ROUTES then
+        return nil, message(rc), errs, v
+    end
+    local r = report_table(errs)
+    r.errors_total = tonumber(report.errors)
+    return v, r
 end
 
 ---------------------------------------------------------------------------------------------

@@ -194,6 +194,14 @@ function _M.step(gw)
         -- This worker's last image could not be written: it waits before building again.
         return true, "building"
     end
+    if updates.is_changes(want.routes) and not (sh.built ~= nil and sh.built == gw.applied) then
+        -- Changes apply to the table this worker's builder holds: only the worker that built
+        -- the version in force has it.
+        sh.want = nil
+        return nil, "with share, a list of changes is applied by the node's builder, the "
+            .. "worker that built the version in force (" .. tostring(gw.applied)
+            .. "): hand this worker the whole list"
+    end
     if dict:add(k .. ":lock", pid(), _M.LOCK_TTL) then
         sh.building = want.version
         _M.heartbeat(gw)
@@ -287,6 +295,7 @@ function _M.installed(gw, version)
         return
     end
     sh.retry_pause, sh.retry_at = nil, nil
+    sh.built = version
     start_open(gw, version, path, true)
     _M.arm(gw)
 end

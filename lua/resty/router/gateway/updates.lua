@@ -3,15 +3,21 @@
 -- how many phases.
 --
 -- Update model (docs/gateway.md, "The update model"). update() hands the list to the router's
--- builder thread (r:sync_start) and returns; the built table is swapped in later, between two
--- requests, by poll(): from route() (one atomic load per request says whether an outcome
--- waits), from a timer the gateway arms while builds are in flight, or from wait(). Where no
--- request can be stalled and no timer runs (nginx's init and init_worker phases, plain Lua
--- without ngx) update() applies the list before it returns, as r:sync does.
+-- builder thread (r:sync_start for a whole list, r:update_start for a list of changes) and
+-- returns; the built table is swapped in later, between two requests, by poll(): from route()
+-- (one atomic load per request says whether an outcome waits), from a timer the gateway arms
+-- while builds are in flight, or from wait(). Where no request can be stalled and no timer runs
+-- (nginx's init and init_worker phases, plain Lua without ngx) update() applies the list before
+-- it returns, as r:sync does.
+--
+-- A whole list given as Lua tables is compared with the last one handed over
+-- (resty.router.gateway.diff) and, when that can be done, only what changed crosses the FFI, as
+-- a list of changes; a list in text crosses as one string, read on the builder thread.
 --
 -- Each update that reaches the builder is a job with a number of its own (the builder's
--- version: the caller's versions may be any Lua value compared with ==), a status ("pending",
--- "applied", "refused", "superseded"), and its place in the order lists were handed over.
+-- version: the caller's versions may be any Lua value compared with ==), a status ("queued",
+-- "pending", "applied", "refused", "superseded"), and its place in the order lists were handed
+-- over. The builder gives each job exactly one outcome, in that order.
 --
 -- Invariants:
 -- * A plan is made whole from the router's field list and key fields right after the table is
@@ -22,15 +28,20 @@
 -- * Every field in use has exactly one step, in `steps`, and in exactly one of `key_steps`
 --   (the fields of the router's indexes) and `lazy_steps` (read only when the request's
 --   candidate routes need them).
--- * Lists reach the builder in the order of the update() calls that made them (a call whose
---   loader or hand-over yields gives way to a later call that got its list in first), and the
---   builder applies them in that order, dropping what a newer list supersedes: an older version
---   is never applied over a newer one.
+-- * Lists reach the builder in the order of the update() calls that made them (a whole list
+--   whose loader or hand-over yields gives way to a later call that got its list in first; a
+--   list of changes never gives way: it waits behind a whole list being handed over or waiting
+--   for the builder, and goes after it), and the builder applies them in that order: an older
+--   version is never applied over a newer one, and no change is lost.
+-- * `gw.sent` (the diff's copy of the last whole list handed over) describes what the builder
+--   builds on, or is nil: it is dropped when a job is refused, superseded, applied with invalid
+--   routes left out, or when anything but a whole list in Lua tables is handed over.
 
 local bit = require("bit")
 local ffi = require("ffi")
 local router = require("resty.router.router")
 local request = require("resty.router.gateway.request")
+local diff = require("resty.router.gateway.diff")
 
 local type, tostring, tonumber, ipairs, pairs, pcall, next =
     type, tostring, tonumber, ipairs, pairs, pcall, next
@@ -187,6 +198,10 @@ local function finish(gw, job, status, report, err, errs)
     if job.seq then
         gw.jobs[job.seq] = nil
     end
+    if job.uses_sent and status ~= "applied" then
+        -- The builder's table is not what `sent` says: the next whole list goes whole.
+        gw.sent = nil
+    end
     remember(gw, job)
 end
 
@@ -204,9 +219,14 @@ end
 -- Sharing (resty.router.gateway.share), the router's table only builds the image every worker
 -- routes from: the share module maps it and switches.
 local function installed(gw, job, report)
+    job.applied_at = now_ms()
     if not gw.share then
         gw.plan = _M.plan(gw.router, gw.context, gw.extractors)
         gw.applied = job.version
+    end
+    if job.uses_sent and report.errors and #report.errors > 0 then
+        -- Invalid routes were left out or kept at their version: the table differs from `sent`.
+        gw.sent = nil
     end
     finish(gw, job, "applied", report)
     if gw.error and gw.error.order < job.order then
@@ -217,15 +237,11 @@ local function installed(gw, job, report)
     end
 end
 
--- Applies the outcome of the background sync, if one waits: true when one was taken (applied
--- or refused). Never yields.
-function _M.poll(gw)
+-- Takes one outcome of the builder, if one waits: true when one was taken. Never yields.
+local function take(gw)
     local r = gw.router
-    if not r:sync_ready() then
-        return false
-    end
     local t0 = cpu_ms()
-    local v, a, b, c = r:sync_apply()
+    local v, a, b, c, superseded = r:sync_apply()
     if v == false then
         return false
     end
@@ -245,22 +261,27 @@ function _M.poll(gw)
         job.apply_ms = cpu_ms() - t0
         a.worker = { handover_ms = job.handover_ms, longest_ms = job.longest_ms,
             apply_ms = job.apply_ms }
+        a.waited_ms = job.applied_at - (job.handed_at or job.applied_at)
+    elseif superseded then
+        finish(gw, job, "superseded", nil, a)
     else
         finish(gw, job, "refused", nil, a, b)
         set_error(gw, job.version, a, b)
         log("ERR", "resty.router.gateway: version ", tostring(job.version), " refused, ",
             tostring(gw.applied), " stays in force: ", a)
     end
-    -- The builder never applies a list after a newer one: the jobs handed over before this
-    -- one are over.
-    for _, other in pairs(gw.jobs) do
-        if other.order < job.order then
-            finish(gw, other, "superseded", nil, "version " .. tostring(other.version)
-                .. " was superseded by version " .. tostring(job.version)
-                .. " before it was applied")
-        end
-    end
     return true
+end
+
+-- Applies the outcomes of the background builds that wait (one per version handed over, in
+-- order): true when one was taken (applied, refused or superseded). Never yields.
+function _M.poll(gw)
+    local r = gw.router
+    local any = false
+    while r:sync_ready() and take(gw) do
+        any = true
+    end
+    return any
 end
 
 local poll = _M.poll
@@ -272,7 +293,7 @@ local function on_timer(premature, gw)
     end
     poll(gw)
     _M.flush(gw)
-    if next(gw.jobs) ~= nil or gw.next ~= nil or gw.handing then
+    if next(gw.jobs) ~= nil or gw.next ~= nil or #gw.deltas > 0 or gw.handing then
         _M.arm_timer(gw)
     end
 end
@@ -280,10 +301,11 @@ end
 -- Arms the timer that applies outcomes while builds are in flight (route() applies them too,
 -- but a worker without traffic still gets the new table).
 function _M.arm_timer(gw)
-    if gw.timer_armed then
+    local ngx = ngx_api()
+    if gw.timer_armed or not (ngx and ngx.timer and ngx.timer.at) then
+        -- Without timers (plain Lua), update() waits for its outcome itself.
         return
     end
-    local ngx = ngx_api()
     local ok, err = ngx.timer.at(gw.poll_interval, on_timer, gw)
     if ok then
         gw.timer_armed = true
@@ -292,6 +314,12 @@ function _M.arm_timer(gw)
             "them): ", err)
     end
 end
+
+-- Whether `routes` is a list of changes ({ upsert =, remove = }) rather than a whole list.
+local function is_changes(routes)
+    return type(routes) == "table" and (routes.upsert ~= nil or routes.remove ~= nil)
+end
+_M.is_changes = is_changes
 
 -- What update() answers when `version` needs no new list: true and "applied" or "building",
 -- nil and the refusal, or nothing (a list is to be handed over). `loader`: the list comes from
@@ -315,18 +343,30 @@ local function settled(gw, version, mode, loader)
     return nil
 end
 
+local too_soon, defer, handover, queue_changes
+
 -- update() where it must not return before the list is applied: the builder and a blocking
 -- wait, so that the builder keeps its copy of the table and the next background sync costs
 -- what changed (its report counts against the table in force, and apply-valid keeps a known
--- route whose new version is invalid). r:sync for a table with updates = "sync" (the builder
+-- route whose new version is invalid). r:sync (or r:update) with updates = "sync" (the builder
 -- is never used then) and in nginx's init phase: a thread started in the master would not
 -- survive the fork into the workers, and neither would its copy.
-local function update_now(gw, version, routes, mode)
+local function update_now(gw, version, routes, mode, ticket)
     local r = gw.router
     if type(routes) == "table" and next(gw.jobs) == nil
         and (gw.updates == "sync" or phase() == "init") then
         local job = new_job(gw, version, mode)
-        local report, err, errs = r:sync(routes, mode)
+        local report, err, errs
+        if is_changes(routes) then
+            report, err, errs = r:update(routes, mode)
+            gw.sent = nil
+        else
+            report, err, errs = r:sync(routes, mode)
+            if report then
+                local ids, prios, exprs, n = router.list_form(routes)
+                gw.sent = #report.errors == 0 and diff.copy(routes, ids, prios, exprs, n) or nil
+            end
+        end
         if not report then
             finish(gw, job, "refused", nil, err, errs)
             set_error(gw, version, err, errs)
@@ -335,13 +375,14 @@ local function update_now(gw, version, routes, mode)
         installed(gw, job, report)
         return true, "applied", report
     end
-    local job = new_job(gw, version, mode)
-    local ok, err = r:sync_start(job.seq, routes, mode)
+    -- Waited for here: no timer to arm.
+    local rec = { version = version, routes = routes, mode = mode, ticket = ticket,
+        changes = is_changes(routes), blocking = true }
+    local ok, err = handover(gw, rec)
     if not ok then
-        finish(gw, job, "refused", nil, err)
-        set_error(gw, version, err)
         return nil, err
     end
+    local job = rec
     while job.status == "pending" do
         if not poll(gw) then
             sleep_ms(1)
@@ -352,8 +393,6 @@ local function update_now(gw, version, routes, mode)
     end
     return nil, job.err, job.errs
 end
-
-local too_soon, defer, handover
 
 -- Brings gateway `gw` to `routes` as `version` (see resty.router.gateway's update() for the
 -- arguments and results).
@@ -391,7 +430,8 @@ function _M.update(gw, version, routes, mode)
         if ok ~= nil or a ~= nil then
             return ok, a, b
         end
-        if gw.started > ticket or (gw.next and gw.next.ticket > ticket) then
+        if not is_changes(list)
+            and (gw.started > ticket or (gw.next and gw.next.ticket > ticket)) then
             return nil, "version " .. tostring(version) .. " was superseded by version "
                 .. tostring(gw.newest.version) .. " while its loader ran"
         end
@@ -401,18 +441,28 @@ function _M.update(gw, version, routes, mode)
     end
     if not async(gw) then
         gw.started = ticket
-        return update_now(gw, version, routes, mode)
+        return update_now(gw, version, routes, mode, ticket)
+    end
+    if is_changes(routes) then
+        return queue_changes(gw, { version = version, routes = routes, mode = mode,
+            ticket = ticket, changes = true })
     end
     if too_soon(gw) then
         return defer(gw, version, routes, mode, ticket)
     end
-    -- The builder is free: this list goes now, and one still waiting never will (it is older).
+    -- The builder is free: this list goes now, and the ones still waiting never will (they are
+    -- older).
+    local why = "version %s was superseded by version " .. tostring(version)
+        .. " before it was handed over"
     local waiting = gw.next
     if waiting then
         gw.next = nil
-        finish(gw, waiting, "superseded", nil, "version " .. tostring(waiting.version)
-            .. " was superseded by version " .. tostring(version) .. " before it was handed over")
+        finish(gw, waiting, "superseded", nil, why:format(tostring(waiting.version)))
     end
+    for _, d in ipairs(gw.deltas) do
+        finish(gw, d, "superseded", nil, why:format(tostring(d.version)))
+    end
+    gw.deltas = {}
     return handover(gw, { version = version, routes = routes, mode = mode, ticket = ticket })
 end
 
@@ -420,48 +470,71 @@ end
 -- (its request was ended while it yielded): later lists stop waiting for it.
 local HANDING_STALE_MS = 1000
 
--- Whether a list must wait: the builder has one, another is being handed over (in chunks,
--- yielding: starting a newer one would make it give way, and at 50 pushes a second no
+local function handing(gw)
+    return gw.handing ~= nil and now_ms() - gw.handing_at < HANDING_STALE_MS
+end
+
+-- Whether a whole list must wait: the builder has one, another is being handed over (in
+-- chunks, yielding: starting a newer one would make it give way, and at 50 pushes a second no
 -- hand-over of a large table would ever end), or the last hand-over is not `update_interval`
 -- old.
 function too_soon(gw)
-    if next(gw.jobs) ~= nil then
+    if next(gw.jobs) ~= nil or handing(gw) then
         return true
     end
-    local now = now_ms()
-    if gw.handing and now - gw.handing_at < HANDING_STALE_MS then
-        return true
-    end
-    return gw.update_interval > 0 and now - gw.last_handover < gw.update_interval * 1000
+    return gw.update_interval > 0 and now_ms() - gw.last_handover < gw.update_interval * 1000
 end
 
--- A list that waits for the build in flight (or for update_interval): only the newest one
--- waiting is handed over, by the timer (or wait()) once the builder is free. An earlier call
--- still in its loader gives way to it; a hand-over in progress does not.
-function defer(gw, version, routes, mode, ticket)
-    local prev = gw.next
-    if prev then
-        finish(gw, prev, "superseded", nil, "version " .. tostring(prev.version)
-            .. " was superseded by version " .. tostring(version) .. " before it was handed over")
-    end
-    local rec = { version = version, routes = routes, mode = mode, ticket = ticket,
-        status = "queued" }
-    gw.next, gw.newest = rec, rec
-    gw.latest[version] = rec
+local function queued(gw, rec)
+    rec.status = "queued"
+    gw.newest = rec
+    gw.latest[rec.version] = rec
     _M.arm_timer(gw)
     return true, "building"
 end
 
--- Hands `rec`'s list (rec.version, rec.routes, rec.mode, rec.ticket) to the builder; `rec`
--- becomes its job. true, "building"; or nil and why (superseded while it yielded, or the start
--- failed: then kept by last_error()).
+-- A whole list that waits for the builds in flight (or for update_interval): only the newest
+-- one waiting is handed over, by the timer (or wait()) once the builder is free; the lists of
+-- changes waiting for an older one go with it (superseded). An earlier call still in its loader
+-- gives way to it; a hand-over in progress does not.
+function defer(gw, version, routes, mode, ticket)
+    local prev = gw.next
+    local why = "version %s was superseded by version " .. tostring(version)
+        .. " before it was handed over"
+    if prev then
+        finish(gw, prev, "superseded", nil, why:format(tostring(prev.version)))
+    end
+    for _, d in ipairs(gw.deltas) do
+        finish(gw, d, "superseded", nil, why:format(tostring(d.version)))
+    end
+    gw.deltas = {}
+    local rec = { version = version, routes = routes, mode = mode, ticket = ticket }
+    gw.next = rec
+    return queued(gw, rec)
+end
+
+-- A list of changes: handed over now, unless a whole list is being handed over or waits to be
+-- (it goes after that one, in order).
+function queue_changes(gw, rec)
+    if gw.next ~= nil or handing(gw) or #gw.deltas > 0 then
+        gw.deltas[#gw.deltas + 1] = rec
+        return queued(gw, rec)
+    end
+    return handover(gw, rec)
+end
+
+-- Hands `rec`'s list (rec.version, rec.routes, rec.mode, rec.ticket; rec.changes for a list of
+-- changes) to the builder; `rec` becomes its job. true, "building"; or nil and why (superseded
+-- while it yielded, or the start failed: then kept by last_error()).
 function handover(gw, rec)
     local version, ticket = rec.version, rec.ticket
+    local r = gw.router
     -- What the hand-over holds the worker: its time less the yields, and the longest stretch
     -- without a yield.
     local held, longest, since = 0, 0, cpu_ms()
     local opts = { chunk = gw.chunk }
     local ngx = ngx_api()
+    local whole = not rec.changes
     if ngx_phase_sleeps[phase()] and ngx.sleep then
         opts.yield = function()
             local t = cpu_ms()
@@ -469,61 +542,120 @@ function handover(gw, rec)
             ngx.sleep(0)
             since = cpu_ms()
             gw.handing_at = now_ms()
-            if gw.started > ticket then
+            if whole and gw.started > ticket then
                 return "version " .. tostring(version) .. " was superseded by version "
                     .. tostring(gw.newest.version) .. " while its list was handed over"
             end
         end
     end
     -- The job's number is the one the builder gets; it is taken now, but the job counts as
-    -- started only once sync_start returned (its place in `order`).
+    -- started only once the start returned (its place in `order`).
     local seq = gw.seq + 1
     gw.seq = seq
-    if opts.yield then
+    if opts.yield and whole then
         gw.handing, gw.handing_at = ticket, now_ms()
     end
-    local started, err = gw.router:sync_start(seq, rec.routes, rec.mode, opts)
+    local started, err
+    local routes = rec.routes
+    local sent = nil
+    if rec.changes then
+        gw.sent = nil
+        started, err = r:update_start(seq, routes, rec.mode, opts)
+        if started then
+            local _, _, _, nu = router.list_form(routes.upsert or {})
+            gw.crossed = gw.crossed + (nu or 0) + #(routes.remove or {})
+        end
+    elseif type(routes) == "string" then
+        gw.sent = nil
+        started, err = r:sync_start(seq, routes, rec.mode, opts)
+    else
+        local ids, prios, exprs, n = router.list_form(routes)
+        local changes, at = nil, nil
+        if n and gw.sent then
+            changes, at = diff.of(gw.sent, routes, ids, prios, exprs, n, opts.yield)
+            if not changes then
+                gw.sent = nil
+            end
+        end
+        if changes then
+            -- Only what changed crosses, named by its place in the caller's list.
+            opts.at = function(i) return at[i] end
+            opts.of = { routes = routes, ids = ids }
+            started, err = r:update_start(seq, changes, rec.mode, opts)
+            sent = gw.sent
+            gw.crossed = gw.crossed + #at + #changes.remove
+        else
+            if n then
+                sent = diff.copy(routes, ids, prios, exprs, n, opts.yield)
+            end
+            started, err = r:sync_start(seq, routes, rec.mode, opts)
+            gw.crossed = gw.crossed + (n or 0)
+        end
+        rec.uses_sent = sent ~= nil
+    end
     if gw.handing == ticket then
         gw.handing = nil
     end
     if not started then
+        gw.sent = nil
         if gw.started <= ticket then
             set_error(gw, version, err)
         end
         return nil, err
     end
+    if rec.uses_sent then
+        gw.sent = sent
+    end
     -- From the last yield of the hand-over to here nothing yielded.
-    gw.started = ticket
+    if whole then
+        gw.started = math.max(gw.started, ticket)
+    end
     gw.last_handover = now_ms()
     gw.order = gw.order + 1
     rec.seq, rec.order, rec.status, rec.routes = seq, gw.order, "pending", nil
+    rec.handed_at = rec.handed_at or gw.last_handover
     gw.jobs[seq] = rec
     gw.newest = rec
     gw.latest[version] = rec
-    _M.arm_timer(gw)
+    if not rec.blocking then
+        _M.arm_timer(gw)
+    end
     local t = cpu_ms()
     rec.handover_ms, rec.longest_ms = held + (t - since), math.max(longest, t - since)
     return true, "building"
 end
 
--- Hands the list that waits over, when the builder is free (from the timer, or wait()).
+-- Hands what waits over: the whole list waiting, when the builder is free (from the timer, or
+-- wait()), then the lists of changes behind it.
 function _M.flush(gw)
     local rec = gw.next
-    if rec == nil or too_soon(gw) then
-        return
-    end
-    gw.next = nil
-    if gw.started > rec.ticket then
-        finish(gw, rec, "superseded", nil, "version " .. tostring(rec.version)
-            .. " was superseded before it was handed over")
-        return
-    end
-    local ok, err = handover(gw, rec)
-    if not ok then
+    if rec ~= nil then
+        if too_soon(gw) then
+            return
+        end
+        gw.next = nil
         if gw.started > rec.ticket then
-            finish(gw, rec, "superseded", nil, err)
+            finish(gw, rec, "superseded", nil, "version " .. tostring(rec.version)
+                .. " was superseded before it was handed over")
         else
-            finish(gw, rec, "refused", nil, err)
+            local ok, err = handover(gw, rec)
+            if not ok then
+                if gw.started > rec.ticket then
+                    finish(gw, rec, "superseded", nil, err)
+                else
+                    finish(gw, rec, "refused", nil, err)
+                end
+            end
+        end
+    end
+    if gw.next ~= nil or handing(gw) then
+        return
+    end
+    while #gw.deltas > 0 do
+        local d = table.remove(gw.deltas, 1)
+        local ok, err = handover(gw, d)
+        if not ok then
+            finish(gw, d, "refused", nil, err)
         end
     end
 end
