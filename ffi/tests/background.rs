@@ -441,3 +441,205 @@ fn a_synchronous_change_between_background_syncs_is_kept_consistent() {
         atc_schema_free(s);
     }
 }
+
+/// The expression of the route `id` holds, or `None`.
+unsafe fn expression_of(r: *mut AtcRouter, id: &str) -> Option<String> {
+    let mut text: *const c_char = std::ptr::null();
+    let mut len = 0usize;
+    match atc_router_route_expression(r, p(id), id.len(), &mut text, &mut len) {
+        ATC_OK => {
+            let bytes = std::slice::from_raw_parts(text.cast::<u8>(), len);
+            Some(String::from_utf8(bytes.to_vec()).unwrap())
+        }
+        ATC_ERR_NOT_FOUND => None,
+        rc => panic!("route_expression: {rc}"),
+    }
+}
+
+/// Random lists of changes (upserts and removals, some of ids not held, some invalid), applied
+/// through `atc_router_update_start` (the builder) to one router and `atc_router_update`
+/// (directly) to another: after every list both hold exactly the model's routes, route every
+/// request as a router synced with the model's whole list does, and refuse exactly the lists
+/// with an invalid route.
+#[test]
+fn random_lists_of_changes_equal_a_fresh_build() {
+    unsafe {
+        let (s, bg) = setup();
+        let direct = atc_router_new(s, null_mut(), null_mut());
+        let n = 80;
+        let mut model: Vec<Option<(u64, String)>> = vec![None; n];
+        let mut x: u64 = 11;
+        let mut rand = |m: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % m
+        };
+        for version in 1..=60u64 {
+            let bad = rand(7) == 0;
+            let (mut ids, mut exprs, mut prios, mut removals) = (vec![], vec![], vec![], vec![]);
+            let mut next = model.clone();
+            let mut seen = vec![false; n];
+            for _ in 0..1 + rand(6) {
+                let i = rand(n as u64) as usize;
+                if std::mem::replace(&mut seen[i], true) {
+                    continue;
+                }
+                let e = format!(r#"http.path ^= "/r{i}/{}""#, rand(3));
+                let prio = rand(3);
+                next[i] = Some((prio, e.clone()));
+                ids.push(id(i));
+                exprs.push(e);
+                prios.push(prio);
+            }
+            for _ in 0..rand(4) {
+                let i = rand(n as u64) as usize;
+                if !std::mem::replace(&mut seen[i], true) {
+                    next[i] = None;
+                    removals.push(id(i));
+                }
+            }
+            if bad {
+                exprs[0] = "http.path ==".into();
+            }
+            let list = |_: ()| {
+                let l = atc_route_list_new();
+                let routes: Vec<AtcRoute> = (0..ids.len())
+                    .map(|k| AtcRoute {
+                        id: p(&ids[k]),
+                        id_len: ids[k].len(),
+                        priority: prios[k],
+                        expr: p(&exprs[k]),
+                        expr_len: exprs[k].len(),
+                        position: 0,
+                    })
+                    .collect();
+                let gone: Vec<AtcRoute> = removals
+                    .iter()
+                    .map(|i| AtcRoute {
+                        id: p(i),
+                        id_len: i.len(),
+                        priority: 0,
+                        expr: std::ptr::null(),
+                        expr_len: 0,
+                        position: 0,
+                    })
+                    .collect();
+                assert_eq!(
+                    atc_route_list_add(l, routes.as_ptr(), routes.len(), null_mut(), null_mut()),
+                    ATC_OK
+                );
+                assert_eq!(
+                    atc_route_list_remove(l, gone.as_ptr(), gone.len(), null_mut(), null_mut()),
+                    ATC_OK
+                );
+                l
+            };
+            let l = list(());
+            let rc = atc_router_update(
+                direct,
+                l,
+                ATC_SYNC_ALL_OR_NOTHING,
+                null_mut(),
+                null_mut(),
+                null_mut(),
+                null_mut(),
+                null_mut(),
+                null_mut(),
+                null_mut(),
+            );
+            atc_route_list_free(l);
+            assert_eq!(rc, if bad { ATC_ERR_ROUTES } else { ATC_OK }, "{version}");
+            let l = list(());
+            assert_eq!(
+                atc_router_update_start(
+                    bg,
+                    version,
+                    l,
+                    ATC_SYNC_ALL_OR_NOTHING,
+                    null_mut(),
+                    null_mut()
+                ),
+                ATC_OK
+            );
+            wait_ready(bg);
+            let mut v = 0u64;
+            let rc = atc_router_sync_apply(
+                bg,
+                &mut v,
+                null_mut(),
+                null_mut(),
+                null_mut(),
+                null_mut(),
+                null_mut(),
+                null_mut(),
+                null_mut(),
+            );
+            assert_eq!(
+                (rc, v),
+                (if bad { ATC_ERR_ROUTES } else { ATC_OK }, version)
+            );
+            if !bad {
+                model = next;
+            }
+            // Both hold the model, and route as a fresh router of the model's list.
+            let whole: Vec<(String, u64, String)> = model
+                .iter()
+                .enumerate()
+                .filter_map(|(i, m)| m.as_ref().map(|(p, e)| (id(i), *p, e.clone())))
+                .collect();
+            let fresh = atc_router_new(s, null_mut(), null_mut());
+            let routes: Vec<AtcRoute> = whole
+                .iter()
+                .map(|(i, pr, e)| AtcRoute {
+                    id: p(i),
+                    id_len: i.len(),
+                    priority: *pr,
+                    expr: p(e),
+                    expr_len: e.len(),
+                    position: 0,
+                })
+                .collect();
+            let l = atc_route_list_new();
+            atc_route_list_add(l, routes.as_ptr(), routes.len(), null_mut(), null_mut());
+            let rc = atc_router_sync(
+                fresh,
+                l,
+                ATC_SYNC_ALL_OR_NOTHING,
+                null_mut(),
+                null_mut(),
+                null_mut(),
+                null_mut(),
+                null_mut(),
+                null_mut(),
+                null_mut(),
+            );
+            atc_route_list_free(l);
+            assert_eq!(rc, ATC_OK);
+            for r in [bg, direct] {
+                let mut len = 0;
+                atc_router_len(r, &mut len);
+                assert_eq!(len, whole.len(), "version {version}");
+                for (i, m) in model.iter().enumerate() {
+                    assert_eq!(
+                        expression_of(r, &id(i)),
+                        m.as_ref().map(|m| m.1.clone()),
+                        "route {i} after version {version}"
+                    );
+                    for k in 0..3 {
+                        let path = format!("/r{i}/{k}");
+                        assert_eq!(
+                            route_of(s, r, &path),
+                            route_of(s, fresh, &path),
+                            "{path} after version {version}"
+                        );
+                    }
+                }
+            }
+            atc_router_free(fresh);
+        }
+        atc_router_free(direct);
+        atc_router_free(bg);
+        atc_schema_free(s);
+    }
+}

@@ -154,5 +154,8 @@ lua_tests!(
     async_string_lists,
     updates_in_init_phases_are_applied_at_once,
     async_pushes_wait_for_the_build_in_flight,
+    diff_finds_what_a_whole_list_changes,
+    a_list_of_the_same_strings_crosses_nothing,
+    random_changes_equal_a_fresh_build,
     stats_and_metrics,
 );

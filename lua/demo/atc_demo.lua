@@ -124,12 +124,16 @@ end
 --                  one (the texts are made at init, as a control plane would send them)
 --   "full"         every 2 seconds, a list in text where every id is new (two texts, alternating)
 --   "full_arrays"  the same two lists as Lua arrays
+--   "changes"      every 20 ms, opts.churn_count routes changed, pushed as a list of changes
+--                  (gw:update(version, { upsert = ... })), as an event stream sends them
 -- A changed route gets `&& http.method != "C<k>"` appended to its original expression: a new
 -- expression (parsed and indexed again) that reaches the same requests.
 local CHURN = { active = false, k = 0, pushes = {}, original = {}, kind = nil, texts = nil,
     count = 1 }
-local CHURN_EVERY = { routes10 = 1, apisix = 0.02, pct = 1, full = 2, full_arrays = 2 }
+local CHURN_EVERY = { routes10 = 1, apisix = 0.02, pct = 1, full = 2, full_arrays = 2,
+    changes = 0.02 }
 
+-- Changes `count` routes of STORE in place; returns them.
 local function churn_routes(k, count)
     local ids, n = STORE.ids, #STORE.ids
     local changes = {}
@@ -143,6 +147,7 @@ local function churn_routes(k, count)
             expression = "(" .. original .. ") && http.method != \"C" .. k .. "\"" }
     end
     change(STORE, changes)
+    return changes
 end
 
 local function store_text(store)
@@ -200,6 +205,8 @@ local function churn_step(premature)
     elseif kind == "apisix" then
         churn_routes(k, CHURN.count)
         list = STORE
+    elseif kind == "changes" then
+        list = { upsert = churn_routes(k, CHURN.count) }
     elseif kind == "full" or kind == "full_arrays" then
         list = CHURN.texts[k % 2 + 1]
     else

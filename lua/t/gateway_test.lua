@@ -1396,6 +1396,292 @@ T.async_pushes_wait_for_the_build_in_flight = with_nginx(function()
     eq(slow:version(), "b")
 end)
 
+-- resty.router.gateway.diff: what a whole list changes from the last one, or nil whenever it
+-- cannot be sure (the library then judges the whole list).
+function T.diff_finds_what_a_whole_list_changes()
+    local diff = require("resty.router.gateway.diff")
+    local base = numbered(50, "d")
+    local function sent()
+        return assert(diff.copy(nil, base.ids, base.priorities, base.expressions, 50))
+    end
+    local function arrays(l)
+        local c = { ids = {}, priorities = {}, expressions = {} }
+        for i = 1, #l.ids do
+            c.ids[i], c.priorities[i], c.expressions[i] = l.ids[i], l.priorities[i], l.expressions[i]
+        end
+        return c
+    end
+    local function of(s, l)
+        return diff.of(s, nil, l.ids, l.priorities, l.expressions, #l.ids)
+    end
+    -- The same strings: nothing.
+    local s = sent()
+    local ch, at = of(s, arrays(base))
+    eq(#ch.upsert.ids + #ch.remove + #at, 0)
+    -- Two changed in place (an expression, a priority): those two, at their places.
+    local l = arrays(base)
+    l.expressions[7] = 'http.path ^= "/seven"'
+    l.priorities[9] = 99
+    ch, at = of(s, l)
+    same(ch.upsert.ids, { base.ids[7], base.ids[9] })
+    same(at, { 7, 9 })
+    eq(#ch.remove, 0)
+    eq(s.expressions[7], 'http.path ^= "/seven"', "sent follows")
+    -- Moved entries (one inserted at the front, one taken out of the middle): the new one is
+    -- put in, the gone one taken out, the moved ones are found by id.
+    s = sent()
+    l = arrays(base)
+    local NEW = "a8f2c1e4-0000-4000-8000-999999999999"
+    table.insert(l.ids, 1, NEW)
+    table.insert(l.priorities, 1, 1)
+    table.insert(l.expressions, 1, 'http.path ^= "/new"')
+    table.remove(l.ids, 21); table.remove(l.priorities, 21); table.remove(l.expressions, 21)
+    ch, at = of(s, l)
+    same(ch.upsert.ids, { NEW })
+    same(at, { 1 })
+    same(ch.remove, { base.ids[20] })
+    eq(s.n, 50)
+    -- A shorter list: the tail is taken out.
+    s = sent()
+    l = arrays(base)
+    for _ = 1, 3 do
+        l.ids[#l.ids], l.priorities[#l.priorities], l.expressions[#l.expressions] = nil, nil, nil
+    end
+    ch = of(s, l)
+    same(ch.remove, { base.ids[48], base.ids[49], base.ids[50] })
+    -- Repeats, values that are not strings, most routes new: not judged here.
+    l = arrays(base)
+    l.ids[30] = base.ids[3]
+    eq(of(sent(), l), nil, "a repeated id")
+    l = arrays(base)
+    table.insert(l.ids, base.ids[10]); table.insert(l.priorities, 1); table.insert(l.expressions, "x")
+    eq(of(sent(), l), nil, "a repeated id at the end")
+    l = arrays(base)
+    l.expressions[4] = 5
+    eq(of(sent(), l), nil, "an expression that is not a string")
+    l = arrays(base)
+    l.priorities[4] = "1"
+    eq(of(sent(), l), nil, "a priority that is not a number")
+    eq(of(sent(), numbered(50, "other")) ~= nil, true, "the same ids, new texts: changes")
+    local renamed = arrays(base)
+    for i = 1, 50 do
+        renamed.ids[i] = "b" .. renamed.ids[i]:sub(2)
+    end
+    eq(of(sent(), renamed), nil, "every id new: the whole list goes")
+    -- Route tables and parallel arrays compare alike.
+    local tables = {}
+    for i = 1, 50 do
+        tables[i] = { id = base.ids[i], priority = base.priorities[i], expression = base.expressions[i] }
+    end
+    tables[5] = { id = base.ids[5], priority = 5, expression = 'http.path ^= "/five"' }
+    s = assert(diff.copy(tables, nil, nil, nil, 50))
+    tables[6] = { id = base.ids[6], priority = 6, expression = 'http.path ^= "/six"' }
+    ch, at = diff.of(s, tables, nil, nil, nil, 50)
+    same(at, { 6 })
+end
+
+-- A whole list in Lua tables hands over only what changed since the last one: the same list
+-- again crosses nothing (gw:stats().routes_handed_over counts what crossed), two changes cross
+-- two, and the table is always the list's.
+T.a_list_of_the_same_strings_crosses_nothing = with_nginx(function()
+    async_ngx("content")
+    local gw = assert(gateway.new())
+    local l = numbered(3000, "s")
+    assert(gw:update(1, l))
+    assert(gw:wait(1))
+    eq(gw:stats().routes_handed_over, 3000, "the first list goes whole")
+    assert(gw:update(2, l))
+    local ok, rep = gw:wait(2)
+    assert(ok, rep)
+    eq(gw:stats().routes_handed_over, 3000, "the same strings: nothing crossed")
+    same({ rep.added, rep.removed, rep.changed, rep.unchanged }, { 0, 0, 0, 3000 })
+    l.expressions[10] = 'http.path ^= "/ten"'
+    l.priorities[20] = 7
+    assert(gw:update(3, l))
+    ok, rep = gw:wait(3)
+    assert(ok, rep)
+    eq(gw:stats().routes_handed_over, 3002)
+    same({ rep.added, rep.removed, rep.changed, rep.unchanged }, { 0, 0, 2, 2998 })
+    set_request({ var = { uri = "/ten" } })
+    eq(gw:route(), l.ids[10])
+    -- An invalid route among the changes: refused, named by its place in the whole list; the
+    -- next push goes whole (the gateway no longer knows what the builder holds for sure).
+    l.expressions[30] = "http.path ^="
+    assert(gw:update(4, l))
+    local err, errs
+    ok, err, errs = gw:wait(4)
+    eq(ok, nil)
+    has(err, "1 invalid route(s), nothing changed; route #30 (" .. l.ids[30] .. ")")
+    same({ errs[1].index, errs[1].id }, { 30, l.ids[30] })
+    l.expressions[30] = 'http.path ^= "/thirty"'
+    assert(gw:update(5, l))
+    assert(gw:wait(5))
+    -- (The refused version's one change crossed too.)
+    eq(gw:stats().routes_handed_over, 3003 + 3000)
+    set_request({ var = { uri = "/thirty" } })
+    eq(gw:route(), l.ids[30])
+end)
+
+-- A deterministic stream of pseudo-random numbers (tests must not depend on luck).
+local function rng(seed)
+    local x = seed
+    return function(n)
+        x = (x * 1103515245 + 12345) % 2147483648
+        return x % n + 1
+    end
+end
+
+-- Random lists of changes and whole lists with random edits, through gw:update: after each
+-- version, the gateway's table holds exactly the model's routes, as a router synced with the
+-- model's list does, and routes every request as that router does.
+T.random_changes_equal_a_fresh_build = with_nginx(function()
+    async_ngx("content")
+    local router = require("resty.router.router")
+    local context = require("resty.router.context")
+    local gw = assert(gateway.new())
+    local rand = rng(7)
+    local N = 60
+    local function id(i)
+        return string.format("a8f2c1e4-0000-4000-8000-%012d", i)
+    end
+    local function expr(i, k)
+        return string.format('http.path ^= "/r%d/%d"', i, k)
+    end
+    -- The model: id -> { priority, expression }, and the list order of the last whole list.
+    local model, order = {}, {}
+    local whole = { ids = {}, priorities = {}, expressions = {} }
+    local version = 0
+    local function check()
+        local fresh = router.new(gw.schema)
+        local ids, prios, exprs = {}, {}, {}
+        for i = 1, N do
+            local m = model[id(i)]
+            if m then
+                ids[#ids + 1], prios[#prios + 1], exprs[#exprs + 1] = id(i), m[1], m[2]
+            end
+        end
+        assert(fresh:sync({ ids = ids, priorities = prios, expressions = exprs }))
+        eq(gw.router:stats().routes, #ids, "routes of version " .. version)
+        for i = 1, N do
+            local m = model[id(i)]
+            eq(gw.router:get_expression(id(i)), m and m[2] or nil, "route " .. i)
+        end
+        local c = context.new(gw.schema)
+        for i = 1, N do
+            for k = 0, 3 do
+                c:reset()
+                c:add_value("http.path", string.format("/r%d/%d", i, k))
+                local want = fresh:execute(c) and c:get_result() or nil
+                c:reset()
+                c:add_value("http.path", string.format("/r%d/%d", i, k))
+                local got = gw.router:execute(c) and c:get_result() or nil
+                eq(got, want, "request /r" .. i .. "/" .. k .. " in version " .. version)
+            end
+        end
+    end
+    for step = 1, 40 do
+        version = version + 1
+        local bad = rand(8) == 1
+        if rand(3) == 1 then
+            -- A list of changes.
+            local up, rm, seen, next_model = { ids = {}, priorities = {}, expressions = {} }, {}, {}, {}
+            for k, v in pairs(model) do
+                next_model[k] = v
+            end
+            for _ = 1, rand(6) do
+                local i = rand(N)
+                if not seen[i] then
+                    seen[i] = true
+                    local e = expr(i, rand(4) - 1)
+                    local n = #up.ids + 1
+                    up.ids[n], up.priorities[n], up.expressions[n] = id(i), rand(3), e
+                    next_model[id(i)] = { up.priorities[n], e }
+                end
+            end
+            for _ = 1, rand(3) do
+                local i = rand(N)
+                if not seen[i] then
+                    seen[i] = true
+                    rm[#rm + 1] = id(i)
+                    next_model[id(i)] = nil
+                end
+            end
+            if bad and #up.ids > 0 then
+                up.expressions[1] = "http.path =="
+            end
+            assert(gw:update(version, { upsert = up, remove = rm }))
+            local ok, err = gw:wait(version)
+            eq(not ok, bad and #up.ids > 0, "changes of step " .. step .. ": " .. tostring(err))
+            if ok then
+                model = next_model
+            end
+            -- The next whole list is the model's.
+            whole = nil
+        else
+            -- A whole list: the last one (or the model's) with random edits.
+            if whole == nil then
+                whole = { ids = {}, priorities = {}, expressions = {} }
+                for i = 1, N do
+                    local m = model[id(i)]
+                    if m then
+                        local n = #whole.ids + 1
+                        whole.ids[n], whole.priorities[n], whole.expressions[n] = id(i), m[1], m[2]
+                    end
+                end
+            end
+            local l = { ids = {}, priorities = {}, expressions = {} }
+            for i = 1, #whole.ids do
+                l.ids[i], l.priorities[i], l.expressions[i] = whole.ids[i], whole.priorities[i],
+                    whole.expressions[i]
+            end
+            for _ = 1, rand(4) - 1 do
+                local what, n = rand(4), #l.ids
+                if what == 1 and n > 0 then
+                    local i = rand(n)
+                    l.expressions[i] = expr(tonumber(l.ids[i]:sub(-12)), rand(4) - 1)
+                elseif what == 2 and n > 0 then
+                    local i = rand(n)
+                    table.remove(l.ids, i); table.remove(l.priorities, i)
+                    table.remove(l.expressions, i)
+                elseif what == 3 then
+                    local i = rand(N)
+                    local present = false
+                    for _, x in ipairs(l.ids) do
+                        present = present or x == id(i)
+                    end
+                    if not present then
+                        local at = rand(n + 1)
+                        table.insert(l.ids, at, id(i)); table.insert(l.priorities, at, rand(3))
+                        table.insert(l.expressions, at, expr(i, rand(4) - 1))
+                    end
+                elseif n > 1 then
+                    -- Two entries swap places.
+                    local a, b = rand(n), rand(n)
+                    l.ids[a], l.ids[b] = l.ids[b], l.ids[a]
+                    l.priorities[a], l.priorities[b] = l.priorities[b], l.priorities[a]
+                    l.expressions[a], l.expressions[b] = l.expressions[b], l.expressions[a]
+                end
+            end
+            if bad and #l.ids > 0 then
+                l.expressions[rand(#l.ids)] = "http.path =="
+            end
+            assert(gw:update(version, l))
+            local ok, err = gw:wait(version)
+            eq(not ok, bad and #l.ids > 0, "whole list of step " .. step .. ": " .. tostring(err))
+            if ok then
+                model = {}
+                for i = 1, #l.ids do
+                    model[l.ids[i]] = { l.priorities[i], l.expressions[i] }
+                end
+                whole = l
+            end
+        end
+        check()
+    end
+    -- Most whole lists went over as their changes.
+    eq(gw:stats().routes_handed_over < 40 * N / 2, true, "crossed " .. gw:stats().routes_handed_over)
+end)
+
 -- The Prometheus text's samples, as { [name .. labels] = value text }, after checking that every
 -- sample follows the HELP and TYPE lines of its metric and that counters end in _total.
 local function scrape(text)
