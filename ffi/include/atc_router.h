@@ -639,6 +639,28 @@ int32_t atc_route_list_add(AtcRouteList *list,
                            size_t *errbuf_len);
 
 /**
+ * Appends `n` routes to `list` without reading them: only the `atc_route` values are copied,
+ * and the bytes they point to are read (as `atc_route_list_add` reads them: an unreadable
+ * route is an invalid entry at its position) on the builder thread when the build of the list
+ * starts, or by this library before anything else is appended to the list, or by
+ * `atc_router_sync` / `atc_router_update`. A caller that hands a large list over this way does
+ * no more than fill the `atc_route` values: no copy, no check on its thread. The bytes must stay
+ * valid and unchanged until then; since the caller cannot tell when a build starts, that is:
+ * until `atc_router_sync_apply` has returned the outcome of the version that took the list (or
+ * of a later one), or the router is freed; for a list not handed over, until it is freed or
+ * cleared or another entry is appended. `ATC_ERR_NULL` as for `atc_route_list_add`.
+ *
+ * # Safety
+ * `list` is a live list; `routes` points to `n` routes whose pointers are valid for their
+ * lengths for as long as said above; `errbuf` to `*errbuf_len` bytes (or NULLs).
+ */
+int32_t atc_route_list_lend(AtcRouteList *list,
+                            const atc_route *routes,
+                            size_t n,
+                            char *errbuf,
+                            size_t *errbuf_len);
+
+/**
  * Appends an entry the caller could not read itself (a value of the wrong type in its own
  * list, say), at `position` (from 1; 0: its place among the entries added so far), with `why`
  * (`why_len` bytes of UTF-8; not valid UTF-8 is replaced) and its id when it has one (`id` NULL

@@ -67,9 +67,60 @@ pub const ATC_ERR_SUPERSEDED: i32 = -19;
 
 /// A route list being collected for `atc_router_sync_start` (a whole list) or
 /// `atc_router_update_start` / `atc_router_update` (a list of changes). Opaque.
+//
+// Invariant: the routes lent (`atc_route_list_lend`) come after every entry of `list`, in the
+// order lent; anything else appended to the list first copies them into `list` (`settle`), so
+// the list's order is always the order the caller handed its entries over in.
 #[derive(Debug, Default)]
 pub struct AtcRouteList {
     pub(crate) list: EntryList,
+    lent: Lent,
+}
+
+impl AtcRouteList {
+    /// Copies the routes lent into `list` (reading the caller's memory), in order.
+    fn settle(&mut self) -> &mut EntryList {
+        self.lent.read_into(&mut self.list);
+        &mut self.list
+    }
+
+    /// Every entry, lent ones read: the list itself, or a copy when routes were lent (a list
+    /// the caller keeps is not changed by reading it).
+    pub(crate) fn read(&self) -> std::borrow::Cow<'_, EntryList> {
+        if self.lent.0.is_empty() {
+            return std::borrow::Cow::Borrowed(&self.list);
+        }
+        let mut list = self.list.clone();
+        Lent(self.lent.0.clone()).read_into(&mut list);
+        std::borrow::Cow::Owned(list)
+    }
+
+    /// The number of entries, lent ones included.
+    fn len(&self) -> usize {
+        self.list.len() + self.lent.0.len()
+    }
+}
+
+/// Routes lent by the caller: their `atc_route` values (pointers into the caller's memory), not
+/// read until `read_into`.
+#[derive(Debug, Default)]
+struct Lent(Vec<AtcRoute>);
+
+// SAFETY: the caller of `atc_route_list_lend` keeps the memory the routes point to valid and
+// unchanged until the builder no longer reads it (its contract), and nothing writes it: reading
+// it from the builder thread is sound.
+unsafe impl Send for Lent {}
+
+impl Lent {
+    /// Appends the routes to `list`, copied (each at its position, given when it was lent).
+    fn read_into(&mut self, list: &mut EntryList) {
+        for route in self.0.drain(..) {
+            let at = position(&route, list.len() + 1);
+            // SAFETY: the route's pointers are valid for their lengths until this read (the
+            // contract of `atc_route_list_lend`).
+            unsafe { push_route(list, at, &route) };
+        }
+    }
 }
 
 /// A new, empty route list. Free it with `atc_route_list_free`, unless
@@ -121,11 +172,56 @@ pub unsafe extern "C" fn atc_route_list_add(
         let l = unsafe { handle_mut(list, "list") }?;
         // SAFETY: `routes` is NULL or points to `n` routes (the caller's contract).
         let routes = unsafe { route_slice(routes, n) }?;
+        let list = l.settle();
         for route in routes {
-            let at = position(route, l.list.len() + 1);
+            let at = position(route, list.len() + 1);
             // SAFETY: the route's pointers are valid for their lengths (the caller's contract).
-            unsafe { push_route(&mut l.list, at, route) };
+            unsafe { push_route(list, at, route) };
         }
+        Ok(ATC_OK)
+    })
+}
+
+/// Appends `n` routes to `list` without reading them: only the `atc_route` values are copied,
+/// and the bytes they point to are read (as `atc_route_list_add` reads them: an unreadable
+/// route is an invalid entry at its position) on the builder thread when the build of the list
+/// starts, or by this library before anything else is appended to the list, or by
+/// `atc_router_sync` / `atc_router_update`. A caller that hands a large list over this way does
+/// no more than fill the `atc_route` values: no copy, no check on its thread. The bytes must stay
+/// valid and unchanged until then; since the caller cannot tell when a build starts, that is:
+/// until `atc_router_sync_apply` has returned the outcome of the version that took the list (or
+/// of a later one), or the router is freed; for a list not handed over, until it is freed or
+/// cleared or another entry is appended. `ATC_ERR_NULL` as for `atc_route_list_add`.
+///
+/// # Safety
+/// `list` is a live list; `routes` points to `n` routes whose pointers are valid for their
+/// lengths for as long as said above; `errbuf` to `*errbuf_len` bytes (or NULLs).
+#[no_mangle]
+pub unsafe extern "C" fn atc_route_list_lend(
+    list: *mut AtcRouteList,
+    routes: *const AtcRoute,
+    n: usize,
+    errbuf: *mut c_char,
+    errbuf_len: *mut usize,
+) -> i32 {
+    guard(errbuf, errbuf_len, || {
+        // SAFETY: `list` is NULL or a live handle that nothing else uses during this call (the
+        // caller's contract).
+        let l = unsafe { handle_mut(list, "list") }?;
+        // SAFETY: `routes` is NULL or points to `n` routes (the caller's contract).
+        let routes = unsafe { route_slice(routes, n) }?;
+        // A route without a position gets its place now, as a copied one would.
+        let first = l.len() + 1;
+        l.lent
+            .0
+            .extend(routes.iter().enumerate().map(|(i, r)| AtcRoute {
+                position: if r.position == 0 {
+                    first + i
+                } else {
+                    r.position
+                },
+                ..*r
+            }));
         Ok(ATC_OK)
     })
 }
@@ -156,6 +252,7 @@ pub unsafe extern "C" fn atc_route_list_add_unreadable(
         // SAFETY: `list` is NULL or a live handle that nothing else uses during this call (the
         // caller's contract).
         let l = unsafe { handle_mut(list, "list") }?;
+        let list = l.settle();
         // SAFETY: `why` is NULL or points to `why_len` readable bytes (the caller's contract).
         let why = String::from_utf8_lossy(unsafe { bytes_arg(why, why_len, "why") }?).into_owned();
         // SAFETY: `id` is NULL or points to `id_len` readable bytes (the caller's contract).
@@ -164,12 +261,11 @@ pub unsafe extern "C" fn atc_route_list_add_unreadable(
             .filter(|s| !s.is_empty())
             .and_then(|s| crate::router::parse_uuid(s).ok());
         let at = atc_router::route_list::Position::Item(if position == 0 {
-            l.list.len() + 1
+            list.len() + 1
         } else {
             position
         });
-        l.list
-            .push_unreadable(at, id, atc_router::route_list::UnreadKind::Malformed, &why);
+        list.push_unreadable(at, id, atc_router::route_list::UnreadKind::Malformed, &why);
         Ok(ATC_OK)
     })
 }
@@ -184,7 +280,9 @@ pub unsafe extern "C" fn atc_route_list_clear(list: *mut AtcRouteList) -> i32 {
     crate::guard_status(|| {
         // SAFETY: `list` is NULL or a live handle that nothing else uses during this call (the
         // caller's contract).
-        unsafe { handle_mut(list, "list") }?.list.clear();
+        let l = unsafe { handle_mut(list, "list") }?;
+        l.list.clear();
+        l.lent.0.clear();
         Ok(ATC_OK)
     })
 }
@@ -210,10 +308,11 @@ pub unsafe extern "C" fn atc_route_list_remove(
         let l = unsafe { handle_mut(list, "list") }?;
         // SAFETY: `routes` is NULL or points to `n` routes (the caller's contract).
         let routes = unsafe { route_slice(routes, n) }?;
+        let list = l.settle();
         for route in routes {
-            let at = position(route, l.list.len() + 1);
+            let at = position(route, list.len() + 1);
             // SAFETY: the route's id is valid for its length (the caller's contract).
-            unsafe { push_removal(&mut l.list, at, route) };
+            unsafe { push_removal(list, at, route) };
         }
         Ok(ATC_OK)
     })
@@ -345,12 +444,13 @@ fn builder(r: &mut AtcRouter) -> &mut Builder {
     b
 }
 
-/// Takes `list` for a background build: its entries, when `list` is a live list of the right
-/// kind (a whole list has no removals); on failure the list stays the caller's.
+/// Takes `list` for a background build: what the builder gets, when `list` is a live list of the
+/// right kind (a whole list has no removals); on failure the list stays the caller's. Routes
+/// lent are read on the builder thread.
 ///
 /// # Safety
 /// `list` is NULL or a live list from `atc_route_list_new`.
-unsafe fn take_list(list: *mut AtcRouteList, changes: bool) -> crate::Res<EntryList> {
+unsafe fn take_list(list: *mut AtcRouteList, changes: bool) -> crate::Res<RouteInput> {
     // SAFETY: `list` is NULL or a live handle (the caller's contract).
     let l = unsafe { handle(list, "list") }?;
     if !changes && l.list.removals() > 0 {
@@ -364,7 +464,16 @@ unsafe fn take_list(list: *mut AtcRouteList, changes: bool) -> crate::Res<EntryL
     }
     // SAFETY: `list` came from Box::into_raw in this library and is freed once (the caller's
     // contract).
-    Ok(unsafe { Box::from_raw(list) }.list)
+    let AtcRouteList { list, mut lent } = *unsafe { Box::from_raw(list) };
+    Ok(match (lent.0.is_empty(), changes) {
+        (true, false) => RouteInput::List(list),
+        (true, true) => RouteInput::Changes(list),
+        (false, changes) => RouteInput::Lent {
+            list,
+            changes,
+            read: Box::new(move |list: &mut EntryList| lent.read_into(list)),
+        },
+    })
 }
 
 /// Starts bringing the router to the routes of `list`, as version `version`, on the router's
@@ -397,8 +506,8 @@ pub unsafe extern "C" fn atc_router_sync_start(
         let r = unsafe { handle_mut(router, "router") }?;
         let mode = sync_mode(mode)?;
         // SAFETY: `list` is NULL or a live list (the caller's contract).
-        let list = unsafe { take_list(list, false) }?;
-        builder(r).submit(version, RouteInput::List(list), mode);
+        let input = unsafe { take_list(list, false) }?;
+        builder(r).submit(version, input, mode);
         Ok(ATC_OK)
     })
 }
@@ -425,8 +534,8 @@ pub unsafe extern "C" fn atc_router_update_start(
         let r = unsafe { handle_mut(router, "router") }?;
         let mode = sync_mode(mode)?;
         // SAFETY: `list` is NULL or a live list (the caller's contract).
-        let list = unsafe { take_list(list, true) }?;
-        builder(r).submit(version, RouteInput::Changes(list), mode);
+        let input = unsafe { take_list(list, true) }?;
+        builder(r).submit(version, input, mode);
         Ok(ATC_OK)
     })
 }

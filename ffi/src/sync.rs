@@ -330,7 +330,8 @@ unsafe fn sync_list(
         // SAFETY: `errors_len` is NULL or valid for reads (the caller's contract).
         unsafe { check_errors(errors, errors_len) }?;
         crate::background::changed_directly(r);
-        let entries = l.list.entries();
+        let list = l.read();
+        let entries = list.entries();
         let done = match changes {
             false => r.router.sync_entries(&entries, mode),
             true => r.router.update_entries(&entries, mode),

@@ -281,6 +281,86 @@ fn a_list_in_text_copied_or_borrowed() {
 }
 
 #[test]
+fn lent_routes_are_read_on_the_builder_in_their_place_among_the_copied_ones() {
+    unsafe {
+        let (s, r) = setup();
+        let t = Table::new(4, "l");
+        let routes = t.routes();
+        // Route 3 (copied) repeats the id of route 1 (lent before it); route 4 (lent) is not
+        // UTF-8. The bytes lent stay the caller's, untouched, until the outcome is taken.
+        let bad = [b'h', 0xff, b'x'];
+        let lent_last = [AtcRoute {
+            expr: bad.as_ptr().cast(),
+            expr_len: bad.len(),
+            ..routes[3]
+        }];
+        let copied = [AtcRoute {
+            id: p(&t.ids[1]),
+            id_len: t.ids[1].len(),
+            ..routes[2]
+        }];
+        let list = atc_route_list_new();
+        assert_eq!(
+            atc_route_list_lend(list, routes.as_ptr(), 2, null_mut(), null_mut()),
+            ATC_OK
+        );
+        assert_eq!(
+            atc_route_list_add(list, copied.as_ptr(), 1, null_mut(), null_mut()),
+            ATC_OK
+        );
+        assert_eq!(
+            atc_route_list_lend(list, lent_last.as_ptr(), 1, null_mut(), null_mut()),
+            ATC_OK
+        );
+        assert_eq!(
+            atc_router_sync_start(r, 1, list, ATC_SYNC_APPLY_VALID, null_mut(), null_mut()),
+            ATC_OK
+        );
+        wait_ready(r);
+        let (rc, version, report, errs) = apply(r);
+        assert_eq!((rc, version, report.added), (ATC_OK, 1, 2), "{errs:?}");
+        let found: Vec<(usize, i32)> = errs.iter().map(|e| (e.0, e.1)).collect();
+        assert_eq!(
+            found,
+            [(2, ATC_ERR_DUPLICATE), (3, ATC_ERR_UTF8)],
+            "{errs:?}"
+        );
+        // The table holds copies: the caller's memory is its own again.
+        drop((t, routes));
+        assert_eq!(route_of(s, r, "/r1/l").as_deref(), Some(id(1).as_str()));
+
+        // A list lent to the synchronous sync is read by each call and stays the caller's.
+        let t = Table::new(3, "m");
+        let routes = t.routes();
+        let list = atc_route_list_new();
+        assert_eq!(
+            atc_route_list_lend(list, routes.as_ptr(), routes.len(), null_mut(), null_mut()),
+            ATC_OK
+        );
+        for _ in 0..2 {
+            let mut report = AtcSyncReport::default();
+            let rc = atc_router_sync(
+                r,
+                list,
+                ATC_SYNC_ALL_OR_NOTHING,
+                &mut report,
+                null_mut(),
+                null_mut(),
+                null_mut(),
+                null_mut(),
+                null_mut(),
+                null_mut(),
+            );
+            assert_eq!(rc, ATC_OK);
+        }
+        assert_eq!(route_of(s, r, "/r2/m").as_deref(), Some(id(2).as_str()));
+        atc_route_list_free(list);
+        atc_router_free(r);
+        atc_schema_free(s);
+    }
+}
+
+#[test]
 fn a_refused_list_names_its_routes_and_the_table_stays() {
     unsafe {
         let (s, r) = setup();

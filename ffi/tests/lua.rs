@@ -118,6 +118,7 @@ lua_tests!(
     explain_and_matches_errors,
     route_expressions,
     background_sync_steps,
+    background_sync_lends_a_tables_strings,
     background_sync_text,
     background_sync_supersedes,
     background_sync_chunks_and_yields,

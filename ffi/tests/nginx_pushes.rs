@@ -344,13 +344,23 @@ fn pushes_of_every_form_under_an_open_loop_load_route_by_one_version() {
             "no answer by {v}: {by_version:?}"
         );
     }
+    let stat = |name: &str| -> usize {
+        let mut words = stats.split_whitespace();
+        words
+            .position(|w| w == name)
+            .and_then(|_| words.next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in the stats line {stats}"))
+    };
     // The whole lists in tables after the first crossed as their changes.
-    let crossed: usize = stats
-        .trim()
-        .strip_prefix("routes_handed_over ")
-        .and_then(|n| n.parse().ok())
-        .expect("the stats line");
+    let crossed = stat("routes_handed_over");
     assert!(crossed < ROUTES * 6, "{crossed} routes crossed the FFI");
+    // A hand-over gave way: requests were answered while one was in progress (with yields that
+    // do not reach nginx's event loop, none would be).
+    assert!(
+        stat("answered_while_pushing") > 0,
+        "no request was answered while a list was handed over: {stats}"
+    );
 }
 
 fn get_status(port: u16) -> Option<String> {

@@ -418,6 +418,8 @@ enum Op {
     ListNew,
     ListFree(u8),
     ListAdd(H, Vec<SyncRoute>, bool, ErrSpec),
+    /// As ListAdd, the routes lent (`atc_route_list_lend`).
+    ListLend(H, Vec<SyncRoute>, bool, ErrSpec),
     /// A list, the ids to take out, NULL routes.
     ListRemove(H, Vec<SyncRoute>, bool, ErrSpec),
     /// A list, a position, an id (or NULL), why (or NULL with a length).
@@ -458,6 +460,9 @@ struct State {
     field_ids: Vec<u32>,
     /// Texts lent to builders (`ATC_TEXT_BORROW`): kept until every router is freed.
     lent: Vec<Vec<u8>>,
+    /// The bytes of routes lent to lists (`atc_route_list_lend`): kept until every router and
+    /// list is freed.
+    lent_routes: Vec<Vec<Arg>>,
 }
 
 fn get<T>(v: &[*mut T], h: &H) -> *mut T {
@@ -859,7 +864,9 @@ impl State {
                     atc_route_list_free(l);
                 }
             }
-            Op::ListAdd(h, list, null_routes, e) | Op::ListRemove(h, list, null_routes, e) => {
+            Op::ListAdd(h, list, null_routes, e)
+            | Op::ListLend(h, list, null_routes, e)
+            | Op::ListRemove(h, list, null_routes, e) => {
                 let ids: Vec<Arg> = list.iter().map(|r| Arg::new(&r.id, UUIDS)).collect();
                 let exprs: Vec<Arg> = list.iter().map(|r| Arg::new(&r.expr, EXPRS)).collect();
                 let routes: Vec<AtcRoute> = list
@@ -881,11 +888,17 @@ impl State {
                 };
                 let add = match op {
                     Op::ListAdd(..) => atc_route_list_add,
+                    Op::ListLend(..) => atc_route_list_lend,
                     _ => atc_route_list_remove,
                 };
                 let mut e = Err::new(e);
                 let rc = add(get(&self.lists, h), ptr, routes.len(), e.buf(), e.len());
                 e.check(rc);
+                if matches!(op, Op::ListLend(..)) {
+                    // The bytes stay where they are (each Arg owns its buffer on the heap).
+                    self.lent_routes.push(ids);
+                    self.lent_routes.push(exprs);
+                }
             }
             Op::ListAddUnreadable(h, position, id, why, why_len, e) => {
                 let id = id.as_ref().map(|s| Arg::new(s, UUIDS));
@@ -1251,8 +1264,9 @@ impl State {
         for l in self.lists.drain(..) {
             atc_route_list_free(l);
         }
-        // Only now: a builder may read a lent text until its router is freed.
+        // Only now: a builder may read a lent text or route until its router is freed.
         self.lent.clear();
+        self.lent_routes.clear();
     }
 }
 

@@ -226,7 +226,7 @@ end
 -- /admin/churn?start=1 starts the pushes, ?stop=1 stops them; both print, for each push since
 -- the last start, what it held the worker (ms): held_ms the hand-over plus the swap and plan
 -- (for a push applied; superseded ones were only handed over), longest_ms the longest stretch
--- without a yield; wait_ms, from the push to the first table in force holding it (its own
+-- without a yield; apply_ms, the swap and plan alone ("-" when not applied); wait_ms, from the push to the first table in force holding it (its own
 -- version or a later one that superseded it: "-" when none is in force yet); then how many
 -- were applied, how many refused, and whether the versions applied came in push order.
 function _M.churn()
@@ -235,7 +235,7 @@ function _M.churn()
     elseif ngx.var.arg_stop then
         CHURN.active = false
     end
-    local held, longest, waits, applied, refused = {}, {}, {}, 0, 0
+    local held, longest, swaps, waits, applied, refused = {}, {}, {}, {}, 0, 0
     local in_order, last_at = true, -math.huge
     local pushes = CHURN.pushes
     -- Walking back: the first applied push at or after each one.
@@ -263,13 +263,14 @@ function _M.churn()
             refused = refused + 1
         end
         held[i], longest[i] = string.format("%.2f", h), string.format("%.2f", l)
+        swaps[i] = job.apply_ms and string.format("%.2f", job.apply_ms) or "-"
     end
     local last = pushes[#pushes]
     local last_applied = last and last.job and last.job.status == "applied"
     ngx.say("churn ", CHURN.active and "on" or "off", " applied ", applied, " of ", #pushes,
         " refused ", refused, " in_order ", tostring(in_order), " last_applied ",
         tostring(last_applied == true), " held_ms ", concat(held, " "), " longest_ms ",
-        concat(longest, " "), " wait_ms ", concat(waits, " "))
+        concat(longest, " "), " apply_ms ", concat(swaps, " "), " wait_ms ", concat(waits, " "))
 end
 
 -- `opts.churn`: a kind of benchmark pushes (above) and its (inactive) timer; `opts.churn_pushes`
@@ -279,11 +280,13 @@ end
 -- $route_explain.
 function _M.init(routes_file, opts)
     opts = opts or {}
-    -- `opts.builder_nice`: the builder threads run that many nice levels below the worker.
+    -- `opts.builder_nice`: the builder threads run that many nice levels below the worker;
+    -- `opts.builder_priority`: "idle" (default) or "normal" (gateway.new's options).
     -- `opts.captures`: "lazy" for captures read on demand (scripts/gateway-bench --captures).
     -- `opts.share`, `opts.share_dir`: one table per node (gateway-bench --share).
     GW = assert(gateway.new({ explain_header = opts.explain_header,
-        builder_nice = opts.builder_nice, captures = opts.captures, share = opts.share,
+        builder_nice = opts.builder_nice, builder_priority = opts.builder_priority,
+        captures = opts.captures, share = opts.share,
         share_dir = opts.share_dir }))
     if opts.clock == "cpu" then
         route_clock = require("resty.router.gateway.updates").cpu_ms

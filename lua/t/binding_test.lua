@@ -1496,6 +1496,50 @@ function T.background_sync_steps()
     eq(r:sync_state(), "idle")
 end
 
+-- A table's strings are lent to the builder thread, not copied: the router keeps them until
+-- the version's outcome is taken, whatever the caller does with its own tables meanwhile.
+function T.background_sync_lends_a_tables_strings()
+    local s = http_schema()
+    local r = router.new(s)
+    local c = context.new(s)
+    local function uuid(i) return string.format("a8f2c1e4-0000-4000-8000-%012d", i) end
+    -- A large first list keeps the builder busy while the second one waits, unread.
+    local n = 30000
+    local ids, prios, exprs = {}, {}, {}
+    for i = 1, n do
+        ids[i], prios[i], exprs[i] = uuid(i), 1, 'http.path ^= "/big/' .. i .. '"'
+    end
+    assert(r:sync_start(1, { ids = ids, priorities = prios, expressions = exprs }))
+    ids, prios, exprs = nil, nil, nil -- luacheck: ignore
+    local m = 500
+    local up = { ids = {}, priorities = {}, expressions = {} }
+    for i = 1, m do
+        up.ids[i], up.priorities[i] = uuid(n + i), 2
+        up.expressions[i] = 'http.path ^= "/lent/' .. i .. '/' .. string.rep("x", i % 50) .. '"'
+    end
+    assert(r:update_start(2, { upsert = up }))
+    eq(#r.bg.pending[2].lent, 2 * m, "the strings lent are kept")
+    -- The caller's tables change and their strings go; new strings take their memory.
+    for i = 1, m do
+        up.ids[i], up.expressions[i] = "x" .. i, "y" .. i
+    end
+    up = nil -- luacheck: ignore
+    collectgarbage()
+    collectgarbage()
+    local junk = {}
+    for i = 1, 4 * m do
+        junk[i] = 'http.path ^= "/junk/' .. i .. '/' .. string.rep("z", i % 50) .. '"'
+    end
+    eq((applied(r)), 1)
+    local v, rep = applied(r)
+    eq(v, 2)
+    same({ rep.added, #rep.errors }, { m, 0 })
+    eq(#r.bg.pending, 0, "released once applied")
+    eq(path_route(r, c, "/lent/7/xxxxxxx"), uuid(n + 7))
+    eq(path_route(r, c, "/big/9"), uuid(9))
+    eq(#junk, 4 * m)
+end
+
 function T.background_sync_text()
     local s = http_schema()
     local r = router.new(s)

@@ -952,6 +952,7 @@ local function async_ngx(phase)
         end,
     }
     ngx.sleep = function(t)
+        nginx.slept = t
         local co = coroutine.running()
         if co and nginx.yielding[co] then
             coroutine.yield("sleep")
@@ -1223,13 +1224,16 @@ T.async_overlapping_loaders = with_nginx(function()
     eq(ok == true or ok == nil, true)
     eq(gw:version(), 13)
 
-    -- A table handed over in chunks, with ngx.sleep(0) between them. A later update while it
-    -- is handed over waits for it (else, at many pushes a second, no hand-over of a large
-    -- table would ever end), then goes once the builder is free.
-    local gw2 = assert(gateway.new({ update_chunk = 500 }))
+    -- A table handed over in chunks, giving way between them (update_slice 0: after every
+    -- chunk). A later update while it is handed over waits for it (else, at many pushes a
+    -- second, no hand-over of a large table would ever end), then goes once the builder is
+    -- free.
+    local gw2 = assert(gateway.new({ update_chunk = 500, update_slice = 0 }))
     local c = nginx.co(function() return gw2:update(20, numbered(3000, "c")) end)
     local _, first = coroutine.resume(c)
     eq(first, "sleep", "a yield between two chunks")
+    -- Not ngx.sleep(0): stock nginx runs a zero sleep's timer again before it reads a socket.
+    eq(nginx.slept > 0, true, "the hand-over gives way with a sleep nginx waits for")
     eq(gw2.router:sync_state(), "idle", "nothing handed over before the last chunk")
     same({ gw2:update(21, list({ U2, 1, 'http.path ^= "/21"' })) }, { true, "building" })
     eq(gw2.next.version, 21, "waits for the hand-over")
@@ -1268,7 +1272,9 @@ T.async_overlapping_loaders = with_nginx(function()
         end
         yields = yields + 1
     end
-    eq(yields, 5, "3000 routes in chunks of 500")
+    -- 3000 routes: one step of the copy kept for the next diff (2000 entries a step), then five
+    -- chunks of 500.
+    eq(yields, 6, "3000 routes in chunks of 500")
     assert(gw2:wait(22))
     set_request({ var = { uri = "/c/2999" } })
     eq(gw2:route(), "a8f2c1e4-0000-4000-8000-000000002999")

@@ -10,7 +10,9 @@
 -- same text is the same string), "text" hands F's bytes over as one string, "changes" reads F
 -- (route lines, and "-<TAB>id" lines for removals) into { upsert =, remove = }. wait()
 -- (location /__wait?version=V) waits for V and answers "applied", or "superseded"/"refused"
--- and why. stats() (location /__stats) answers the gateway's routes_handed_over.
+-- and why. stats() (location /__stats) answers the gateway's routes_handed_over and how many
+-- requests were answered while a push's list was being handed over (in chunks of 50 routes,
+-- giving way after each: at a steady rate some requests come in between).
 
 local gateway = require("resty.router.gateway")
 
@@ -20,6 +22,9 @@ local tonumber, tostring = tonumber, tostring
 local _M = {}
 
 local GW
+-- A push's GW:update() is running (its hand-over yields inside it), and the requests answered
+-- meanwhile.
+local PUSHING, ANSWERED_WHILE_PUSHING = false, 0
 
 local function read_tables(file)
     local ids, priorities, expressions = {}, {}, {}
@@ -51,12 +56,15 @@ local function read_changes(file)
 end
 
 function _M.init_worker(routes_file)
-    GW = assert(gateway.new())
+    GW = assert(gateway.new({ update_chunk = 50, update_slice = 0 }))
     local ok, state = GW:update("v1", read_tables(routes_file))
     assert(ok and state == "applied", state)
 end
 
 function _M.access()
+    if PUSHING then
+        ANSWERED_WHILE_PUSHING = ANSWERED_WHILE_PUSHING + 1
+    end
     local uuid = GW:route()
     ngx.header["X-Gw-Answer"] = tostring(GW:version()) .. " " .. (uuid or "-")
     if not uuid then
@@ -78,7 +86,9 @@ function _M.push()
         list = f:read("*a")
         f:close()
     end
+    PUSHING = true
     local ok, state = GW:update(version, list)
+    PUSHING = false
     if not ok then
         ngx.status = 400
         ngx.say("refused ", version, ": ", state)
@@ -99,7 +109,8 @@ function _M.wait()
 end
 
 function _M.stats()
-    ngx.say("routes_handed_over ", GW:stats().routes_handed_over)
+    ngx.say("routes_handed_over ", GW:stats().routes_handed_over, " answered_while_pushing ",
+        ANSWERED_WHILE_PUSHING)
 end
 
 return _M

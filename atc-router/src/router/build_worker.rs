@@ -226,11 +226,14 @@ impl Worker {
         None
     }
 
-    fn run(&mut self, task: Task, stop: &dyn Fn() -> bool) -> Effects {
+    /// Runs `task`; `stop` says when to give it up, and `queued` whether a version waits (a
+    /// shadow built for later gives way to it: the version's build decides whether it needs one,
+    /// and a whole list that is mostly new does not).
+    fn run(&mut self, task: Task, stop: &dyn Fn() -> bool, queued: &dyn Fn() -> bool) -> Effects {
         match task {
             Task::Converge(old) => self.converge(old, stop),
             Task::Shadow => {
-                self.build_shadow(stop);
+                self.build_shadow(&|| stop() || queued());
                 Effects::default()
             }
             Task::Build(mut job) => {
@@ -297,10 +300,27 @@ impl Worker {
                 }
             }
         }
+        if matches!(job.input, RouteInput::Lent { .. }) {
+            let placeholder = RouteInput::List(EntryList::new());
+            let RouteInput::Lent {
+                mut list,
+                changes,
+                read,
+            } = std::mem::replace(&mut job.input, placeholder)
+            else {
+                unreachable!("matched above")
+            };
+            // Read once: a job given up and started again builds from the copy.
+            read(&mut list);
+            job.input = match changes {
+                true => RouteInput::Changes(list),
+                false => RouteInput::List(list),
+            };
+        }
         let (list, kind) = match &job.input {
             RouteInput::List(l) => (l, ListKind::Whole),
             RouteInput::Changes(l) => (l, ListKind::Changes),
-            RouteInput::Text(_) => unreachable!("read above"),
+            RouteInput::Text(_) | RouteInput::Lent { .. } => unreachable!("read above"),
         };
         let entries = list.entries();
         let mode = job.mode;
@@ -659,8 +679,10 @@ pub(super) fn run_lane(shared: &Shared, lane: Lane) {
             continue;
         };
         shared.busy.store(true, Ordering::Release);
+        shared.queued.store(!st.queue.is_empty(), Ordering::Release);
         drop(st);
-        let effects = worker.run(task, &stop);
+        let queued = || shared.queued.load(Ordering::Relaxed);
+        let effects = worker.run(task, &stop, &queued);
         st = lock(&shared.state);
         st.worker = Some(worker);
         if let Some(done) = effects.done {

@@ -91,6 +91,18 @@ pub enum RouteInput {
     /// Changes to the table: routes to put in, ids to take out (see
     /// [`Router::update`](super::Router::update)).
     Changes(EntryList),
+    /// A list whose last entries the caller lent instead of copying (the C ABI's
+    /// `atc_route_list_lend`). What `read` reads must stay valid until the version's outcome
+    /// is taken (or the builder dropped).
+    Lent {
+        /// The entries copied, which come first.
+        list: EntryList,
+        /// A list of changes, or (false) a whole list.
+        changes: bool,
+        /// Appends the lent entries to `list`: called on the builder's thread when the
+        /// version's build starts, and never for a version superseded before that.
+        read: Box<dyn FnOnce(&mut EntryList) + Send>,
+    },
 }
 
 impl std::fmt::Debug for RouteInput {
@@ -99,6 +111,9 @@ impl std::fmt::Debug for RouteInput {
             RouteInput::List(l) => write!(f, "List({} entries)", l.len()),
             RouteInput::Text(t) => write!(f, "Text({} bytes)", t.as_ref().as_ref().len()),
             RouteInput::Changes(l) => write!(f, "Changes({} entries)", l.len()),
+            RouteInput::Lent { list, changes, .. } => {
+                write!(f, "Lent({} entries, changes: {changes})", list.len())
+            }
         }
     }
 }
@@ -111,7 +126,10 @@ impl RouteInput {
 
     /// Whether it is a list of changes.
     fn is_changes(&self) -> bool {
-        matches!(self, RouteInput::Changes(_))
+        matches!(
+            self,
+            RouteInput::Changes(_) | RouteInput::Lent { changes: true, .. }
+        )
     }
 }
 
@@ -246,6 +264,8 @@ pub(super) struct Shared {
     pub(super) boosted: AtomicBool,
     /// A thread is working (a build, or keeping its shadow), not waiting for work.
     pub(super) busy: AtomicBool,
+    /// A version waits in `state.queue`: a shadow being built for later gives way to it.
+    pub(super) queued: AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -403,6 +423,7 @@ impl Builder {
                 submitted: Instant::now(),
                 superseded_by: None,
             });
+            self.shared.queued.store(true, Ordering::Release);
         }
         self.shared.wake.notify_all();
     }

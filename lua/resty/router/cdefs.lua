@@ -152,6 +152,11 @@ int32_t atc_route_list_add(AtcRouteList *list,
                            size_t n,
                            char *errbuf,
                            size_t *errbuf_len);
+int32_t atc_route_list_lend(AtcRouteList *list,
+                            const atc_route *routes,
+                            size_t n,
+                            char *errbuf,
+                            size_t *errbuf_len);
 int32_t atc_route_list_add_unreadable(AtcRouteList *list,
                                       size_t position,
                                       const char *id,

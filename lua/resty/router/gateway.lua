@@ -136,16 +136,25 @@ end
 --               nginx's init and init_worker phases and outside nginx), "async" (always handed
 --               over when nginx timers exist, init_worker included) or "sync" (always applied
 --               before update() returns: the worker is held for the build)
---   update_chunk  routes of a table handed to the builder per step (default 1000), with a
---               yield (ngx.sleep(0)) between two steps where the phase allows it
+--   update_chunk  routes of a table handed to the builder per step (default 1000)
+--   update_slice  seconds of the worker's CPU time a hand-over runs before it gives way to the
+--               requests waiting (default 0.001), where the phase lets it yield: between two
+--               steps, once it has run this long since the last time, it sleeps 1 ms
+--               (ngx.sleep(0.001): in stock nginx ngx.sleep(0) does not reach the event loop)
 --   poll_interval  seconds between two checks of the timer that applies finished builds
 --               (default 0.01; route() applies them too)
 --   update_interval  at least this many seconds between two hand-overs (default 0). While a
 --               build is in flight (or within the interval), a newer list waits, and only the
 --               newest one waiting is handed over: frequent pushes cost one hand-over per build
---   builder_nice  how many nice levels (0 to 19) below the worker the router builder threads
---               started from now on run, in the whole process (atc_builder_priority): a build
---               takes the CPU requests leave instead of competing with them
+--   builder_priority  "idle" (default: the builder thread runs under SCHED_IDLE and takes only
+--               CPU no request wants) or "normal" (the worker's priority, less builder_nice), for
+--               the builder threads started from now on, in the whole process
+--               (atc_builder_schedule; docs/gateway.md, "Who builds, and at what priority")
+--   builder_boost_after  seconds a version may wait for an idle builder before a thread at the
+--               worker's priority takes its build over (default 3; 0: never), likewise
+--   builder_nice  how many nice levels (0 to 19) below the worker the builder threads that run
+--               at normal priority (the boosted one; every one with builder_priority =
+--               "normal") started from now on run, in the whole process (atc_builder_priority)
 --   request_source  how requests are read (resty.router.gateway.sources): "auto" (default:
 --               lua-nginx-module's FFI functions when sources.native is available, else the
 --               plain ngx API), "plain" (always the plain ngx API), or "native" (an error
@@ -197,6 +206,19 @@ function _M.new(opts)
     if updates_mode ~= "auto" and updates_mode ~= "async" and updates_mode ~= "sync" then
         return nil, "updates must be \"auto\", \"async\" or \"sync\", got "
             .. tostring(updates_mode)
+    end
+    if opts.builder_priority ~= nil or opts.builder_boost_after ~= nil then
+        local p, after = opts.builder_priority or "idle", opts.builder_boost_after or 3
+        if p ~= "idle" and p ~= "normal" then
+            return nil, "builder_priority must be \"idle\" or \"normal\", got " .. tostring(p)
+        end
+        if type(after) ~= "number" or after < 0 or after > 3600 then
+            return nil, "builder_boost_after must be a number of seconds from 0 to 3600, got "
+                .. tostring(after)
+        end
+        -- Process-wide: the builder threads started from now on.
+        lib.atc_builder_schedule(p == "idle" and lib.ATC_BUILDER_IDLE or lib.ATC_BUILDER_NORMAL,
+            math.floor(after * 1000 + 0.5))
     end
     if opts.builder_nice ~= nil then
         local n = opts.builder_nice
@@ -255,6 +277,7 @@ function _M.new(opts)
         -- Updates (resty.router.gateway.updates).
         updates = updates_mode,
         chunk = opts.update_chunk or 1000,
+        slice_ms = (opts.update_slice or 0.001) * 1000,
         poll_interval = opts.poll_interval or 0.01,
         update_interval = opts.update_interval or 0,
         seq = 0, order = 0, tickets = 0, started = 0, last_handover = -math.huge, next = nil,
@@ -349,6 +372,8 @@ end
 --   last_error, last_error_version   gw:last_error()'s err and version, or nil
 --   request_source    "native" or "plain"
 --   fields_in_use     how many fields the routes use
+--   routes_handed_over  entries of route lists in Lua tables handed to the builder since the
+--                     gateway was made (a whole list compared as its changes hands those over)
 --   shared_routes, last_switch_ms, max_switch_ms   with `share`: the routes of the shared
 --                     table routed from, and what switching to a new one held the worker;
 --                     `routes` is then the shared table's too (`own_routes`: the worker's

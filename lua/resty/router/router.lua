@@ -34,6 +34,12 @@ local MODES = {
 local type, tonumber, tostring, ipairs = type, tonumber, tostring, ipairs
 local ffi_string = ffi.string
 
+-- Sized tables (LuaJIT 2.1 has table.new): the strings a start lends go in one, made once.
+local ok_new, table_new = pcall(require, "table.new")
+if not ok_new then
+    table_new = function() return {} end
+end
+
 local _M = {}
 _M._VERSION = "0.2.0"
 local mt = { __index = _M }
@@ -348,15 +354,20 @@ end
 -- Adds entries first .. last of a list of either form to `list`, in chunks of at most `chunk`,
 -- calling `yield` (if any) between two chunks: when it returns a value other than nil, adding
 -- stops and that value is returned. `at(i)`, if given, is entry i's position in the caller's
--- list (default i). nil when all went in; or the value `yield` returned; or false and an error.
+-- list (default i). With `anchor` (a table), the routes are lent (atc_route_list_lend: the
+-- library reads their strings later, on the builder thread) and every string lent is put in
+-- `anchor`, which the caller keeps until the library no longer reads them; without, they are
+-- copied. nil when all went in; or the value `yield` returned; or false and an error.
 local function add_entries(list, routes, ids, priorities, expressions, first, last, chunk, yield,
-                           at)
+                           at, anchor)
     local buf = chunk_of(math.min(chunk, math.max(last - first + 1, 1)))
     local k = 0
+    local add = anchor and lib.atc_route_list_lend or lib.atc_route_list_add
+    local na = anchor and #anchor or 0
     local function flush()
         if k > 0 then
             arm()
-            local rc = lib.atc_route_list_add(list, buf, k, errbuf, errlen)
+            local rc = add(list, buf, k, errbuf, errlen)
             k = 0
             if rc ~= 0 then
                 return message(rc)
@@ -393,6 +404,10 @@ local function add_entries(list, routes, ids, priorities, expressions, first, la
             e.id, e.id_len, e.priority, e.expr, e.expr_len, e.position = id, #id, p, expr,
                 #expr, pos
             k = k + 1
+            if anchor then
+                anchor[na + 1], anchor[na + 2] = id, expr
+                na = na + 2
+            end
             if k == chunk then
                 local err = flush()
                 if err then
@@ -469,9 +484,9 @@ end
 _M.changes_form = changes_form
 
 -- Fills `list` with a list of changes (upserts at positions 1 .. n, removals after them).
-local function add_changes(list, c, chunk, yield, at)
+local function add_changes(list, c, chunk, yield, at, anchor)
     local stop, err = add_entries(list, c.upsert, c.ids, c.priorities, c.expressions, 1, c.n,
-        chunk, yield, at)
+        chunk, yield, at, anchor)
     if stop ~= nil then
         return stop, err
     end
@@ -646,9 +661,12 @@ end
 --   when the builder no longer reads it), and what the errors of a list of routes are read
 --   against. Each outcome takes the first entry. The router's finalizer keeps it reachable until
 --   the builder thread is stopped.
--- * A list goes over in chunks, each copied by atc_route_list_add; between chunks `opts.yield`
---   may yield. Nothing is started before the last chunk is in, and a start that stops early
---   frees its list.
+-- * A list goes over in chunks of atc_route values, lent (atc_route_list_lend: the library
+--   reads the strings on the builder thread, when the build starts); between chunks
+--   `opts.yield` may yield. Every string lent is in the pending entry's `lent` until its
+--   outcome is taken, which is when the builder no longer reads it (never, for a version
+--   superseded before its build started). Nothing is started before the last chunk is in, and
+--   a start that stops early frees its list, whose lent routes are then never read.
 
 local TEXT_COPY, TEXT_BORROW = lib.ATC_TEXT_COPY, lib.ATC_TEXT_BORROW
 local ERR_SUPERSEDED = lib.ATC_ERR_SUPERSEDED
@@ -711,8 +729,9 @@ end
 -- `mode`: "all_or_nothing" (default) or "apply_valid", as for r:sync.
 -- `opts.chunk`: routes handed over per FFI call for a table (default 1000: about 0.1 ms of the
 -- worker's time each); `opts.yield`: a function called between two chunks, which may yield
--- (ngx.sleep(0), coroutine.yield); when it returns a value other than nil, the start is
--- abandoned and sync_start returns nil and that value. `opts.at(i)`: the position route i's
+-- (ngx.sleep(0.001), coroutine.yield: in stock nginx ngx.sleep(0) lets no request in); when it
+-- returns a value other than nil, the start is abandoned and sync_start returns nil and that
+-- value. `opts.at(i)`: the position route i's
 -- errors name (default i). The table must not change until sync_start returns.
 function _M:sync_start(version, routes, mode, opts)
     local v, verr = to_version(version)
@@ -748,8 +767,9 @@ function _M:sync_start(version, routes, mode, opts)
     if list == nil then
         return nil, "resty.router: cannot make a route list"
     end
+    local lent = table_new(2 * n, 0)
     local stop, err = add_entries(list, routes, ids, priorities, expressions, 1, n, o.chunk,
-        o.yield, o.at)
+        o.yield, o.at, lent)
     if stop ~= nil then
         return nil, err or stop
     end
@@ -759,7 +779,8 @@ function _M:sync_start(version, routes, mode, opts)
         return nil, message(rc)
     end
     ffi.gc(list, nil) -- the router has it now
-    pending[#pending + 1] = { version = version_value(v), routes = routes, ids = ids, n = n }
+    pending[#pending + 1] = { version = version_value(v), routes = routes, ids = ids, n = n,
+        lent = lent }
     return true
 end
 
@@ -790,7 +811,8 @@ function _M:update_start(version, changes, mode, opts)
     if list == nil then
         return nil, "resty.router: cannot make a route list"
     end
-    local stop, err = add_changes(list, c, o.chunk, o.yield, o.at)
+    local lent = table_new(2 * c.n, 0)
+    local stop, err = add_changes(list, c, o.chunk, o.yield, o.at, lent)
     if stop ~= nil then
         return nil, err or stop
     end
@@ -801,7 +823,8 @@ function _M:update_start(version, changes, mode, opts)
     end
     ffi.gc(list, nil)
     local p = self.bg.pending
-    p[#p + 1] = { version = version_value(v), changes = c, n = c.n + #c.remove, of = o.of }
+    p[#p + 1] = { version = version_value(v), changes = c, n = c.n + #c.remove, of = o.of,
+        lent = lent }
     return true
 end
 

@@ -12,7 +12,7 @@
 //! phase one line of `key=value` pairs: requests, non-2xx answers, requests without an answer,
 //! latency p50, p99, p99.9 and max in milliseconds from each request's due time, and how late
 //! this client sent at the 99th percentile. `--worst N` also prints the N slowest requests
-//! with their due times. Exit status 1 when a request got no answer.
+//! with their due times and how late each was sent. Exit status 1 when a request got no answer.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -151,9 +151,10 @@ fn main() {
         by_latency.sort_by_key(|s| std::cmp::Reverse(s.latency));
         for s in by_latency.iter().take(worst) {
             println!(
-                "slow due_ms={} latency_ms={} status={} header={}",
+                "slow due_ms={} latency_ms={} send_lag_ms={} status={} header={}",
                 ms(s.due),
                 ms(s.latency.unwrap_or_default()),
+                ms(s.send_lag),
                 s.status,
                 s.header.as_deref().unwrap_or("-")
             );

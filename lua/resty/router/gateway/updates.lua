@@ -523,6 +523,15 @@ function queue_changes(gw, rec)
     return handover(gw, rec)
 end
 
+-- A hand-over gives way to the requests waiting once it has held the worker gw.slice_ms (of
+-- its CPU time, option update_slice): chunks and diff steps call the yield more often, and it
+-- returns at once until then. How it gives way: a sleep of one millisecond, not ngx.sleep(0). In stock nginx (without
+-- OpenResty's delayed-events patch) ngx.sleep(0) is a timer due now, which nginx runs again
+-- in the same pass over the expired timers, before it looks at a socket: the whole hand-over
+-- would hold the worker as if it never yielded. A timer due in 1 ms sends nginx back to
+-- epoll first, in every build of nginx.
+local GIVE_WAY_SLEEP = 0.001
+
 -- Hands `rec`'s list (rec.version, rec.routes, rec.mode, rec.ticket; rec.changes for a list of
 -- changes) to the builder; `rec` becomes its job. true, "building"; or nil and why (superseded
 -- while it yielded, or the start failed: then kept by last_error()).
@@ -538,8 +547,11 @@ function handover(gw, rec)
     if ngx_phase_sleeps[phase()] and ngx.sleep then
         opts.yield = function()
             local t = cpu_ms()
+            if t - since < gw.slice_ms then
+                return nil
+            end
             held, longest = held + (t - since), math.max(longest, t - since)
-            ngx.sleep(0)
+            ngx.sleep(GIVE_WAY_SLEEP)
             since = cpu_ms()
             gw.handing_at = now_ms()
             if whole and gw.started > ticket then
@@ -570,14 +582,16 @@ function handover(gw, rec)
         started, err = r:sync_start(seq, routes, rec.mode, opts)
     else
         local ids, prios, exprs, n = router.list_form(routes)
-        local changes, at = nil, nil
+        local changes, at, stop = nil, nil, nil
         if n and gw.sent then
-            changes, at = diff.of(gw.sent, routes, ids, prios, exprs, n, opts.yield)
+            changes, at, stop = diff.of(gw.sent, routes, ids, prios, exprs, n, opts.yield)
             if not changes then
                 gw.sent = nil
             end
         end
-        if changes then
+        if stop ~= nil then
+            started, err = nil, stop
+        elseif changes then
             -- Only what changed crosses, named by its place in the caller's list.
             opts.at = function(i) return at[i] end
             opts.of = { routes = routes, ids = ids }
@@ -586,10 +600,14 @@ function handover(gw, rec)
             gw.crossed = gw.crossed + #at + #changes.remove
         else
             if n then
-                sent = diff.copy(routes, ids, prios, exprs, n, opts.yield)
+                sent, stop = diff.copy(routes, ids, prios, exprs, n, opts.yield)
             end
-            started, err = r:sync_start(seq, routes, rec.mode, opts)
-            gw.crossed = gw.crossed + (n or 0)
+            if stop ~= nil then
+                started, err = nil, stop
+            else
+                started, err = r:sync_start(seq, routes, rec.mode, opts)
+                gw.crossed = gw.crossed + (n or 0)
+            end
         end
         rec.uses_sent = sent ~= nil
     end
