@@ -246,9 +246,11 @@
 #define ATC_ERR_SUPERSEDED (-19)
 
 /**
- * The default of `atc_builder_priority`.
+ * The default of `atc_builder_priority`: the lowest nice level. A thread at nice 19 still gets
+ * its CFS share when requests keep every CPU busy (so a waiting version is built), but a
+ * worker at nice 0 outweighs it about 70 to 1 and preempts it on wakeup.
  */
-#define ATC_BUILDER_NICE_DEFAULT 0
+#define ATC_BUILDER_NICE_DEFAULT 19
 
 /**
  * `atc_builder_schedule`: the thread that builds runs under `SCHED_IDLE` (the default).
@@ -1050,8 +1052,10 @@ int32_t atc_router_route_expression(const atc_router *router,
 
 /**
  * Makes the router's builder thread write every table it builds as an image file in `dir`
- * (`dir_len` bytes; a directory the gateway owns, created with mode 0700 if missing; files
- * are created with mode 0600), named `atc-<pid>-<version>-<n>.atcimg`. `flags`: 0 (the
+ * (`dir_len` bytes; created with mode 0700 if missing; it must belong to this process's user
+ * and be writable by it alone, in a parent others cannot write but for a sticky bit: see
+ * `image_file::own_dir`; files are created with mode 0600), named
+ * `atc-<pid>-<version>-<n>.atcimg`. `flags`: 0 (the
  * router applies its tables as before) or `ATC_PUBLISH_DROP_TABLES`. Call it before the
  * first background sync (`ATC_ERR_INVALID` after). Where the table last applied went:
  * `atc_router_published`.
@@ -1071,7 +1075,9 @@ int32_t atc_router_publish_images(atc_router *router,
  * Where the builder wrote the table the last `atc_router_sync_apply` applied: `ATC_OK` with
  * the path in `buf` (`*buf_len`: capacity in, bytes out, no NUL) and its version in
  * `*version` (may be NULL); `ATC_ERR_IMAGE` when writing it failed (the reason in `buf`);
- * `ATC_ERR_NOT_FOUND` when no table was applied since images are published.
+ * `ATC_ERR_NOT_FOUND` when no table was applied since images are published;
+ * `ATC_ERR_BUFFER` with the length needed in `*buf_len` (and `*version` set) when the text does
+ * not fit.
  *
  * # Safety
  * `router` is a live handle; `buf` points to `*buf_len` writable bytes; `version` is NULL or

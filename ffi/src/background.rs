@@ -343,8 +343,10 @@ impl AsRef<[u8]> for Borrowed {
 /// (see `atc_builder_priority`).
 static BUILDER_NICE: AtomicI32 = AtomicI32::new(ATC_BUILDER_NICE_DEFAULT);
 
-/// The default of `atc_builder_priority`.
-pub const ATC_BUILDER_NICE_DEFAULT: i32 = 0;
+/// The default of `atc_builder_priority`: the lowest nice level. A thread at nice 19 still gets
+/// its CFS share when requests keep every CPU busy (so a waiting version is built), but a
+/// worker at nice 0 outweighs it about 70 to 1 and preempts it on wakeup.
+pub const ATC_BUILDER_NICE_DEFAULT: i32 = 19;
 
 /// `atc_builder_schedule`: the thread that builds runs under `SCHED_IDLE` (the default).
 pub const ATC_BUILDER_IDLE: i32 = 0;

@@ -27,7 +27,7 @@ use crate::router::AtcRouter;
 use crate::schema::AtcSchema;
 use crate::{
     guard, guard_ptr, guard_status, handle, handle_mut, out, str_arg, write_names, Fail, Res,
-    ATC_ERR_IMAGE, ATC_ERR_INVALID, ATC_ERR_NOT_FOUND, ATC_OK,
+    ATC_ERR_BUFFER, ATC_ERR_IMAGE, ATC_ERR_INVALID, ATC_ERR_NOT_FOUND, ATC_OK,
 };
 
 /// A table image mapped from a file, matched in place. Opaque.
@@ -54,8 +54,10 @@ fn open(schema: Arc<Schema>, path: &Path) -> Res<ImageRouter> {
 }
 
 /// Makes the router's builder thread write every table it builds as an image file in `dir`
-/// (`dir_len` bytes; a directory the gateway owns, created with mode 0700 if missing; files
-/// are created with mode 0600), named `atc-<pid>-<version>-<n>.atcimg`. `flags`: 0 (the
+/// (`dir_len` bytes; created with mode 0700 if missing; it must belong to this process's user
+/// and be writable by it alone, in a parent others cannot write but for a sticky bit: see
+/// `image_file::own_dir`; files are created with mode 0600), named
+/// `atc-<pid>-<version>-<n>.atcimg`. `flags`: 0 (the
 /// router applies its tables as before) or `ATC_PUBLISH_DROP_TABLES`. Call it before the
 /// first background sync (`ATC_ERR_INVALID` after). Where the table last applied went:
 /// `atc_router_published`.
@@ -83,19 +85,12 @@ pub unsafe extern "C" fn atc_router_publish_images(
                 "images are published by a builder set up before the first background sync",
             ));
         }
-        if !dir.is_dir() {
-            use std::os::unix::fs::DirBuilderExt;
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(&dir)
-                .map_err(|e| {
-                    Fail::new(
-                        ATC_ERR_INVALID,
-                        format_args!("image directory {}: {e}", dir.display()),
-                    )
-                })?;
-        }
+        image_file::own_dir(&dir).map_err(|e| {
+            Fail::new(
+                ATC_ERR_INVALID,
+                format_args!("image directory {}: {e}", dir.display()),
+            )
+        })?;
         let keep = match flags {
             0 => true,
             ATC_PUBLISH_DROP_TABLES => false,
@@ -152,7 +147,9 @@ fn release_freed_pages() {
 /// Where the builder wrote the table the last `atc_router_sync_apply` applied: `ATC_OK` with
 /// the path in `buf` (`*buf_len`: capacity in, bytes out, no NUL) and its version in
 /// `*version` (may be NULL); `ATC_ERR_IMAGE` when writing it failed (the reason in `buf`);
-/// `ATC_ERR_NOT_FOUND` when no table was applied since images are published.
+/// `ATC_ERR_NOT_FOUND` when no table was applied since images are published;
+/// `ATC_ERR_BUFFER` with the length needed in `*buf_len` (and `*version` set) when the text does
+/// not fit.
 ///
 /// # Safety
 /// `router` is a live handle; `buf` points to `*buf_len` writable bytes; `version` is NULL or
@@ -180,7 +177,14 @@ pub unsafe extern "C" fn atc_router_published(
         };
         // SAFETY: `buf_len` is NULL or writable; `buf` points to `*buf_len` bytes.
         let cap = unsafe { out(buf_len, "buf_len") }?;
-        let n = text.len().min(*cap);
+        let n = text.len();
+        if n > *cap {
+            let had = std::mem::replace(cap, n);
+            return Err(Fail::new(
+                ATC_ERR_BUFFER,
+                format_args!("the buffer holds {had} bytes; {n} are needed"),
+            ));
+        }
         if n > 0 {
             if buf.is_null() {
                 return Err(Fail::null("buf"));

@@ -13,6 +13,9 @@
 //!   which takes the exclusive lock without waiting: it gets it only when no process holds the
 //!   shared one. The kernel drops a dead process's locks with its descriptors, so a worker that
 //!   crashes never pins a file.
+//! - Only a regular file of this process's user that no one else can write is opened as an
+//!   image, without following a symbolic link and without blocking; the directory is checked
+//!   the same way when a builder is set up ([`own_dir`]).
 //! - Nothing here runs before it is asked for: no thread, no file, no mapping is made when the
 //!   library loads, so a process forked afterwards (an nginx worker) opens its own. A mapping
 //!   inherited through `fork` stays valid and keeps the file locked until both processes drop
@@ -84,7 +87,7 @@ impl Mapped {
     /// Maps the image file at `path` (locked shared first, so that no sweep removes it in
     /// between). The bytes are not checked here: `atc_router::image::Image::open` does that.
     pub fn open(path: &Path) -> io::Result<Mapped> {
-        let file = OpenOptions::new().read(true).open(path)?;
+        let file = open_image(path)?;
         flock(&file, libc::LOCK_SH)?;
         let len = usize::try_from(file.metadata()?.len())
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "image too large"))?;
@@ -137,10 +140,108 @@ impl Drop for Mapped {
     }
 }
 
+/// Opens `path` for reading as an image file: never a symbolic link, and never blocking (a
+/// FIFO or a device named as an image would hold the caller until a writer came); anything but
+/// a regular file of this process's user, unwritable by others, is refused.
+fn open_image(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::MetadataExt;
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.file_type().is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    let euid = effective_uid();
+    if meta.uid() != euid || meta.mode() & 0o022 != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "owned by uid {} with mode {:o}: an image is this process's user's ({euid}) and \
+                 writable by it alone",
+                meta.uid(),
+                meta.mode() & 0o7777
+            ),
+        ));
+    }
+    Ok(file)
+}
+
+/// This process's effective user id.
+fn effective_uid() -> u32 {
+    // SAFETY: geteuid(2) takes nothing and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// Makes `dir` the directory of a node's image files, or says why it cannot be: created (with
+/// its missing parents) with mode 0700 if missing; then it must be a directory (not a symbolic
+/// link) of this process's user that no one else can write, in a parent no one else can
+/// write but for its sticky bit (as `/tmp`'s), so that no other user can plant, replace or
+/// pre-empt a file in it.
+pub fn own_dir(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    if std::fs::symlink_metadata(dir).is_err() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+    }
+    let meta = std::fs::symlink_metadata(dir)?;
+    if !meta.file_type().is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a directory (a symbolic link is not followed)",
+        ));
+    }
+    let euid = effective_uid();
+    if meta.uid() != euid {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "owned by uid {}, not by this process's user ({euid}): chown it to the workers' \
+                 user, or choose another share_dir",
+                meta.uid()
+            ),
+        ));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "mode {:o} lets others write to it: the image directory must be writable by its \
+                 owner alone (chmod 700)",
+                meta.mode() & 0o7777
+            ),
+        ));
+    }
+    let parent = dir
+        .canonicalize()?
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("/"));
+    let pm = std::fs::metadata(&parent)?;
+    if pm.mode() & 0o022 != 0 && pm.mode() & 0o1000 == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "its parent {} (mode {:o}) lets others replace it: a parent writable by others \
+                 needs the sticky bit",
+                parent.display(),
+                pm.mode() & 0o7777
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Removes the image file at `path` if no process maps it; whether it was removed (a missing
 /// file counts as removed).
 pub fn remove_if_unused(path: &Path) -> io::Result<bool> {
-    let file = match File::open(path) {
+    let file = match open_image(path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(true),
         Err(e) => return Err(e),
@@ -162,7 +263,7 @@ pub fn remove_if_unused(path: &Path) -> io::Result<bool> {
 /// Whether `path` still names the file `file` has open.
 fn same_file(file: &File, path: &Path) -> io::Result<bool> {
     use std::os::unix::fs::MetadataExt;
-    let (a, b) = match (file.metadata(), std::fs::metadata(path)) {
+    let (a, b) = match (file.metadata(), std::fs::symlink_metadata(path)) {
         (Ok(a), Ok(b)) => (a, b),
         (_, Err(e)) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
         (Err(e), _) | (_, Err(e)) => return Err(e),
@@ -181,7 +282,8 @@ pub fn sweep(dir: &Path, keep: &str) -> io::Result<Vec<String>> {
         if name == keep || name.starts_with('.') || !name.ends_with(&format!(".{EXTENSION}")) {
             continue;
         }
-        if remove_if_unused(&dir.join(name))? {
+        // A file that is no image of ours (not a regular file, another user's) is left.
+        if let Ok(true) = remove_if_unused(&dir.join(name)) {
             removed.push(name.to_owned());
         }
     }

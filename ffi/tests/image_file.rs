@@ -5,7 +5,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 
 use atc_router::image::{Image, ImageWriter};
-use atc_router_ffi::image_file::{publish, remove_if_unused, sweep, Mapped};
+use atc_router_ffi::image_file::{own_dir, publish, remove_if_unused, sweep, Mapped};
 
 fn dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("atc-image-file-{name}-{}", std::process::id()));
@@ -144,5 +144,173 @@ fn a_process_that_dies_leaves_no_lock_behind() {
     holder.kill().unwrap();
     holder.wait().unwrap();
     assert!(remove_if_unused(&path).unwrap());
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// What only a writer of the directory could plant under an image's name is refused, and
+/// never blocks: a FIFO (whose open would wait for a writer), a symbolic link, a file others
+/// can write.
+#[test]
+fn only_a_regular_file_of_our_own_is_opened_and_never_blocks() {
+    let d = dir("kinds");
+    let real = publish(&d, "v1.atcimg", &image(10)).unwrap();
+    let fifo = d.join("fifo.atcimg");
+    let status = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let link = d.join("link.atcimg");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let open_to_all = d.join("shared.atcimg");
+    std::fs::write(&open_to_all, image(10)).unwrap();
+    std::fs::set_permissions(&open_to_all, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let paths = [fifo.clone(), link.clone(), open_to_all.clone()];
+    std::thread::spawn(move || {
+        for p in &paths {
+            let refused = Mapped::open(p).err().map(|e| e.to_string());
+            let kept = remove_if_unused(p).is_err();
+            tx.send((p.clone(), refused, kept)).unwrap();
+        }
+    });
+    for _ in 0..3 {
+        let (p, refused, kept) = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("opening a planted file returns at once");
+        assert!(refused.is_some(), "{} was opened", p.display());
+        assert!(kept, "{} is not ours to remove", p.display());
+    }
+    assert!(
+        std::fs::read_dir(&d).unwrap().count() == 4,
+        "nothing was removed"
+    );
+    // A sweep passes them by, and still removes what it may.
+    let real_name = real.file_name().unwrap().to_str().unwrap().to_owned();
+    publish(&d, "v0.atcimg", &image(3)).unwrap();
+    let swept = sweep(&d, &real_name).unwrap();
+    assert_eq!(swept, ["v0.atcimg"]);
+    assert!(Mapped::open(&real).is_ok());
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn an_image_directory_is_ours_alone() {
+    let d = dir("own");
+    // Missing: created, with its parents, mode 0700.
+    let made = d.join("a/b");
+    own_dir(&made).unwrap();
+    let mode = std::fs::metadata(&made).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o700);
+    // Writable by others, with or without the sticky bit: refused, saying why.
+    for m in [0o777, 0o1777, 0o775] {
+        std::fs::set_permissions(&made, std::fs::Permissions::from_mode(m)).unwrap();
+        let e = own_dir(&made).unwrap_err().to_string();
+        assert!(e.contains("lets others write"), "{m:o}: {e}");
+    }
+    std::fs::set_permissions(&made, std::fs::Permissions::from_mode(0o755)).unwrap();
+    own_dir(&made).unwrap();
+    // A symbolic link is not followed; a file is no directory.
+    let link = d.join("link");
+    std::os::unix::fs::symlink(&made, &link).unwrap();
+    assert!(own_dir(&link).is_err());
+    std::fs::write(d.join("file"), b"").unwrap();
+    assert!(own_dir(&d.join("file")).is_err());
+    // In a parent others can write: only with the sticky bit (as /tmp).
+    let open_parent = d.join("open");
+    std::fs::create_dir(&open_parent).unwrap();
+    std::fs::create_dir(open_parent.join("images")).unwrap();
+    std::fs::set_permissions(&open_parent, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let e = own_dir(&open_parent.join("images"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("sticky"), "{e}");
+    std::fs::set_permissions(&open_parent, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    own_dir(&open_parent.join("images")).unwrap();
+    // Another user's directory (when the tests can make one: as root).
+    if unsafe { libc::geteuid() } == 0 {
+        let theirs = d.join("theirs");
+        std::fs::create_dir(&theirs).unwrap();
+        std::os::unix::fs::chown(&theirs, Some(65534), None).unwrap();
+        let e = own_dir(&theirs).unwrap_err().to_string();
+        assert!(e.contains("owned by uid 65534"), "{e}");
+    }
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// `atc_router_published` with a buffer too small for the path: `ATC_ERR_BUFFER` and the
+/// length needed, as every call with an output buffer answers; nothing cut.
+#[test]
+fn where_a_table_was_published_is_never_cut_short() {
+    use atc_router_ffi::image::{atc_router_publish_images, atc_router_published};
+    use atc_router_ffi::*;
+    use std::ffi::c_char;
+    use std::ptr::null_mut;
+    let d = dir("published");
+    let p = |s: &str| s.as_ptr().cast::<c_char>();
+    unsafe {
+        let s = atc_schema_new();
+        let name = "http.path";
+        let rc = atc_schema_add_field(
+            s,
+            p(name),
+            name.len(),
+            ATC_TYPE_STRING,
+            null_mut(),
+            null_mut(),
+        );
+        assert_eq!(rc, ATC_OK);
+        let r = atc_router_new(s, null_mut(), null_mut());
+        let dir = d.to_str().unwrap();
+        let rc = atc_router_publish_images(r, p(dir), dir.len(), 0, null_mut(), null_mut());
+        assert_eq!(rc, ATC_OK);
+        let text = "1\ta8f2c1e4-0000-4000-8000-000000000001\thttp.path ^= \"/a\"\n";
+        let rc = atc_router_sync_start_text(
+            r,
+            1,
+            p(text),
+            text.len(),
+            ATC_TEXT_COPY,
+            ATC_SYNC_ALL_OR_NOTHING,
+            null_mut(),
+            null_mut(),
+        );
+        assert_eq!(rc, ATC_OK);
+        let started = std::time::Instant::now();
+        while atc_router_sync_ready(r) != 1 {
+            assert!(started.elapsed() < std::time::Duration::from_secs(60));
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let mut version = 0u64;
+        let mut report = std::mem::zeroed::<AtcSyncReport>();
+        let rc = atc_router_sync_apply(
+            r,
+            &mut version,
+            &mut report,
+            null_mut(),
+            null_mut(),
+            null_mut(),
+            null_mut(),
+            null_mut(),
+            null_mut(),
+        );
+        assert_eq!(rc, ATC_OK);
+        let mut small = [0 as c_char; 8];
+        let mut len = small.len();
+        let rc = atc_router_published(r, &mut version, small.as_mut_ptr(), &mut len);
+        assert_eq!(rc, ATC_ERR_BUFFER);
+        assert!(len > 8, "the length needed: {len}");
+        assert_eq!(small, [0; 8], "nothing written");
+        let mut buf = vec![0 as c_char; len];
+        let mut got = buf.len();
+        let rc = atc_router_published(r, &mut version, buf.as_mut_ptr(), &mut got);
+        assert_eq!(rc, ATC_OK);
+        assert_eq!(got, len);
+        let path = String::from_utf8(buf.iter().map(|&c| c as u8).collect()).unwrap();
+        assert!(path.starts_with(dir) && path.ends_with(".atcimg"), "{path}");
+        assert_eq!(version, 1);
+        atc_router_free(r);
+        atc_schema_free(s);
+    }
     std::fs::remove_dir_all(&d).unwrap();
 }

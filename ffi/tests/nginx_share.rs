@@ -21,6 +21,11 @@ const ROUTES: usize = 3_000;
 const DEADLINE: Duration = Duration::from_secs(300);
 
 fn write_config(n: &Nginx, dir: &Path, port: u16) -> std::path::PathBuf {
+    write_config_with(n, dir, port, "")
+}
+
+/// `write_config` with more arguments to the workers' `share.init_worker`.
+fn write_config_with(n: &Nginx, dir: &Path, port: u16, more: &str) -> std::path::PathBuf {
     let lua = common::repo_root().join("lua");
     let conf = format!(
         r#"{head}
@@ -30,7 +35,7 @@ fn write_config(n: &Nginx, dir: &Path, port: u16) -> std::path::PathBuf {
     lua_shared_dict atc_share 1m;
     lua_shared_dict atc_test 64k;
 
-    init_worker_by_lua_block {{ require("share").init_worker("{dir}", "routes1.tsv") }}
+    init_worker_by_lua_block {{ require("share").init_worker("{dir}", "routes1.tsv"{more}) }}
 
     server {{
         # reuseport: a socket per worker, so that new connections reach every worker.
@@ -45,6 +50,7 @@ fn write_config(n: &Nginx, dir: &Path, port: u16) -> std::path::PathBuf {
 }}
 "#,
         dir = dir.display(),
+        more = more,
         head = nginx::conf_head(n, dir, 4, "info"),
         lua = lua.display(),
         share = n.lua_share.display(),
@@ -388,6 +394,42 @@ fn four_workers_route_from_one_shared_table() {
         .map(|l| format!("{l}\n"))
         .collect();
     nginx::assert_clean_logs(&logs);
+    if std::env::var_os("ATC_KEEP_TEST_DIR").is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// The default image directory works however nginx is started: as root with unprivileged
+/// workers (how the tests run as root), the prefix is root's and the workers cannot write it;
+/// they make their own directory, theirs alone.
+#[test]
+fn the_default_image_directory_works_with_a_root_master() {
+    let Some(nginx) =
+        nginx::required_or_skip("the_default_image_directory_works_with_a_root_master")
+    else {
+        return;
+    };
+    let dir = common::cpath_dir("nginx-share-default");
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::write(dir.join("routes1.tsv"), routes(1)).unwrap();
+    let port = free_port();
+    let conf = write_config_with(&nginx, &dir, port, ", false, \"default\"");
+    let mut running = Running::start(&nginx, &dir, &conf);
+    let started = Instant::now();
+    while get_ok(port).is_none() {
+        assert!(
+            started.elapsed() < DEADLINE,
+            "no answer:\n{}",
+            running.logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    wait_for_version(port, "1", &mut running);
+    check_routing(port, 1);
+    let logs = running.logs();
+    assert!(!logs.contains("Permission denied"), "{logs}");
+    running.stop();
+    nginx::assert_clean_logs(&running.logs());
     if std::env::var_os("ATC_KEEP_TEST_DIR").is_none() {
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -49,11 +49,13 @@ local function follow(premature)
     end
 end
 
-function _M.init_worker(dir, file, own)
+-- `images`: "default" for the gateway's default image directory, else `dir`/images.
+function _M.init_worker(dir, file, own, images)
     DIR = dir
     local err
     GW, err = gateway.new({ share = (not own) and "atc_share" or nil,
-        share_dir = dir .. "/images", poll_interval = 0.01, captures = "table" })
+        share_dir = images ~= "default" and dir .. "/images" or nil, poll_interval = 0.01,
+        captures = "table" })
     if not GW then
         ngx.log(ngx.ERR, "share test: ", err)
         return

@@ -36,15 +36,19 @@
 //!   [`MAX_PATH_DEPTH`] segments is written as the leaf of every route below it: still every
 //!   route a request can match, at the cost of more candidates;
 //!   [`Written::leaves_in_place_of_splits`] counts them.
-//! - A walk trusts nothing beyond the container's checksum: reads are bounds-checked, it goes at
-//!   most [`MAX_DEPTH`] levels down (one scratch buffer per level) and at most
-//!   [`MAX_PATH_DEPTH`] segments into a path tree, so corrupt words can neither make it loop
-//!   nor recurse past a few thousand small frames, and words it cannot read end that branch.
+//! - A walk trusts nothing beyond the container's checksum (which anyone who can write the file
+//!   can make right): reads are bounds-checked, it goes at most [`MAX_DEPTH`] levels down (one
+//!   scratch buffer per level) and at most [`MAX_PATH_DEPTH`] segments into a path tree, and its
+//!   total work is bounded by the image's size (see [`ImageIndex::candidates`]), so crafted
+//!   words can neither make it loop, nor blow up through shared children, nor recurse past a
+//!   few thousand small frames; words it cannot read end that branch.
 //!   Lowercasing is the evaluator's (`compile::eval::lowercase_if`), so a key is looked up as
 //!   the in-process index looks it up.
 //! - Searches stay linear in the value whatever the table: a `contains` search by rarest byte
 //!   hands over to `memmem` after a few misses, and a walk within a value gives up past a
 //!   budget and takes every child (more candidates, never fewer).
+
+use std::cell::Cell;
 
 use super::cidr_map::flat_key;
 use super::tree::{FieldSplit, Node, Split};
@@ -386,6 +390,15 @@ impl<'a> ImageIndex<'a> {
     /// Appends to `out` the route numbers of every route the request can match (unsorted, with
     /// repeats), from the node numbered `root`. `bufs` is scratch, one per level (grown to the
     /// depth the walk reaches, then reused).
+    ///
+    /// The walk's work is bounded by the image's size: counting a node visit, an entry taken,
+    /// a child or network length tried and 64 bytes of a value looked up as one unit each, it
+    /// does at most twice as many as the image has words of nodes and entries, plus
+    /// [`WALK_SLACK`]. A walk of a tree, which is what this library writes, visits a node once
+    /// per value leading to it, so it stays far below; one that would go over (a crafted image
+    /// whose nodes share children or point back at themselves) stops, and `out` gets every
+    /// entry of the image instead: all the routes the index holds, a superset that evaluation
+    /// narrows.
     pub(crate) fn candidates(
         &self,
         root: u32,
@@ -396,11 +409,83 @@ impl<'a> ImageIndex<'a> {
         if bufs.len() < MAX_DEPTH + 1 {
             bufs.resize_with(MAX_DEPTH + 1, LevelBuf::default);
         }
-        self.collect(root as usize, ctx, bufs, out);
+        let before = out.len();
+        let budget = (self.nodes.len().saturating_add(self.entries.len()))
+            .saturating_mul(2)
+            .saturating_add(WALK_SLACK);
+        let walk = Walk {
+            ix: *self,
+            left: Cell::new(budget),
+        };
+        walk.collect(root as usize, ctx, bufs, out);
+        if walk.left.get() == SPENT {
+            out.truncate(before);
+            out.extend(self.entries.iter());
+        }
     }
 
     fn at(&self, i: usize) -> Option<u32> {
         self.nodes.get(i)
+    }
+
+    /// The child of integer split `n` under key `i` (binary search over its sorted keys).
+    fn int_child(&self, n: usize, i: i64) -> Option<u32> {
+        let count = self.at(n + 4)? as usize;
+        let key = |k: usize| -> Option<i64> {
+            let at = n + 5 + 3 * k;
+            let (lo, hi) = (self.at(at)?, self.at(at + 1)?);
+            Some((u64::from(hi) << 32 | u64::from(lo)) as i64)
+        };
+        let (mut lo, mut hi) = (0usize, count);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match key(mid)?.cmp(&i) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return self.at(n + 5 + 3 * mid + 2),
+            }
+        }
+        None
+    }
+}
+
+/// Visits every walk may make beyond those the image's size allows, so that a small table read
+/// with long values keeps its exact candidates.
+const WALK_SLACK: usize = 4096;
+
+/// What [`Walk::left`] holds once the walk went over its budget.
+const SPENT: usize = usize::MAX;
+
+/// One walk of an [`ImageIndex`], with the work it may still do (see
+/// [`ImageIndex::candidates`]).
+struct Walk<'a> {
+    ix: ImageIndex<'a>,
+    /// Node visits and entries the walk may still take, or [`SPENT`].
+    left: Cell<usize>,
+}
+
+impl<'a> std::ops::Deref for Walk<'a> {
+    type Target = ImageIndex<'a>;
+
+    fn deref(&self) -> &ImageIndex<'a> {
+        &self.ix
+    }
+}
+
+impl Walk<'_> {
+    /// Takes `n` units of the walk's budget: false (and the walk over) when fewer are left.
+    #[inline]
+    fn spend(&self, n: usize) -> bool {
+        match self.left.get().checked_sub(n) {
+            Some(left) if self.left.get() != SPENT => {
+                self.left.set(left);
+                true
+            }
+            _ => {
+                self.left.set(SPENT);
+                false
+            }
+        }
     }
 
     /// `bufs` holds one buffer per level left: a walk deeper than that stops (corrupt words).
@@ -408,6 +493,9 @@ impl<'a> ImageIndex<'a> {
         let Some((here, deeper)) = bufs.split_first_mut() else {
             return;
         };
+        if !self.spend(1) {
+            return;
+        }
         // Every record has at least three words: a leaf's all, a split's kind, field and
         // lowercasing.
         let Some([kind, a, b]) = self.nodes.array::<3>(n) else {
@@ -417,7 +505,7 @@ impl<'a> ImageIndex<'a> {
             LEAF => {
                 let (start, len) = (a as usize, b as usize);
                 // Most leaves a walk passes through (the `rest` of a split) are empty.
-                if len != 0 {
+                if len != 0 && self.spend(len) {
                     if let Some(e) = self.entries.slice(start..start.saturating_add(len)) {
                         out.extend(e.iter());
                     }
@@ -435,6 +523,9 @@ impl<'a> ImageIndex<'a> {
             }
             FIELDS => {
                 let (rest, count) = (a, b);
+                if !self.spend(count as usize) {
+                    return;
+                }
                 self.collect(rest as usize, ctx, deeper, out);
                 for i in 0..count as usize {
                     let Some([field, child]) = self.nodes.array::<2>(n + 3 + 2 * i) else {
@@ -479,6 +570,15 @@ impl<'a> ImageIndex<'a> {
         let Value::String(s) = v else {
             return;
         };
+        // A lookup reads the value (a `contains` search up to `WITHIN_BUDGET` times, plus its
+        // set-up): its cost in visits, one per cache line read.
+        let cost = match kind {
+            CONTAINS => 64 + s.len() / 4,
+            _ => 1 + s.len() / 64,
+        };
+        if !self.spend(cost) {
+            return;
+        }
         if kind == PATH {
             let Some(root) = self.at(n + 4) else {
                 return;
@@ -576,7 +676,7 @@ impl<'a> ImageIndex<'a> {
     /// Visits the payload of every pattern below path node `node` that accepts `rest` (what
     /// follows the `/` after the segments walked so far), as `PathTree::walk` does in process.
     fn path_walk(&self, node: usize, rest: &[u8], depth: usize, visit: &mut dyn FnMut(u32)) {
-        if depth > MAX_PATH_DEPTH {
+        if depth > MAX_PATH_DEPTH || !self.spend(1) {
             return;
         }
         let Some([open, _, len]) = self.nodes.array::<3>(node) else {
@@ -605,6 +705,9 @@ impl<'a> ImageIndex<'a> {
         let Some(count) = self.at(params) else {
             return;
         };
+        if !self.spend(count as usize) {
+            return;
+        }
         for i in 0..count as usize {
             let Some([a, b, c, d, e, child]) = self.nodes.array::<6>(params + 1 + 6 * i) else {
                 return;
@@ -663,6 +766,9 @@ impl<'a> ImageIndex<'a> {
         let Some(table) = table else {
             return;
         };
+        if !self.spend(count as usize) {
+            return;
+        }
         let family = if a.is_ipv4() { 4 } else { 6 };
         for i in 0..count as usize {
             let Some(l) = self.at(n + 5 + i) else {
@@ -679,31 +785,110 @@ impl<'a> ImageIndex<'a> {
             }
         }
     }
-
-    /// The child of integer split `n` under key `i` (binary search over its sorted keys).
-    fn int_child(&self, n: usize, i: i64) -> Option<u32> {
-        let count = self.at(n + 4)? as usize;
-        let key = |k: usize| -> Option<i64> {
-            let at = n + 5 + 3 * k;
-            let (lo, hi) = (self.at(at)?, self.at(at + 1)?);
-            Some((u64::from(hi) << 32 | u64::from(lo)) as i64)
-        };
-        let (mut lo, mut hi) = (0usize, count);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            match key(mid)?.cmp(&i) {
-                std::cmp::Ordering::Less => lo = mid + 1,
-                std::cmp::Ordering::Greater => hi = mid,
-                std::cmp::Ordering::Equal => return self.at(n + 5 + 3 * mid + 2),
-            }
-        }
-        None
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::schema::Schema;
+    use crate::value::Type;
+    use std::sync::Arc;
+
+    fn as_bytes(words: &[u32]) -> Vec<u8> {
+        words.iter().flat_map(|w| w.to_le_bytes()).collect()
+    }
+
+    /// The candidates of a request with `h = "x"` from hand-written node words (image field 0
+    /// is `h`), and how long the walk took.
+    fn walk(nodes: &[u32], entries: &[u32], root: u32) -> (Vec<u32>, std::time::Duration) {
+        let mut schema = Schema::new();
+        schema.add_field("h", Type::String).unwrap();
+        let mut ctx = Values::new(Arc::new(schema));
+        let h = ctx.schema().lookup("h").unwrap();
+        ctx.add_str(h, "x").unwrap();
+        let (nodes, entries) = (as_bytes(nodes), as_bytes(entries));
+        let fields = [h];
+        let ix = ImageIndex::new(
+            Words::new(&nodes).unwrap(),
+            Words::new(&entries).unwrap(),
+            &[],
+            &fields,
+        );
+        let started = std::time::Instant::now();
+        let mut out = Vec::new();
+        ix.candidates(root, &ctx, &mut Vec::new(), &mut out);
+        (out, started.elapsed())
+    }
+
+    /// A leaf at 0 holding `entries`, then `links` field splits, each with its `rest` and its
+    /// one child (`h`) both the node before it: a walk of the words as a tree would visit the
+    /// leaf 2^links times.
+    fn shared_chain(links: usize, entries: u32) -> (Vec<u32>, u32) {
+        let mut nodes = vec![LEAF, 0, entries];
+        let mut prev = 0;
+        for _ in 0..links {
+            let at = nodes.len() as u32;
+            nodes.extend([FIELDS, prev, 1, 0, prev]);
+            prev = at;
+        }
+        (nodes, prev)
+    }
+
+    #[test]
+    fn shared_children_cost_what_the_image_is_not_what_they_unfold_to() {
+        let entries: Vec<u32> = (0..1000).collect();
+        // 2^90 leaf visits unfolded; MAX_DEPTH stops at 48 levels, still 2^48.
+        let (nodes, root) = shared_chain(90, 1000);
+        let (out, took) = walk(&nodes, &entries, root);
+        assert_eq!(
+            out, entries,
+            "over its budget, a walk gives every entry once"
+        );
+        assert!(took < std::time::Duration::from_secs(5), "{took:?}");
+    }
+
+    #[test]
+    fn a_node_that_points_back_at_itself_ends() {
+        // A field split whose rest and child are itself, and an exact split likewise.
+        let (out, _) = walk(&[FIELDS, 0, 1, 0, 0], &[7, 8], 0);
+        assert_eq!(out, [7, 8]);
+        let (out, took) = walk(&[EXACT, 0, 0, 0], &[7, 8], 0);
+        assert!(
+            out.is_empty(),
+            "its own rest, down to the depth bound: {out:?}"
+        );
+        assert!(took < std::time::Duration::from_secs(5));
+    }
+
+    #[test]
+    fn a_deep_chain_stops_at_the_depth_bound() {
+        // 100,000 field splits in a line, each taking the next: the walk goes MAX_DEPTH down.
+        let mut nodes = vec![LEAF, 0, 1];
+        for i in 0..100_000u32 {
+            let prev = if i == 0 { 0 } else { 3 + 5 * (i - 1) };
+            nodes.extend([FIELDS, 0, 1, 0, prev]);
+        }
+        let root = (nodes.len() - 5) as u32;
+        let (out, took) = walk(&nodes, &[9], root);
+        assert!(out.len() <= 1 + MAX_DEPTH, "{}", out.len());
+        assert!(took < std::time::Duration::from_secs(5));
+    }
+
+    #[test]
+    fn a_tree_walk_keeps_its_exact_candidates() {
+        // The same chain without sharing: each split's rest is an empty leaf of its own.
+        let mut nodes = vec![LEAF, 0, 2];
+        let mut prev = 0;
+        for _ in 0..10 {
+            let empty = nodes.len() as u32;
+            nodes.extend([LEAF, 0, 0]);
+            let at = nodes.len() as u32;
+            nodes.extend([FIELDS, empty, 1, 0, prev]);
+            prev = at;
+        }
+        let (out, _) = walk(&nodes, &[4, 5, 6], prev);
+        assert_eq!(out, [4, 5], "the leaf's own entries, not every entry");
+    }
 
     fn naive(text: &[u8], lit: &[u8]) -> bool {
         lit.is_empty() || text.windows(lit.len()).any(|w| w == lit)

@@ -147,14 +147,15 @@ end
 --               build is in flight (or within the interval), a newer list waits, and only the
 --               newest one waiting is handed over: frequent pushes cost one hand-over per build
 --   builder_priority  "idle" (default: the builder thread runs under SCHED_IDLE and takes only
---               CPU no request wants) or "normal" (the worker's priority, less builder_nice), for
---               the builder threads started from now on, in the whole process
+--               CPU no request wants) or "normal" (the worker's policy, builder_nice below
+--               it), for the builder threads started from now on, in the whole process
 --               (atc_builder_schedule; docs/gateway.md, "Who builds, and at what priority")
 --   builder_boost_after  seconds a version may wait for an idle builder before a thread at the
 --               worker's priority takes its build over (default 3; 0: never), likewise
 --   builder_nice  how many nice levels (0 to 19) below the worker the builder threads that run
 --               at normal priority (the boosted one; every one with builder_priority =
---               "normal") started from now on run, in the whole process (atc_builder_priority)
+--               "normal") started from now on run, in the whole process (atc_builder_priority;
+--               default 19, the lowest; 0: the worker's own)
 --   request_source  how requests are read (resty.router.gateway.sources): "auto" (default:
 --               lua-nginx-module's FFI functions when sources.native is available, else the
 --               plain ngx API), "plain" (always the plain ngx API), or "native" (an error
@@ -165,8 +166,10 @@ end
 --               (not updates = "sync"); route() reads every field in use in one pass, and
 --               explain, matches and the router's stats see the worker's own router, not the
 --               shared table. Without it, every worker builds and holds its own table
---   share_dir   where the image files go (default: the nginx prefix's atc-images/, made with
---               mode 0700); files are mode 0600 and removed once no worker maps them
+--   share_dir   where the image files go (default: /tmp/atc-images-<uid>-<hash of the nginx
+--               prefix and the dict's name>, made with mode 0700 by the workers); it must be
+--               the workers' user's and writable by it alone; files are mode 0600 and removed
+--               once no worker maps them
 --   captures    what route() returns as captures: "table" (default: a new table of strings per
 --               request, as Kong's get_result) or "lazy" (one read-only object of the gateway
 --               that reads a capture from the context when it is indexed: a request whose

@@ -859,6 +859,13 @@ function _M:published()
     if rc == lib.ATC_ERR_NOT_FOUND then
         return nil
     end
+    if rc == lib.ATC_ERR_BUFFER then
+        -- A path (or reason) longer than the buffer: once more with the size it needs.
+        published_cap = tonumber(published_len[0])
+        published_buf = ffi.new("char[?]", published_cap)
+        published_len[0] = published_cap
+        rc = lib.atc_router_published(self.ptr, version_out, published_buf, published_len)
+    end
     local text = ffi_string(published_buf, published_len[0])
     if rc ~= 0 then
         return nil, text, version_value(version_out[0])

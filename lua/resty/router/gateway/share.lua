@@ -59,6 +59,20 @@ local function pid()
     return (ngx and ngx.worker and ngx.worker.pid and ngx.worker.pid()) or 0
 end
 
+-- The default image directory of dict `name`: one per user, nginx prefix and dict, in /tmp
+-- (the workers' user creates it, whoever started the master: the nginx prefix belongs to
+-- root when nginx starts as root with unprivileged workers). Like any directory of images it
+-- must be the workers' user's alone (image_file::own_dir), so another user who made it first
+-- is refused by name, never used.
+function _M.default_dir(name)
+    local ngx = rawget(_G, "ngx")
+    local ffi = require("ffi")
+    pcall(ffi.cdef, "unsigned int geteuid(void);")
+    local prefix = ngx.config.prefix()
+    return string.format("/tmp/atc-images-%d-%08x", tonumber(ffi.C.geteuid()),
+        ngx.crc32_long(prefix .. "\0" .. name))
+end
+
 -- The share settings of gateway.new's options: the state, or nil and an error. `opts.share`
 -- names a lua_shared_dict; `opts.share_dir` the directory of image files (default: the
 -- nginx prefix's atc-images/).
@@ -78,7 +92,7 @@ function _M.new(opts, r)
     end
     local dir = opts.share_dir
     if dir == nil then
-        dir = ngx.config.prefix() .. "atc-images"
+        dir = _M.default_dir(name)
     end
     if type(dir) ~= "string" then
         return nil, "share_dir must be a string, got " .. type(dir)
