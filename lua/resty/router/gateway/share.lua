@@ -74,8 +74,8 @@ function _M.default_dir(name)
 end
 
 -- The share settings of gateway.new's options: the state, or nil and an error. `opts.share`
--- names a lua_shared_dict; `opts.share_dir` the directory of image files (default: the
--- nginx prefix's atc-images/).
+-- names a lua_shared_dict; `opts.share_dir` the directory of image files (default:
+-- default_dir(name)).
 function _M.new(opts, r)
     local name = opts.share
     if type(name) ~= "string" then
