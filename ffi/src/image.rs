@@ -199,8 +199,9 @@ pub unsafe extern "C" fn atc_router_published(
 
 /// Maps the image file at `path` (`path_len` bytes) and checks it whole as a table of
 /// `schema`: an image router, or NULL with the reason in `errbuf` (`ATC_ERR_IMAGE`: missing,
-/// unreadable, not an image, corrupt, truncated, of another library version or another
-/// schema's fields). Holds the calling thread for the check (milliseconds at 100,000 routes):
+/// unreadable, not a regular file of this process's user that no one else can write (a
+/// symbolic link is not followed, a FIFO not waited on), not an image, corrupt, truncated, of
+/// another library version or another schema's fields). Holds the calling thread for the check (milliseconds at 100,000 routes):
 /// a worker switching tables uses `atc_image_open_start`. Its regexes are compiled by the
 /// first request that evaluates each (`atc_image_open_start` also takes those the table in
 /// force compiled).

@@ -232,15 +232,7 @@ fn four_workers_route_from_one_shared_table() {
     let mut running = Running::start(&nginx, &dir, &conf);
 
     // Version 1, built once, answered from the image by all four workers.
-    let started = Instant::now();
-    while get_ok(port).is_none() {
-        assert!(
-            started.elapsed() < DEADLINE,
-            "no answer:\n{}",
-            running.logs()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_for_an_answer(port, &running);
     let pids = wait_for_version(port, "1", &mut running);
     check_routing(port, 1);
     // One worker builds; no worker holds a table of its own (the builder's copy is its
@@ -415,15 +407,7 @@ fn the_default_image_directory_works_with_a_root_master() {
     let port = free_port();
     let conf = write_config_with(&nginx, &dir, port, ", false, \"default\"");
     let mut running = Running::start(&nginx, &dir, &conf);
-    let started = Instant::now();
-    while get_ok(port).is_none() {
-        assert!(
-            started.elapsed() < DEADLINE,
-            "no answer:\n{}",
-            running.logs()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_for_an_answer(port, &running);
     wait_for_version(port, "1", &mut running);
     check_routing(port, 1);
     let logs = running.logs();
@@ -444,6 +428,19 @@ fn effective_uid() -> u32 {
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|u| u.parse().ok())
         .unwrap_or(u32::MAX)
+}
+
+/// Waits until a worker answers (the first table is in force), failing with the logs.
+fn wait_for_an_answer(port: u16, running: &Running) {
+    let started = Instant::now();
+    while get_ok(port).is_none() {
+        assert!(
+            started.elapsed() < DEADLINE,
+            "no answer:\n{}",
+            running.logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 fn get_ok(port: u16) -> Option<Response> {
