@@ -4,6 +4,9 @@
 # list) and at 9,920 (80 copies under version and tenant prefixes), and 10,000 host + prefix
 # routes (the host-prefixes family: heavy-tailed hosts, 1-3 nested prefixes each); each with
 # the table's realistic requests (hits) and its miss-keys requests (the 404 on a busy host).
+# Then the time to build each table, from its route list in Lua memory to a table that answers
+# (ours through resty.router.gateway's update(), built on the router's builder thread;
+# radixtree's radix.new), median of ROUNDS rounds at most 7 (lua/bench/radixtree.lua, build()).
 #
 #   lua/bench/radixtree.sh [REQUESTS] [ROUNDS]          (defaults: 10000 requests, 21 rounds)
 #
@@ -18,6 +21,7 @@ cd "$(dirname "$0")/../.."
 root=$PWD
 requests=${1:-10000}
 rounds=${2:-21}
+build_rounds=$((rounds < 7 ? rounds : 7))
 port=${BENCH_PORT:-8091}
 work=$root/target/radixtree
 src=${RADIXTREE_SRC:-$work/src}
@@ -61,8 +65,9 @@ done
 # shellcheck source=lua/bench/nginx.sh
 . lua/bench/nginx.sh
 prefix=$work/nginx
-bench_nginx_conf "$prefix" "$lua_path" "$work/lib/?.so;$radix_cpath" "$port" \
-    "ngx.say(require(\"bench.radixtree\").run(\"$work/\" .. ngx.var.uri:sub(8), $rounds))" \
+handler="ngx.say(require(\"bench.radixtree\").serve(\"$work/\", ngx.var.uri:sub(8), $rounds,"
+handler="$handler $build_rounds))"
+bench_nginx_conf "$prefix" "$lua_path" "$work/lib/?.so;$radix_cpath" "$port" "$handler" \
     lua/bench/radixtree.sh
 nginx=(nginx -p "$prefix" -c "$prefix/nginx.conf" -e "$prefix/logs/error.log")
 bench_port_free "$port" || exit 1
@@ -77,3 +82,37 @@ for c in "${cases[@]}"; do
             || { tail "$prefix/logs/error.log"; exit 1; }
     done
 done
+
+# Build times: one line of medians per table (routes, ours, radixtree, the worker's part of
+# ours, the builder thread's, r:sync, add_matcher + settle; ms), printed as two tables.
+rows=()
+for c in "${cases[@]}"; do
+    read -r family n <<<"$c"
+    row=$(curl -sS --max-time 600 "http://127.0.0.1:$port/bench/build/$family-$n-realistic") \
+        || { tail "$prefix/logs/error.log"; exit 1; }
+    [[ $row == [0-9]* ]] || { echo "$row"; tail "$prefix/logs/error.log"; exit 1; }
+    rows+=("$family $n"$'\t'"$row")
+done
+echo "== build time per table, median of $build_rounds rounds, from the route list in Lua memory" \
+    "to the first answer"
+printf '%-20s | %12s | %15s | %16s\n' table "build ours" "build radixtree" "ours / radixtree"
+for r in "${rows[@]}"; do
+    IFS=$'\t' read -r name _ ours rx _ _ _ _ <<<"$r"
+    printf '%-20s | %9.1f ms | %12.1f ms | %16.2f\n' "$name" "$ours" "$rx" \
+        "$(awk -v a="$ours" -v b="$rx" 'BEGIN { printf "%.4f", a / b }')"
+done
+echo "ours: gw:update(version, routes), built on the router's builder thread (here at the" \
+    "worker's priority), until the first gw:route() returns; radixtree: radix.new(routes) and" \
+    "its first match"
+echo
+echo "== ours' build by path, median of $build_rounds rounds"
+printf '%-20s | %12s | %12s | %14s | %12s | %20s\n' table gateway "worker held" \
+    "builder thread" "r:sync" "add_matcher + settle"
+for r in "${rows[@]}"; do
+    IFS=$'\t' read -r name _ ours _ held builder sync add <<<"$r"
+    printf '%-20s | %9.1f ms | %9.1f ms | %11.1f ms | %9.1f ms | %17.1f ms\n' "$name" "$ours" \
+        "$held" "$builder" "$sync" "$add"
+done
+echo "gateway: as 'build ours'; worker held: its CPU time in update() and in that route();" \
+    "builder thread: its build (stats().last_build_us); r:sync, add_matcher + settle: built in" \
+    "the worker, until the first execute returns"

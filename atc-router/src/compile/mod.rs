@@ -19,4 +19,5 @@ pub(crate) mod regex_cache;
 pub(crate) mod regex_long_text;
 pub(crate) mod regex_shape;
 pub(crate) mod regex_shelf;
+pub(crate) mod regex_size;
 pub(crate) mod resolve;

@@ -45,7 +45,7 @@
 use regex_automata::nfa::thompson::{self, backtrack, pikevm};
 use regex_automata::util::primitives::NonMaxUsize;
 use regex_automata::{Input, PatternID};
-use regex_syntax::hir::Hir;
+use regex_syntax::hir::{Hir, HirKind};
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
@@ -54,8 +54,9 @@ use crate::compile::path_pattern::PathPattern;
 use crate::compile::path_regex::PathRegex;
 use crate::compile::regex_long_text::{LongText, LONG_TEXT};
 use crate::compile::regex_shape::{
-    anchored_prefixes, literal, plain_literal_hir, required_literals, restrict_to_ascii,
+    anchored_prefixes, direct_hir, literal, required_literals, restrict_to_ascii,
 };
+use crate::compile::regex_size::nfa_size_bound;
 
 /// A regex and what matching and capture recording need of it.
 #[derive(Debug)]
@@ -79,6 +80,8 @@ pub struct CompiledRegex {
     size_limit: usize,
     /// Bytes of the compiled engines (see [`CompiledRegex::compiled_size`]).
     compiled_size: usize,
+    /// Whether `compiled_size` was measured or bounded without compiling.
+    sized: Sized,
     /// The engine for long texts, built off the request path once a long text asked for it
     /// (`None`: over budget, see the module docs).
     long_text: OnceLock<Option<LongText>>,
@@ -114,9 +117,12 @@ enum Engine {
 /// pattern, except for a pattern that has a segment form ([`PathRegex`]) or an ASCII narrowing,
 /// either of which answers every ASCII text. Its automaton then serves only non-ASCII texts
 /// (a non-ASCII path parameter), which most tables never see, and would otherwise be most of
-/// what a regex route holds (≈1.4 KB a path pattern). It is compiled when the pattern is added (the
-/// size limits are checked, the group names read) and dropped; the first text that needs it
-/// compiles it again, from the same source under the same limit, so the same automaton.
+/// what a regex route holds (≈1.4 KB a path pattern). With an ASCII narrowing it is compiled
+/// when the pattern is added (the size limits are checked, the group names read) and dropped;
+/// with a segment form it is not compiled at all when `regex_size.rs` bounds its size within
+/// the limit (the names are read from the tree), which is most of what adding a REST route
+/// cost. The first text that needs it compiles it, from the same source under the same limit,
+/// so the same automaton, which the limit is then known to accept.
 #[derive(Debug)]
 struct FullNfa(OnceLock<Option<NfaEngines>>);
 
@@ -128,6 +134,36 @@ impl FullNfa {
     fn on_demand() -> FullNfa {
         FullNfa(OnceLock::new())
     }
+}
+
+/// How [`CompiledRegex::compiled_size`] was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sized {
+    /// Measured on the compiled engines.
+    Exact,
+    /// Bounded from the pattern's tree (`regex_size.rs`); the automaton is not compiled yet.
+    Bound,
+}
+
+/// Group names by group index (`None` for group 0 and unnamed groups), read from the tree as
+/// regex-automata numbers them: group `i` is the capture of index `i`.
+fn group_names(hir: &Hir) -> Vec<Option<Arc<str>>> {
+    fn walk(hir: &Hir, out: &mut Vec<Option<Arc<str>>>) {
+        match hir.kind() {
+            HirKind::Capture(c) => {
+                if let (Some(slot), Some(name)) = (out.get_mut(c.index as usize), &c.name) {
+                    *slot = Some(Arc::from(&**name));
+                }
+                walk(&c.sub, out);
+            }
+            HirKind::Repetition(r) => walk(&r.sub, out),
+            HirKind::Concat(hs) | HirKind::Alternation(hs) => hs.iter().for_each(|h| walk(h, out)),
+            HirKind::Empty | HirKind::Literal(_) | HirKind::Class(_) | HirKind::Look(_) => {}
+        }
+    }
+    let mut out = vec![None; 1 + hir.properties().explicit_captures_len()];
+    walk(hir, &mut out);
+    out
 }
 
 /// The NFA simulations of one compiled pattern.
@@ -207,7 +243,7 @@ fn compile_nfa(hir: &Hir, size_limit: usize) -> Result<thompson::NFA, RegexError
 
 impl CompiledRegex {
     pub(crate) fn new(source: &str, size_limit: usize) -> Result<CompiledRegex, RegexError> {
-        let hir = match plain_literal_hir(source) {
+        let hir = match direct_hir(source) {
             Some(hir) => hir,
             // The same syntax defaults as `regex::Regex::new` (Unicode, UTF-8, nest limit).
             None => regex_syntax::Parser::new()
@@ -225,10 +261,24 @@ impl CompiledRegex {
             .look_set_prefix()
             .contains(regex_syntax::hir::Look::Start);
         let segments = PathRegex::from_hir(&hir);
+        let mut sized = Sized::Exact;
+        let unbuilt = segments
+            .as_ref()
+            .and_then(|_| nfa_size_bound(&hir))
+            .filter(|&bound| bound <= size_limit);
         let (engine, names, full_size) = match literal(&hir) {
             Some((text, start, end)) => {
                 let size = text.len();
                 (Engine::Literal { text, start, end }, vec![None], size)
+            }
+            // A segment form answers every ASCII text without an automaton (see the module
+            // docs): unless the limits need its real size, the automaton is compiled only for
+            // the first text that needs it.
+            None if unbuilt.is_some() => {
+                let bound = unbuilt.unwrap_or(size_limit);
+                sized = Sized::Bound;
+                let full = FullNfa::on_demand();
+                (Engine::Nfa { full, ascii: None }, group_names(&hir), bound)
             }
             None => {
                 let nfa = compile_nfa(&hir, size_limit)?;
@@ -294,6 +344,7 @@ impl CompiledRegex {
             segments,
             size_limit,
             compiled_size,
+            sized,
             long_text: OnceLock::new(),
             long_text_asked: AtomicBool::new(false),
             me: OnceLock::new(),
@@ -331,9 +382,28 @@ impl CompiledRegex {
         &self.source
     }
 
-    /// The size of its compiled form, in bytes: what `Limits::regex_total_size_limit` counts.
+    /// The size of its compiled form, in bytes, or an upper bound of it for a pattern whose
+    /// automaton was not compiled (see [`CompiledRegex::is_size_bound`]): what
+    /// `Limits::regex_total_size_limit` counts.
     pub(crate) fn compiled_size(&self) -> usize {
         self.compiled_size
+    }
+
+    /// Whether [`CompiledRegex::compiled_size`] is a bound (`regex_size.rs`), which
+    /// [`CompiledRegex::exact_compiled_size`] replaces when a limit is at stake.
+    pub(crate) fn is_size_bound(&self) -> bool {
+        self.sized == Sized::Bound
+    }
+
+    /// The size of its compiled form, in bytes, compiling the automaton if it was not (it is
+    /// then kept, as the first text that needs it would compile it).
+    pub(crate) fn exact_compiled_size(&self) -> usize {
+        match (&self.engine, self.sized) {
+            (Engine::Nfa { full, .. }, Sized::Bound) => self
+                .full(full)
+                .map_or(self.compiled_size, |e| e.pikevm.get_nfa().memory_usage()),
+            _ => self.compiled_size,
+        }
     }
 
     /// Literals one of which every text this regex matches starts with; `None` when the regex
@@ -479,7 +549,7 @@ impl CompiledRegex {
     /// panic on a request.
     #[cold]
     fn full_on_demand(&self) -> Option<NfaEngines> {
-        let hir = match plain_literal_hir(&self.source) {
+        let hir = match direct_hir(&self.source) {
             Some(hir) => hir,
             None => regex_syntax::Parser::new().parse(&self.source).ok()?,
         };
@@ -566,6 +636,7 @@ fn search(e: &NfaEngines, sc: &mut Scratch, input: &Input<'_>, slots: usize) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::compile::regex_shape::{path_template_hir, plain_literal_hir};
 
     #[test]
     fn a_path_regex_compiles_its_automaton_only_for_a_text_its_segments_cannot_tell() {
@@ -766,6 +837,76 @@ mod tests {
         fn plain_literal_trees_agree_with_regex_syntax(p in "\\^?[a-zA-Z0-9/_:@%,;=!-]{1,12}\\$?") {
             let direct = plain_literal_hir(&p).expect("generated from the plain alphabet");
             proptest::prop_assert_eq!(direct, regex_syntax::Parser::new().parse(&p).unwrap());
+        }
+    }
+
+    #[test]
+    fn path_template_trees_are_what_regex_syntax_builds() {
+        for p in [
+            "^/repos/(?<owner>[^/]+)/(?<repo>[^/]+)/issues$",
+            "^/gists/(?P<gist_id>[0-9a-f]+)/star$",
+            "^/a/([a-z0-9_-]+)/b$",
+            "^/files/[^/.]+\\.json$",
+            "^/x/(?<one>[a])$",
+            "^/(?<a>[^/]+)(?<b>[0-9]+)$",
+            "^/v1/(?<id>[A-Za-z0-9]+)/$",
+            "^/[/]+$",
+            "^/(?<_x1>[^a-z0-9]+)$",
+            "^/t/(?<id>\\d+)/u/(?<w>\\w+)$",
+            "^/t/(\\d)$",
+        ] {
+            let direct = path_template_hir(p).unwrap_or_else(|| panic!("{p} not a template"));
+            assert_eq!(direct, regex_syntax::Parser::new().parse(p).unwrap(), "{p}");
+        }
+        for not_template in [
+            "/a/([^/]+)$",
+            "^/a/([^/]+)",
+            "^/a/(?<x>[^/]+)/(?<x>[^/]+)$",
+            "^/a/([z-a]+)$",
+            "^/a/([]+)$",
+            "^/a/([-a]+)$",
+            "^/a/([a--b]+)$",
+            "^/a/(?<1x>[a]+)$",
+            "^/a/(?<>[a]+)$",
+            "^/a/(?<x>[a]*)$",
+            "^/a/(?:[a]+)$",
+            "^/a/(?i)[a]+$",
+            "^/a/(\\D+)$",
+            "^/a/[^/]+?$",
+            "^/a.b$",
+            "^/a/([^/]+$",
+            "^/a/(?<x[a]+)$",
+            "^/é/([a]+)$",
+            "^/a/[a&&b]$",
+        ] {
+            assert!(path_template_hir(not_template).is_none(), "{not_template}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Random strings over the template's alphabet and its near misses: whenever the direct
+        /// reading answers, it answers what regex-syntax answers.
+        #[test]
+        fn path_template_trees_agree_with_regex_syntax(
+            p in "\\^(/|[a-c09_.:-]|\\\\.|\\(|\\(\\?<[a-b_1]{0,2}>|\\(\\?P<[ab]{1,2}>|\\[|\\[\\^|\\]|\\+|\\)){1,24}\\$"
+        ) {
+            if let Some(direct) = path_template_hir(&p) {
+                let parsed = regex_syntax::Parser::new().parse(&p);
+                proptest::prop_assert!(parsed.is_ok(), "{} read directly, refused by regex-syntax", p);
+                proptest::prop_assert_eq!(direct, parsed.unwrap(), "{}", p);
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// Templates as REST routes write them: each is read directly, as regex-syntax reads it.
+        #[test]
+        fn path_templates_are_read_directly(
+            p in r"\^(/([a-c0-9_:-]{1,3}|\(\?P?<[a-c]{1,2}>\[\^?[a-c0-9/.]{1,3}(-[x-z])?-?\]\+?\)|\[\^/\]\+|\(\?<[d-e]>\\[dw]\+\)|\\\.)){1,5}\$"
+        ) {
+            if let Ok(parsed) = regex_syntax::Parser::new().parse(&p) {
+                proptest::prop_assert_eq!(path_template_hir(&p), Some(parsed), "{}", p);
+            }
         }
     }
 

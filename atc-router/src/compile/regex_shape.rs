@@ -8,6 +8,7 @@
 
 use regex_syntax::hir::literal::{ExtractKind, Extractor};
 use regex_syntax::hir::{Hir, HirKind, Look};
+use std::sync::OnceLock;
 
 /// `hir` with every Unicode class intersected with ASCII and every Unicode word boundary made
 /// an ASCII one, or `None` when nothing changes.
@@ -96,6 +97,168 @@ pub(crate) fn plain_literal_hir(source: &str) -> Option<Hir> {
         parts.push(Hir::look(Look::End));
     }
     Some(Hir::concat(parts))
+}
+
+/// The tree regex-syntax would give for an anchored path template, `^...$` made only of
+/// plain characters (as in [`plain_literal_hir`]), `\.`, and parameters: a bracketed class of
+/// plain characters and ranges (`[^/]`, `[0-9a-f]`, `[a-z0-9_-]`) or `\d` or `\w`, optionally repeated with
+/// `+`, optionally in a group, `(...)`, `(?<name>...)` or `(?P<name>...)` with a name of ASCII
+/// letters, digits and `_`. That is how REST routes write path parameters
+/// (`^/repos/(?<owner>[^/]+)/(?<repo>[^/]+)$`), and it skips a parse that costs more than the
+/// rest of adding such a route. Anything else (any other syntax, a name used twice, a range
+/// written backwards) gives `None`, and the caller parses: the subset is recognised only where
+/// its tree is certain, never rejected.
+pub(crate) fn path_template_hir(source: &str) -> Option<Hir> {
+    use regex_syntax::hir::{Capture, Repetition};
+    let body = source.strip_prefix('^')?.strip_suffix('$')?.as_bytes();
+    let plain = |c: u8| c.is_ascii_alphanumeric() || b"/_-:@%,;=!".contains(&c);
+    let mut parts = vec![Hir::look(Look::Start)];
+    let mut text = Vec::new();
+    let mut names: Vec<&str> = Vec::new();
+    let mut groups = 0u32;
+    let mut at = 0;
+    let flush = |text: &mut Vec<u8>, parts: &mut Vec<Hir>| {
+        if !text.is_empty() {
+            parts.push(Hir::literal(std::mem::take(text)));
+        }
+    };
+    while at < body.len() {
+        match body[at] {
+            c if plain(c) => {
+                text.push(c);
+                at += 1;
+            }
+            b'\\' if body.get(at + 1) == Some(&b'.') => {
+                text.push(b'.');
+                at += 2;
+            }
+            b'(' | b'[' => {
+                flush(&mut text, &mut parts);
+                let group = body[at] == b'(';
+                let mut name = None;
+                if group {
+                    at += 1;
+                    let open = match &body[at..] {
+                        [b'?', b'<', ..] => 2,
+                        [b'?', b'P', b'<', ..] => 3,
+                        _ => 0,
+                    };
+                    if open > 0 {
+                        at += open;
+                        let len = body[at..].iter().position(|&c| c == b'>')?;
+                        let n = std::str::from_utf8(&body[at..at + len]).ok()?;
+                        let ok = n.bytes().enumerate().all(|(i, c)| {
+                            c == b'_' || c.is_ascii_alphabetic() || (i > 0 && c.is_ascii_digit())
+                        });
+                        if n.is_empty() || !ok || names.contains(&n) {
+                            return None;
+                        }
+                        names.push(n);
+                        name = Some(n);
+                        at += len + 1;
+                    }
+                }
+                let mut param = match body.get(at..)? {
+                    [b'\\', b'd', ..] => perl_class(PerlClass::Digit, &mut at)?,
+                    [b'\\', b'w', ..] => perl_class(PerlClass::Word, &mut at)?,
+                    [b'[', ..] => bracketed(body, &mut at)?,
+                    _ => return None,
+                };
+                if body.get(at) == Some(&b'+') {
+                    at += 1;
+                    param = Hir::repetition(Repetition {
+                        min: 1,
+                        max: None,
+                        greedy: true,
+                        sub: Box::new(param),
+                    });
+                }
+                if group {
+                    if body.get(at) != Some(&b')') {
+                        return None;
+                    }
+                    at += 1;
+                    groups += 1;
+                    param = Hir::capture(Capture {
+                        index: groups,
+                        name: name.map(Box::from),
+                        sub: Box::new(param),
+                    });
+                }
+                parts.push(param);
+            }
+            _ => return None,
+        }
+    }
+    flush(&mut text, &mut parts);
+    parts.push(Hir::look(Look::End));
+    Some(Hir::concat(parts))
+}
+
+/// A bracketed class of [`path_template_hir`] at `body[*at]` (its `[`), as regex-syntax builds
+/// it; `at` moves past its `]`.
+fn bracketed(body: &[u8], at: &mut usize) -> Option<Hir> {
+    use regex_syntax::hir::{Class, ClassUnicode, ClassUnicodeRange};
+    // Plain characters that stand for themselves inside a class (`-` only last, placed apart).
+    let in_class = |c: u8| c.is_ascii_alphanumeric() || b"/_.:@%,;=!".contains(&c);
+    let mut at_ = *at + 1;
+    let negated = body.get(at_) == Some(&b'^');
+    at_ += usize::from(negated);
+    let mut ranges = Vec::new();
+    loop {
+        match body.get(at_..)? {
+            [b'-', b']', ..] => {
+                ranges.push(ClassUnicodeRange::new('-', '-'));
+                at_ += 2;
+                break;
+            }
+            [b']', ..] if !ranges.is_empty() => {
+                at_ += 1;
+                break;
+            }
+            [a, b'-', b, ..] if in_class(*a) && in_class(*b) && a <= b => {
+                ranges.push(ClassUnicodeRange::new(*a as char, *b as char));
+                at_ += 3;
+            }
+            [a, ..] if in_class(*a) => {
+                ranges.push(ClassUnicodeRange::new(*a as char, *a as char));
+                at_ += 1;
+            }
+            _ => return None,
+        }
+    }
+    let mut class = ClassUnicode::new(ranges);
+    if negated {
+        class.negate();
+    }
+    *at = at_;
+    Some(Hir::class(Class::Unicode(class)))
+}
+
+#[derive(Clone, Copy)]
+enum PerlClass {
+    Digit,
+    Word,
+}
+
+/// The tree regex-syntax builds for `\d` or `\w` at `body[*at]` (Unicode classes from its
+/// tables, parsed once per process and cloned); `at` moves past it.
+fn perl_class(class: PerlClass, at: &mut usize) -> Option<Hir> {
+    *at += 2;
+    static DIGIT: OnceLock<Option<Hir>> = OnceLock::new();
+    static WORD: OnceLock<Option<Hir>> = OnceLock::new();
+    let (cell, source) = match class {
+        PerlClass::Digit => (&DIGIT, r"\d"),
+        PerlClass::Word => (&WORD, r"\w"),
+    };
+    cell.get_or_init(|| regex_syntax::Parser::new().parse(source).ok())
+        .clone()
+}
+
+/// The tree of `source` when one of the direct readings above knows it
+/// ([`plain_literal_hir`], [`path_template_hir`]); `None`: parse it.
+pub(crate) fn direct_hir(source: &str) -> Option<Hir> {
+    plain_literal_hir(source).or_else(|| path_template_hir(source))
 }
 
 /// `(text, anchored at start, anchored at end)` when the pattern is a literal with anchors.

@@ -95,6 +95,7 @@ pub(crate) fn resolve(
         next_predicate: 0,
         regex_count: 0,
         regex_bytes: 0,
+        bounded: Vec::new(),
     };
     r.node(&parsed.expr)
 }
@@ -107,8 +108,11 @@ struct Resolver<'a> {
     regexes: &'a mut dyn RegexSource,
     next_predicate: usize,
     regex_count: usize,
-    /// Compiled size of the regexes so far, each occurrence counted.
+    /// Compiled size of the regexes so far, each occurrence counted (an upper bound for those
+    /// in `bounded`).
     regex_bytes: usize,
+    /// The occurrences counted by a bound of their size, not yet measured.
+    bounded: Vec<Arc<CompiledRegex>>,
 }
 
 impl Resolver<'_> {
@@ -149,6 +153,16 @@ impl Resolver<'_> {
                         .regex(src, self.limits.regex_size_limit)
                         .map_err(|e| regex_error(e, &err))?;
                     self.regex_bytes += re.compiled_size();
+                    if re.is_size_bound() {
+                        self.bounded.push(re.clone());
+                    }
+                    if self.regex_bytes > self.limits.regex_total_size_limit {
+                        // Bounds may overstate: refuse only on what the automata really weigh.
+                        for b in self.bounded.drain(..) {
+                            self.regex_bytes =
+                                self.regex_bytes - b.compiled_size() + b.exact_compiled_size();
+                        }
+                    }
                     if self.regex_bytes > self.limits.regex_total_size_limit {
                         return Err(err(
                             ExprErrorKind::Limit,

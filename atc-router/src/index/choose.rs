@@ -112,6 +112,9 @@ pub(crate) fn choose(
         })
         .copied()
         .collect();
+    // The weaker discs that routes of a stronger kind joined, with the number of routes that
+    // are their own.
+    let mut joined: Vec<(Disc, usize)> = Vec::new();
     if !weaker.is_empty() {
         // The routes that could join, by field: each weaker disc reads only its own field's
         // (a node of thousands of fields, each with a prefix, stays linear in its size).
@@ -144,6 +147,9 @@ pub(crate) fn choose(
                 })
                 .collect();
             if let Some(routes) = by_disc.get_mut(&d) {
+                if !joining.is_empty() {
+                    joined.push((d, routes.len()));
+                }
                 routes.extend(joining);
             }
         }
@@ -172,7 +178,7 @@ pub(crate) fn choose(
     // A split must leave a request fewer routes than `n`; where no key has filtered the routes
     // yet, as many is enough (see `Level`).
     let limit = if filtered { n } else { n + 1 };
-    for (disc, covered) in discs {
+    for (disc, covered) in &discs {
         if disc.kind == KeyKind::Regex {
             // Not a key (see `KeyKind::Regex`).
             continue;
@@ -184,7 +190,12 @@ pub(crate) fn choose(
             // Sorted by coverage: every disc after this one leaves as many or more.
             break;
         }
-        let Some((worst, mean)) = worst_case(table, &covered, disc, bound - rest) else {
+        if let Some(&(_, own)) = joined.iter().find(|(d, _)| d == disc) {
+            if dominated(disc, own, covered.len(), &discs) {
+                continue;
+            }
+        }
+        let Some((worst, mean)) = worst_case(table, covered, *disc, bound - rest) else {
             continue;
         };
         let (score, avg) = (rest + worst, rest as f64 + mean);
@@ -193,10 +204,29 @@ pub(crate) fn choose(
         let better = best
             .is_none_or(|(s, a, c)| score < s || (score == s && (c == Choice::Fields || avg < a)));
         if better {
-            best = Some((score, avg, Choice::Key(disc)));
+            best = Some((score, avg, Choice::Key(*disc)));
         }
     }
     best.map(|(_, _, c)| c)
+}
+
+/// Whether weighing `disc`, a weaker kind of key that routes of stronger kinds joined (a prefix
+/// split that also takes exact paths, a contains split that takes both), can be skipped: when
+/// the node can also be split on the same field by a stronger kind (one of `discs`), and most
+/// of what `disc` covers (all but `own` of `covered`) is routes of those stronger kinds. A
+/// request like one of those finds under the weaker split every route it found under the
+/// stronger one, so the weaker split could only win by its own routes, which the stronger
+/// split leaves to its rest, where they are split again by their own key. Building the weaker
+/// structure (an Aho-Corasick automaton for contains) costs the most of any split, over every
+/// route of the node.
+fn dominated(disc: &Disc, own: usize, covered: usize, discs: &[(Disc, Vec<u32>)]) -> bool {
+    own * 4 < covered
+        && discs.iter().any(|(d, _)| {
+            d.field == disc.field
+                && d.lower == disc.lower
+                && d.kind != disc.kind
+                && d.kind.implies(disc.kind)
+        })
 }
 
 /// How many routes a field split of `idx` leaves a request like one of them, at worst and on
