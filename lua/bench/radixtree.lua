@@ -83,12 +83,22 @@ local function requests(dir)
     return reqs
 end
 
-local function load(dir)
-    local s = schema.new()
+-- The fields of the table in `dir`, as { name, type } pairs, and its schema.
+local function fields_of(dir)
+    local fields = {}
     for line in io.lines(dir .. "/schema.tsv") do
         local name, typ = line:match("^(%S+)\t(%S+)$")
-        assert(s:add_field(name, typ))
+        fields[#fields + 1] = { name, typ }
     end
+    local s = schema.new()
+    for _, f in ipairs(fields) do
+        assert(s:add_field(f[1], f[2]))
+    end
+    return fields, s
+end
+
+local function load(dir)
+    local _, s = fields_of(dir)
     local ours = router.new(s)
     local t0 = now_ns()
     for line in io.lines(dir .. "/routes.tsv") do
@@ -300,15 +310,7 @@ end
 -- (gateway), radixtree, the gateway build's worker time, its builder thread's time, r:sync,
 -- add_matcher and settle (ms).
 function _M.build(dir, rounds)
-    local fields = {}
-    for line in io.lines(dir .. "/schema.tsv") do
-        local name, typ = line:match("^(%S+)\t(%S+)$")
-        fields[#fields + 1] = { name, typ }
-    end
-    local s = schema.new()
-    for _, f in ipairs(fields) do
-        assert(s:add_field(f[1], f[2]))
-    end
+    local fields, s = fields_of(dir)
     local routes = {}
     for line in io.lines(dir .. "/routes.tsv") do
         local prio, id, expr = line:match("^(%d+)\t(%S+)\t(.*)$")

@@ -150,7 +150,9 @@ pub(crate) fn path_template_hir(source: &str) -> Option<Hir> {
                         let ok = n.bytes().enumerate().all(|(i, c)| {
                             c == b'_' || c.is_ascii_alphabetic() || (i > 0 && c.is_ascii_digit())
                         });
-                        if n.is_empty() || !ok || names.contains(&n) {
+                        // (A template of more groups than this is parsed: the check is
+                        // quadratic in them.)
+                        if n.is_empty() || !ok || names.len() >= 64 || names.contains(&n) {
                             return None;
                         }
                         names.push(n);

@@ -11,7 +11,7 @@
 //! Invariant: a choice is only made when every part it leads to is smaller than the node (see
 //! [`super::tree::Level`]), so building ends.
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::schema::FieldId;
 
@@ -114,7 +114,7 @@ pub(crate) fn choose(
         .collect();
     // The weaker discs that routes of a stronger kind joined, with the number of routes that
     // are their own.
-    let mut joined: Vec<(Disc, usize)> = Vec::new();
+    let mut joined: FxHashMap<Disc, usize> = FxHashMap::default();
     if !weaker.is_empty() {
         // The routes that could join, by field: each weaker disc reads only its own field's
         // (a node of thousands of fields, each with a prefix, stays linear in its size).
@@ -148,7 +148,7 @@ pub(crate) fn choose(
                 .collect();
             if let Some(routes) = by_disc.get_mut(&d) {
                 if !joining.is_empty() {
-                    joined.push((d, routes.len()));
+                    joined.insert(d, routes.len());
                 }
                 routes.extend(joining);
             }
@@ -178,6 +178,15 @@ pub(crate) fn choose(
     // A split must leave a request fewer routes than `n`; where no key has filtered the routes
     // yet, as many is enough (see `Level`).
     let limit = if filtered { n } else { n + 1 };
+    // The (field, lowered, kind) of every disc here, for `dominated` (a set: a node can have
+    // thousands of discs).
+    let kinds: FxHashSet<(FieldId, bool, KeyKind)> = match joined.is_empty() {
+        true => FxHashSet::default(),
+        false => discs
+            .iter()
+            .map(|(d, _)| (d.field, d.lower, d.kind))
+            .collect(),
+    };
     for (disc, covered) in &discs {
         if disc.kind == KeyKind::Regex {
             // Not a key (see `KeyKind::Regex`).
@@ -190,8 +199,8 @@ pub(crate) fn choose(
             // Sorted by coverage: every disc after this one leaves as many or more.
             break;
         }
-        if let Some(&(_, own)) = joined.iter().find(|(d, _)| d == disc) {
-            if dominated(disc, own, covered.len(), &discs) {
+        if let Some(&own) = joined.get(disc) {
+            if dominated(disc, own, covered.len(), &kinds) {
                 continue;
             }
         }
@@ -212,20 +221,23 @@ pub(crate) fn choose(
 
 /// Whether weighing `disc`, a weaker kind of key that routes of stronger kinds joined (a prefix
 /// split that also takes exact paths, a contains split that takes both), can be skipped: when
-/// the node can also be split on the same field by a stronger kind (one of `discs`), and most
+/// the node can also be split on the same field by a stronger kind (one of `kinds`), and most
 /// of what `disc` covers (all but `own` of `covered`) is routes of those stronger kinds. A
 /// request like one of those finds under the weaker split every route it found under the
 /// stronger one, so the weaker split could only win by its own routes, which the stronger
 /// split leaves to its rest, where they are split again by their own key. Building the weaker
 /// structure (an Aho-Corasick automaton for contains) costs the most of any split, over every
 /// route of the node.
-fn dominated(disc: &Disc, own: usize, covered: usize, discs: &[(Disc, Vec<u32>)]) -> bool {
+fn dominated(
+    disc: &Disc,
+    own: usize,
+    covered: usize,
+    kinds: &FxHashSet<(FieldId, bool, KeyKind)>,
+) -> bool {
+    use KeyKind::*;
     own * 4 < covered
-        && discs.iter().any(|(d, _)| {
-            d.field == disc.field
-                && d.lower == disc.lower
-                && d.kind != disc.kind
-                && d.kind.implies(disc.kind)
+        && [Exact, Prefix, Suffix].into_iter().any(|k| {
+            k != disc.kind && k.implies(disc.kind) && kinds.contains(&(disc.field, disc.lower, k))
         })
 }
 
