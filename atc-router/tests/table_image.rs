@@ -471,3 +471,79 @@ fn an_image_router_reuses_its_candidates_only_while_the_key_fields_stay() {
     assert!(r.execute(&mut ctx));
     assert_eq!(ctx.result().unwrap().id(), Uuid::from_u128(1));
 }
+
+/// An image explains as the router that wrote it: the same winner, and for every candidate
+/// both report the same outcome and deciding predicates; the image's candidates are its own
+/// (a superset of the router's where a split was written as a leaf).
+#[test]
+fn an_image_explains_as_the_router_that_wrote_it() {
+    for (family, n) in [
+        (Family::HostPrefixes, 500),
+        (Family::RestApi, 124),
+        (Family::Mixed, 1_000),
+    ] {
+        let table = Table::family(family, n, 29);
+        let schema = schema();
+        let router = router(&table, &schema);
+        let image =
+            ImageRouter::from_bytes(common::workload_schema(), router.to_image().unwrap()).unwrap();
+        let mut ctx = Context::new(schema.clone());
+        let mut image_ctx = Context::new(image.schema().clone());
+        let mut explained = 0;
+        for mix in Mix::all() {
+            for req in requests(&table, mix, 15, 31) {
+                ctx.reset();
+                image_ctx.reset();
+                for (f, v) in &req.fields {
+                    ctx.add_value(f, value(v)).unwrap();
+                    image_ctx.add_value(f, value(v)).unwrap();
+                }
+                let by_router = router.explain(&mut ctx).unwrap();
+                let by_image = image.explain(&mut image_ctx).unwrap();
+                assert_eq!(by_image.winner, by_router.winner, "{family:?} {req:?}");
+                assert_eq!(by_image.routes, router.len());
+                for c in &by_router.candidates {
+                    let Some(i) = by_image.candidates.iter().find(|i| i.id == c.id) else {
+                        assert!(by_image.candidates_omitted > 0, "{family:?}: {} lost", c.id);
+                        continue;
+                    };
+                    assert_eq!(i.matched, c.matched);
+                    assert_eq!(i.expression, c.expression);
+                    let texts = |r: &atc_router::CandidateReport| -> Vec<String> {
+                        r.predicates.iter().map(|p| p.text.clone()).collect()
+                    };
+                    assert_eq!(texts(i), texts(c), "{family:?} {req:?}");
+                }
+                explained += 1;
+            }
+        }
+        assert!(explained > 50);
+        // Ruled-out routes are counted, not listed.
+        let why = image
+            .explain_with(
+                &mut image_ctx,
+                atc_router::ExplainOptions {
+                    ruled_out: true,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        assert!(why.ruled_out.is_empty());
+        assert_eq!(
+            why.ruled_out_omitted + why.candidates.len() + why.candidates_omitted,
+            image.len()
+        );
+    }
+    // A context of another schema is refused.
+    let table = Table::family(Family::HostPrefixes, 10, 1);
+    let image = ImageRouter::from_bytes(
+        common::workload_schema(),
+        router(&table, &schema()).to_image().unwrap(),
+    )
+    .unwrap();
+    let mut other = Context::new(schema());
+    assert!(matches!(
+        image.explain(&mut other),
+        Err(Error::SchemaMismatch)
+    ));
+}

@@ -341,12 +341,12 @@
 typedef struct atc_context atc_context;
 
 /**
- * An image file being mapped and checked on a thread (`atc_image_open_start`). Opaque.
+ * An image being mapped and checked on a thread (`atc_image_open_start`). Opaque.
  */
 typedef struct atc_image_opening atc_image_opening;
 
 /**
- * A table image mapped from a file, matched in place. Opaque.
+ * A table image, matched in place. Opaque.
  */
 typedef struct atc_image_router atc_image_router;
 
@@ -1015,6 +1015,24 @@ int32_t atc_router_explain(const atc_router *router,
                            size_t *errbuf_len);
 
 /**
+ * `atc_router_explain` from a table image: the image's candidates for the request, each
+ * explained from the text the image carries (its winner is the one
+ * `atc_image_router_execute` chooses). With `ATC_EXPLAIN_RULED_OUT`, the routes the index
+ * ruled out are counted in `"ruled_out_omitted"`, not listed: the image is not read past the
+ * request's candidates. Same report, buffer rule and errors as `atc_router_explain`.
+ *
+ * # Safety
+ * As `atc_router_explain`, with `router` a live image router.
+ */
+int32_t atc_image_router_explain(const atc_image_router *router,
+                                 atc_context *context,
+                                 uint32_t flags,
+                                 char *buf,
+                                 size_t *buf_len,
+                                 char *errbuf,
+                                 size_t *errbuf_len);
+
+/**
  * Every route whose expression holds for the context's values, in routing order (the first
  * is the one `atc_router_execute` chooses), each with its priority, expression text, the
  * value each field recorded and the captures it would give as the winner. JSON in `buf` as
@@ -1051,18 +1069,20 @@ int32_t atc_router_route_expression(const atc_router *router,
                                     size_t *expr_len);
 
 /**
- * Makes the router's builder thread write every table it builds as an image file in `dir`
- * (`dir_len` bytes; created with mode 0700 if missing; it must belong to this process's user
- * and be writable by it alone, in a parent others cannot write but for a sticky bit: see
- * `image_file::own_dir`; files are created with mode 0600), named
- * `atc-<pid>-<version>-<n>.atcimg`. `flags`: 0 (the
- * router applies its tables as before) or `ATC_PUBLISH_DROP_TABLES`. Call it before the
- * first background sync (`ATC_ERR_INVALID` after). Where the table last applied went:
- * `atc_router_published`.
+ * Makes the router's builder thread put every table it builds in an image. With `dir_len` 0
+ * (`dir` may be NULL) the image is sealed in memory (a `memfd` no one can change any more,
+ * freed by the kernel once no process holds it), named by a path another process of this
+ * user opens while this one holds it: what a node's workers share. With a directory (`dir_len`
+ * bytes; created with mode 0700 if missing; it must belong to this process's user and be
+ * writable by it alone, in a parent others cannot write but for a sticky bit: see
+ * `image_file::own_dir`) the image is written as a file of mode 0600 named
+ * `atc-<pid>-<version>-<n>.atcimg`, which readers copy. `flags`: 0 (the router applies its
+ * tables as before) or `ATC_PUBLISH_DROP_TABLES`. Call it before the first background sync
+ * (`ATC_ERR_INVALID` after). Where the table last applied went: `atc_router_published`.
  *
  * # Safety
- * `router` is a live handle; `dir` points to `dir_len` bytes; `errbuf` to `*errbuf_len` bytes
- * (or NULLs).
+ * `router` is a live handle; `dir` points to `dir_len` bytes (or is NULL with `dir_len` 0);
+ * `errbuf` to `*errbuf_len` bytes (or NULLs).
  */
 int32_t atc_router_publish_images(atc_router *router,
                                   const char *dir,
@@ -1087,6 +1107,18 @@ int32_t atc_router_published(const atc_router *router,
                              uint64_t *version,
                              char *buf,
                              size_t *buf_len);
+
+/**
+ * The path another process of this user opens the image by (`atc_image_router_open`) while
+ * this one holds it, in `buf` (`*buf_len`: capacity in, bytes out, no NUL; `ATC_ERR_BUFFER`
+ * with the length needed when it does not fit): for a sealed image (`atc_router_publish_images`
+ * without a directory). `ATC_ERR_NOT_FOUND` for an image read from a file (the file is its
+ * path).
+ *
+ * # Safety
+ * `router` is a live handle; `buf` points to `*buf_len` writable bytes.
+ */
+int32_t atc_image_router_share_path(const atc_image_router *router, char *buf, size_t *buf_len);
 
 /**
  * Maps the image file at `path` (`path_len` bytes) and checks it whole as a table of

@@ -428,6 +428,7 @@ fn builder(r: &mut AtcRouter) -> &mut Builder {
     let (schema, limits) = (r.router.schema().clone(), *r.router.limits());
     let fresh = r.builder.is_none();
     let publish = r.publish_dir.clone();
+    let shelf = r.sealed.clone();
     let b = r.builder.get_or_insert_with(|| {
         let mut b = Builder::new(schema, limits);
         b.on_thread_start(set_priority);
@@ -436,7 +437,7 @@ fn builder(r: &mut AtcRouter) -> &mut Builder {
             b.boost_after(Some(std::time::Duration::from_millis(u64::from(boost))));
         }
         if let Some((dir, keep_tables)) = publish {
-            b.publish_with(crate::image::publisher(dir), keep_tables);
+            b.publish_with(crate::image::publisher(dir, shelf), keep_tables);
         }
         b
     });
@@ -705,6 +706,7 @@ pub unsafe extern "C" fn atc_router_sync_apply(
             } => {
                 if let Some(p) = published {
                     r.published = Some((v, p));
+                    crate::image::hold_sealed(r, v);
                 }
                 counts.added = done.added;
                 counts.removed = done.removed;

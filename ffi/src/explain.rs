@@ -39,6 +39,7 @@ use std::ffi::c_char;
 use atc_router::{ExplainJson, ExplainOptions, MatchesJson, REPORT_JSON_VERSION};
 
 use crate::context::AtcContext;
+use crate::image::AtcImageRouter;
 use crate::router::{parse_uuid, AtcRouter};
 use crate::{
     guard, guard_status, handle, handle_mut, out, str_arg, Fail, Res, ATC_ERR_BUFFER,
@@ -113,27 +114,84 @@ pub unsafe extern "C" fn atc_router_explain(
     guard(errbuf, errbuf_len, || {
         // SAFETY: `router` is NULL or a live handle (the caller's contract).
         let r = unsafe { handle(router, "router") }?;
-        // SAFETY: `context` is NULL or a live handle that nothing else uses during this call (the
-        // caller's contract).
-        let c = unsafe { handle_mut(context, "context") }?;
-        // SAFETY: `buf_len` is NULL or valid for writes (the caller's contract).
-        let len = unsafe { out(buf_len, "buf_len") }?;
-        if flags & !KNOWN_FLAGS != 0 {
-            return Err(Fail::new(
-                ATC_ERR_INVALID,
-                format_args!(
-                    "unknown explain flags {:#x} (known: ATC_EXPLAIN_RULED_OUT)",
-                    flags & !KNOWN_FLAGS
-                ),
-            ));
+        // SAFETY: `context`, `buf` and `buf_len` as the caller's contract says.
+        unsafe {
+            explain_into(context, flags, buf, buf_len, |c, o| {
+                r.router.explain_with(c, o)
+            })
         }
-        let options = ExplainOptions {
-            ruled_out: flags & ATC_EXPLAIN_RULED_OUT != 0,
-            ..ExplainOptions::default()
-        };
-        let explanation = r.router.explain_with(&mut c.ctx, options)?;
-        // SAFETY: `buf` is NULL or points to `*len` writable bytes (the caller's contract).
-        unsafe { write_report(&ExplainJson::new(&explanation).to_json(), buf, len) }
+    })
+}
+
+/// The report `explain` gives for the context's values with the options of `flags`, written
+/// into the caller's buffer: the body of both explain calls.
+///
+/// # Safety
+/// `context` is NULL or a live handle nothing else uses during the call; `buf` is NULL or
+/// points to `*buf_len` writable bytes; `buf_len` is NULL or writable.
+unsafe fn explain_into(
+    context: *mut AtcContext,
+    flags: u32,
+    buf: *mut c_char,
+    buf_len: *mut usize,
+    explain: impl FnOnce(
+        &mut atc_router::Context,
+        ExplainOptions,
+    ) -> Result<atc_router::Explanation, atc_router::Error>,
+) -> Res<i32> {
+    // SAFETY: `context` is NULL or a live handle that nothing else uses during this call.
+    let c = unsafe { handle_mut(context, "context") }?;
+    // SAFETY: `buf_len` is NULL or valid for writes.
+    let len = unsafe { out(buf_len, "buf_len") }?;
+    let explanation = explain(&mut c.ctx, options(flags)?)?;
+    // SAFETY: `buf` is NULL or points to `*len` writable bytes.
+    unsafe { write_report(&ExplainJson::new(&explanation).to_json(), buf, len) }
+}
+
+/// The options `flags` of an explain call ask for.
+fn options(flags: u32) -> Res<ExplainOptions> {
+    if flags & !KNOWN_FLAGS != 0 {
+        return Err(Fail::new(
+            ATC_ERR_INVALID,
+            format_args!(
+                "unknown explain flags {:#x} (known: ATC_EXPLAIN_RULED_OUT)",
+                flags & !KNOWN_FLAGS
+            ),
+        ));
+    }
+    Ok(ExplainOptions {
+        ruled_out: flags & ATC_EXPLAIN_RULED_OUT != 0,
+        ..ExplainOptions::default()
+    })
+}
+
+/// `atc_router_explain` from a table image: the image's candidates for the request, each
+/// explained from the text the image carries (its winner is the one
+/// `atc_image_router_execute` chooses). With `ATC_EXPLAIN_RULED_OUT`, the routes the index
+/// ruled out are counted in `"ruled_out_omitted"`, not listed: the image is not read past the
+/// request's candidates. Same report, buffer rule and errors as `atc_router_explain`.
+///
+/// # Safety
+/// As `atc_router_explain`, with `router` a live image router.
+#[no_mangle]
+pub unsafe extern "C" fn atc_image_router_explain(
+    router: *const AtcImageRouter,
+    context: *mut AtcContext,
+    flags: u32,
+    buf: *mut c_char,
+    buf_len: *mut usize,
+    errbuf: *mut c_char,
+    errbuf_len: *mut usize,
+) -> i32 {
+    guard(errbuf, errbuf_len, || {
+        // SAFETY: `router` is NULL or a live handle (the caller's contract).
+        let r = unsafe { handle(router, "router") }?;
+        // SAFETY: `context`, `buf` and `buf_len` as the caller's contract says.
+        unsafe {
+            explain_into(context, flags, buf, buf_len, |c, o| {
+                r.image().explain_with(c, o)
+            })
+        }
     })
 }
 

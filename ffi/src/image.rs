@@ -1,20 +1,22 @@
-//! Tables shared by the processes of a node: a router's builder writes every table it builds as
-//! an image file, and every process maps the file read-only and matches from it
-//! ([`ImageRouter`]). See `docs/gateway.md`, "One table per node".
+//! Tables shared by the processes of a node: a router's builder puts every table it builds in
+//! an image, sealed in memory (or written as a file), and every process maps it read-only and
+//! matches from it ([`ImageRouter`]). See `docs/gateway.md`, "One table per node".
 //!
-//! - `atc_router_publish_images` makes a router's builder thread write each table it builds as
-//!   a file in a directory (after the build, before the table is ready: the caller is never
-//!   held by the write); `atc_router_published` tells where the table last applied went.
-//! - `atc_image_router_open` maps and checks an image file; `atc_image_open_start` does the same
-//!   on a thread of its own, so that a worker switching tables is held only for the swap
-//!   (`atc_image_open_ready`, `atc_image_open_finish`).
-//! - `atc_image_remove_if_unused` and `atc_image_sweep` remove files no process maps.
+//! - `atc_router_publish_images` makes a router's builder thread put each table it builds in
+//!   an image (after the build, before the table is ready: the caller is never held by it);
+//!   `atc_router_published` tells the path of the table last applied.
+//! - `atc_image_router_open` maps and checks an image; `atc_image_open_start` does the same on
+//!   a thread of its own, so that a worker switching tables is held only for the swap
+//!   (`atc_image_open_ready`, `atc_image_open_finish`). `atc_image_router_share_path` names a
+//!   sealed image this process holds, for another process to open.
+//! - `atc_image_remove_if_unused` and `atc_image_sweep` remove image files no process reads.
 //!
 //! Invariants: a refused image (corrupt, truncated, foreign, of another library version or
-//! schema) changes nothing for the caller; a file is mapped under a shared lock for as long as
-//! an image router (or an opening) holds it (`image_file.rs`).
+//! schema, unsealed) changes nothing for the caller; nothing done to an image after it was
+//! checked reaches a reader (`image_file.rs`).
 
 use std::ffi::c_char;
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -26,45 +28,65 @@ use crate::image_file::{self, Mapped};
 use crate::router::AtcRouter;
 use crate::schema::AtcSchema;
 use crate::{
-    guard, guard_ptr, guard_status, handle, handle_mut, out, str_arg, write_names, Fail, Res,
-    ATC_ERR_BUFFER, ATC_ERR_IMAGE, ATC_ERR_INVALID, ATC_ERR_NOT_FOUND, ATC_OK,
+    guard, guard_ptr, guard_status, handle, handle_mut, out, str_arg, write_names, write_text,
+    Fail, Res, ATC_ERR_IMAGE, ATC_ERR_INVALID, ATC_ERR_NOT_FOUND, ATC_OK,
 };
 
-/// A table image mapped from a file, matched in place. Opaque.
+/// A table image, matched in place. Opaque.
 pub struct AtcImageRouter {
     router: ImageRouter,
+    bytes: Arc<Mapped>,
 }
 
-/// An image file being mapped and checked on a thread (`atc_image_open_start`). Opaque.
+impl AtcImageRouter {
+    /// The image router.
+    pub(crate) fn image(&self) -> &ImageRouter {
+        &self.router
+    }
+}
+
+/// An image being mapped and checked on a thread (`atc_image_open_start`). Opaque.
 pub struct AtcImageOpening {
     thread: Option<JoinHandle<()>>,
-    result: Arc<Mutex<Option<Res<ImageRouter>>>>,
+    result: Arc<Mutex<Option<Res<Opened>>>>,
 }
+
+/// An image router and the bytes it reads.
+type Opened = (ImageRouter, Arc<Mapped>);
+
+/// Sealed images a publishing builder made, by version, until its router applies one (and
+/// holds it: `AtcRouter::held`) or a later one.
+pub(crate) type SealedShelf = Arc<Mutex<Vec<(u64, File)>>>;
 
 fn image_fail(e: impl std::fmt::Display) -> Fail {
     Fail::new(ATC_ERR_IMAGE, e)
 }
 
 /// Maps `path` and checks it as an image of `schema`'s tables.
-fn open(schema: Arc<Schema>, path: &Path) -> Res<ImageRouter> {
-    let mapped = Mapped::open(path)
+fn open(schema: Arc<Schema>, path: &Path) -> Res<Opened> {
+    let mapped = Arc::new(
+        Mapped::open(path)
+            .map_err(|e| image_fail(format_args!("table image {}: {e}", path.display())))?,
+    );
+    let router = ImageRouter::open(schema, mapped.clone())
         .map_err(|e| image_fail(format_args!("table image {}: {e}", path.display())))?;
-    ImageRouter::open(schema, Arc::new(mapped))
-        .map_err(|e| image_fail(format_args!("table image {}: {e}", path.display())))
+    Ok((router, mapped))
 }
 
-/// Makes the router's builder thread write every table it builds as an image file in `dir`
-/// (`dir_len` bytes; created with mode 0700 if missing; it must belong to this process's user
-/// and be writable by it alone, in a parent others cannot write but for a sticky bit: see
-/// `image_file::own_dir`; files are created with mode 0600), named
-/// `atc-<pid>-<version>-<n>.atcimg`. `flags`: 0 (the
-/// router applies its tables as before) or `ATC_PUBLISH_DROP_TABLES`. Call it before the
-/// first background sync (`ATC_ERR_INVALID` after). Where the table last applied went:
-/// `atc_router_published`.
+/// Makes the router's builder thread put every table it builds in an image. With `dir_len` 0
+/// (`dir` may be NULL) the image is sealed in memory (a `memfd` no one can change any more,
+/// freed by the kernel once no process holds it), named by a path another process of this
+/// user opens while this one holds it: what a node's workers share. With a directory (`dir_len`
+/// bytes; created with mode 0700 if missing; it must belong to this process's user and be
+/// writable by it alone, in a parent others cannot write but for a sticky bit: see
+/// `image_file::own_dir`) the image is written as a file of mode 0600 named
+/// `atc-<pid>-<version>-<n>.atcimg`, which readers copy. `flags`: 0 (the router applies its
+/// tables as before) or `ATC_PUBLISH_DROP_TABLES`. Call it before the first background sync
+/// (`ATC_ERR_INVALID` after). Where the table last applied went: `atc_router_published`.
 ///
 /// # Safety
-/// `router` is a live handle; `dir` points to `dir_len` bytes; `errbuf` to `*errbuf_len` bytes
-/// (or NULLs).
+/// `router` is a live handle; `dir` points to `dir_len` bytes (or is NULL with `dir_len` 0);
+/// `errbuf` to `*errbuf_len` bytes (or NULLs).
 #[no_mangle]
 pub unsafe extern "C" fn atc_router_publish_images(
     router: *mut AtcRouter,
@@ -77,20 +99,26 @@ pub unsafe extern "C" fn atc_router_publish_images(
     guard(errbuf, errbuf_len, || {
         // SAFETY: `router` is NULL or a live handle nothing else uses during the call.
         let r = unsafe { handle_mut(router, "router") }?;
-        // SAFETY: `dir` is NULL or points to `dir_len` readable bytes.
-        let dir = PathBuf::from(unsafe { str_arg(dir, dir_len, "dir") }?);
+        let dir = if dir_len == 0 {
+            None
+        } else {
+            // SAFETY: `dir` is NULL or points to `dir_len` readable bytes.
+            Some(PathBuf::from(unsafe { str_arg(dir, dir_len, "dir") }?))
+        };
         if r.builder.is_some() {
             return Err(Fail::new(
                 ATC_ERR_INVALID,
                 "images are published by a builder set up before the first background sync",
             ));
         }
-        image_file::own_dir(&dir).map_err(|e| {
-            Fail::new(
-                ATC_ERR_INVALID,
-                format_args!("image directory {}: {e}", dir.display()),
-            )
-        })?;
+        if let Some(dir) = &dir {
+            image_file::own_dir(dir).map_err(|e| {
+                Fail::new(
+                    ATC_ERR_INVALID,
+                    format_args!("image directory {}: {e}", dir.display()),
+                )
+            })?;
+        }
         let keep = match flags {
             0 => true,
             ATC_PUBLISH_DROP_TABLES => false,
@@ -112,23 +140,54 @@ pub unsafe extern "C" fn atc_router_publish_images(
 /// process holds it once. A table that could not be written is applied as usual.
 pub const ATC_PUBLISH_DROP_TABLES: i32 = 1;
 
-/// The hook a publishing router's builder runs on each table (see `background::builder`).
-pub(crate) fn publisher(dir: PathBuf) -> atc_router::Publish {
+/// The hook a publishing router's builder runs on each table (see `background::builder`):
+/// images written in `dir`, or sealed and put on `shelf` for the router to hold once applied.
+pub(crate) fn publisher(dir: Option<PathBuf>, shelf: SealedShelf) -> atc_router::Publish {
     let mut n = 0u64;
     Box::new(move |version, router| {
         n += 1;
         let bytes = router.to_image().map_err(|e| e.to_string())?;
-        let name = format!(
-            "atc-{}-{version}-{n}.{}",
-            std::process::id(),
-            image_file::EXTENSION
-        );
-        let written = image_file::publish(&dir, &name, &bytes);
-        drop(bytes);
-        release_freed_pages();
-        let path = written.map_err(|e| format!("writing table image {name}: {e}"))?;
-        Ok(path.to_string_lossy().into_owned())
+        let path = match &dir {
+            None => {
+                let sealed = image_file::seal(version, &bytes);
+                drop(bytes);
+                release_freed_pages();
+                let (file, path) = sealed.map_err(|e| format!("sealing table image: {e}"))?;
+                shelf
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push((version, file));
+                path
+            }
+            Some(dir) => {
+                let name = format!(
+                    "atc-{}-{version}-{n}.{}",
+                    std::process::id(),
+                    image_file::EXTENSION
+                );
+                let written = image_file::publish(dir, &name, &bytes);
+                drop(bytes);
+                release_freed_pages();
+                let path = written.map_err(|e| format!("writing table image {name}: {e}"))?;
+                path.to_string_lossy().into_owned()
+            }
+        };
+        Ok(path)
     })
+}
+
+/// A router applied the table of `version`: it holds that version's sealed image (so that its
+/// path stays good until the next table is applied) and lets go of every earlier one.
+pub(crate) fn hold_sealed(r: &mut AtcRouter, version: u64) {
+    let mut shelf = r.sealed.lock().unwrap_or_else(|e| e.into_inner());
+    // The very descriptor the published path names is kept (a copy would have another number).
+    let (upto, later): (Vec<_>, Vec<_>) = shelf.drain(..).partition(|(v, _)| *v <= version);
+    *shelf = later;
+    drop(shelf);
+    r.held = upto
+        .into_iter()
+        .find(|(v, _)| *v == version)
+        .map(|(_, f)| f);
 }
 
 /// Gives the pages of memory freed on this thread back to the system. glibc keeps a thread
@@ -175,25 +234,35 @@ pub unsafe extern "C" fn atc_router_published(
             Ok(path) => (path.as_str(), ATC_OK),
             Err(why) => (why.as_str(), ATC_ERR_IMAGE),
         };
-        // SAFETY: `buf_len` is NULL or writable; `buf` points to `*buf_len` bytes.
-        let cap = unsafe { out(buf_len, "buf_len") }?;
-        let n = text.len();
-        if n > *cap {
-            let had = std::mem::replace(cap, n);
-            return Err(Fail::new(
-                ATC_ERR_BUFFER,
-                format_args!("the buffer holds {had} bytes; {n} are needed"),
-            ));
-        }
-        if n > 0 {
-            if buf.is_null() {
-                return Err(Fail::null("buf"));
-            }
-            // SAFETY: `buf` has room for `n <= *cap` bytes; our string does not overlap it.
-            unsafe { std::ptr::copy_nonoverlapping(text.as_ptr(), buf.cast::<u8>(), n) };
-        }
-        *cap = n;
+        // SAFETY: `buf` points to `*buf_len` writable bytes (the caller's contract).
+        unsafe { write_text(text, buf, buf_len) }?;
         Ok(status)
+    })
+}
+
+/// The path another process of this user opens the image by (`atc_image_router_open`) while
+/// this one holds it, in `buf` (`*buf_len`: capacity in, bytes out, no NUL; `ATC_ERR_BUFFER`
+/// with the length needed when it does not fit): for a sealed image (`atc_router_publish_images`
+/// without a directory). `ATC_ERR_NOT_FOUND` for an image read from a file (the file is its
+/// path).
+///
+/// # Safety
+/// `router` is a live handle; `buf` points to `*buf_len` writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn atc_image_router_share_path(
+    router: *const AtcImageRouter,
+    buf: *mut c_char,
+    buf_len: *mut usize,
+) -> i32 {
+    guard_status(|| {
+        // SAFETY: `router` is NULL or a live handle.
+        let r = unsafe { handle(router, "router") }?;
+        let Some(path) = r.bytes.share_path() else {
+            return Err(Fail::new(ATC_ERR_NOT_FOUND, "an image read from a file"));
+        };
+        // SAFETY: `buf` points to `*buf_len` writable bytes (the caller's contract).
+        unsafe { write_text(&path, buf, buf_len) }?;
+        Ok(ATC_OK)
     })
 }
 
@@ -223,8 +292,8 @@ pub unsafe extern "C" fn atc_image_router_open(
         let schema = unsafe { handle(schema, "schema") }?.share();
         // SAFETY: `path` is NULL or points to `path_len` readable bytes.
         let path = unsafe { str_arg(path, path_len, "path") }?;
-        let router = open(schema, Path::new(path))?;
-        Ok(Box::into_raw(Box::new(AtcImageRouter { router })))
+        let (router, bytes) = open(schema, Path::new(path))?;
+        Ok(Box::into_raw(Box::new(AtcImageRouter { router, bytes })))
     })
 }
 
@@ -250,15 +319,15 @@ pub unsafe extern "C" fn atc_image_open_start(
         let schema = unsafe { handle(schema, "schema") }?.share();
         // SAFETY: `path` is NULL or points to `path_len` readable bytes.
         let path = PathBuf::from(unsafe { str_arg(path, path_len, "path") }?);
-        let result: Arc<Mutex<Option<Res<ImageRouter>>>> = Arc::default();
+        let result: Arc<Mutex<Option<Res<Opened>>>> = Arc::default();
         let slot = result.clone();
         let thread = std::thread::Builder::new()
             .name("atc-image-open".into())
             .spawn(move || {
                 let opened = std::panic::catch_unwind(|| {
-                    let router = open(schema, &path)?;
-                    router.reuse_regexes();
-                    Ok(router)
+                    let opened = open(schema, &path)?;
+                    opened.0.reuse_regexes();
+                    Ok(opened)
                 })
                 .unwrap_or_else(|_| Err(image_fail("opening the image panicked")));
                 *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(opened);
@@ -306,8 +375,9 @@ pub unsafe extern "C" fn atc_image_open_finish(
             let _ = t.join();
         }
         let result = o.result.lock().unwrap_or_else(|e| e.into_inner()).take();
-        let router = result.unwrap_or_else(|| Err(image_fail("the opening thread ended early")))?;
-        Ok(Box::into_raw(Box::new(AtcImageRouter { router })))
+        let (router, bytes) =
+            result.unwrap_or_else(|| Err(image_fail("the opening thread ended early")))?;
+        Ok(Box::into_raw(Box::new(AtcImageRouter { router, bytes })))
     })
 }
 

@@ -1,31 +1,38 @@
-//! Table image files: written once into a directory, mapped read-only by every process that
-//! reads them, removed once none does. The container's checks are `atc_router::image`'s; this
-//! module is the files' life.
+//! Table images between the processes of a node: sealed in memory by the builder, mapped
+//! read-only by every process that routes from them; or written as files, which readers copy.
+//! The container's checks are `atc_router::image`'s; this module is the bytes' life.
 //!
 //! Invariants:
-//! - A file appears under its final name only complete: it is written under a temporary name
-//!   (created with mode 0600, never an existing file), synced, then renamed into place. Nothing
-//!   ever writes to a file after that, so a mapping never sees its bytes change or shrink
-//!   (which would be a SIGBUS on read); the directory must be the gateway's own, as the mode
-//!   of its files says.
-//! - A process that maps an image holds a shared `flock` on the file for as long as the mapping
-//!   lives ([`Mapped`] keeps the descriptor). A file is removed only by [`remove_if_unused`],
-//!   which takes the exclusive lock without waiting: it gets it only when no process holds the
-//!   shared one. The kernel drops a dead process's locks with its descriptors, so a worker that
-//!   crashes never pins a file.
-//! - Only a regular file of this process's user that no one else can write is opened as an
+//! - **Nothing a reader routes from can change under it.** A shared image is a `memfd` sealed
+//!   against writing, shrinking and growing before anyone else can name it ([`seal`]): the
+//!   kernel refuses every later change, whoever asks (the owner, root, a process that opened
+//!   it through `/proc`), so a mapping never sees its bytes change or shrink (a SIGBUS on
+//!   read). An image file is read into the reader's own memory instead of mapped
+//!   ([`Mapped::open`]): truncating, rewriting or replacing the file afterwards reaches no
+//!   reader.
+//! - **A sealed image is named by a process that holds it**: `/proc/<pid>/fd/<fd>#<name>`
+//!   ([`Mapped::share_path`]). Opening checks that the descriptor reached is still the memfd of
+//!   that name (names carry the creator's pid and a counter of its own, so a descriptor number
+//!   reused for another image is refused, never taken for it), sealed, and this user's. The
+//!   kernel frees a sealed image when its last descriptor and mapping go: no file is left, and
+//!   a process that dies takes its references with it.
+//! - A file appears under its final name only complete ([`publish`]): written under a
+//!   temporary name (mode 0600, never an existing file), synced, then renamed into place. A
+//!   reader holds a shared `flock` while it copies; [`remove_if_unused`] takes the exclusive one
+//!   without waiting, so it never removes a file a reader is copying.
+//! - Only a regular file of this process's user that no one else can write is read as an
 //!   image, without following a symbolic link and without blocking; the directory is checked
 //!   the same way when a builder is set up ([`own_dir`]).
 //! - Nothing here runs before it is asked for: no thread, no file, no mapping is made when the
 //!   library loads, so a process forked afterwards (an nginx worker) opens its own. A mapping
-//!   inherited through `fork` stays valid and keeps the file locked until both processes drop
-//!   it (the lock belongs to the shared open file).
+//!   inherited through `fork` stays valid; its share path names the process that asks.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
-use std::os::fd::AsRawFd;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The file name ending of table images ([`sweep`] removes only these).
 pub const EXTENSION: &str = "atcimg";
@@ -68,63 +75,204 @@ fn flock(f: &File, how: libc::c_int) -> io::Result<()> {
     }
 }
 
-/// An image file mapped read-only, its shared lock held until drop.
-#[derive(Debug)]
-pub struct Mapped {
-    ptr: *mut libc::c_void,
-    len: usize,
-    /// Held for the lock (see the module doc); closed after the mapping is gone.
-    _file: File,
+/// Seals kept on every shared image: no write, no shrinking, no growing, no other seal.
+const SEALS: libc::c_int =
+    libc::F_SEAL_WRITE | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+
+/// Images sealed by this process so far: part of each name, so that no two are ever named
+/// alike (see the module doc).
+static SEALED: AtomicU64 = AtomicU64::new(0);
+
+/// Puts `bytes` in a new memfd named `atc-<pid>-<version>-<n>` and seals it (see the module
+/// doc): the descriptor (the image lives while it or a mapping does) and the path another
+/// process of this user opens it by.
+pub fn seal(version: u64, bytes: &[u8]) -> io::Result<(File, String)> {
+    let n = SEALED.fetch_add(1, Ordering::Relaxed);
+    let name = format!("atc-{}-{version}-{n}", std::process::id());
+    let c_name = std::ffi::CString::new(name.as_str()).map_err(io::Error::other)?;
+    // SAFETY: memfd_create(2) reads the NUL-terminated name; a new descriptor or -1.
+    let fd =
+        unsafe { libc::memfd_create(c_name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a descriptor just made here and owned by nothing else.
+    let mut file = unsafe { File::from_raw_fd(fd) };
+    file.write_all(bytes)?;
+    // SAFETY: fcntl(2) on a descriptor `file` owns; it touches no memory of ours.
+    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, SEALS) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let path = format!(
+        "/proc/{}/fd/{}#{name}",
+        std::process::id(),
+        file.as_raw_fd()
+    );
+    Ok((file, path))
 }
 
-// SAFETY: the mapping is read-only and never remapped while `Mapped` lives; reading it from
-// several threads is reading immutable memory.
+/// The two parts of a sealed image's path, `/proc/<pid>/fd/<fd>` and the memfd's name, or None
+/// for a path of another form.
+fn sealed_parts(path: &str) -> Option<(&str, &str)> {
+    let (at, name) = path.split_once('#')?;
+    let rest = at.strip_prefix("/proc/")?;
+    let (pid, fd) = rest.split_once("/fd/")?;
+    let digits = |t: &str| !t.is_empty() && t.len() <= 10 && t.bytes().all(|b| b.is_ascii_digit());
+    (digits(pid) && digits(fd) && name.starts_with("atc-") && !name.contains('/'))
+        .then_some((at, name))
+}
+
+/// An image's bytes: a sealed image mapped read-only, or a file's private copy.
+#[derive(Debug)]
+pub struct Mapped {
+    bytes: Bytes,
+}
+
+#[derive(Debug)]
+enum Bytes {
+    Shared {
+        ptr: *mut libc::c_void,
+        len: usize,
+        /// The memfd, kept open so that the process can name the image to others
+        /// ([`Mapped::share_path`]); closed after the mapping is gone.
+        file: File,
+        name: String,
+    },
+    Copy(Box<[u8]>),
+}
+
+// SAFETY: the mapping is read-only and sealed, never remapped while `Mapped` lives; reading it
+// from several threads is reading immutable memory.
 unsafe impl Send for Mapped {}
 // SAFETY: as above.
 unsafe impl Sync for Mapped {}
 
 impl Mapped {
-    /// Maps the image file at `path` (locked shared first, so that no sweep removes it in
-    /// between). The bytes are not checked here: `atc_router::image::Image::open` does that.
+    /// The image at `path`: a sealed image's path ([`seal`], [`Mapped::share_path`]) is mapped;
+    /// an image file is read into memory of this process (under a shared lock, so that no
+    /// [`sweep`] removes it half-read). The bytes are not checked here:
+    /// `atc_router::image::Image::open` does that.
     pub fn open(path: &Path) -> io::Result<Mapped> {
-        let file = open_image(path)?;
+        if let Some((at, name)) = path.to_str().and_then(sealed_parts) {
+            return open_sealed(at, name);
+        }
+        let mut file = open_image(path)?;
         flock(&file, libc::LOCK_SH)?;
-        let len = usize::try_from(file.metadata()?.len())
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "image too large"))?;
-        if len == 0 {
+        let mut bytes = Vec::with_capacity(file.metadata()?.len().try_into().unwrap_or(0));
+        file.read_to_end(&mut bytes)?;
+        if bytes.is_empty() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 "empty image file",
             ));
         }
-        // SAFETY: a new private-address read-only shared mapping of `len` bytes of a file we
-        // opened for reading; the kernel picks the address. Errors are MAP_FAILED.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                file.as_raw_fd(),
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
         Ok(Mapped {
-            ptr,
-            len,
-            _file: file,
+            bytes: Bytes::Copy(bytes.into_boxed_slice()),
         })
     }
 
-    /// The mapped bytes.
+    /// The bytes of the image.
     pub fn bytes(&self) -> &[u8] {
-        // SAFETY: `ptr` maps `len` readable bytes until drop, and nothing writes the file (the
-        // module's invariant), so they stay what they were for the borrow's life.
-        unsafe { std::slice::from_raw_parts(self.ptr.cast::<u8>(), self.len) }
+        match &self.bytes {
+            // SAFETY: `ptr` maps `len` readable bytes until drop, and the memfd is sealed
+            // against every change (the module's invariant), so they stay what they were for
+            // the borrow's life.
+            Bytes::Shared { ptr, len, .. } => unsafe {
+                std::slice::from_raw_parts(ptr.cast::<u8>(), *len)
+            },
+            Bytes::Copy(b) => b,
+        }
     }
+
+    /// The path another process of this user opens this image by, while this one holds it;
+    /// None for a file's copy (its file is its path).
+    pub fn share_path(&self) -> Option<String> {
+        match &self.bytes {
+            Bytes::Shared { file, name, .. } => Some(format!(
+                "/proc/{}/fd/{}#{name}",
+                std::process::id(),
+                file.as_raw_fd()
+            )),
+            Bytes::Copy(_) => None,
+        }
+    }
+}
+
+/// Maps the sealed image `name` that `/proc/<pid>/fd/<fd>` (`at`) should reach; see the
+/// module doc for what is checked.
+fn open_sealed(at: &str, name: &str) -> io::Result<Mapped> {
+    use std::os::unix::fs::MetadataExt;
+    let gone = || {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("{at} no longer holds the image {name} (its holder let it go)"),
+        )
+    };
+    let link = format!("/memfd:{name} (deleted)");
+    let names_it = |p: &str| -> io::Result<bool> {
+        match std::fs::read_link(p) {
+            Ok(l) => Ok(l.as_os_str().as_encoded_bytes() == link.as_bytes()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e),
+        }
+    };
+    // Looked at before it is opened, so that a descriptor since reused for anything else (a
+    // device, a socket) is never opened; and again after, on the descriptor reached.
+    if !names_it(at)? {
+        return Err(gone());
+    }
+    // Through /proc's link to the holder's descriptor (so it is followed); never blocking.
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(at)?;
+    if !names_it(&format!("/proc/self/fd/{}", file.as_raw_fd()))? {
+        return Err(gone());
+    }
+    let meta = file.metadata()?;
+    let euid = effective_uid();
+    if !meta.file_type().is_file() || meta.uid() != euid {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("{name} is not an image of this process's user ({euid})"),
+        ));
+    }
+    // SAFETY: fcntl(2) on a descriptor `file` owns.
+    let seals = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GET_SEALS) };
+    if seals < 0 || seals & SEALS != SEALS {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{name} is not sealed: an image that could change is not mapped"),
+        ));
+    }
+    let len = usize::try_from(meta.len())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "image too large"))?;
+    if len == 0 {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "empty image"));
+    }
+    // SAFETY: a new read-only shared mapping of `len` bytes of a sealed memfd opened for
+    // reading (its size cannot change); the kernel picks the address. Errors are MAP_FAILED.
+    let ptr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            file.as_raw_fd(),
+            0,
+        )
+    };
+    if ptr == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(Mapped {
+        bytes: Bytes::Shared {
+            ptr,
+            len,
+            file,
+            name: name.to_owned(),
+        },
+    })
 }
 
 impl AsRef<[u8]> for Mapped {
@@ -135,8 +283,11 @@ impl AsRef<[u8]> for Mapped {
 
 impl Drop for Mapped {
     fn drop(&mut self) {
-        // SAFETY: unmaps exactly the mapping `open` made; no borrow of it outlives `self`.
-        unsafe { libc::munmap(self.ptr, self.len) };
+        if let Bytes::Shared { ptr, len, .. } = self.bytes {
+            // SAFETY: unmaps exactly the mapping `open_sealed` made; no borrow of it outlives
+            // `self`.
+            unsafe { libc::munmap(ptr, len) };
+        }
     }
 }
 
@@ -238,8 +389,8 @@ pub fn own_dir(dir: &Path) -> io::Result<()> {
     Ok(())
 }
 
-/// Removes the image file at `path` if no process maps it; whether it was removed (a missing
-/// file counts as removed).
+/// Removes the image file at `path` unless a process is reading it; whether it was removed (a
+/// missing file counts as removed).
 pub fn remove_if_unused(path: &Path) -> io::Result<bool> {
     let file = match open_image(path) {
         Ok(f) => f,
@@ -248,7 +399,7 @@ pub fn remove_if_unused(path: &Path) -> io::Result<bool> {
     };
     match flock(&file, libc::LOCK_EX | libc::LOCK_NB) {
         // Another file renamed to this name since it was opened is not the one locked (names
-        // are not reused by the gateway; this keeps a reuse from removing a mapped file).
+        // are not reused by the gateway; this keeps a reuse from removing a file being read).
         Ok(()) if !same_file(&file, path)? => Ok(false),
         Ok(()) => match std::fs::remove_file(path) {
             Ok(()) => Ok(true),
@@ -271,7 +422,7 @@ fn same_file(file: &File, path: &Path) -> io::Result<bool> {
     Ok(a.dev() == b.dev() && a.ino() == b.ino())
 }
 
-/// Removes every image file of `dir` that no process maps, but `keep`; the names removed.
+/// Removes every image file of `dir` no process is reading, but `keep`; the names removed.
 /// Temporary files of writers that died part-way are left (a writer of this process may be
 /// using one); they carry the writer's pid.
 pub fn sweep(dir: &Path, keep: &str) -> io::Result<Vec<String>> {

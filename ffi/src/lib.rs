@@ -429,6 +429,33 @@ pub(crate) fn type_from_code(code: i32) -> Res<Type> {
     })
 }
 
+/// Text into a caller buffer, without a NUL (`*len`: capacity in, bytes out): `ATC_ERR_BUFFER`
+/// with the length needed in `*len` (nothing written) when it does not fit.
+///
+/// # Safety
+/// `buf` must point to `*len` writable bytes (it may be NULL when the text is empty).
+pub(crate) unsafe fn write_text(text: &str, buf: *mut c_char, len: *mut usize) -> Res<()> {
+    // SAFETY: `len` is NULL or valid for writes (the caller's contract).
+    let cap = unsafe { out(len, "buf_len") }?;
+    let n = text.len();
+    if n > *cap {
+        let had = std::mem::replace(cap, n);
+        return Err(Fail::new(
+            ATC_ERR_BUFFER,
+            format_args!("the buffer holds {had} bytes; {n} are needed"),
+        ));
+    }
+    if n > 0 {
+        if buf.is_null() {
+            return Err(Fail::null("buf"));
+        }
+        // SAFETY: `buf` has room for `n <= *cap` bytes; our string does not overlap it.
+        unsafe { std::ptr::copy_nonoverlapping(text.as_ptr(), buf.cast::<u8>(), n) };
+    }
+    *cap = n;
+    Ok(())
+}
+
 /// Names joined by NUL terminators into a caller buffer (`*len`: capacity in, bytes out).
 ///
 /// # Safety

@@ -24,11 +24,17 @@ pub struct AtcRouter {
     /// The router was changed directly since the builder last learned what it holds (see
     /// `background::rebase_if_changed`).
     pub(crate) changed: bool,
-    /// Where the builder writes every table it builds as an image (`image.rs`), if anywhere.
-    pub(crate) publish_dir: Option<(std::path::PathBuf, bool)>,
+    /// Where the builder puts every table it builds as an image (`image.rs`), if anywhere: a
+    /// directory, or sealed memory (None); and whether the router keeps the tables.
+    pub(crate) publish_dir: Option<(Option<std::path::PathBuf>, bool)>,
     /// What became of the image of the table applied last: its version, and its path or why
     /// it could not be written.
     pub(crate) published: Option<(u64, Result<String, String>)>,
+    /// Sealed images the builder made and the router has not applied yet, by version.
+    pub(crate) sealed: crate::image::SealedShelf,
+    /// The sealed image of the table applied last, held so that its path stays good until the
+    /// next table is applied (the builder's process maps it too, so it costs no memory).
+    pub(crate) held: Option<std::fs::File>,
 }
 
 pub(crate) fn parse_uuid(text: &str) -> Res<Uuid> {
@@ -64,6 +70,8 @@ pub unsafe extern "C" fn atc_router_new(
             changed: false,
             publish_dir: None,
             published: None,
+            sealed: Default::default(),
+            held: None,
         })))
     })
 }

@@ -1,11 +1,13 @@
-//! Table image files: published whole and private, mapped read-only, removed only once no one
-//! maps them (`ffi/src/image_file.rs`).
+//! Table images (`ffi/src/image_file.rs`): sealed in memory, mapped read-only, unchangeable by
+//! anyone and named so that a reused descriptor is never taken for them; image files published
+//! whole and private, and copied when opened, so that nothing done to a file later reaches a
+//! reader.
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use atc_router::image::{Image, ImageWriter};
-use atc_router_ffi::image_file::{own_dir, publish, remove_if_unused, sweep, Mapped};
+use atc_router_ffi::image_file::{own_dir, publish, remove_if_unused, seal, sweep, Mapped};
 
 fn dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("atc-image-file-{name}-{}", std::process::id()));
@@ -42,72 +44,164 @@ fn a_published_image_is_private_complete_and_alone() {
 }
 
 #[test]
-fn a_mapped_image_reads_in_place_and_checks() {
+fn an_image_file_is_read_once_and_nothing_done_to_it_later_reaches_the_reader() {
     let d = dir("map");
-    let path = publish(&d, "v1.atcimg", &image(4096)).unwrap();
-    let mapped = Mapped::open(&path).unwrap();
-    let img = Image::open(mapped.bytes(), 7).unwrap();
+    let bytes = image(4096);
+    let path = publish(&d, "v1.atcimg", &bytes).unwrap();
+    let read = Mapped::open(&path).unwrap();
+    assert_eq!(
+        read.share_path(),
+        None,
+        "a file's image is named by its file"
+    );
+    // Truncated, rewritten in place, replaced, removed: the reader keeps what it read.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    std::fs::write(&path, b"rewritten").unwrap();
+    publish(&d, "v1.atcimg", &image(3)).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(read.bytes(), &bytes[..]);
+    let img = Image::open(read.bytes(), 7).unwrap();
     let words = img.words(1).unwrap();
     assert_eq!(words.len(), 4096);
     assert_eq!(words.get(4095), Some(4095));
-    // The mapping is shared with other threads as immutable bytes.
+    // Shared with other threads as immutable bytes.
     std::thread::scope(|s| {
-        s.spawn(|| assert!(Image::open(mapped.bytes(), 7).is_ok()));
+        s.spawn(|| assert!(Image::open(read.bytes(), 7).is_ok()));
     });
-    drop(mapped);
-    // A file that is not an image maps, and the container refuses it.
+    drop(read);
+    // A file that is not an image is read, and the container refuses it.
     let junk = d.join("junk.atcimg");
     std::fs::write(&junk, b"not an image").unwrap();
-    let mapped = Mapped::open(&junk).unwrap();
-    assert!(Image::open(mapped.bytes(), 7).is_err());
-    drop(mapped);
+    let read = Mapped::open(&junk).unwrap();
+    assert!(Image::open(read.bytes(), 7).is_err());
     std::fs::write(&junk, b"").unwrap();
-    assert!(
-        Mapped::open(&junk).is_err(),
-        "an empty file cannot be mapped"
-    );
+    assert!(Mapped::open(&junk).is_err(), "an empty file is no image");
     assert!(Mapped::open(&d.join("missing.atcimg")).is_err());
-    std::fs::remove_dir_all(&d).unwrap();
-}
-
-#[test]
-fn an_image_is_removed_only_once_no_one_maps_it() {
-    let d = dir("remove");
-    let path = publish(&d, "v1.atcimg", &image(10)).unwrap();
-    let a = Mapped::open(&path).unwrap();
-    let b = Mapped::open(&path).unwrap();
-    assert!(!remove_if_unused(&path).unwrap());
-    drop(a);
-    assert!(!remove_if_unused(&path).unwrap(), "one mapping is left");
-    drop(b);
-    assert!(remove_if_unused(&path).unwrap());
-    assert!(!path.exists());
+    // Nothing holds a file once it is read.
+    assert!(remove_if_unused(&junk).unwrap());
+    assert!(!junk.exists());
     assert!(
-        remove_if_unused(&path).unwrap(),
+        remove_if_unused(&junk).unwrap(),
         "a missing file counts as removed"
     );
     std::fs::remove_dir_all(&d).unwrap();
 }
 
 #[test]
-fn a_sweep_keeps_the_current_image_and_every_mapped_one() {
+fn a_sealed_image_maps_in_place_and_no_one_can_change_it() {
+    use std::io::Write;
+    let bytes = image(4096);
+    let (file, path) = seal(7, &bytes).unwrap();
+    let at = path.split('#').next().unwrap().to_owned();
+    let name = path.split('#').nth(1).unwrap();
+    assert!(
+        name.starts_with(&format!("atc-{}-7-", std::process::id())),
+        "{path}"
+    );
+    let mapped = Mapped::open(Path::new(&path)).unwrap();
+    assert_eq!(mapped.bytes(), &bytes[..]);
+    let shared = mapped.share_path().unwrap();
+    assert_ne!(shared, path, "named by the mapping's own descriptor");
+    assert!(shared.ends_with(&format!("#{name}")), "{shared}");
+    // Opened for writing through /proc (as any process of the user, or root, can): every
+    // change is refused by the kernel, and the mapping reads what it read.
+    let mut w = std::fs::OpenOptions::new().write(true).open(&at).unwrap();
+    assert!(w.set_len(0).is_err(), "truncated");
+    assert!(w.set_len(1 << 20).is_err(), "grown");
+    assert!(w.write_all(b"junk").is_err(), "written");
+    // SAFETY: fcntl(2) on a descriptor `file` owns.
+    let sealed_more = unsafe {
+        libc::fcntl(
+            std::os::fd::AsRawFd::as_raw_fd(&file),
+            libc::F_ADD_SEALS,
+            libc::F_SEAL_WRITE,
+        )
+    };
+    assert_eq!(sealed_more, -1, "the seals themselves are sealed");
+    assert_eq!(mapped.bytes(), &bytes[..]);
+    assert!(Image::open(mapped.bytes(), 7).is_ok());
+    // The publisher lets it go: its path no longer opens; the mapping's does, while it lives.
+    drop(w);
+    drop(file);
+    let e = Mapped::open(Path::new(&path)).unwrap_err().to_string();
+    assert!(e.contains("no longer holds"), "{e}");
+    let again = Mapped::open(Path::new(&shared)).unwrap();
+    drop(mapped);
+    assert_eq!(again.bytes(), &bytes[..]);
+    let e = Mapped::open(Path::new(&shared)).unwrap_err().to_string();
+    assert!(e.contains("no longer holds"), "{e}");
+}
+
+/// A path names the memfd it was made for: a descriptor number since reused for another image
+/// (or for anything else) is refused, without opening what it is now; an unsealed memfd of the
+/// right name is refused.
+#[test]
+fn a_sealed_path_opens_only_the_image_it_names() {
+    let (a, path_a) = seal(1, &image(10)).unwrap();
+    let fd_a = std::os::fd::AsRawFd::as_raw_fd(&a);
+    drop(a);
+    // The lowest free descriptor: most likely a's number again.
+    let (b, path_b) = seal(2, &image(20)).unwrap();
+    if std::os::fd::AsRawFd::as_raw_fd(&b) == fd_a {
+        assert_eq!(path_a.split('#').next(), path_b.split('#').next());
+    }
+    let e = Mapped::open(Path::new(&path_a)).unwrap_err().to_string();
+    assert!(e.contains("no longer holds"), "{e}");
+    assert_eq!(
+        Mapped::open(Path::new(&path_b)).unwrap().bytes(),
+        &image(20)[..]
+    );
+    // A pipe's descriptor under an image's name: refused, and never waited on.
+    let mut fds = [0; 2];
+    // SAFETY: pipe(2) writes two descriptors into the array.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    let pipe = format!("/proc/{}/fd/{}#atc-1-1-1", std::process::id(), fds[0]);
+    let e = Mapped::open(Path::new(&pipe)).unwrap_err().to_string();
+    assert!(e.contains("no longer holds"), "{e}");
+    // SAFETY: closing the descriptors pipe(2) made here.
+    unsafe {
+        libc::close(fds[0]);
+        libc::close(fds[1]);
+    }
+    // An unsealed memfd named as an image: refused.
+    let name = std::ffi::CString::new("atc-unsealed").unwrap();
+    // SAFETY: memfd_create(2) with a NUL-terminated name.
+    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+    assert!(fd >= 0);
+    // SAFETY: a descriptor just made, owned by nothing else.
+    let mut f = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    std::io::Write::write_all(&mut f, &image(10)).unwrap();
+    let unsealed = format!("/proc/{}/fd/{fd}#atc-unsealed", std::process::id());
+    let e = Mapped::open(Path::new(&unsealed)).unwrap_err().to_string();
+    assert!(e.contains("not sealed"), "{e}");
+    drop(b);
+}
+
+#[test]
+fn a_sweep_keeps_the_current_image_and_its_readers_keep_theirs() {
     let d = dir("sweep");
     for v in 1..=4 {
         publish(&d, &format!("v{v}.atcimg"), &image(v)).unwrap();
     }
     std::fs::write(d.join("notes.txt"), b"not ours").unwrap();
     let old = Mapped::open(&d.join("v2.atcimg")).unwrap();
-    assert_eq!(sweep(&d, "v4.atcimg").unwrap(), ["v1.atcimg", "v3.atcimg"]);
+    assert_eq!(
+        sweep(&d, "v4.atcimg").unwrap(),
+        ["v1.atcimg", "v2.atcimg", "v3.atcimg"]
+    );
     let mut left: Vec<_> = std::fs::read_dir(&d)
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     left.sort();
-    assert_eq!(left, ["notes.txt", "v2.atcimg", "v4.atcimg"]);
-    // The mapping of a swept-later file stays valid until it is dropped.
+    assert_eq!(left, ["notes.txt", "v4.atcimg"]);
+    // What a reader read stays valid after its file is swept.
     assert!(Image::open(old.bytes(), 7).is_ok());
-    drop(old);
-    assert_eq!(sweep(&d, "v4.atcimg").unwrap(), ["v2.atcimg"]);
     std::fs::remove_dir_all(&d).unwrap();
 }
 

@@ -125,6 +125,7 @@ lua_tests!(
     router_stats,
     image_published_opened_and_matched,
     image_corrupt_or_foreign_is_refused,
+    image_sealed_in_memory,
 );
 
 lua_tests!(

@@ -1,10 +1,13 @@
-//! One table per node, in a real nginx with 4 workers: `resty.router.gateway` with
-//! `share = "atc_share"` (lua/t/share.lua). Every worker must answer from the shared image
-//! (never from a table of its own), and answer right; exactly one worker builds; a push reaches
-//! every worker; the replaced image file is removed once no worker maps it; a corrupt image
-//! announced as a new version is refused by every worker, which keeps routing with the table
-//! in force, and no worker crashes; when the builder is killed, the next version is built by
-//! another worker once the dead one's claim expires.
+//! One table per node, in a real nginx with 4 workers started as root with unprivileged
+//! workers (when the tests run as root): `resty.router.gateway` with `share = "atc_share"`
+//! (lua/t/share.lua). Every worker must answer from the shared image (never from a table of its
+//! own), and answer right; exactly one worker builds; the image is sealed memory, which no one
+//! can truncate or rewrite, and no file; a push (and a burst of them) reaches every worker and
+//! leaves one image on the node; a corrupt image announced as a new version is refused by every
+//! worker, which builds its own table of it; when the builder is killed, the next version is
+//! built by another worker once the dead one's claim expires; a worker that respawns maps the
+//! image from another worker when its builder is gone, and builds its own when no worker's
+//! image can be reached.
 //!
 //! Needs nginx with the lua module; without it the test prints a notice and passes, unless
 //! `ATC_REQUIRE_NGINX=1` (see `common/nginx.rs`).
@@ -43,6 +46,8 @@ fn write_config_with(n: &Nginx, dir: &Path, port: u16, more: &str) -> std::path:
         location = /__share {{ content_by_lua_block {{ require("share").status() }} }}
         location = /__push {{ content_by_lua_block {{ require("share").push() }} }}
         location = /__corrupt {{ content_by_lua_block {{ require("share").corrupt() }} }}
+        location = /__forget {{ content_by_lua_block {{ require("share").forget() }} }}
+        location = /__metrics {{ content_by_lua_block {{ require("share").metrics() }} }}
         location / {{
             access_by_lua_block {{ require("share").access() }}
         }}
@@ -174,16 +179,55 @@ fn check_routing(port: u16, version: u32) {
     }
 }
 
+/// Image files under `dir` (a shared table leaves none).
 fn images(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir.join("images"))
+    let mut names: Vec<String> = std::fs::read_dir(dir)
         .map(|d| {
             d.filter_map(|e| e.ok()?.file_name().into_string().ok())
-                .filter(|n| n.ends_with(".atcimg"))
+                .filter(|n| n.ends_with(".atcimg") && n != "corrupt.atcimg")
                 .collect()
         })
         .unwrap_or_default();
     names.sort();
     names
+}
+
+/// The sealed images the workers `pids` hold: (descriptor path, inode) of every descriptor
+/// that is one.
+fn sealed_images(pids: &BTreeSet<String>) -> Vec<(String, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = Vec::new();
+    for pid in pids {
+        let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+            continue;
+        };
+        for fd in fds.filter_map(|e| e.ok()) {
+            let link = std::fs::read_link(fd.path()).unwrap_or_default();
+            if link.to_string_lossy().starts_with("/memfd:atc-") {
+                if let Ok(m) = std::fs::metadata(fd.path()) {
+                    out.push((fd.path().display().to_string(), m.ino()));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// How many distinct images the workers hold, waiting (up to 30 s) for it to come down to
+/// `n`: each worker lets the replaced image go when it switches.
+fn settle_to(pids: &BTreeSet<String>, n: usize) -> usize {
+    let distinct = || {
+        sealed_images(pids)
+            .into_iter()
+            .map(|(_, ino)| ino)
+            .collect::<BTreeSet<_>>()
+            .len()
+    };
+    let until = Instant::now() + Duration::from_secs(30);
+    while distinct() != n && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    distinct()
 }
 
 fn statuses(port: u16) -> BTreeMap<String, String> {
@@ -203,28 +247,6 @@ fn four_workers_route_from_one_shared_table() {
         return;
     };
     let dir = common::cpath_dir("nginx-share");
-    // The image directory belongs to the workers' user (`nobody` when the tests run as root:
-    // nginx's default), as a gateway's prefix does; it is theirs alone (0700).
-    let images_dir = dir.join("images");
-    std::fs::create_dir(&images_dir).unwrap();
-    std::fs::set_permissions(
-        &images_dir,
-        std::os::unix::fs::PermissionsExt::from_mode(0o700),
-    )
-    .unwrap();
-    if effective_uid() == 0 {
-        let id = |flag: &str| -> u32 {
-            let out = std::process::Command::new("id")
-                .args([flag, "nobody"])
-                .output()
-                .expect("id");
-            String::from_utf8_lossy(&out.stdout)
-                .trim()
-                .parse()
-                .expect("an id")
-        };
-        std::os::unix::fs::chown(&images_dir, Some(id("-u")), Some(id("-g"))).unwrap();
-    }
     std::fs::write(dir.join("routes1.tsv"), routes(1)).unwrap();
     std::fs::write(dir.join("routes2.tsv"), routes(2)).unwrap();
     let port = free_port();
@@ -235,6 +257,15 @@ fn four_workers_route_from_one_shared_table() {
     wait_for_an_answer(port, &running);
     let pids = wait_for_version(port, "1", &mut running);
     check_routing(port, 1);
+    if effective_uid() == 0 {
+        for pid in &pids {
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+            assert!(
+                !status.contains("Uid:\t0\t"),
+                "the workers run unprivileged: {status}"
+            );
+        }
+    }
     // One worker builds; no worker holds a table of its own (the builder's copy is its
     // builder thread's, for the next build).
     let builders = |port| {
@@ -248,11 +279,6 @@ fn four_workers_route_from_one_shared_table() {
     assert_eq!(builders(port), 1, "one worker builds: {:?}", statuses(port));
     // The workers' stats see the shared table and count the requests routed from it.
     let s = statuses(port);
-    let count = |status: &str, name: &str| -> u64 {
-        let mut words = status.split_whitespace();
-        words.find(|w| *w == name);
-        words.next().and_then(|n| n.parse().ok()).unwrap_or(0)
-    };
     assert!(
         s.values()
             .all(|s| s.contains(&format!(" routes {ROUTES} "))),
@@ -261,21 +287,62 @@ fn four_workers_route_from_one_shared_table() {
     let routed: u64 = s.values().map(|s| count(s, "routed")).sum();
     let not_found: u64 = s.values().map(|s| count(s, "not_found")).sum();
     assert!(routed > 0 && not_found > 0, "counted: {s:?}");
-    // Explaining needs route texts the shared table does not keep: a clear refusal.
-    let r = get_with(port, "h1.test", "/p1/42", "X-Explain: 1\r\n");
-    assert!(
-        header(&r, "x-explain-error").contains("not available with `share`"),
-        "{:?}",
-        r.headers
-    );
-    let files = images(&dir);
-    assert_eq!(files.len(), 1, "one image file: {files:?}");
-    let mode = std::fs::metadata(dir.join("images").join(&files[0]))
-        .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o777)
-        .unwrap();
-    assert_eq!(mode, 0o600, "image files are private");
+    // Every worker reports the node's counts: the sum of all four (reported every second).
+    std::thread::sleep(Duration::from_millis(1500));
+    let s = statuses(port);
+    let routed: u64 = s.values().map(|s| count(s, "routed")).sum();
+    for status in s.values() {
+        assert_eq!(count(status, "node_workers"), 4, "{s:?}");
+        assert_eq!(count(status, "node_routed"), routed, "{s:?}");
+    }
+    let r = get(port, "h1.test", "/__metrics");
+    let text = String::from_utf8_lossy(&r.body);
+    let node_routed = text
+        .lines()
+        .find(|l| l.starts_with("atc_router_node_requests_total{") && l.contains("\"routed\""))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|n| n.parse::<u64>().ok());
+    assert_eq!(node_routed, Some(routed), "{text}");
+    assert!(text.contains("atc_router_node_workers{"), "{text}");
+    // Every worker explains from the shared table: the winner it routes to, and for a 404 on
+    // a busy host the candidates and the predicate that failed each.
+    for _ in 0..16 {
+        let r = get_with(port, "h1.test", "/p1/42", "X-Explain: 1\r\n");
+        assert_eq!(header(&r, "x-explain-error"), "", "{:?}", r.headers);
+        assert_eq!(header(&r, "x-explain-winner"), header(&r, "x-route"));
+        let r = get_with(port, "h1.test", "/p1x", "X-Explain: 1\r\n");
+        assert_eq!(r.status, 404);
+        assert_eq!(header(&r, "x-explain-winner"), "none", "{:?}", r.headers);
+    }
+    let r = get_with(port, "h1.test", "/p51/7", "X-Explain: 1\r\n");
+    assert_eq!(header(&r, "x-explain-winner"), uuid(51), "{:?}", r.headers);
+    // One image on the node, held by every worker, sealed in memory: no file anywhere.
+    let held = sealed_images(&pids);
+    assert!(held.len() >= 4, "every worker holds the image: {held:?}");
+    assert_eq!(settle_to(&pids, 1), 1, "one image: {held:?}");
+    assert_eq!(images(&dir), Vec::<String>::new());
+    assert!(!running.logs().contains("Permission denied"));
 
-    // A push reaches every worker; the old file goes once no worker maps it.
+    // No one can change it: truncating, rewriting or growing any worker's image is refused
+    // by the kernel (as root too), and every worker goes on routing.
+    for (path, _) in &held {
+        let f = std::fs::OpenOptions::new().write(true).open(path);
+        let Ok(mut f) = f else { continue };
+        assert!(f.set_len(0).is_err(), "{path} truncated");
+        assert!(f.set_len(1 << 30).is_err(), "{path} grown");
+        assert!(
+            std::io::Write::write_all(&mut f, b"junk").is_err(),
+            "{path} written"
+        );
+    }
+    check_routing(port, 1);
+    assert_eq!(
+        wait_for_version(port, "1", &mut running),
+        pids,
+        "no worker restarted"
+    );
+
+    // A push reaches every worker; the old image goes once every worker has switched.
     let r = get(port, "h1.test", "/__push?v=2&file=routes2.tsv");
     assert_eq!(r.status, 200);
     assert_eq!(
@@ -285,138 +352,142 @@ fn four_workers_route_from_one_shared_table() {
     );
     check_routing(port, 2);
     assert_eq!(builders(port), 1, "still one builder: {:?}", statuses(port));
-    let until = Instant::now() + Duration::from_secs(30);
-    while images(&dir).len() != 1 && Instant::now() < until {
-        // Each worker unmaps the old image when it switches; the last one removes the file.
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert_eq!(
-        images(&dir).len(),
-        1,
-        "the replaced image removed: {:?}",
-        images(&dir)
-    );
-    assert_ne!(images(&dir), files, "the file of version 2");
+    assert_eq!(settle_to(&pids, 1), 1, "the replaced image freed");
 
-    // A corrupt image announced as version 3: refused everywhere, version 2 stays.
-    let r = get(port, "h1.test", "/__corrupt?v=3");
-    assert_eq!(r.status, 200);
-    let until = Instant::now() + Duration::from_secs(30);
-    while running
-        .logs()
-        .matches("table image of version 3 refused")
-        .count()
-        < 4
-        && Instant::now() < until
-    {
-        std::thread::sleep(Duration::from_millis(50));
+    // A burst of pushes: versions superseded before a worker mapped them are skipped
+    // quietly, and the node is left with one image.
+    for v in 10..20 {
+        let file = if v % 2 == 0 {
+            "routes1.tsv"
+        } else {
+            "routes2.tsv"
+        };
+        let r = get(port, "h1.test", &format!("/__push?v={v}&file={file}"));
+        assert_eq!(r.status, 200);
+        std::thread::sleep(Duration::from_millis(15));
     }
+    assert_eq!(wait_for_version(port, "19", &mut running), pids);
+    check_routing(port, 2);
+    assert_eq!(settle_to(&pids, 1), 1, "superseded images freed");
+    let logs = running.logs();
+    assert!(!logs.contains("refused"), "{logs}");
+    assert!(!logs.contains("builds its own"), "{logs}");
+
+    // A corrupt image announced as version 20: refused everywhere, and every worker builds
+    // its own table of it rather than go without.
+    let r = get(port, "h1.test", "/__corrupt?v=20");
+    assert_eq!(r.status, 200);
+    assert_eq!(wait_for_version(port, "20", &mut running), pids);
     let logs = running.logs();
     assert_eq!(
-        logs.matches("table image of version 3 refused").count(),
+        logs.matches("table image of version 20 refused").count(),
         4,
         "every worker refuses the corrupt image:\n{logs}"
     );
     assert!(logs.contains("corrupt"), "{logs}");
-    assert_eq!(
-        wait_for_version(port, "2", &mut running),
-        pids,
-        "no worker restarted"
-    );
+    assert_eq!(logs.matches("builds its own table").count(), 4, "{logs}");
     check_routing(port, 2);
-
-    // The builder cannot write the next image (its directory made read-only): logged, and
-    // every worker keeps routing with version 2; once the directory is writable again, the
-    // version is shared after all.
-    let mode = |m: u32| {
-        std::fs::set_permissions(&images_dir, std::os::unix::fs::PermissionsExt::from_mode(m))
-            .unwrap()
-    };
-    mode(0o500);
-    let r = get(port, "h1.test", "/__push?v=4&file=routes1.tsv");
-    assert_eq!(r.status, 200);
-    let until = Instant::now() + Duration::from_secs(30);
-    while !running.logs().contains("version 4 built but not shared") && Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let s = statuses(port);
     assert!(
-        running.logs().contains("version 4 built but not shared"),
-        "{}",
-        running.logs()
+        s.values().all(|s| count(s, "own_builds") == 1),
+        "counted: {s:?}"
     );
-    // Built again after a pause that doubles (0.5, 1, 2 s...): a few attempts in 3 s.
-    std::thread::sleep(Duration::from_secs(3));
-    let failures = running
-        .logs()
-        .matches("version 4 built but not shared")
-        .count();
-    assert!((2..=5).contains(&failures), "{failures} attempts in 3 s");
-    check_routing(port, 2);
-    mode(0o700);
-    assert_eq!(wait_for_version(port, "4", &mut running), pids);
+    // The next version is shared again.
+    let r = get(port, "h1.test", "/__push?v=21&file=routes1.tsv");
+    assert_eq!(r.status, 200);
+    assert_eq!(wait_for_version(port, "21", &mut running), pids);
     check_routing(port, 1);
 
     // The builder dies. nginx starts another worker in its place; the next version is built
     // by another worker once the dead one's claim expires, and reaches all four.
-    let builder = statuses(port)
-        .into_iter()
-        .find(|(_, s)| s.contains(" builder 1 "))
-        .map(|(pid, _)| pid)
-        .expect("a builder");
-    let killed = std::process::Command::new("kill")
-        .args(["-9", &builder])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    let r = get(port, "h1.test", "/__push?v=5&file=routes2.tsv");
+    let builder = the_builder(port);
+    kill(&builder);
+    let r = get(port, "h1.test", "/__push?v=22&file=routes2.tsv");
     assert_eq!(r.status, 200);
-    let now = wait_for_version(port, "5", &mut running);
+    let now = wait_for_version(port, "22", &mut running);
     assert!(!now.contains(&builder), "the dead builder answers: {now:?}");
     assert_eq!(now.intersection(&pids).count(), 3, "{now:?} {pids:?}");
     check_routing(port, 2);
     assert_eq!(builders(port), 1, "a new builder: {:?}", statuses(port));
 
+    // The new builder dies too: the worker started in its place maps the image from one of
+    // the others (the builder's mapping is gone with it), building nothing.
+    let second = the_builder(port);
+    kill(&second);
+    let after = wait_for_version(port, "22", &mut running);
+    assert!(!after.contains(&second), "{after:?}");
+    let respawned: Vec<String> = after.difference(&now).cloned().collect();
+    assert_eq!(respawned.len(), 1, "{after:?} {now:?}");
+    check_routing(port, 2);
+    let s = statuses(port);
+    assert_eq!(count(&s[&respawned[0]], "own_builds"), 0, "{s:?}");
+
+    // No worker's image can be reached any more (the dict names nothing): a worker that
+    // starts now builds its own table, says so, and routes right.
+    let r = get(port, "h1.test", "/__forget");
+    assert_eq!(r.status, 200);
+    let third = respawned[0].clone();
+    kill(&third);
+    let last = wait_for_version(port, "22", &mut running);
+    let fresh: Vec<String> = last.difference(&after).cloned().collect();
+    assert_eq!(fresh.len(), 1, "{last:?} {after:?}");
+    check_routing(port, 2);
+    let s = statuses(port);
+    assert_eq!(count(&s[&fresh[0]], "own_builds"), 1, "{s:?}");
+    let logs = running.logs();
+    assert_eq!(logs.matches("builds its own table").count(), 5, "{logs}");
+
     println!("{:#?}", statuses(port));
     running.stop();
-    // The one crash is the worker killed here.
+    // The crashes are the workers killed here.
+    let killed = [builder, second, third];
     let logs: String = running
         .logs()
         .lines()
-        .filter(|l| !l.contains(&format!("{builder} exited on signal 9")))
+        .filter(|l| {
+            !killed
+                .iter()
+                .any(|k| l.contains(&format!("{k} exited on signal 9")))
+        })
         .map(|l| format!("{l}\n"))
         .collect();
     nginx::assert_clean_logs(&logs);
+    // The corrupt file lua/t/share.lua wrote for the workers.
+    for e in std::fs::read_dir("/tmp").into_iter().flatten().flatten() {
+        if e.file_name()
+            .to_string_lossy()
+            .starts_with("atc-share-test-corrupt-")
+        {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
     if std::env::var_os("ATC_KEEP_TEST_DIR").is_none() {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
 
-/// The default image directory works however nginx is started: as root with unprivileged
-/// workers (how the tests run as root), the prefix is root's and the workers cannot write it;
-/// they make their own directory, theirs alone.
-#[test]
-fn the_default_image_directory_works_with_a_root_master() {
-    let Some(nginx) =
-        nginx::required_or_skip("the_default_image_directory_works_with_a_root_master")
-    else {
-        return;
-    };
-    let dir = common::cpath_dir("nginx-share-default");
-    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    std::fs::write(dir.join("routes1.tsv"), routes(1)).unwrap();
-    let port = free_port();
-    let conf = write_config_with(&nginx, &dir, port, ", false, \"default\"");
-    let mut running = Running::start(&nginx, &dir, &conf);
-    wait_for_an_answer(port, &running);
-    wait_for_version(port, "1", &mut running);
-    check_routing(port, 1);
-    let logs = running.logs();
-    assert!(!logs.contains("Permission denied"), "{logs}");
-    running.stop();
-    nginx::assert_clean_logs(&running.logs());
-    if std::env::var_os("ATC_KEEP_TEST_DIR").is_none() {
-        let _ = std::fs::remove_dir_all(&dir);
-    }
+/// The number after `name` in a status line.
+fn count(status: &str, name: &str) -> u64 {
+    let mut words = status.split_whitespace();
+    words.find(|w| *w == name);
+    words.next().and_then(|n| n.parse().ok()).unwrap_or(0)
+}
+
+/// The pid of the worker that holds the node's builder claim.
+fn the_builder(port: u16) -> String {
+    statuses(port)
+        .into_iter()
+        .find(|(_, s)| s.contains(" builder 1 "))
+        .map(|(pid, _)| pid)
+        .expect("a builder")
+}
+
+fn kill(pid: &str) {
+    let killed = std::process::Command::new("kill")
+        .args(["-9", pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
 }
 
 /// The effective user id, read from /proc (no `unsafe` call to geteuid).

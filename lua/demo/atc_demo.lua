@@ -283,11 +283,10 @@ function _M.init(routes_file, opts)
     -- `opts.builder_nice`: the builder threads run that many nice levels below the worker;
     -- `opts.builder_priority`: "idle" (default) or "normal" (gateway.new's options).
     -- `opts.captures`: "lazy" for captures read on demand (scripts/gateway-bench --captures).
-    -- `opts.share`, `opts.share_dir`: one table per node (gateway-bench --share).
+    -- `opts.share`: one table per node (gateway-bench --share).
     GW = assert(gateway.new({ explain_header = opts.explain_header,
         builder_nice = opts.builder_nice, builder_priority = opts.builder_priority,
-        captures = opts.captures, share = opts.share,
-        share_dir = opts.share_dir }))
+        captures = opts.captures, share = opts.share }))
     if opts.clock == "cpu" then
         route_clock = require("resty.router.gateway.updates").cpu_ms
     end

@@ -1741,8 +1741,9 @@ function T.router_stats()
     same({ st.updates_applied, st.updates_refused, st.routes }, { 3, 5, 5000 })
 end
 
--- Table images: a router's builder publishes each table it builds; image routers map the file
--- and answer as the router does; a corrupt or foreign file is refused; files no one maps go.
+-- Table images: a router's builder publishes each table it builds, sealed in memory or as a
+-- file; image routers answer as the router does; a corrupt or foreign image is refused; a
+-- file is read when opened, so nothing done to it later reaches an image router.
 
 local image = require("resty.router.image")
 
@@ -1822,25 +1823,70 @@ function T.image_published_opened_and_matched()
     fails("already finished", job:finish())
     eq(img2:len(), 2)
 
-    -- In use: not removed; once unmapped by both, removed (retire: on a thread, then the
-    -- file goes if no one maps it).
-    eq(image.remove_if_unused(path), false)
-    img:free()
-    img2:retire(path)
-    local gone = false
-    for _ = 1, 60000 do
-        local f = io.open(path, "rb")
-        if not f then
-            gone = true
-            break
-        end
-        f:close()
-        sleep_ms(1)
-    end
-    eq(gone, true, "the retired image's file is removed")
+    -- Read when opened: removing the file changes nothing for the image routers.
+    eq(image.remove_if_unused(path), true)
     eq(image.remove_if_unused(path), true, "a missing file counts as removed")
+    c:reset()
+    assert(c:add_value("http.path", "/b/7"))
+    eq(img2:execute(c), true)
+    eq(img2:share_path(), nil, "a file's image is named by its file")
+    img:free()
+    img2:retire()
     fails("table image", image.open(s2, path))
     os.remove(dir)
+end
+
+function T.image_sealed_in_memory()
+    local s = http_schema()
+    local r = router.new(s)
+    assert(r:publish_images(nil, true))
+    assert(r:sync_start(1, { { id = U1, priority = 1, expression = 'http.path ^= "/a"' } }))
+    eq(applied(r), 1)
+    local path = assert(r:published())
+    eq(path:match("^/proc/%d+/fd/%d+#atc%-%d+%-1%-%d+$") ~= nil, true, path)
+    local img = assert(image.open(s, path))
+    local held = assert(img:share_path())
+    eq(held:match("^/proc/%d+/fd/%d+#") ~= nil and held ~= path, true, held)
+    eq(held:match("#(.*)"), path:match("#(.*)"), "the same image")
+    local c = context.new(s)
+    assert(c:add_value("http.path", "/a/1"))
+    eq(img:execute(c), true)
+    -- Explained from the image, as the router explains.
+    local why = assert(img:explain(c))
+    eq(why.winner, U1)
+    eq(why.routes, 1)
+    eq(#why.candidates, 1)
+    eq(why.candidates[1].expression, 'http.path ^= "/a"')
+    eq(why.candidates[1].matched, true)
+    c:reset()
+    assert(c:add_value("http.path", "/b"))
+    why = assert(img:explain(c, { ruled_out = true }))
+    eq(why.winner, nil)
+    eq(#why.ruled_out, 0)
+    eq(why.ruled_out_omitted, 1)
+    fails("context expected", pcall(img.explain, img, nil))
+    c:reset()
+    assert(c:add_value("http.path", "/a/1"))
+    -- The next table applied: the router lets version 1's image go, so its published path no
+    -- longer opens, while the image router's own path does as long as it holds it.
+    assert(r:sync_start(2, { { id = U2, priority = 1, expression = 'http.path ^= "/b"' } }))
+    eq(applied(r), 2)
+    fails("no longer holds", image.open(s, path))
+    local img2 = assert(image.open(s, held))
+    eq(img2:len(), 1)
+    c:reset()
+    assert(c:add_value("http.path", "/a/1"))
+    eq(img2:execute(c), true, "version 1")
+    img:free()
+    fails("no longer holds", image.open(s, held))
+    eq(img2:execute(c), true, "still mapped by the second router")
+    img2:retire()
+    -- Version 2 is the router's now.
+    local img3 = assert(image.open(s, assert(r:published())))
+    c:reset()
+    assert(c:add_value("http.path", "/b/1"))
+    eq(img3:execute(c), true)
+    img3:free()
 end
 
 function T.image_corrupt_or_foreign_is_refused()
@@ -1869,12 +1915,16 @@ function T.image_corrupt_or_foreign_is_refused()
     local other = schema.new()
     assert(other:add_field("http.host", "String"))
     fails("built for", image.open(other, path))
-    -- The sweep keeps what is mapped and what it is told to keep.
+    -- The sweep keeps what it is told to keep; an image router it leaves without a file
+    -- goes on answering.
     local img = assert(image.open(s, path))
-    eq(image.sweep(dir), 1, "the bad copy")
-    img:free()
-    eq(image.sweep(dir, path:match("[^/]+$")), 0)
+    eq(image.sweep(dir, path:match("[^/]+$")), 1, "the bad copy")
     eq(image.sweep(dir), 1)
+    eq(image.sweep(dir), 0)
+    local c = context.new(s)
+    assert(c:add_value("http.path", "/a"))
+    eq(img:execute(c), true)
+    img:free()
     os.remove(dir)
 end
 

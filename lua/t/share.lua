@@ -8,12 +8,16 @@
 -- access() routes with gw:route() and answers 200 with the headers X-Route (uuid), X-Capture
 -- (the capture `id`, or "-"), X-Version (the version in force), X-Pid, X-Shared (1 when the
 -- table routed from is the shared image), or 404 with the same headers but X-Route; a request
--- with an X-Explain header also gets gw:explain()'s error in X-Explain-Error.
+-- with an X-Explain header also gets gw:explain()'s winner in X-Explain-Winner ("none"), its
+-- candidates' count in X-Explain-Candidates, the first candidate's deciding predicate in
+-- X-Explain-First, or its error in X-Explain-Error.
 -- corrupt() (/__corrupt?v=V) writes a corrupt image file and announces it as version V's
--- image, then pushes V: every worker must refuse it and keep its table.
+-- image, then pushes V: every worker must refuse it and build its own table of V.
+-- forget() (/__forget) points every path the dict names an image by at nothing: a worker
+-- started afterwards finds no holder and must build its own table.
 -- status() (/__share) answers "pid <pid> version <v> shared <0|1> own_routes <n> builder <0|1>
 -- shared_routes <n> switch_max <ms> routes <n> routed <n> not_found <n>" (own_routes: the routes
--- of the worker's own router; routes, routed, not_found: gw:stats()'s;
+-- of the worker's own router; routes, routed, not_found, own_builds: gw:stats()'s;
 -- builder: it holds the node's claim; switch_max: the longest a switch held it).
 
 local gateway = require("resty.router.gateway")
@@ -49,12 +53,10 @@ local function follow(premature)
     end
 end
 
--- `images`: "default" for the gateway's default image directory, else `dir`/images.
-function _M.init_worker(dir, file, own, images)
+function _M.init_worker(dir, file, own)
     DIR = dir
     local err
-    GW, err = gateway.new({ share = (not own) and "atc_share" or nil,
-        share_dir = images ~= "default" and dir .. "/images" or nil, poll_interval = 0.01,
+    GW, err = gateway.new({ share = (not own) and "atc_share" or nil, poll_interval = 0.01,
         captures = "table" })
     if not GW then
         ngx.log(ngx.ERR, "share test: ", err)
@@ -79,8 +81,14 @@ function _M.access()
     local uuid, _, captures = GW:route()
     headers()
     if ngx.var.http_x_explain then
-        local _, err = GW:explain()
+        local why, err = GW:explain()
         ngx.header["X-Explain-Error"] = err
+        if why then
+            ngx.header["X-Explain-Winner"] = why.winner or "none"
+            ngx.header["X-Explain-Candidates"] = tostring(#why.candidates)
+            local c = why.candidates[1]
+            ngx.header["X-Explain-First"] = c and c.predicates[1] and c.predicates[1].text
+        end
     end
     if not uuid then
         return ngx.exit(404)
@@ -100,8 +108,11 @@ end
 
 function _M.corrupt()
     local v = tonumber(ngx.req.get_uri_args().v)
-    local path = DIR .. "/images/corrupt.atcimg"
-    local good = GW.share.path
+    -- In /tmp: the test's directory is the master's user's, which a worker may not be.
+    local path = "/tmp/atc-share-test-corrupt-" .. ngx.worker.pid() .. ".atcimg"
+    os.remove(path)
+    -- The bytes of the image in force, read through the path other workers open it by.
+    local good = GW.share.image:share_path():match("^[^#]+")
     local bytes = read(good)
     local f = assert(io.open(path, "wb"))
     -- One byte of the middle changed: the checksum must catch it.
@@ -115,6 +126,24 @@ function _M.corrupt()
     ngx.say("corrupt ", v)
 end
 
+function _M.forget()
+    local dict = ngx.shared.atc_share
+    local nowhere = "/proc/1/fd/999999#atc-1-0-0"
+    for w = 0, ngx.worker.count() - 1 do
+        local held = dict:get("atc:held:" .. w)
+        if held then
+            dict:set("atc:held:" .. w, held:match("^%S+") .. " " .. nowhere)
+        end
+    end
+    local v = GW:version()
+    dict:set("atc:" .. tostring(v) .. ":image", nowhere)
+    ngx.say("forgot ", v)
+end
+
+function _M.metrics()
+    ngx.print(assert(GW:metrics_text({ worker = ngx.worker.id() })))
+end
+
 function _M.status()
     local sh = GW.share
     local s = GW:stats()
@@ -123,7 +152,10 @@ function _M.status()
         ngx.shared.atc_share:get("atc:builder") == ngx.worker.pid() and 1 or 0,
         " shared_routes ", s.shared_routes or 0,
         " switch_max ", string.format("%.3f", s.max_switch_ms or 0),
-        " routes ", s.routes, " routed ", s.routed, " not_found ", s.not_found)
+        " routes ", s.routes, " routed ", s.routed, " not_found ", s.not_found,
+        " own_builds ", s.own_builds or 0,
+        " node_routed ", s.node and s.node.routed or 0,
+        " node_workers ", s.node and s.node.workers or 0)
 end
 
 return _M

@@ -7,7 +7,8 @@
 //! bytes); the routes, one record each in routing order (id, priority, program); the field
 //! table (each field's type and name, in the order the image numbers them); the programs
 //! (`compile/program_image.rs`: instructions, literal bytes, sets, regex sources); the key
-//! fields of two-phase matching (by the field table's numbers).
+//! fields of two-phase matching (by the field table's numbers); each route's expression text
+//! (a span per route in routing order, and the texts' bytes), which explaining reads.
 //!
 //! Invariants:
 //! - An image is refused whole or opened whole: [`ImageRouter::open`] checks the container
@@ -50,6 +51,8 @@ const LITERALS: u32 = 9;
 const SETS: u32 = 10;
 const REGEXES: u32 = 11;
 const KEY_FIELDS: u32 = 12;
+const TEXT_SPANS: u32 = 13;
+const TEXTS: u32 = 14;
 
 /// The version an image router's cached candidates are tagged with (an image never changes;
 /// its `uid` tells image routers and routers apart).
@@ -110,8 +113,13 @@ impl Router {
         let order: Vec<(Order, u32)> = self.slots_in_order().collect();
         let mut routes: Vec<u32> = Vec::with_capacity(order.len() * ROUTE_WORDS);
         let mut rank_of: FxHashMap<u32, u32> = FxHashMap::default();
+        let mut text_spans: Vec<u32> = Vec::with_capacity(order.len() * 2);
+        let mut texts: Vec<u8> = Vec::new();
         for (rank, (order, slot)) in order.iter().enumerate() {
             rank_of.insert(*slot, word(rank)?);
+            let text = self.text_of(*slot);
+            text_spans.extend([word(texts.len())?, word(text.len())?]);
+            texts.extend_from_slice(text.as_bytes());
             let mut number = |f: FieldId| {
                 *numbers.entry(f).or_insert_with(|| {
                     fields.push(f);
@@ -173,12 +181,14 @@ impl Router {
             (SETS, &programs.sets[..]),
             (REGEXES, &programs.regexes[..]),
             (KEY_FIELDS, &index.key_fields[..]),
+            (TEXT_SPANS, &text_spans[..]),
         ] {
             w.words(kind, words).map_err(image_err)?;
         }
         w.section(INDEX_BYTES, index.bytes).map_err(image_err)?;
         w.section(FIELD_NAMES, names).map_err(image_err)?;
         w.section(LITERALS, programs.bytes).map_err(image_err)?;
+        w.section(TEXTS, texts).map_err(image_err)?;
         Ok((w.finish(), index.leaves_in_place_of_splits))
     }
 }
@@ -196,6 +206,8 @@ struct Layout {
     literals: Range<usize>,
     sets: Range<usize>,
     regexes: Range<usize>,
+    text_spans: Range<usize>,
+    texts: Range<usize>,
 }
 
 /// The parts of an image a request reads (see [`ImageRouter::view`]).
@@ -355,9 +367,14 @@ impl ImageRouter {
             literals: range(LITERALS, false)?,
             sets: range(SETS, true)?,
             regexes: range(REGEXES, true)?,
+            text_spans: range(TEXT_SPANS, true)?,
+            texts: range(TEXTS, false)?,
         };
         if layout.route_records.len() != routes * ROUTE_WORDS * 4 {
             return Err(bad(ROUTES, "not one record per route"));
+        }
+        if layout.text_spans.len() != routes * 2 * 4 {
+            return Err(bad(TEXT_SPANS, "not one text per route"));
         }
         if !layout.code.len().is_multiple_of(INSTR_WORDS * 4) {
             return Err(bad(CODE, "not whole instructions"));
@@ -428,6 +445,24 @@ impl ImageRouter {
             return Err(Error::Image(ImageError::Section { kind: CODE, why }));
         }
         Ok(())
+    }
+
+    /// The expression text of the route of rank `rank` (its place in routing order), as it was
+    /// added; None past the last route, or for a text the image does not hold whole (a changed
+    /// image: the text is only read to explain, never to match).
+    pub fn route_text(&self, rank: usize) -> Option<&str> {
+        let owner = self.opened.borrow_owner();
+        let all: &[u8] = (*owner.bytes).as_ref();
+        let spans = Words::new(all.get(owner.layout.text_spans.clone())?)?;
+        let at = spans.get(rank.checked_mul(2)?)? as usize;
+        let len = spans.get(rank * 2 + 1)? as usize;
+        let texts = all.get(owner.layout.texts.clone())?;
+        std::str::from_utf8(texts.get(at..at.checked_add(len)?)?).ok()
+    }
+
+    /// The id and priority of the route of rank `rank`.
+    pub(crate) fn route_id(&self, rank: usize) -> Option<(uuid::Uuid, u64)> {
+        self.view().route(rank).map(|r| (r.id, r.priority))
     }
 
     /// The image's parts a request reads.

@@ -252,6 +252,13 @@ int32_t atc_router_explain(const atc_router *router,
                            size_t *buf_len,
                            char *errbuf,
                            size_t *errbuf_len);
+int32_t atc_image_router_explain(const atc_image_router *router,
+                                 atc_context *context,
+                                 uint32_t flags,
+                                 char *buf,
+                                 size_t *buf_len,
+                                 char *errbuf,
+                                 size_t *errbuf_len);
 int32_t atc_router_matches(const atc_router *router,
                            atc_context *context,
                            char *buf,
@@ -273,6 +280,7 @@ int32_t atc_router_published(const atc_router *router,
                              uint64_t *version,
                              char *buf,
                              size_t *buf_len);
+int32_t atc_image_router_share_path(const atc_image_router *router, char *buf, size_t *buf_len);
 atc_image_router *atc_image_router_open(const atc_schema *schema,
                                         const char *path,
                                         size_t path_len,

@@ -161,15 +161,12 @@ end
 --               plain ngx API), "plain" (always the plain ngx API), or "native" (an error
 --               when it is not available, with the reason)
 --   share       the name of a lua_shared_dict: one table per node (resty.router.gateway.share).
---               One worker per version builds the table and writes it as an image file; every
---               worker maps the file read-only and routes from it. Needs the builder thread
+--               One worker per version builds the table and seals it in memory as an image;
+--               every worker maps it read-only and routes from it. Needs the builder thread
 --               (not updates = "sync"); route() reads every field in use in one pass, and
 --               explain, matches and the router's stats see the worker's own router, not the
 --               shared table. Without it, every worker builds and holds its own table
---   share_dir   where the image files go (default: /tmp/atc-images-<uid>-<hash of the nginx
---               prefix and the dict's name>, made with mode 0700 by the workers); it must be
---               the workers' user's and writable by it alone; files are mode 0600 and removed
---               once no worker maps them
+--   share_dir   ignored (logged): shared tables use no directory
 --   captures    what route() returns as captures: "table" (default: a new table of strings per
 --               request, as Kong's get_result) or "lazy" (one read-only object of the gateway
 --               that reads a capture from the context when it is indexed: a request whose
@@ -296,6 +293,7 @@ function _M.new(opts)
             return nil, serr
         end
         gw.share = sh
+        share.report_counts(gw)
     end
     return gw
 end
@@ -382,6 +380,11 @@ end
 --                     `routes` is then the shared table's too (`own_routes`: the worker's
 --                     router's, empty but in the builder's thread), and routed / not_found
 --                     count the requests routed from it
+--   own_builds        with `share`: how often this worker could map no holder's image of a
+--                     version (or refused it) and built its own table of it
+--   node              with `share`: the node's counts, summed over its workers through the
+--                     dict ({ routed, not_found, bad_requests, own_builds, workers }): each
+--                     worker's as of its last report (every second, and this call's own)
 -- Counts are the worker's own: each worker has its gateway. nil and an error only for a failed
 -- call into the library.
 function _M:stats()
@@ -402,9 +405,11 @@ function _M:stats()
     if sh then
         s.shared_routes = sh.image and sh.image:len() or 0
         s.last_switch_ms, s.max_switch_ms = sh.last_switch_ms, sh.max_switch_ms
+        s.own_builds = sh.own_builds
         -- The table requests are routed with (the worker's own router holds none).
         s.own_routes = s.routes
         s.routes = s.shared_routes
+        s.node = share.node_counts(self, s)
     end
     return s
 end
@@ -556,18 +561,15 @@ function _M:captures(into)
     return self.context:get_captures(into)
 end
 
-local NO_SHARED_EXPLAIN = "explain is not available with `share`: the shared table keeps no "
-    .. "route texts (explain on a gateway without `share`)"
-
 -- Explains the request route() last routed (router:explain on the gateway's context; `opts`
 -- as router:explain's: { ruled_out = true }), or nil and an error. Call it right after
--- route(), before another request is routed.
--- With `share`, nil and a message saying so: an explanation names each candidate's deciding
--- predicate in the route's text, which the shared table does not carry (the worker's own
--- router is empty).
+-- route(), before another request is routed. With `share`, from the shared table (its
+-- candidates, explained from the route texts the image carries; ruled-out routes are counted,
+-- not listed).
 function _M:explain(opts)
-    if self.share then
-        return nil, NO_SHARED_EXPLAIN
+    local sh = self.share
+    if sh and sh.image then
+        return sh.image:explain(self.context, opts)
     end
     return self.router:explain(self.context, opts)
 end

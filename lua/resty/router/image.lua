@@ -1,5 +1,5 @@
--- resty.router.image: tables shared by the workers of a node. One worker's router writes each
--- table it builds as an image file (router:publish_images(dir)); every worker maps the file
+-- resty.router.image: tables shared by the workers of a node. One worker's router puts each
+-- table it builds in an image sealed in memory (router:publish_images()); every worker maps it
 -- read-only and matches from it, without a copy of its own.
 --
 --   local image = require("resty.router.image")
@@ -7,17 +7,20 @@
 --   local job = assert(image.open_start(schema, path)) -- the same on a thread of its own
 --   if job:ready() then img, err = job:finish() end     -- between two requests: O(1)
 --   if img:execute(context) then ... context:get_result() ... end
---   img:retire(path)          -- unmapped on a thread; the file removed once no worker maps it
+--   img:share_path()          -- the path another worker opens it by, while this one holds it
+--   img:retire()              -- unmapped on a thread
 --
 -- An image router has the read side of a router: execute, get_fields, key_fields and
--- needed_fields (two-phase matching, as a router's), len. Its regexes are compiled in this
+-- needed_fields (two-phase matching, as a router's), len, explain. Its regexes are compiled in this
 -- process, each by the first request that evaluates it; open_start's thread first takes those
 -- an image router of this worker already compiled (the table in force), so after a push only
 -- regexes the worker never compiled are left to compile.
 --
 -- Invariants:
--- * A refused image (missing, corrupt, truncated, another library version or schema) gives
---   nil and the reason; nothing the caller holds changes.
+-- * A refused image (gone, corrupt, truncated, unsealed, another library version or schema)
+--   gives nil and the reason; nothing the caller holds changes.
+-- * Nothing done to an image after it was opened reaches the worker: a shared image is sealed
+--   (the kernel refuses every change), an image file is copied when opened.
 -- * The mapping lives as long as the Lua object (a finalizer frees it) or until free(); an
 --   opening's thread is joined by finish() or by the opening's finalizer.
 
@@ -185,6 +188,38 @@ function img_mt:needed_fields(context)
     return mask_halves()
 end
 
+-- As router:explain: why the request goes where it goes, from the image (its candidates, each
+-- explained from the route text the image carries). With { ruled_out = true } the routes the
+-- index ruled out are counted in ruled_out_omitted, not listed.
+function img_mt:explain(context, opts)
+    if type(context) ~= "table" or context.ptr == nil then
+        error("bad argument #1 to 'explain' (context expected)", 2)
+    end
+    return require("resty.router.router").explain_with(lib.atc_image_router_explain, self.ptr,
+        context, opts)
+end
+
+local path_cap = 256
+local path_buf = ffi.new("char[?]", path_cap)
+local path_len = ffi.new("size_t[1]")
+
+-- The path another worker of this user opens this image by while this one holds it (a sealed
+-- image's), or nil for an image read from a file.
+function img_mt:share_path()
+    path_len[0] = path_cap
+    local rc = lib.atc_image_router_share_path(self.ptr, path_buf, path_len)
+    if rc == lib.ATC_ERR_BUFFER then
+        path_cap = tonumber(path_len[0])
+        path_buf = ffi.new("char[?]", path_cap)
+        path_len[0] = path_cap
+        rc = lib.atc_image_router_share_path(self.ptr, path_buf, path_len)
+    end
+    if rc ~= 0 then
+        return nil
+    end
+    return ffi.string(path_buf, path_len[0])
+end
+
 -- Unmaps now rather than when the collector runs. The object is unusable afterwards.
 function img_mt:free()
     local p = self.ptr
@@ -195,9 +230,9 @@ function img_mt:free()
     end
 end
 
--- Frees the image router on a thread of its own, then removes the file `path` (optional) if no
--- process maps it any more: unmapping a large image never holds the caller. The object is
--- unusable afterwards.
+-- Frees the image router on a thread of its own, then removes the image file `path`
+-- (optional) unless a process is reading it: unmapping a large image never holds the caller.
+-- The object is unusable afterwards.
 function img_mt:retire(path)
     local p = self.ptr
     if p ~= nil then
@@ -208,8 +243,8 @@ function img_mt:retire(path)
     end
 end
 
--- Removes the image file at `path` if no process maps it: true (removed or gone), false (in
--- use), or nil and why.
+-- Removes the image file at `path` unless a process is reading it: true (removed or gone),
+-- false (being read), or nil and why.
 function _M.remove_if_unused(path)
     arm()
     local rc = lib.atc_image_remove_if_unused(path, #path, errbuf, errlen)
@@ -219,8 +254,8 @@ function _M.remove_if_unused(path)
     return rc == 1
 end
 
--- Removes every image file of `dir` that no process maps but `keep` (a file name, or nil): the
--- number removed, or nil and why.
+-- Removes every image file of `dir` no process is reading but `keep` (a file name, or nil):
+-- the number removed, or nil and why.
 function _M.sweep(dir, keep)
     keep = keep or ""
     arm()

@@ -195,6 +195,12 @@ end
 -- of another schema or a broken router. The context's result is left as it was.
 function _M:explain(context, opts)
     check_context(context, "explain")
+    return _M.explain_with(lib.atc_router_explain, self.ptr, context, opts)
+end
+
+-- explain() through `call` (atc_router_explain, or atc_image_router_explain for an image
+-- router `ptr`): the one reading of an explain report, for resty.router.image too.
+function _M.explain_with(call, ptr, context, opts)
     local flags = 0
     if opts ~= nil then
         if type(opts) ~= "table" then
@@ -204,9 +210,9 @@ function _M:explain(context, opts)
             flags = EXPLAIN_RULED_OUT
         end
     end
-    local ptr, cptr = self.ptr, context.ptr
+    local cptr = context.ptr
     local v, err = fetch_report(function(buf, len)
-        return lib.atc_router_explain(ptr, cptr, flags, buf, len, errbuf, errlen)
+        return call(ptr, cptr, flags, buf, len, errbuf, errlen)
     end)
     if not v then
         return nil, err
@@ -828,15 +834,17 @@ function _M:update_start(version, changes, mode, opts)
     return true
 end
 
--- Makes the router's builder write every table it builds as an image file in `dir` (created
--- with mode 0700 if missing), for other workers to map (resty.router.image). With
--- `drop_tables`, applying a published table leaves this router empty (the process matches
--- from the image; the builder keeps its copy for the next build). Before the first
--- sync_start: true, or nil and an error.
+-- Makes the router's builder put every table it builds in an image for other workers to map
+-- (resty.router.image): sealed in memory when `dir` is nil (what a node's workers share: no
+-- one can change it, and it goes once no worker holds it), or written as a file in `dir`
+-- (created with mode 0700 if missing; readers copy it). With `drop_tables`, applying a
+-- published table leaves this router empty (the process matches from the image; the builder
+-- keeps its copy for the next build). Before the first sync_start: true, or nil and an error.
 function _M:publish_images(dir, drop_tables)
-    if type(dir) ~= "string" then
-        return nil, "dir must be a string, got " .. type(dir)
+    if dir ~= nil and type(dir) ~= "string" then
+        return nil, "dir must be a string or nil, got " .. type(dir)
     end
+    dir = dir or ""
     arm()
     local rc = lib.atc_router_publish_images(self.ptr, dir, #dir,
         drop_tables and lib.ATC_PUBLISH_DROP_TABLES or 0, errbuf, errlen)

@@ -53,6 +53,16 @@ impl Router {
         options: ExplainOptions,
     ) -> Result<Explanation, Error> {
         let slots = self.candidate_slots(ctx)?;
+        Ok(self.explain_slots(ctx, &slots, options))
+    }
+
+    /// The explanation of the candidates `slots` (in routing order) for `ctx`.
+    pub(super) fn explain_slots(
+        &self,
+        ctx: &mut Context,
+        slots: &[u32],
+        options: ExplainOptions,
+    ) -> Explanation {
         let mut lowered = String::new();
         let mut record = MatchRecord::default();
         let mut winner = None;
@@ -114,14 +124,14 @@ impl Router {
             }
             ruled_out_omitted = self.len() - slots.len() - ruled_out.len();
         }
-        Ok(Explanation {
+        Explanation {
             winner,
             candidates,
             candidates_omitted,
             ruled_out,
             ruled_out_omitted,
             routes: self.len(),
-        })
+        }
     }
 
     /// The report of one candidate, whose evaluation gave `matched` and showed the predicates

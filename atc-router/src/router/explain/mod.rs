@@ -32,6 +32,7 @@
 
 mod display;
 mod evaluate;
+mod image;
 mod json;
 mod predicates;
 mod spans;

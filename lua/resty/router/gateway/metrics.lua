@@ -85,8 +85,8 @@ local function us_to_s(us)
 end
 
 -- The metrics, in output order: name, type, help, the samples' { labels, value } from a stats
--- table `s`, and whether only a gateway's stats have it (gw:stats(), not r:stats(): those with
--- `request_source`).
+-- table `s`, whether only a gateway's stats have it (gw:stats(), not r:stats(): those with
+-- `request_source`), and whether only a sharing gateway's do (those with `node`).
 local METRICS = {
     { "atc_router_requests_total", "counter",
         "Requests the router answered, by result: routed (a route matched), not_found (none "
@@ -122,6 +122,26 @@ local METRICS = {
         "1 when the last update failed (refused, or its loader failed) and no later version "
         .. "was applied since.",
         function(s) return { { nil, s.last_error ~= nil } } end, true },
+    { "atc_router_share_own_builds_total", "counter",
+        "With share: how often this worker could map no holder's image of a version (or "
+        .. "refused it) and built its own table of it.",
+        function(s) return { { nil, s.own_builds } } end, true, true },
+    { "atc_router_node_requests_total", "counter",
+        "With share: requests all the node's workers answered, by result, summed through the "
+        .. "share dict (each worker's count as of its last report, at most a second old; a "
+        .. "worker that respawns starts from 0).",
+        function(s)
+            local n = s.node
+            return { { { "result", "routed" }, n.routed },
+                { { "result", "not_found" }, n.not_found },
+                { { "result", "bad_request" }, n.bad_requests } }
+        end, true, true },
+    { "atc_router_node_share_own_builds_total", "counter",
+        "With share: own tables built by the node's workers, summed through the share dict.",
+        function(s) return { { nil, s.node.own_builds } } end, true, true },
+    { "atc_router_node_workers", "gauge",
+        "With share: the workers whose counts the node's are summed from.",
+        function(s) return { { nil, s.node.workers } } end, true, true },
     { "atc_router_gateway_info", "gauge",
         "The version in force (empty before the first) and how requests are read, as labels.",
         function(s)
@@ -141,7 +161,7 @@ function _M.render(s, labels)
     local gateway = s.request_source ~= nil
     local out = {}
     for _, m in ipairs(METRICS) do
-        if gateway or not m[5] then
+        if (gateway or not m[5]) and (s.node ~= nil or not m[6]) then
             out[#out + 1] = "# HELP " .. m[1] .. " " .. m[3]
             out[#out + 1] = "# TYPE " .. m[1] .. " " .. m[2]
             for _, sample in ipairs(m[4](s)) do

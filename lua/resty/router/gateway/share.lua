@@ -1,36 +1,44 @@
 -- resty.router.gateway.share: one table per node. With gateway.new({ share = "<dict>" }), the
 -- workers of a node elect one builder per version through the lua_shared_dict of that name;
--- it builds the table on its router's builder thread, which writes it as an image file; every
--- worker (the builder too) maps the file read-only and routes from it (resty.router.image).
+-- it builds the table on its router's builder thread, which seals it in memory as an image;
+-- every worker (the builder too) maps it read-only and routes from it (resty.router.image).
 -- docs/gateway.md, "One table per node", has the nginx.conf a user writes.
 --
 -- Keys of the dict (K = "atc:" .. tostring(version)):
 --   K .. ":lock"     the builder's pid, with a time to live the builder renews while it builds:
 --                    a builder that dies leaves the lock to expire and the next worker to take
 --                    over (update() and the poll timer try to take it)
---   K .. ":image"    the image file's path, set once the builder has mapped it
+--   K .. ":image"    the path the builder's own mapping of the image is opened by, set once it
+--                    maps it
 --   K .. ":refused"  why the builder refused the version (invalid routes): no one builds it
+--   "atc:latest"     the last version announced
+--   "atc:held:" .. W "<version> <path>": what worker W (ngx.worker.id()) routes from, and the
+--                    path its mapping is opened by: where a worker that cannot reach the
+--                    builder's mapping (the builder died) finds the same image
+--   "atc:counts:" .. W  worker W's request counts (NODE_COUNTS), every second: the node's
+--                    counts are their sum (gw:stats().node)
 --   "atc:builder"    the pid of the worker that builds, renewed by it every LOCK_TTL / 3 s: the
 --                    builder stays the same worker (only it holds a router's copy of the
 --                    table, which its next build starts from) until it stops renewing
 --
 -- Invariants:
--- * A worker switches tables between two requests, in O(1): the file is mapped and checked
+-- * A worker switches tables between two requests, in O(1): the image is mapped and checked
 --   on a thread (image.open_start) and swapped in with its plan in one step, without yielding.
---   A refused image (corrupt, foreign) leaves the table in force and is logged.
--- * A worker moves towards the version its last update() asked for (sh.want), one opening
---   at a time; the builder announces an image only once it maps it itself, so a file is
---   always held by some worker before any other can look for it (no sweep removes it in
---   between).
+-- * Nothing done to an image after it was announced reaches a worker: it is sealed (no one,
+--   not its owner nor root, can write, shrink or grow it), and the kernel frees it once no
+--   worker holds it. No file is involved.
+-- * A worker that wants a version always gets a table of it: from the builder's mapping, else
+--   from another worker's, else (none reachable, or the image refused) it builds its own and
+--   says so (log, own_builds in gw:stats()). A version no one holds any more because a later
+--   one was announced is skipped quietly: the worker's next update asks for the later one.
 -- * A replaced image is unmapped at once, on a thread (no request of this worker can still be
 --   using it: route() does not yield while it executes, and results are copied into the
---   context), and its file removed by the last worker to unmap it; the builder sweeps files no
---   worker maps each time it switches.
+--   context).
 
 local image = require("resty.router.image")
 local updates = require("resty.router.gateway.updates")
 
-local tostring, type = tostring, type
+local tostring, type, ipairs = tostring, type, ipairs
 
 local _M = {}
 _M._VERSION = "0.2.0"
@@ -59,23 +67,18 @@ local function pid()
     return (ngx and ngx.worker and ngx.worker.pid and ngx.worker.pid()) or 0
 end
 
--- The default image directory of dict `name`: one per user, nginx prefix and dict, in /tmp
--- (the workers' user creates it, whoever started the master: the nginx prefix belongs to
--- root when nginx starts as root with unprivileged workers). Like any directory of images it
--- must be the workers' user's alone (image_file::own_dir), so another user who made it first
--- is refused by name, never used.
-function _M.default_dir(name)
+local function worker_id()
     local ngx = rawget(_G, "ngx")
-    local ffi = require("ffi")
-    pcall(ffi.cdef, "unsigned int geteuid(void);")
-    local prefix = ngx.config.prefix()
-    return string.format("/tmp/atc-images-%d-%08x", tonumber(ffi.C.geteuid()),
-        ngx.crc32_long(prefix .. "\0" .. name))
+    return (ngx and ngx.worker and ngx.worker.id and ngx.worker.id()) or 0
+end
+
+local function worker_count()
+    local ngx = rawget(_G, "ngx")
+    return (ngx and ngx.worker and ngx.worker.count and ngx.worker.count()) or 1
 end
 
 -- The share settings of gateway.new's options: the state, or nil and an error. `opts.share`
--- names a lua_shared_dict; `opts.share_dir` the directory of image files (default:
--- default_dir(name)).
+-- names a lua_shared_dict.
 function _M.new(opts, r)
     local name = opts.share
     if type(name) ~= "string" then
@@ -90,65 +93,131 @@ function _M.new(opts, r)
     if opts.updates == "sync" then
         return nil, "share needs the builder thread: updates = \"sync\" cannot share"
     end
-    local dir = opts.share_dir
-    if dir == nil then
-        dir = _M.default_dir(name)
+    if opts.share_dir ~= nil then
+        log("WARN", "resty.router.gateway: share_dir is ignored: shared tables are sealed in "
+            .. "memory, no directory is used")
     end
-    if type(dir) ~= "string" then
-        return nil, "share_dir must be a string, got " .. type(dir)
-    end
-    local ok, err = r:publish_images(dir, true)
+    local ok, err = r:publish_images(nil, true)
     if not ok then
         return nil, "share: " .. tostring(err)
     end
     return {
-        dict = dict, dir = dir,
-        image = nil, path = nil,   -- the table routed from, and its file
-        opening = nil,             -- { job, version, path, announce }
+        dict = dict,
+        image = nil,               -- the table routed from
+        opening = nil,             -- { job, version, paths, at, errs, announce }
         want = nil,                -- { version, routes, mode }: the version to reach
         building = nil,            -- the version this worker builds, if any
+        own = nil,                 -- the version this worker builds for itself alone, if any
+        own_builds = 0,            -- how often it did
         timer_armed = false,
     }
 end
 
--- Starts mapping `path` as `version`'s table; `announce`: the builder's own image, told to the
--- other workers once mapped here.
-local function start_open(gw, version, path, announce)
+-- Starts mapping `version`'s table from the first of `paths` that opens; `announce`: the
+-- builder's own image, told to the other workers once mapped here.
+local function start_open(gw, version, paths, announce, at, errs)
     local sh = gw.share
-    local job, err = image.open_start(gw.schema, path)
-    if not job then
-        log("ERR", "resty.router.gateway: cannot open table image ", path, ": ", err)
-        return
+    at, errs = at or 1, errs or {}
+    while paths[at] do
+        local job, err = image.open_start(gw.schema, paths[at])
+        if job then
+            sh.opening = { job = job, version = version, paths = paths, at = at, errs = errs,
+                announce = announce }
+            return
+        end
+        errs[#errs + 1] = err
+        at = at + 1
     end
-    sh.opening = { job = job, version = version, path = path, announce = announce }
+    sh.opening = nil
+    return errs
+end
+
+-- Where `version`'s image can be opened: `first` (the builder's), then the mappings other
+-- workers said they route from.
+local function holders(sh, version, first)
+    local paths, seen = { first }, { [first] = true }
+    local me = worker_id()
+    for w = 0, worker_count() - 1 do
+        local held = w ~= me and sh.dict:get("atc:held:" .. w)
+        local v, path
+        if held then
+            v, path = held:match("^(%S+) (.+)$")
+        end
+        if v == tostring(version) and not seen[path] then
+            paths[#paths + 1], seen[path] = path, true
+        end
+    end
+    return paths
 end
 
 -- Swaps the opened image in, with its plan, in one step.
 local function switch(gw, img, opening)
     local sh = gw.share
-    local old, old_path = sh.image, sh.path
-    sh.image, sh.path = img, opening.path
+    local old = sh.image
+    sh.image = img
     gw.plan = updates.plan(img, gw.context, gw.extractors)
     gw.applied = opening.version
     if sh.want and sh.want.version == opening.version then
         sh.want = nil
     end
-    if opening.announce then
-        sh.dict:set(key(opening.version) .. ":image", opening.path, KEEP)
-        -- Files no worker maps (older versions, what a crash left) go. Only the builder
-        -- sweeps: it alone writes images, so no file it sweeps can be one on its way to being
-        -- mapped.
-        image.sweep(sh.dir, opening.path:match("[^/]+$"))
+    local path = img:share_path()
+    if path then
+        sh.dict:set("atc:held:" .. worker_id(), tostring(opening.version) .. " " .. path)
+        if opening.announce then
+            sh.dict:set(key(opening.version) .. ":image", path, KEEP)
+            local latest = sh.dict:get("atc:latest")
+            if type(latest) ~= "number" or latest < opening.version then
+                sh.dict:set("atc:latest", opening.version)
+            end
+        end
     end
     if old then
-        -- Unmapped (and its file removed if no worker maps it) on a thread: never held here.
-        old:retire(old_path ~= opening.path and old_path or nil)
+        -- Unmapped on a thread: never held here.
+        old:retire()
     end
 end
 
--- Ends an opening that is done: switches to its image, or keeps the table in force. What it
--- holds the worker (the swap, the plan, unmapping the old image) is kept in sh.last_switch_ms
--- and sh.max_switch_ms (gw:stats()).
+-- This worker cannot map `version`'s shared image from any holder (`errs`): it builds the
+-- version itself, unless a later version was announced since (the image was let go because
+-- it was superseded: the next update asks for the later one).
+local function cannot_map(gw, version, errs)
+    local sh = gw.share
+    local why = table.concat(errs, "; ")
+    local latest = sh.dict:get("atc:latest")
+    local want = sh.want
+    if type(latest) == "number" and type(version) == "number" and latest > version then
+        log("INFO", "resty.router.gateway: version ", tostring(version), " was superseded by ",
+            tostring(latest), " before this worker mapped it (", why, ")")
+        if want and want.version == version then
+            sh.want = nil
+        end
+        return
+    end
+    if not want or want.version ~= version or updates.is_changes(want.routes) then
+        log("ERR", "resty.router.gateway: table image of version ", tostring(version),
+            " refused, ", tostring(gw.applied), " stays in force: ", why)
+        gw.error = { version = version, err = why, order = math.huge }
+        if want and want.version == version then
+            sh.want = nil
+        end
+        return
+    end
+    sh.own_builds = sh.own_builds + 1
+    log("WARN", "resty.router.gateway: table image of version ", tostring(version),
+        " refused (", why, "); this worker builds its own table of it")
+    sh.own = version
+    local ok, _, errs2 = updates.update(gw, want.version, want.routes, want.mode)
+    if not ok then
+        sh.own = nil
+        log("ERR", "resty.router.gateway: this worker's own build of version ",
+            tostring(version), " failed: ", tostring(errs2))
+    end
+end
+
+-- Ends an opening that is done: switches to its image, tries the next holder, or (none left)
+-- sees to it that the worker gets a table anyway. What a switch holds the worker (the swap,
+-- the plan, unmapping the old image) is kept in sh.last_switch_ms and sh.max_switch_ms
+-- (gw:stats()).
 local function finish_opening(gw)
     local t0 = updates.now_ms()
     local sh = gw.share
@@ -156,11 +225,18 @@ local function finish_opening(gw)
     sh.opening = nil
     local img, err = o.job:finish()
     if not img then
-        log("ERR", "resty.router.gateway: table image of version ", tostring(o.version),
-            " refused, ", tostring(gw.applied), " stays in force: ", err)
-        gw.error = { version = o.version, err = err, order = math.huge }
-        if sh.want and sh.want.version == o.version then
-            sh.want = nil
+        o.errs[#o.errs + 1] = err
+        local left = start_open(gw, o.version, o.paths, o.announce, o.at + 1, o.errs)
+        if left then
+            if o.announce then
+                log("ERR", "resty.router.gateway: table image of version ", tostring(o.version),
+                    " refused, ", tostring(gw.applied), " stays in force: ",
+                    table.concat(left, "; "))
+                gw.error = { version = o.version, err = table.concat(left, "; "),
+                    order = math.huge }
+            else
+                cannot_map(gw, o.version, left)
+            end
         end
         return
     end
@@ -183,6 +259,9 @@ function _M.step(gw)
     end
     local k = key(want.version)
     local dict = sh.dict
+    if sh.own == want.version then
+        return true, "building"
+    end
     if sh.building == want.version then
         dict:set(k .. ":lock", pid(), _M.LOCK_TTL)
         return true, "building"
@@ -195,7 +274,10 @@ function _M.step(gw)
     local path = dict:get(k .. ":image")
     if path then
         if not sh.opening then
-            start_open(gw, want.version, path, false)
+            local left = start_open(gw, want.version, holders(sh, want.version, path), false)
+            if left then
+                cannot_map(gw, want.version, left)
+            end
         end
         return true, "building"
     end
@@ -226,6 +308,67 @@ function _M.step(gw)
         return ok, status, errs
     end
     return true, "building"
+end
+
+-- The counts of a worker's stats summed into the node's, in the order a report holds them.
+local NODE_COUNTS = { "routed", "not_found", "bad_requests", "own_builds" }
+
+-- Writes this worker's counts (`s`, gw:stats()'s, or its router's read now) into the dict.
+local function report(gw, s)
+    if not s then
+        s = gw.router:stats()
+        if not s then
+            return
+        end
+        s.own_builds = gw.share.own_builds
+    end
+    local parts = {}
+    for i, k in ipairs(NODE_COUNTS) do
+        parts[i] = tostring(s[k] or 0)
+    end
+    gw.share.dict:set("atc:counts:" .. worker_id(), table.concat(parts, " "))
+end
+
+-- Reports this worker's counts every second, for the node's (gw:stats().node).
+function _M.report_counts(gw)
+    local ngx = rawget(_G, "ngx")
+    if not (ngx and ngx.timer and ngx.timer.every) then
+        return
+    end
+    local ok, err = ngx.timer.every(1, function(premature)
+        if not premature then
+            report(gw)
+        end
+    end)
+    if not ok then
+        log("WARN", "resty.router.gateway: no timer to report the worker's counts: ", err)
+    end
+end
+
+-- The node's counts: every worker's last report summed (this worker's `s` reported first), and
+-- how many workers reported.
+function _M.node_counts(gw, s)
+    report(gw, s)
+    local out = { workers = 0 }
+    for _, k in ipairs(NODE_COUNTS) do
+        out[k] = 0
+    end
+    local dict = gw.share.dict
+    for w = 0, worker_count() - 1 do
+        local v = dict:get("atc:counts:" .. w)
+        if type(v) == "string" then
+            out.workers = out.workers + 1
+            local i = 1
+            for n in v:gmatch("%S+") do
+                local k = NODE_COUNTS[i]
+                if k then
+                    out[k] = out[k] + (tonumber(n) or 0)
+                end
+                i = i + 1
+            end
+        end
+    end
+    return out
 end
 
 -- Makes this worker the node's builder, renewing the claim while the worker lives.
@@ -287,17 +430,22 @@ function _M.update(gw, version, routes, mode)
 end
 
 -- Called by updates.lua when this worker's router installed `version`: its builder thread
--- wrote the image; map it here first, then the others are told (switch()).
+-- sealed the image; map it here first, then the others are told (switch()), unless the
+-- worker built it for itself alone.
 function _M.installed(gw, version)
     local sh = gw.share
+    local own = sh.own == version
+    if own then
+        sh.own = nil
+    end
     if sh.building == version then
         sh.building = nil
     end
     local path, err = gw.router:published()
     if not path then
-        -- Writing the image failed (a full disk, a directory made read-only): built again
-        -- after a pause that doubles with each failure, so a lasting failure neither burns
-        -- the builder's CPU nor floods the log, and a passing one heals by itself.
+        -- Sealing the image failed (out of memory): built again after a pause that doubles
+        -- with each failure, so a lasting failure neither burns the builder's CPU nor floods
+        -- the log, and a passing one heals by itself.
         local pause = math.min((sh.retry_pause or RETRY_FIRST / 2) * 2, RETRY_MAX)
         sh.retry_pause = pause
         sh.retry_at = updates.now_ms() + pause * 1000
@@ -305,12 +453,20 @@ function _M.installed(gw, version)
             .. pause .. " s): " .. tostring(err)
         log("ERR", "resty.router.gateway: ", err)
         gw.error = { version = version, err = err, order = math.huge }
-        sh.dict:delete(key(version) .. ":lock")
+        if not own then
+            sh.dict:delete(key(version) .. ":lock")
+        end
         return
     end
     sh.retry_pause, sh.retry_at = nil, nil
-    sh.built = version
-    start_open(gw, version, path, true)
+    if not own then
+        sh.built = version
+    end
+    local left = start_open(gw, version, { path }, not own)
+    if left then
+        log("ERR", "resty.router.gateway: the image this worker built of version ",
+            tostring(version), " cannot be mapped: ", table.concat(left, "; "))
+    end
     _M.arm(gw)
 end
 
