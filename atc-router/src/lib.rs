@@ -107,6 +107,7 @@ mod router;
 mod schema;
 mod short_eq;
 mod stack;
+mod threads;
 mod value;
 mod work;
 
@@ -129,6 +130,7 @@ pub use router::{
 };
 pub use router::{ImageBytes, ImageRouter};
 pub use schema::{FieldId, FieldMask, IdState, Schema, ValueTextError};
+pub use threads::MAX_BUILD_THREADS;
 pub use uuid::Uuid;
 pub use value::{IpCidr, Type, Value};
 #[cfg(feature = "diagnostics")]

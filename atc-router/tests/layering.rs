@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 /// Modules that depend on nothing but each other and std: errors, limits, values, the stack
 /// guard, the work counter, failpoints, route-list decoding, exact-size allocation, short
-/// byte-string equality, the table image's container.
+/// byte-string equality, the table image's container, a build's helper threads.
 const LEAVES: &[&str] = &[
     "error",
     "failpoint",
@@ -23,6 +23,7 @@ const LEAVES: &[&str] = &[
     "route_list",
     "short_eq",
     "stack",
+    "threads",
     "value",
     "work",
 ];

@@ -269,6 +269,11 @@
 #define ATC_BUILDER_BOOST_AFTER_MS_DEFAULT 3000
 
 /**
+ * Most threads a build may use (`atc_builder_threads`).
+ */
+#define ATC_BUILDER_THREADS_MAX 64
+
+/**
  * The `"version"` of the JSON reports this library writes (2: explain reports are bounded).
  */
 #define ATC_JSON_VERSION 2
@@ -707,6 +712,18 @@ int32_t atc_route_list_remove(AtcRouteList *list,
                               size_t n,
                               char *errbuf,
                               size_t *errbuf_len);
+
+/**
+ * Sets how many threads (1, the default, to `ATC_BUILDER_THREADS_MAX`) a fresh build of the
+ * routers whose builder starts from now on may use, for the whole process: a background sync of
+ * a list most of which is new (a first load above all) prepares its routes and builds its index
+ * on the builder thread and up to `threads - 1` helpers, started for the build and ended with
+ * it, each at the priority of the builder thread it helps (under `SCHED_IDLE` with it). The
+ * table built is exactly the one one thread builds; it is ready sooner where CPUs are idle.
+ * Returns the previous value, or `ATC_ERR_INVALID` (nothing changed) outside 1 to
+ * `ATC_BUILDER_THREADS_MAX`.
+ */
+int32_t atc_builder_threads(int32_t threads);
 
 /**
  * Sets how many nice levels (0 to 19) below the thread that starts them the builder threads

@@ -357,6 +357,12 @@ pub const ATC_BUILDER_NORMAL: i32 = 1;
 /// The default of `atc_builder_schedule`'s `boost_after_ms`.
 pub const ATC_BUILDER_BOOST_AFTER_MS_DEFAULT: u32 = 3000;
 
+/// Most threads a build may use (`atc_builder_threads`).
+pub const ATC_BUILDER_THREADS_MAX: i32 = 64;
+
+/// `atc_builder_threads`: how many threads a fresh build may use.
+static BUILDER_THREADS: AtomicI32 = AtomicI32::new(1);
+
 /// The policy of `atc_builder_schedule`.
 static BUILDER_POLICY: AtomicI32 = AtomicI32::new(ATC_BUILDER_IDLE);
 /// `boost_after_ms` of `atc_builder_schedule` (0: never).
@@ -385,6 +391,38 @@ fn set_priority(lane: Lane) {
             libc::nice(delta);
         }
     }
+}
+
+/// Run first on every helper thread a build starts (`atc_builder_threads`), with the lane it
+/// helps. The lane's thread starts it, after `set_priority` ran there, and Linux passes the
+/// policy and the nice value on to a new thread, so the helper runs as its lane already;
+/// `set_priority` again would lower the nice value a second step. Only the policy, an absolute
+/// value, is set again, so that a helper of the idle lane is under `SCHED_IDLE` whatever it
+/// inherited.
+fn set_helper_priority(lane: Lane) {
+    if lane == Lane::Background && BUILDER_POLICY.load(Ordering::Relaxed) == ATC_BUILDER_IDLE {
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: as in `set_priority`: only the calling thread's policy changes.
+        unsafe {
+            libc::sched_setscheduler(0, libc::SCHED_IDLE, &param);
+        }
+    }
+}
+
+/// Sets how many threads (1, the default, to `ATC_BUILDER_THREADS_MAX`) a fresh build of the
+/// routers whose builder starts from now on may use, for the whole process: a background sync of
+/// a list most of which is new (a first load above all) prepares its routes and builds its index
+/// on the builder thread and up to `threads - 1` helpers, started for the build and ended with
+/// it, each at the priority of the builder thread it helps (under `SCHED_IDLE` with it). The
+/// table built is exactly the one one thread builds; it is ready sooner where CPUs are idle.
+/// Returns the previous value, or `ATC_ERR_INVALID` (nothing changed) outside 1 to
+/// `ATC_BUILDER_THREADS_MAX`.
+#[no_mangle]
+pub extern "C" fn atc_builder_threads(threads: i32) -> i32 {
+    if !(1..=ATC_BUILDER_THREADS_MAX).contains(&threads) {
+        return crate::ATC_ERR_INVALID;
+    }
+    BUILDER_THREADS.swap(threads, Ordering::Relaxed)
 }
 
 /// Sets how many nice levels (0 to 19) below the thread that starts them the builder threads
@@ -432,6 +470,12 @@ fn builder(r: &mut AtcRouter) -> &mut Builder {
     let b = r.builder.get_or_insert_with(|| {
         let mut b = Builder::new(schema, limits);
         b.on_thread_start(set_priority);
+        b.on_helper_start(set_helper_priority);
+        // In range: `atc_builder_threads` checked it.
+        let threads = BUILDER_THREADS.load(Ordering::Relaxed);
+        if b.build_threads(threads.max(1) as usize).is_err() {
+            let _ = b.build_threads(1);
+        }
         let boost = BUILDER_BOOST_MS.load(Ordering::Relaxed);
         if BUILDER_POLICY.load(Ordering::Relaxed) == ATC_BUILDER_IDLE && boost > 0 {
             b.boost_after(Some(std::time::Duration::from_millis(u64::from(boost))));

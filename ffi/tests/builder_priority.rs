@@ -1,8 +1,9 @@
 //! Builder threads run below the priority of the thread that starts them, so that a build takes
 //! the CPU requests leave: by default the thread that builds is under `SCHED_IDLE` and the
 //! boosted one `atc_builder_priority` nice levels down (`atc_builder_schedule`); with
-//! `ATC_BUILDER_NORMAL` one thread, that many levels down. A test binary of its own: the
-//! settings are process-wide, and the test counts the process's builder threads.
+//! `ATC_BUILDER_NORMAL` one thread, that many levels down. The helpers a build starts
+//! (`atc_builder_threads`) run at the priority of the thread they help. A test binary of its
+//! own: the settings are process-wide, and the test counts the process's builder threads.
 
 use std::ffi::c_char;
 use std::ptr::null_mut;
@@ -42,6 +43,17 @@ fn own_nice() -> i64 {
 
 /// A router that built one list: its builder threads are up.
 unsafe fn built_router() -> (*mut AtcSchema, *mut AtcRouter) {
+    let text = "1\ta8f2c1e4-0000-4000-8000-000000000001\thttp.path ^= \"/a\"\n";
+    let (s, r, _) = router_building(text, |_| {});
+    (s, r)
+}
+
+/// A router that built `text`, and the nice value and policy of every helper thread seen while
+/// it built (`watch` is called with each sample).
+unsafe fn router_building(
+    text: &str,
+    mut watch: impl FnMut(&[(i64, i64)]),
+) -> (*mut AtcSchema, *mut AtcRouter, Vec<(i64, i64)>) {
     let s = atc_schema_new();
     let name = "http.path";
     atc_schema_add_field(
@@ -53,7 +65,6 @@ unsafe fn built_router() -> (*mut AtcSchema, *mut AtcRouter) {
         null_mut(),
     );
     let r = atc_router_new(s, null_mut(), null_mut());
-    let text = "1\ta8f2c1e4-0000-4000-8000-000000000001\thttp.path ^= \"/a\"\n";
     let rc = atc_router_sync_start_text(
         r,
         1,
@@ -66,11 +77,22 @@ unsafe fn built_router() -> (*mut AtcSchema, *mut AtcRouter) {
     );
     assert_eq!(rc, ATC_OK);
     let started = Instant::now();
+    let mut seen = Vec::new();
     while atc_router_sync_ready(r) != 1 {
         assert!(started.elapsed() < Duration::from_secs(60));
-        std::thread::sleep(Duration::from_millis(1));
+        let helpers = threads("atc-router-help");
+        watch(&helpers);
+        seen.extend(helpers);
+        std::thread::sleep(Duration::from_micros(200));
     }
-    (s, r)
+    (s, r, seen)
+}
+
+/// A list long enough that its build starts helpers and takes a while.
+fn long_list() -> String {
+    (0..60_000u64)
+        .map(|i| format!("1\ta8f2c1e4-0000-4000-8000-{i:012x}\thttp.path == \"/p/{i}/q\"\n"))
+        .collect()
 }
 
 #[test]
@@ -104,5 +126,45 @@ fn builder_threads_run_below_the_callers_priority() {
         assert_eq!(own_nice(), own_nice(), "the caller's priority is its own");
         atc_router_free(r);
         atc_schema_free(s);
+
+        // Helpers of a build run as the thread they help: under SCHED_IDLE with the idle lane,
+        // below the caller with a lane at normal priority (not a second step below it).
+        assert_eq!(atc_builder_threads(0), ATC_ERR_INVALID);
+        assert_eq!(
+            atc_builder_threads(ATC_BUILDER_THREADS_MAX + 1),
+            ATC_ERR_INVALID
+        );
+        assert_eq!(atc_builder_threads(3), 1);
+        let text = long_list();
+        for (policy, want) in [
+            (ATC_BUILDER_NORMAL, (below, SCHED_OTHER)),
+            (ATC_BUILDER_IDLE, (0, SCHED_IDLE)),
+        ] {
+            assert_eq!(atc_builder_schedule(policy, 0), ATC_OK);
+            let (s, r, seen) = router_building(&text, |_| {});
+            assert!(!seen.is_empty(), "no helper seen while the build ran");
+            assert!(seen.iter().all(|h| *h == want), "{seen:?}, want {want:?}");
+            let rc = atc_router_sync_apply(
+                r,
+                null_mut(),
+                null_mut(),
+                null_mut(),
+                null_mut(),
+                null_mut(),
+                null_mut(),
+                null_mut(),
+                null_mut(),
+            );
+            let mut len = 0;
+            assert_eq!(atc_router_len(r, &mut len), ATC_OK);
+            assert_eq!((rc, len), (ATC_OK, 60_000));
+            atc_router_free(r);
+            atc_schema_free(s);
+            assert!(
+                threads("atc-router-help").is_empty(),
+                "helpers end with their build"
+            );
+        }
+        assert_eq!(atc_builder_threads(1), 3);
     }
 }

@@ -7,11 +7,15 @@
 //! - Changes are prepared against an [`PreparedRegexes`], which reads the cache and keeps what it
 //!   compiles to itself: preparing a change never touches the router, and dropping a prepared
 //!   change leaves nothing behind.
+//! - The threads of one build ([`SharedRegexes`]) share one map of what they compiled: a source
+//!   two of them compile at once is kept once (the first stored), so the routes of a table still
+//!   hold one regex per source. Compiling depends on the source and the size limit alone, so
+//!   which thread compiles a source changes nothing.
 //! - An entry whose regex is gone is dead: lookups treat it as missing, and it is taken out when
 //!   the last route using the source is released, or by a later sweep if a prepared plan still
 //!   held the regex then (see [`RegexCache::release`]).
 
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use rustc_hash::FxHashMap as HashMap;
 
@@ -53,6 +57,57 @@ impl<'a> PreparedRegexes<'a> {
 
     pub(crate) fn into_compiled(self) -> HashMap<String, Arc<CompiledRegex>> {
         self.new
+    }
+
+    /// What it holds, for the threads of a build to share; [`PreparedRegexes::unshare`] takes
+    /// it back.
+    pub(crate) fn share(&mut self) -> SharedRegexes<'a> {
+        SharedRegexes {
+            base: self.base,
+            new: Mutex::new(std::mem::take(&mut self.new)),
+            records_all: self.records_all,
+        }
+    }
+
+    /// Takes back what [`PreparedRegexes::share`] lent, with what was compiled meanwhile.
+    pub(crate) fn unshare(&mut self, shared: SharedRegexes<'a>) {
+        self.new = shared.new.into_inner().unwrap_or_else(|e| e.into_inner());
+    }
+}
+
+/// A [`PreparedRegexes`] the threads of one build share (see the module invariants).
+#[derive(Debug)]
+pub(crate) struct SharedRegexes<'a> {
+    base: &'a RegexCache,
+    new: Mutex<HashMap<String, Arc<CompiledRegex>>>,
+    records_all: bool,
+}
+
+impl SharedRegexes<'_> {
+    fn compiled(&self) -> MutexGuard<'_, HashMap<String, Arc<CompiledRegex>>> {
+        // Only inserts and lookups happen under the lock: a panic cannot leave the map
+        // half-changed.
+        self.new.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl RegexSource for &SharedRegexes<'_> {
+    fn regex(&mut self, source: &str, size_limit: usize) -> Result<Arc<CompiledRegex>, RegexError> {
+        if let Some(r) = self.compiled().get(source) {
+            return Ok(r.clone());
+        }
+        let r = match self.base.get(source) {
+            Some(r) if !self.records_all => return Ok(r),
+            Some(r) => r,
+            // Compiled without the lock, so that threads compile side by side; if another
+            // thread stored the source meanwhile, its regex is the one every route gets.
+            None => CompiledRegex::new(source, size_limit)?.shared(),
+        };
+        Ok(self
+            .compiled()
+            .entry(source.to_owned())
+            .or_insert(r)
+            .clone())
     }
 }
 

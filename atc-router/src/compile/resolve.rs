@@ -66,6 +66,11 @@ pub(crate) enum Fields<'a> {
     /// Registers nothing: for a route the router holds already (its names are registered),
     /// or to check an expression (a name no route uses gets [`FieldId::unused`]).
     Peek(&'a Schema),
+    /// Declared fields only, registering nothing: for a route prepared on one of a build's
+    /// other threads (`threads.rs`). A wildcard name sets the flag and fails the resolution:
+    /// its id depends on the names registered before it, so the building thread resolves that
+    /// route again, in list order.
+    Declared(&'a Schema, &'a mut bool),
 }
 
 impl Fields<'_> {
@@ -73,6 +78,10 @@ impl Fields<'_> {
         match self {
             Fields::Acquire(holds) => holds.acquire(name),
             Fields::Peek(schema) => schema.resolve(name),
+            Fields::Declared(schema, wildcard) => schema.declared_field(name).ok_or_else(|| {
+                **wildcard = true;
+                Error::Limit(String::new())
+            }),
         }
     }
 }

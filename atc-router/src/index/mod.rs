@@ -83,12 +83,17 @@ pub(crate) struct Index {
 
 impl Index {
     /// Builds the index of `routes` at once (a table loaded whole), choosing every split from
-    /// all the routes it will hold.
-    pub(crate) fn build(routes: Vec<(Entry, Vec<Requirement>)>) -> Index {
+    /// all the routes it will hold; large subtrees are built on `helpers`' threads too (the
+    /// same tree).
+    pub(crate) fn build(
+        routes: Vec<(Entry, Vec<Requirement>)>,
+        helpers: crate::threads::Helpers<'_>,
+    ) -> Index {
         let mut stats = Stats::default();
         let unindexed = routes.iter().filter(|(_, r)| r.is_empty()).count();
         let idx = (0..routes.len() as u32).collect();
-        let root = tree::build(&routes, idx, tree::Level::ROOT, &mut stats);
+        let par = (helpers.threads.count > 1).then(|| tree::Par::new(helpers));
+        let root = tree::build(&routes, idx, tree::Level::ROOT, &mut stats, par.as_ref());
         Index {
             root,
             stats,

@@ -22,6 +22,9 @@
 //!   (build, add, remove, lookup, drop) recurses once per level, so its stack is bounded. A
 //!   table that would need more levels (no real one comes near) keeps larger leaves there.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
 use rustc_hash::FxHashMap;
 
 use crate::schema::FieldId;
@@ -31,6 +34,7 @@ use super::choose::{choose, fields_of, place, requirement, Choice};
 use super::keyed::Keyed;
 use super::requirement::{Disc, Key, Requirement};
 use super::{Entry, Order};
+use crate::threads::{Helpers, StartHook};
 
 /// Most routes a leaf holds when a key could tell them apart.
 pub(crate) const LEAF_MAX: usize = 1;
@@ -257,6 +261,18 @@ impl Stats {
     fn level_used(&mut self, depth: usize) {
         self.max_depth = self.max_depth.max(depth + 1);
     }
+
+    /// Adds the counts of a subtree built apart (on another thread).
+    fn merge(&mut self, other: Stats) {
+        if self.per_bit.len() < other.per_bit.len() {
+            self.per_bit.resize(other.per_bit.len(), 0);
+        }
+        for (n, m) in self.per_bit.iter_mut().zip(other.per_bit) {
+            *n += m;
+        }
+        self.key_mask |= other.key_mask;
+        self.max_depth = self.max_depth.max(other.max_depth);
+    }
 }
 
 impl Node {
@@ -303,7 +319,7 @@ impl Node {
                 let n = l.entries.len();
                 if n > at.leaf_max() && n >= l.retry_at() as usize && at.depth < MAX_DEPTH {
                     let table = with_requirements(l.entries.as_slice(), all);
-                    match build(&table, (0..n as u32).collect(), at, st) {
+                    match build(&table, (0..n as u32).collect(), at, st, None) {
                         Node::Leaf(built) => l.set_retry_at(built.retry_at()),
                         node => *self = node,
                     }
@@ -364,7 +380,7 @@ impl Node {
         slots.dedup();
         self.forget_splits(st);
         let table = with_requirements(&slots, all);
-        *self = build(&table, (0..table.len() as u32).collect(), at, st);
+        *self = build(&table, (0..table.len() as u32).collect(), at, st, None);
     }
 
     /// Takes the route in `slot` out; returns whether it was there.
@@ -620,12 +636,14 @@ fn with_requirements(slots: &[u32], all: &dyn Requirements) -> Vec<(Entry, Vec<R
 }
 
 /// Builds the subtree of routes `idx` of `table` (entries with their requirements), at level
-/// `at`: a leaf, or a split by the best choice with its parts built the same way.
+/// `at`: a leaf, or a split by the best choice with its parts built the same way (on other
+/// threads too, where `par` lets it: see [`build_parts`]).
 pub(crate) fn build(
     table: &[(Entry, Vec<Requirement>)],
     idx: Vec<u32>,
     at: Level,
     st: &mut Stats,
+    par: Option<&Par<'_>>,
 ) -> Node {
     let leaf = |idx: &[u32], retry_at: u32| {
         let mut entries: Vec<Entry> = idx.iter().map(|&i| table[i as usize].0).collect();
@@ -662,10 +680,15 @@ pub(crate) fn build(
             drop(groups_of);
             st.key_added(disc.field);
             st.level_used(at.depth);
-            let rest = build(table, rest, at.rest(), st);
+            let (keys, groups): (Vec<Key<'_>>, Vec<Vec<u32>>) = groups.into_iter().unzip();
+            let parts = std::iter::once((rest, at.rest()))
+                .chain(groups.into_iter().map(|g| (g, at.keyed())))
+                .collect();
+            let mut built = build_parts(table, parts, st, par).into_iter();
+            let rest = built.next().expect("the rest is the first part");
             let mut keyed: Keyed<Node> = Keyed::new(disc.kind);
-            for (k, group) in groups {
-                let child = build(table, group, at.keyed(), st);
+            // The keys in the order they were met, wherever their subtrees were built.
+            for (k, child) in keys.into_iter().zip(built) {
                 keyed.entry(k, move || child);
             }
             keyed.seal();
@@ -695,14 +718,14 @@ pub(crate) fn build(
                 }
             }
             st.level_used(at.depth);
-            let rest = build(table, rest, at.rest(), st);
-            let children = groups
-                .into_iter()
-                .map(|(f, group)| {
-                    st.key_added(f);
-                    (f, build(table, group, at.keyed(), st))
-                })
+            let (fields, groups): (Vec<FieldId>, Vec<Vec<u32>>) = groups.into_iter().unzip();
+            fields.iter().for_each(|f| st.key_added(*f));
+            let parts = std::iter::once((rest, at.rest()))
+                .chain(groups.into_iter().map(|g| (g, at.keyed())))
                 .collect();
+            let mut built = build_parts(table, parts, st, par).into_iter();
+            let rest = built.next().expect("the rest is the first part");
+            let children = fields.into_iter().zip(built).collect();
             Node::Fields(Box::new(FieldSplit {
                 children,
                 rest,
@@ -711,6 +734,123 @@ pub(crate) fn build(
             }))
         }
     }
+}
+
+/// The threads a build of the whole tree ([`super::Index::build`]) may still start for its
+/// subtrees (see `threads.rs`): a subtree's build depends on its routes and level alone, and its
+/// statistics are counts, so which thread builds it changes nothing.
+pub(crate) struct Par<'a> {
+    /// Threads that may start now: the build's count, less the building thread and the
+    /// helpers at work (each gives its place back when it ends).
+    free: AtomicUsize,
+    /// Routes a split's parts need in all, per thread, to be shared out.
+    min_subtree: usize,
+    on_start: StartHook<'a>,
+}
+
+impl<'a> Par<'a> {
+    pub(crate) fn new(helpers: Helpers<'a>) -> Par<'a> {
+        Par {
+            free: AtomicUsize::new(helpers.threads.count - 1),
+            min_subtree: helpers.threads.min_subtree,
+            on_start: helpers.on_start,
+        }
+    }
+
+    /// Takes up to `want` places for helpers; how many it got.
+    fn take(&self, want: usize) -> usize {
+        let mut free = self.free.load(Ordering::Relaxed);
+        loop {
+            let n = free.min(want);
+            if n == 0 {
+                return 0;
+            }
+            match self.free.compare_exchange_weak(
+                free,
+                free - n,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return n,
+                Err(now) => free = now,
+            }
+        }
+    }
+
+    fn give_back(&self, n: usize) {
+        self.free.fetch_add(n, Ordering::AcqRel);
+    }
+}
+
+/// A part of a split: its routes (indices into the table) and its level.
+type Part = (Vec<u32>, Level);
+
+/// Builds the parts of a split (its rest first, then its keyed groups), returned in that
+/// order. With `par`, and enough routes for threads to share, they are built by the calling
+/// thread and helpers started for them, each taking the largest part left; each part's own
+/// splits may start helpers again as places come free.
+fn build_parts(
+    table: &[(Entry, Vec<Requirement>)],
+    parts: Vec<Part>,
+    st: &mut Stats,
+    par: Option<&Par<'_>>,
+) -> Vec<Node> {
+    let total: usize = parts.iter().map(|(idx, _)| idx.len()).sum();
+    let want = par.map_or(0, |p| {
+        (total / p.min_subtree.max(1))
+            .saturating_sub(1)
+            .min(parts.len() - 1)
+    });
+    let (Some(par), got @ 1..) = (par, par.map_or(0, |p| p.take(want))) else {
+        // Pushed, not collected: collecting `parts.into_iter().map(..)` would reuse the parts'
+        // larger allocation and shrink it in place, a fragment left behind on every split an
+        // add makes (see `tests/change_fragments.rs`).
+        let mut built = Vec::with_capacity(parts.len());
+        for (idx, at) in parts {
+            built.push(build(table, idx, at, st, par));
+        }
+        return built;
+    };
+    let n = parts.len();
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(parts[i].0.len()));
+    let jobs: Vec<Mutex<Option<Part>>> = parts.into_iter().map(|p| Mutex::new(Some(p))).collect();
+    let built: Vec<Mutex<Option<Node>>> = (0..n).map(|_| Mutex::new(None)).collect();
+    let next = AtomicUsize::new(0);
+    let stats = Mutex::new(Stats::default());
+    let work = || {
+        let mut own = Stats::default();
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(&j) = order.get(i) else { break };
+            let (idx, at) = lock(&jobs[j]).take().expect("each part is taken once");
+            let node = build(table, idx, at, &mut own, Some(par));
+            *lock(&built[j]) = Some(node);
+        }
+        lock(&stats).merge(own);
+    };
+    let helper = || {
+        work();
+        par.give_back(1);
+    };
+    std::thread::scope(|scope| {
+        let started = crate::threads::start(scope, got, par.on_start, &helper);
+        par.give_back(got - started);
+        work();
+    });
+    st.merge(stats.into_inner().unwrap_or_else(|e| e.into_inner()));
+    // Pushed, not collected in place (see above).
+    let mut nodes = Vec::with_capacity(n);
+    for b in built {
+        let b = b.into_inner().unwrap_or_else(|e| e.into_inner());
+        nodes.push(b.expect("every part is built"));
+    }
+    nodes
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panic while one is held (building a part) is passed on by the scope anyway.
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl std::fmt::Display for Disc {

@@ -24,6 +24,7 @@ use super::{EntryFault, RouteSpec, Router, SyncMode, SyncReport};
 use crate::limits::Limits;
 use crate::route_list::{Entry, EntryList, Item};
 use crate::schema::Schema;
+use crate::threads::{BuildThreads, Helpers};
 
 /// An outcome waiting for the caller, with the table a built one swaps in.
 #[derive(Debug)]
@@ -140,6 +141,12 @@ pub(super) struct Worker {
     known: bool,
     /// No shadow mirrors the newest table: build one from `last` when nothing else waits.
     want_shadow: bool,
+    /// The threads a fresh build may use ([`crate::Builder::build_threads`]).
+    threads: BuildThreads,
+    /// The builder's helper hook, run first on each helper thread of a build.
+    on_helper: Option<fn(Lane)>,
+    /// The lane working with the worker now (its helpers run the hook as that lane).
+    lane: Lane,
 }
 
 /// What a lane takes up next.
@@ -165,6 +172,8 @@ impl Worker {
         schema: std::sync::Arc<Schema>,
         limits: Limits,
         publish: Option<PublishHook>,
+        threads: BuildThreads,
+        on_helper: Option<fn(Lane)>,
     ) -> Worker {
         Worker {
             schema,
@@ -175,6 +184,20 @@ impl Worker {
             last: None,
             known: true,
             want_shadow: false,
+            threads,
+            on_helper,
+            lane: Lane::Background,
+        }
+    }
+
+    /// What each helper thread of a build runs first: the builder's helper hook, with the
+    /// lane it helps.
+    fn helper_start(&self) -> impl Fn() + Sync {
+        let (hook, lane) = (self.on_helper, self.lane);
+        move || {
+            if let Some(hook) = hook {
+                hook(lane);
+            }
         }
     }
 
@@ -229,7 +252,12 @@ impl Worker {
     /// Runs `task`; `stop` says when to give it up, and `queued` whether a version waits (a
     /// shadow built for later gives way to it: the version's build decides whether it needs one,
     /// and a whole list that is mostly new does not).
-    fn run(&mut self, task: Task, stop: &dyn Fn() -> bool, queued: &dyn Fn() -> bool) -> Effects {
+    fn run(
+        &mut self,
+        task: Task,
+        stop: &(dyn Fn() -> bool + Sync),
+        queued: &(dyn Fn() -> bool + Sync),
+    ) -> Effects {
         match task {
             Task::Converge(old) => self.converge(old, stop),
             Task::Shadow => {
@@ -280,7 +308,7 @@ impl Worker {
     }
 
     /// Builds `job`; `None` when it was given up (nothing changed: the job can start again).
-    fn build(&mut self, job: &mut Job, stop: &dyn Fn() -> bool) -> Option<Done> {
+    fn build(&mut self, job: &mut Job, stop: &(dyn Fn() -> bool + Sync)) -> Option<Done> {
         let version = job.version;
         crate::failpoint::build_hit(version);
         if let RouteInput::Text(text) = &job.input {
@@ -333,7 +361,7 @@ impl Worker {
     /// The table a build applies its list to: the shadow, or one built from the routes the
     /// thread knows, or an empty one when nothing was built yet. `Err(None)`: given up;
     /// `Err(Some(why))`: the thread does not know the caller's table.
-    fn base(&mut self, stop: &dyn Fn() -> bool) -> Result<Box<Router>, Option<String>> {
+    fn base(&mut self, stop: &(dyn Fn() -> bool + Sync)) -> Result<Box<Router>, Option<String>> {
         if let Some(s) = self.shadow.take() {
             return Ok(s);
         }
@@ -360,14 +388,14 @@ impl Worker {
         version: u64,
         entries: &[Entry<'_>],
         mode: SyncMode,
-        stop: &dyn Fn() -> bool,
+        stop: &(dyn Fn() -> bool + Sync),
     ) -> Option<Done> {
         let mut base = match self.base(stop) {
             Ok(b) => b,
             Err(None) => return None,
             Err(Some(why)) => return Some(refused(version, Vec::new(), why)),
         };
-        match base.prepare_sync_with(entries, ListKind::Changes, mode, stop, false) {
+        match base.prepare_sync_with(entries, ListKind::Changes, mode, stop, false, Helpers::NONE) {
             Ok(plan) => {
                 let changes = plan.changes();
                 let report = base.apply(plan);
@@ -391,7 +419,7 @@ impl Worker {
         version: u64,
         entries: &[Entry<'_>],
         mode: SyncMode,
-        stop: &dyn Fn() -> bool,
+        stop: &(dyn Fn() -> bool + Sync),
     ) -> Option<Done> {
         // Without a shadow, a list that is mostly new is built fresh at once, without making a
         // shadow first only to drop it.
@@ -409,7 +437,8 @@ impl Worker {
                 Ok(b) => b,
                 Err(_) => return None,
             };
-            match base.prepare_sync_with(entries, ListKind::Whole, mode, stop, false) {
+            match base.prepare_sync_with(entries, ListKind::Whole, mode, stop, false, Helpers::NONE)
+            {
                 Ok(plan) => {
                     let changes = plan.changes();
                     let report = base.apply(plan);
@@ -443,15 +472,21 @@ impl Worker {
         entries: &[Entry<'_>],
         mode: SyncMode,
         counts: Option<SyncReport>,
-        stop: &dyn Fn() -> bool,
+        stop: &(dyn Fn() -> bool + Sync),
     ) -> Option<Done> {
         let mut fresh = self.empty();
-        let plan = match fresh.prepare_sync_with(entries, ListKind::Whole, mode, stop, true) {
-            Ok(plan) => plan,
-            Err(Stopped::Cancelled) => return None,
-            Err(Stopped::Refused(e)) => return Some(refused(version, e.errors, String::new())),
-            Err(Stopped::Rebuild(_)) => unreachable!("a rebuild was allowed"),
+        let hook = self.helper_start();
+        let helpers = Helpers {
+            threads: self.threads,
+            on_start: &hook,
         };
+        let plan =
+            match fresh.prepare_sync_with(entries, ListKind::Whole, mode, stop, true, helpers) {
+                Ok(plan) => plan,
+                Err(Stopped::Cancelled) => return None,
+                Err(Stopped::Refused(e)) => return Some(refused(version, e.errors, String::new())),
+                Err(Stopped::Rebuild(_)) => unreachable!("a rebuild was allowed"),
+            };
         let mut report = fresh.apply(plan);
         // What the list is to the caller's table, not to the empty router: counted before
         // parsing, so an invalid route counts as added or changed there; it is neither (a
@@ -530,7 +565,7 @@ impl Worker {
     /// Brings a table the caller replaced level with the newest one, to be the next shadow;
     /// or frees it, when nothing brings it level (a fresh build: the shadow is built from the
     /// routes instead) or the thread has its shadow already.
-    fn converge(&mut self, mut old: Box<Router>, stop: &dyn Fn() -> bool) -> Effects {
+    fn converge(&mut self, mut old: Box<Router>, stop: &(dyn Fn() -> bool + Sync)) -> Effects {
         let Some(changes) = self.out.take() else {
             return Effects::default();
         };
@@ -547,6 +582,7 @@ impl Worker {
                 SyncMode::AllOrNothing,
                 stop,
                 false,
+                Helpers::NONE,
             )
         }));
         match plan {
@@ -582,7 +618,12 @@ impl Worker {
 
     /// Builds a shadow from the routes of the newest table (fresh: O(routes)); `false` when
     /// given up. Routes that do not build again (a panic) are forgotten: the table is unknown.
-    fn build_shadow(&mut self, stop: &dyn Fn() -> bool) -> bool {
+    fn build_shadow(&mut self, stop: &(dyn Fn() -> bool + Sync)) -> bool {
+        let hook = self.helper_start();
+        let helpers = Helpers {
+            threads: self.threads,
+            on_start: &hook,
+        };
         let Some(last) = &self.last else {
             return true;
         };
@@ -595,6 +636,7 @@ impl Worker {
                 SyncMode::AllOrNothing,
                 stop,
                 true,
+                helpers,
             ) {
                 Ok(plan) => {
                     let mut fresh = Box::new(fresh);
@@ -682,6 +724,7 @@ pub(super) fn run_lane(shared: &Shared, lane: Lane) {
         shared.queued.store(!st.queue.is_empty(), Ordering::Release);
         drop(st);
         let queued = || shared.queued.load(Ordering::Relaxed);
+        worker.lane = lane;
         let effects = worker.run(task, &stop, &queued);
         st = lock(&shared.state);
         st.worker = Some(worker);

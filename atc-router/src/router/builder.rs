@@ -23,7 +23,9 @@
 //! caller's priority, takes the work over once the oldest version without an outcome has waited
 //! that long: the first thread gives the build up at its next check (between two routes; what
 //! it had prepared is dropped, nothing was changed yet) and the second one builds it, and every
-//! version after it, until nothing waits.
+//! version after it, until nothing waits. With [`Builder::build_threads`], a fresh build also
+//! runs on helper threads that the lane building it starts for that build and joins before it
+//! ends (see `threads.rs`): none exists between builds.
 //!
 //! Invariants (a reader must not break them):
 //! - **Order.** Every version submitted gets exactly one outcome, in the order submitted. A
@@ -78,6 +80,7 @@ use super::{RouteSpec, Router, SyncMode, SyncReport};
 use crate::limits::Limits;
 use crate::route_list::{EntryList, Position};
 use crate::schema::Schema;
+use crate::threads::BuildThreads;
 
 pub use super::entry_errors::EntryError;
 
@@ -310,9 +313,13 @@ pub struct Builder {
     pid: u32,
     /// Run first on each thread (see [`Builder::on_thread_start`]).
     on_start: Option<fn(Lane)>,
+    /// Run first on each helper thread of a build (see [`Builder::on_helper_start`]).
+    on_helper: Option<fn(Lane)>,
     /// Run on the thread after each build (see [`Builder::publish_with`]).
     publish: Option<PublishHook>,
     boost_after: Option<Duration>,
+    /// The threads a fresh build may use (see [`Builder::build_threads`]).
+    build_threads: BuildThreads,
 }
 
 /// What a builder does with every table it builds, on its thread (see
@@ -350,8 +357,10 @@ impl Builder {
             threads: Vec::new(),
             pid: std::process::id(),
             on_start: None,
+            on_helper: None,
             publish: None,
             boost_after: None,
+            build_threads: BuildThreads::ONE,
         }
     }
 
@@ -376,6 +385,30 @@ impl Builder {
     /// threads not yet started.
     pub fn on_thread_start(&mut self, hook: fn(Lane)) {
         self.on_start = Some(hook);
+    }
+
+    /// Has each helper thread a build starts ([`Builder::build_threads`]) run `hook` first,
+    /// with the lane it helps. A helper is started by that lane's thread, after the lane's
+    /// start hook ran there, and inherits what the system passes on to a new thread (on Linux,
+    /// the scheduling policy and the nice value): this hook is for what is not inherited, or
+    /// to set again as an absolute value. It is not [`Builder::on_thread_start`]'s hook run a
+    /// second time, since a hook that lowers a thread's priority by a step would then put a
+    /// helper a step below its lane. Takes effect for threads not yet started.
+    pub fn on_helper_start(&mut self, hook: fn(Lane)) {
+        self.on_helper = Some(hook);
+    }
+
+    /// How many threads (1, the default, to [`crate::MAX_BUILD_THREADS`]) a build of a fresh
+    /// table (a whole list most of which is new, a first load above all) may use: the lane's
+    /// own and up to `threads - 1` helpers, started for that build and joined before it ends,
+    /// each running the helper hook first ([`Builder::on_helper_start`]). The table is exactly
+    /// the one one thread builds; a build given up stops its helpers at their next piece of
+    /// routes to prepare (a few hundred; an index build under way ends first, as on one
+    /// thread). Builds that change a table route by route use one thread. Out of
+    /// range: an error, nothing changed. Takes effect for threads not yet started.
+    pub fn build_threads(&mut self, threads: usize) -> Result<(), crate::error::Error> {
+        self.build_threads = self.build_threads.with_count(threads)?;
+        Ok(())
     }
 
     /// With `Some(wait)`, a second thread (the [`Lane::Boosted`] lane, started with the first
@@ -503,6 +536,8 @@ impl Builder {
                 self.schema.clone(),
                 self.limits,
                 self.publish.clone(),
+                self.build_threads,
+                self.on_helper,
             ));
             st.boost_after = self.boost_after;
         }

@@ -68,15 +68,16 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use crate::compile::program::{Code, Program};
-use crate::compile::regex_cache::{PreparedRegexes, RegexCache};
+use crate::compile::regex_cache::{PreparedRegexes, RegexCache, RegexSource};
 use crate::compile::resolve::{resolve, Fields, Node};
 use crate::error::Error;
 use crate::index::{requirements, Index, Order, Requirement, Requirements};
-use crate::language::parse_with_limits;
+use crate::language::{parse_with_limits, Parsed};
 use crate::limits::Limits;
 use crate::router::needs::Needs;
 use crate::schema::names::{FieldId, Holds, Schema};
 use crate::schema::validate::validate;
+use crate::threads::BuildThreads;
 use program_arena::ProgramArena;
 
 /// What a request's match needs of the route is its program (`Router::programs`); what a
@@ -94,6 +95,11 @@ fn fields(node: &Node) -> Vec<FieldId> {
 /// Source of [`Route::instance`] numbers: unique across every router of the process.
 static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
 
+/// The next [`Route::instance`] number.
+fn next_instance() -> u64 {
+    NEXT_INSTANCE.fetch_add(1, AtomicOrdering::Relaxed)
+}
+
 /// A route parsed, validated and compiled, not yet in the router.
 #[derive(Debug)]
 struct Prepared {
@@ -103,6 +109,9 @@ struct Prepared {
     node: Node,
     source: Box<str>,
     program: Program,
+    /// The index requirements of `program`, when another thread of a build derived them
+    /// already (see `threads.rs`); `None`: `insert` derives them.
+    reqs: Option<Vec<Requirement>>,
     /// The wildcard names the route uses stay registered until a router takes them over
     /// (`Router::place`), or the route is dropped unused.
     _holds: Holds,
@@ -151,6 +160,8 @@ pub struct Router {
     flat: Option<Box<FlatIndex>>,
     /// When to write `flat`: from how many routes, and after how many changes at least.
     flat_policy: FlatPolicy,
+    /// The threads a sync that builds a fresh table may use ([`Router::set_build_threads`]).
+    build_threads: BuildThreads,
     regexes: RegexCache,
     field_use: HashMap<FieldId, usize>,
     /// The fields of each route and of the key and fallback sets (see [`crate::needs`]).
@@ -284,6 +295,7 @@ impl Router {
             index: Index::default(),
             flat: None,
             flat_policy: FlatPolicy::DEFAULT,
+            build_threads: BuildThreads::ONE,
             regexes: RegexCache::default(),
             field_use: HashMap::default(),
             needs: Needs::default(),
@@ -466,27 +478,110 @@ impl Router {
         id: Uuid,
         priority: u64,
         expression: &str,
-        regexes: &mut PreparedRegexes<'_>,
+        regexes: &mut dyn RegexSource,
     ) -> Result<Prepared, Error> {
+        let mut p = self.prepare_unnumbered(id, priority, expression, regexes)?;
+        p.instance = next_instance();
+        Ok(p)
+    }
+
+    /// [`Router::prepare`], the route's version not yet numbered (0): the caller numbers it,
+    /// or gives it the version of the route it copies.
+    fn prepare_unnumbered(
+        &self,
+        id: Uuid,
+        priority: u64,
+        expression: &str,
+        regexes: &mut dyn RegexSource,
+    ) -> Result<Prepared, Error> {
+        let parsed = self.parse_route(expression)?;
+        self.resolve_route(id, priority, expression, &parsed, regexes)
+    }
+
+    /// The first half of preparing a route: its text parsed and validated.
+    fn parse_route(&self, expression: &str) -> Result<Parsed, Error> {
         let parsed = parse_with_limits(expression, &self.limits)?;
         validate(expression, &parsed, &self.schema)?;
+        Ok(parsed)
+    }
+
+    /// The second half: the parsed route resolved (registering the wildcard names it uses)
+    /// and compiled, its version not yet numbered.
+    fn resolve_route(
+        &self,
+        id: Uuid,
+        priority: u64,
+        expression: &str,
+        parsed: &Parsed,
+        regexes: &mut dyn RegexSource,
+    ) -> Result<Prepared, Error> {
         let mut holds = Holds::new(self.schema.clone());
         let node = resolve(
             expression,
-            &parsed,
+            parsed,
             Fields::Acquire(&mut holds),
             &self.limits,
             regexes,
         )?;
-        Ok(Prepared {
+        Ok(self.prepared(id, priority, expression, node, holds))
+    }
+
+    /// A resolved route compiled, its version not yet numbered.
+    fn prepared(
+        &self,
+        id: Uuid,
+        priority: u64,
+        expression: &str,
+        node: Node,
+        holds: Holds,
+    ) -> Prepared {
+        Prepared {
             id,
             priority,
-            instance: NEXT_INSTANCE.fetch_add(1, AtomicOrdering::Relaxed),
+            instance: 0,
             program: Program::compile(&node),
+            reqs: None,
             source: expression.into(),
             node,
             _holds: holds,
-        })
+        }
+    }
+
+    /// Sets how many threads (1, the default, to [`crate::MAX_BUILD_THREADS`]) a sync that
+    /// builds a fresh table ([`Router::sync`] of a list most of which is new, a first load
+    /// above all) may use: its own and up to `threads - 1` it starts for the build and joins
+    /// before it returns. The table is exactly the one a single thread builds (the same routes,
+    /// errors and index; see `docs/performance.md`, "Building on more threads"); only the time
+    /// differs, where CPUs are idle. A sync that changes the table route by route, and every
+    /// other change, uses one thread. Out of range: an error, nothing changed.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use atc_router::{Router, Schema, Type};
+    /// let mut s = Schema::new();
+    /// s.add_field("http.path", Type::String).unwrap();
+    /// let mut r = Router::new(Arc::new(s));
+    /// r.set_build_threads(2).unwrap();
+    /// assert!(r.set_build_threads(0).is_err());
+    /// assert_eq!(r.build_threads(), 2);
+    /// ```
+    pub fn set_build_threads(&mut self, threads: usize) -> Result<(), Error> {
+        self.build_threads = self.build_threads.with_count(threads)?;
+        Ok(())
+    }
+
+    /// How many threads a fresh build may use (see [`Router::set_build_threads`]).
+    pub fn build_threads(&self) -> usize {
+        self.build_threads.count
+    }
+
+    /// For tests that need the work of a small table split between threads: entries per piece
+    /// of the preparation, and routes a subtree of the index needs to be built on another
+    /// thread (both at least 1). The table built is the same whatever they are.
+    #[doc(hidden)]
+    pub fn set_build_split(&mut self, piece: usize, min_subtree: usize) {
+        self.build_threads.piece = piece.max(1);
+        self.build_threads.min_subtree = min_subtree.max(1);
     }
 
     /// The reference evaluator's view of the routes, made on first use (see
@@ -560,7 +655,10 @@ impl Router {
         self.programs.set(slot, p.program);
         self.programs.set_order(slot, order);
         self.needs.insert(slot, &fields);
-        let reqs = requirements(&self.programs.code(slot));
+        let reqs = match p.reqs {
+            Some(reqs) => reqs,
+            None => requirements(&self.programs.code(slot)),
+        };
         match &mut self.pending_index {
             Some(pending) => pending.push(((order, slot), reqs)),
             None => {
@@ -688,10 +786,12 @@ impl Router {
     /// Puts `next` (a table a [`Builder`] built) in this router's place and returns the table it
     /// replaces, in O(1). The counts of [`Router::stats`] stay with `self`: they count what the
     /// router as its owner holds it did, whatever table served (`std::mem::replace` would
-    /// swap them out with the table).
+    /// swap them out with the table). So does [`Router::set_build_threads`]'s setting.
     pub fn replace_with(&mut self, next: Router) -> Router {
         let mut old = std::mem::replace(self, next);
         std::mem::swap(&mut self.stats, &mut old.stats);
+        // So does the caller's setting for its next fresh builds.
+        std::mem::swap(&mut self.build_threads, &mut old.build_threads);
         old
     }
 

@@ -24,16 +24,19 @@
 //! [`Router::apply`] does, and only with a plan prepared against its current version.
 
 use rustc_hash::FxHashMap as HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use uuid::Uuid;
 
 use super::{Prepared, Router};
-use crate::compile::regex_cache::PreparedRegexes;
-use crate::compile::resolve::Node;
+use crate::compile::regex_cache::{PreparedRegexes, RegexSource, SharedRegexes};
+use crate::compile::resolve::{resolve, Fields, Node};
 use crate::error::Error;
 use crate::index::Index;
+use crate::language::Parsed;
+use crate::schema::names::Holds;
+use crate::threads::Helpers;
 
 use super::entry_errors::{refusal_message, Desired};
 pub use super::entry_errors::{Change, EntryError, EntryFault};
@@ -126,6 +129,145 @@ enum Status {
 
 /// The second step's answer: the invalid entries, in list order.
 type PreparedEntries = Vec<EntryError>;
+
+/// What another thread prepared of an entry before the building thread places it (see
+/// [`Router::prepare_on_threads`]).
+#[derive(Debug)]
+enum Ahead {
+    /// Nothing: the building thread prepares what the entry needs.
+    Nothing,
+    /// The route the entry places (its own, or the version a fresh router copies), prepared
+    /// but not numbered, or why it is invalid.
+    Done(Result<Prepared, Error>),
+    /// That route parsed and validated: resolving it registers wildcard names, which the
+    /// building thread does in list order.
+    Parsed(Box<Parsed>),
+}
+
+/// The pieces of a list being prepared on several threads, between them and the thread that
+/// places them (see [`Router::prepare_on_threads`]).
+struct Pipe {
+    state: Mutex<PipeState>,
+    /// A piece is ready or placed, or the build stopped.
+    changed: Condvar,
+}
+
+struct PipeState {
+    /// Prepared pieces not yet placed, by piece.
+    ready: Vec<Option<Vec<Ahead>>>,
+    /// Pieces taken so far (pieces are taken in order).
+    claimed: usize,
+    /// Pieces placed so far.
+    placed: usize,
+    /// Most pieces taken and not yet placed.
+    ahead_max: usize,
+    pieces: usize,
+    /// The build gave up: every thread stops.
+    stopped: bool,
+    /// A thread panicked: the others stop, and the build's scope passes the panic on.
+    abandoned: bool,
+}
+
+impl PipeState {
+    /// The next piece to prepare, if one is left and not too far ahead of placing.
+    fn claim(&mut self) -> Option<usize> {
+        let k = self.claimed;
+        (k < self.pieces && k < self.placed + self.ahead_max && !self.halted()).then(|| {
+            self.claimed += 1;
+            k
+        })
+    }
+
+    fn halted(&self) -> bool {
+        self.stopped || self.abandoned
+    }
+}
+
+impl Pipe {
+    fn lock(&self) -> MutexGuard<'_, PipeState> {
+        // Nothing panics while holding it (field assignments only).
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn wait<'a>(&self, g: MutexGuard<'a, PipeState>) -> MutexGuard<'a, PipeState> {
+        self.changed.wait(g).unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// For another thread: the next piece to prepare, waiting while it would run too far
+    /// ahead; `None` once every piece is taken or the build stopped.
+    fn claim_or_wait(&self) -> Option<usize> {
+        let mut st = self.lock();
+        loop {
+            if let Some(k) = st.claim() {
+                return Some(k);
+            }
+            if st.claimed >= st.pieces || st.halted() {
+                return None;
+            }
+            st = self.wait(st);
+        }
+    }
+
+    fn ready(&self, k: usize, out: Vec<Ahead>) {
+        self.lock().ready[k] = Some(out);
+        self.changed.notify_all();
+    }
+
+    fn placed(&self, n: usize) {
+        self.lock().placed = n;
+        self.changed.notify_all();
+    }
+
+    fn stop(&self) {
+        self.lock().stopped = true;
+        self.changed.notify_all();
+    }
+
+    /// For the building thread: piece `k` prepared, preparing pieces itself while it is not
+    /// ready; `None` when the build stops (or another thread panicked).
+    fn next_to_place(
+        &self,
+        k: usize,
+        stop: &(dyn Fn() -> bool + Sync),
+        prepare: &dyn Fn(usize) -> Vec<Ahead>,
+    ) -> Option<Vec<Ahead>> {
+        let mut st = self.lock();
+        loop {
+            if st.halted() {
+                return None;
+            }
+            if let Some(items) = st.ready[k].take() {
+                return Some(items);
+            }
+            if let Some(j) = st.claim() {
+                drop(st);
+                if stop() {
+                    self.stop();
+                    return None;
+                }
+                let out = prepare(j);
+                st = self.lock();
+                st.ready[j] = Some(out);
+                self.changed.notify_all();
+                continue;
+            }
+            st = self.wait(st);
+        }
+    }
+}
+
+/// Marks the pipe abandoned if its thread unwinds, so that no other thread waits for a piece
+/// that will never come.
+struct Abandon<'a>(&'a Pipe);
+
+impl Drop for Abandon<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.lock().abandoned = true;
+            self.0.changed.notify_all();
+        }
+    }
+}
 
 /// Whether a list is the whole table wanted or changes to the current one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -297,7 +439,8 @@ impl Router {
         desired: &[RouteSpec<'_>],
         mode: SyncMode,
     ) -> Result<SyncPlan, SyncError> {
-        match self.prepare_sync_with(desired, ListKind::Whole, mode, &|| false, true) {
+        let helpers = self.own_threads();
+        match self.prepare_sync_with(desired, ListKind::Whole, mode, &|| false, true, helpers) {
             Ok(plan) => Ok(plan),
             Err(Stopped::Refused(e)) => Err(e),
             Err(Stopped::Rebuild(_) | Stopped::Cancelled) => {
@@ -393,14 +536,15 @@ impl Router {
     }
 
     /// [`Router::sync`] of any desired list.
-    fn sync_desired<D: Desired>(
+    fn sync_desired<D: Desired + Sync>(
         &mut self,
         desired: &[D],
         kind: ListKind,
         mode: SyncMode,
     ) -> Result<SyncReport, SyncError> {
         let started = Instant::now();
-        let synced = match self.prepare_sync_with(desired, kind, mode, &|| false, true) {
+        let helpers = self.own_threads();
+        let synced = match self.prepare_sync_with(desired, kind, mode, &|| false, true, helpers) {
             Ok(plan) => {
                 let (report, replaced) = self.apply_uncounted(plan);
                 drop(replaced);
@@ -421,13 +565,14 @@ impl Router {
     /// builder thread: it gives up when `stop` says so (asked between routes) and, unless
     /// `rebuild` allows it, before building a fresh router (the builder then drops its copy
     /// first, so that memory never holds three tables).
-    pub(crate) fn prepare_sync_with<D: Desired>(
+    pub(crate) fn prepare_sync_with<D: Desired + Sync>(
         &self,
         desired: &[D],
         kind: ListKind,
         mode: SyncMode,
-        stop: &dyn Fn() -> bool,
+        stop: &(dyn Fn() -> bool + Sync),
         rebuild_allowed: bool,
+        helpers: Helpers<'_>,
     ) -> Result<SyncPlan, Stopped> {
         let started = Instant::now();
         if kind == ListKind::Changes && self.broken {
@@ -464,6 +609,7 @@ impl Router {
             fresh.as_mut(),
             &mut regexes,
             stop,
+            helpers,
         )?;
         if !errors.is_empty() && mode == SyncMode::AllOrNothing {
             return Err(Stopped::Refused(SyncError { errors }));
@@ -479,7 +625,7 @@ impl Router {
         plan.report.errors = errors;
         match fresh {
             Some(mut f) => {
-                f.index = Index::build(f.pending_index.take().unwrap_or_default());
+                f.index = Index::build(f.pending_index.take().unwrap_or_default(), helpers);
                 f.settle();
                 // Every regex the fresh routes hold, compiled now or taken over from this router.
                 f.regexes.register_in_use(regexes.into_compiled());
@@ -499,7 +645,7 @@ impl Router {
         &self,
         desired: &[D],
         kind: ListKind,
-        stop: &dyn Fn() -> bool,
+        stop: &(dyn Fn() -> bool + Sync),
     ) -> Result<Classified, Stopped> {
         // Per slot, the position of the first entry with its id; per new id, the same.
         let mut first_at: Vec<Option<Position>> = vec![None; self.catalog.len()];
@@ -578,11 +724,21 @@ impl Router {
         })
     }
 
+    /// The threads this router's own syncs build with ([`Router::set_build_threads`]): the
+    /// caller's, and helpers that need no start hook (they run as the caller's thread does).
+    fn own_threads(&self) -> Helpers<'static> {
+        Helpers {
+            threads: self.build_threads,
+            ..Helpers::NONE
+        }
+    }
+
     /// An empty router of this one's schema and limits, sized for `desired` and building its
     /// index once at the end, to be the plan's fresh router.
     fn fresh_router<D: Desired>(&self, desired: &[D]) -> Router {
         let mut f = Router::with_limits(self.schema.clone(), self.limits);
         f.flat_policy = self.flat_policy;
+        f.build_threads = self.build_threads;
         f.reserve(desired);
         f.pending_index = Some(Vec::with_capacity(desired.len()));
         f
@@ -591,118 +747,334 @@ impl Router {
     /// Second step: parses and compiles every changed and added route, into the plan or into
     /// the fresh router (which also gets a copy of every route kept as it is, or kept at its
     /// current version), and takes out what a list of changes removes; returns the invalid
-    /// entries, in list order.
-    fn prepare_entries<D: Desired>(
+    /// entries, in list order. A fresh router of a long list is prepared on `helpers`' threads
+    /// too ([`Router::prepare_on_threads`]), with the same outcome.
+    #[allow(clippy::too_many_arguments)]
+    fn prepare_entries<D: Desired + Sync>(
         &self,
         desired: &[D],
         status: &[Status],
         plan: &mut SyncPlan,
-        mut fresh: Option<&mut Router>,
+        fresh: Option<&mut Router>,
         regexes: &mut PreparedRegexes<'_>,
-        stop: &dyn Fn() -> bool,
+        stop: &(dyn Fn() -> bool + Sync),
+        helpers: Helpers<'_>,
     ) -> Result<PreparedEntries, Stopped> {
+        let threads = helpers.threads;
         let mut errors = Vec::new();
-        // A route kept as it is, into a fresh router: parsed again, as the fresh router holds
-        // its own copy of every route, but the same version (`Route::instance`).
-        let copy = |slot: u32, regexes: &mut PreparedRegexes<'_>| -> Option<Prepared> {
-            let row = self.row(slot)?;
-            let text = self.catalog.text(slot as usize);
-            let mut p = self.prepare(row.id, row.priority, text, regexes).ok()?;
-            p.instance = row.instance;
-            Some(p)
-        };
-        for (index, st) in status.iter().enumerate() {
-            if index % 64 == 0 && stop() {
-                return Err(Stopped::Cancelled);
+        match fresh {
+            Some(f) if threads.count > 1 && desired.len() >= 2 * threads.piece => {
+                let mut shared = regexes.share();
+                let placed = self.prepare_on_threads(
+                    desired,
+                    status,
+                    plan,
+                    f,
+                    &mut shared,
+                    &mut errors,
+                    stop,
+                    helpers,
+                );
+                regexes.unshare(shared);
+                placed?;
             }
-            let entry = desired[index].entry(index);
-            let (at, id) = (entry.at, entry.item.id());
-            let (rid, priority, expression) = match (entry.item, *st) {
-                (_, Status::Duplicate(first)) => {
-                    let fault = EntryFault::Duplicate { first };
-                    errors.push(EntryError { at, id, fault });
-                    continue;
-                }
-                (_, Status::Misplaced) => {
-                    let fault = EntryFault::Unreadable {
-                        kind: UnreadKind::Malformed,
-                        why: "a removal has no place in a whole list (it is a list of changes)"
-                            .to_owned(),
-                    };
-                    errors.push(EntryError { at, id, fault });
-                    continue;
-                }
-                (Item::Unreadable { kind, why, .. }, Status::Unreadable(slot)) => {
-                    let why = why.to_owned();
-                    errors.push(EntryError {
-                        at,
-                        id,
-                        fault: EntryFault::Unreadable { kind, why },
-                    });
-                    // Apply-valid keeps a known route's current version when its new one is
-                    // invalid; a fresh router has to be given that version too.
-                    if let (Some(slot), Some(f)) = (slot, fresh.as_deref_mut()) {
-                        if let Some(old) = copy(slot, regexes) {
-                            f.insert(old);
-                        }
+            mut fresh => {
+                for (index, st) in status.iter().enumerate() {
+                    if index.is_multiple_of(64) && stop() {
+                        return Err(Stopped::Cancelled);
                     }
-                    continue;
-                }
-                (Item::Remove(id), Status::Remove(slot)) => {
-                    if let Some(slot) = slot {
-                        plan.report.removed += 1;
-                        plan.remove.push((id, self.resolve_again(slot)));
-                    }
-                    continue;
-                }
-                (Item::Route { .. }, Status::Unchanged(slot)) => {
-                    if let Some(f) = fresh.as_deref_mut() {
-                        f.insert(copy(slot, regexes).expect("a live route prepares again"));
-                    }
-                    continue;
-                }
-                (
-                    Item::Route {
-                        id,
-                        priority,
-                        expression,
-                    },
-                    _,
-                ) => (id, priority, expression),
-                (item, st) => unreachable!("{item:?} classified as {st:?}"),
-            };
-            match self.prepare(rid, priority, expression, regexes) {
-                Ok(route) => {
-                    match *st {
-                        Status::Changed(slot) => {
-                            plan.report.changed += 1;
-                            if fresh.is_none() {
-                                plan.remove.push((rid, self.resolve_again(slot)));
-                            }
-                        }
-                        Status::Added => plan.report.added += 1,
-                        _ => {}
-                    }
-                    match fresh.as_deref_mut() {
-                        Some(f) => f.insert(route),
-                        None => plan.insert.push(route),
-                    }
-                }
-                Err(e) => {
-                    errors.push(EntryError {
-                        at,
-                        id,
-                        fault: EntryFault::Invalid(e),
-                    });
-                    if let (Status::Changed(slot), Some(f)) = (*st, fresh.as_deref_mut()) {
-                        if let Some(old) = copy(slot, regexes) {
-                            f.insert(old);
-                        }
-                    }
+                    let (fresh, ahead) = (fresh.as_deref_mut(), Ahead::Nothing);
+                    self.place(
+                        desired,
+                        index,
+                        *st,
+                        ahead,
+                        plan,
+                        fresh,
+                        regexes,
+                        &mut errors,
+                    );
                 }
             }
         }
         Ok(errors)
+    }
+
+    /// [`Router::prepare_entries`] of a fresh router on several threads (see `threads.rs`).
+    ///
+    /// The list is cut into pieces of `piece` entries. Any thread, the building one included,
+    /// takes the next piece and prepares what of it does not depend on the entries before it
+    /// ([`Router::ahead`]); the building thread places the pieces in list order
+    /// ([`Router::place`]), finishing what could not be prepared ahead, exactly as one thread
+    /// would, and prepares pieces itself whenever the next one to place is not ready. No
+    /// thread runs more than a few pieces ahead of placing, so the routes prepared and not yet
+    /// placed stay a few thousand, not the table.
+    #[allow(clippy::too_many_arguments)]
+    fn prepare_on_threads<D: Desired + Sync>(
+        &self,
+        desired: &[D],
+        status: &[Status],
+        plan: &mut SyncPlan,
+        fresh: &mut Router,
+        shared: &mut SharedRegexes<'_>,
+        errors: &mut Vec<EntryError>,
+        stop: &(dyn Fn() -> bool + Sync),
+        helpers: Helpers<'_>,
+    ) -> Result<(), Stopped> {
+        let piece = helpers.threads.piece;
+        let pieces = desired.len().div_ceil(piece);
+        let pipe = Pipe {
+            state: Mutex::new(PipeState {
+                ready: (0..pieces).map(|_| None).collect(),
+                claimed: 0,
+                placed: 0,
+                ahead_max: 4 * helpers.threads.count,
+                pieces,
+                stopped: false,
+                abandoned: false,
+            }),
+            changed: Condvar::new(),
+        };
+        let shared = &*shared;
+        let prepare = |k: usize| -> Vec<Ahead> {
+            let mut regexes = shared;
+            let end = desired.len().min((k + 1) * piece);
+            (k * piece..end)
+                .map(|i| self.ahead(desired, i, status[i], &mut regexes))
+                .collect()
+        };
+        // Another thread's loop: take the next piece, prepare it, hand it over; until every
+        // piece is taken, or the build stops.
+        let helper = || {
+            let _abandon = Abandon(&pipe);
+            loop {
+                let Some(k) = pipe.claim_or_wait() else {
+                    return;
+                };
+                if stop() {
+                    pipe.stop();
+                    return;
+                }
+                let out = prepare(k);
+                pipe.ready(k, out);
+            }
+        };
+        std::thread::scope(|scope| {
+            let _abandon = Abandon(&pipe);
+            crate::threads::start(scope, helpers.threads.count - 1, helpers.on_start, &helper);
+            let mut regexes = shared;
+            for k in 0..pieces {
+                let Some(items) = pipe.next_to_place(k, stop, &prepare) else {
+                    return Err(Stopped::Cancelled);
+                };
+                for (offset, ahead) in items.into_iter().enumerate() {
+                    let index = k * piece + offset;
+                    if index.is_multiple_of(64) && stop() {
+                        pipe.stop();
+                        return Err(Stopped::Cancelled);
+                    }
+                    let st = status[index];
+                    let fresh = Some(&mut *fresh);
+                    self.place(desired, index, st, ahead, plan, fresh, &mut regexes, errors);
+                }
+                pipe.placed(k + 1);
+            }
+            Ok(())
+        })
+    }
+
+    /// What of entry `index` can be prepared on any thread, in any order (see `threads.rs`):
+    /// the route to parse and compile (its own, or the current version a fresh router copies),
+    /// unless its resolution needs a wildcard name registered, which depends on the routes
+    /// before it.
+    fn ahead<D: Desired>(
+        &self,
+        desired: &[D],
+        index: usize,
+        st: Status,
+        regexes: &mut dyn RegexSource,
+    ) -> Ahead {
+        let entry = desired[index].entry(index);
+        match (entry.item, st) {
+            (
+                Item::Route {
+                    id,
+                    priority,
+                    expression,
+                },
+                Status::Added | Status::Changed(_),
+            ) => self.prepare_declared(id, priority, expression, regexes),
+            (Item::Route { .. }, Status::Unchanged(slot))
+            | (Item::Unreadable { .. }, Status::Unreadable(Some(slot))) => match self.row(slot) {
+                Some(row) => {
+                    let text = self.catalog.text(slot as usize);
+                    self.prepare_declared(row.id, row.priority, text, regexes)
+                }
+                None => Ahead::Nothing,
+            },
+            _ => Ahead::Nothing,
+        }
+    }
+
+    /// A route prepared as [`Router::prepare_unnumbered`] would, registering nothing: a route
+    /// that uses a wildcard name is only parsed (see [`Fields::Declared`]).
+    fn prepare_declared(
+        &self,
+        id: Uuid,
+        priority: u64,
+        expression: &str,
+        regexes: &mut dyn RegexSource,
+    ) -> Ahead {
+        let parsed = match self.parse_route(expression) {
+            Ok(parsed) => parsed,
+            Err(e) => return Ahead::Done(Err(e)),
+        };
+        let mut wildcard = false;
+        let fields = Fields::Declared(&self.schema, &mut wildcard);
+        match resolve(expression, &parsed, fields, &self.limits, regexes) {
+            Ok(node) => {
+                let holds = Holds::new(self.schema.clone());
+                let mut p = self.prepared(id, priority, expression, node, holds);
+                // Derived from the program alone: one thing less for the building thread.
+                p.reqs = Some(crate::index::requirements(&p.program.view()));
+                Ahead::Done(Ok(p))
+            }
+            Err(_) if wildcard => Ahead::Parsed(Box::new(parsed)),
+            Err(e) => Ahead::Done(Err(e.into())),
+        }
+    }
+
+    /// A route prepared, from what was prepared of it ahead; its version not yet numbered.
+    fn finish(
+        &self,
+        id: Uuid,
+        priority: u64,
+        expression: &str,
+        ahead: Ahead,
+        regexes: &mut dyn RegexSource,
+    ) -> Result<Prepared, Error> {
+        match ahead {
+            Ahead::Done(prepared) => prepared,
+            Ahead::Parsed(parsed) => self.resolve_route(id, priority, expression, &parsed, regexes),
+            Ahead::Nothing => self.prepare_unnumbered(id, priority, expression, regexes),
+        }
+    }
+
+    /// A route kept as it is, into a fresh router: parsed again, as the fresh router holds its
+    /// own copy of every route, but the same version (`Route::instance`).
+    fn copy(&self, slot: u32, ahead: Ahead, regexes: &mut dyn RegexSource) -> Option<Prepared> {
+        let row = self.row(slot)?;
+        let text = self.catalog.text(slot as usize);
+        let mut p = self
+            .finish(row.id, row.priority, text, ahead, regexes)
+            .ok()?;
+        p.instance = row.instance;
+        Some(p)
+    }
+
+    /// Entry `index` of the second step (status `st`, `ahead` what was prepared of it ahead):
+    /// its route into the plan or the fresh router, or its error into `errors`.
+    #[allow(clippy::too_many_arguments)]
+    fn place<D: Desired>(
+        &self,
+        desired: &[D],
+        index: usize,
+        st: Status,
+        ahead: Ahead,
+        plan: &mut SyncPlan,
+        fresh: Option<&mut Router>,
+        regexes: &mut dyn RegexSource,
+        errors: &mut Vec<EntryError>,
+    ) {
+        let entry = desired[index].entry(index);
+        let (at, id) = (entry.at, entry.item.id());
+        let (rid, priority, expression) = match (entry.item, st) {
+            (_, Status::Duplicate(first)) => {
+                let fault = EntryFault::Duplicate { first };
+                errors.push(EntryError { at, id, fault });
+                return;
+            }
+            (_, Status::Misplaced) => {
+                let fault = EntryFault::Unreadable {
+                    kind: UnreadKind::Malformed,
+                    why: "a removal has no place in a whole list (it is a list of changes)"
+                        .to_owned(),
+                };
+                errors.push(EntryError { at, id, fault });
+                return;
+            }
+            (Item::Unreadable { kind, why, .. }, Status::Unreadable(slot)) => {
+                let why = why.to_owned();
+                errors.push(EntryError {
+                    at,
+                    id,
+                    fault: EntryFault::Unreadable { kind, why },
+                });
+                // Apply-valid keeps a known route's current version when its new one is
+                // invalid; a fresh router has to be given that version too.
+                if let (Some(slot), Some(f)) = (slot, fresh) {
+                    if let Some(old) = self.copy(slot, ahead, regexes) {
+                        f.insert(old);
+                    }
+                }
+                return;
+            }
+            (Item::Remove(id), Status::Remove(slot)) => {
+                if let Some(slot) = slot {
+                    plan.report.removed += 1;
+                    plan.remove.push((id, self.resolve_again(slot)));
+                }
+                return;
+            }
+            (Item::Route { .. }, Status::Unchanged(slot)) => {
+                if let Some(f) = fresh {
+                    let copy = self.copy(slot, ahead, regexes);
+                    f.insert(copy.expect("a live route prepares again"));
+                }
+                return;
+            }
+            (
+                Item::Route {
+                    id,
+                    priority,
+                    expression,
+                },
+                _,
+            ) => (id, priority, expression),
+            (item, st) => unreachable!("{item:?} classified as {st:?}"),
+        };
+        match self.finish(rid, priority, expression, ahead, regexes) {
+            Ok(mut route) => {
+                // Numbered here, in list order, wherever it was prepared.
+                route.instance = super::next_instance();
+                match st {
+                    Status::Changed(slot) => {
+                        plan.report.changed += 1;
+                        if fresh.is_none() {
+                            plan.remove.push((rid, self.resolve_again(slot)));
+                        }
+                    }
+                    Status::Added => plan.report.added += 1,
+                    _ => {}
+                }
+                match fresh {
+                    Some(f) => f.insert(route),
+                    None => plan.insert.push(route),
+                }
+            }
+            Err(e) => {
+                errors.push(EntryError {
+                    at,
+                    id,
+                    fault: EntryFault::Invalid(e),
+                });
+                if let (Status::Changed(slot), Some(f)) = (st, fresh) {
+                    if let Some(old) = self.copy(slot, Ahead::Nothing, regexes) {
+                        f.insert(old);
+                    }
+                }
+            }
+        }
     }
 
     /// Third step (whole lists): the routes of the router no entry has the id of are removed

@@ -315,6 +315,12 @@ impl Schema {
         }
     }
 
+    /// The id and type of a declared field (never a wildcard name: those are registered).
+    pub(crate) fn declared_field(&self, name: &str) -> Option<(FieldId, Type)> {
+        let id = *self.exact.get(name)?;
+        Some((id, self.declared(id)?.1))
+    }
+
     /// Registers one more use of `name` by configuration and returns its id and type (for a
     /// declared field, just its id). Pair it with [`Schema::release`] — through a [`Holds`].
     pub(crate) fn acquire(&self, name: &str) -> Result<(FieldId, Type), Error> {

@@ -189,10 +189,23 @@ const COMMANDS: &[Command] = &[
     },
     Command {
         name: "build",
-        synopsis: "[--routes N] [--rounds R]",
+        synopsis: "[--routes N] [--rounds R] [--family F] [--threads T]",
         about: "build of the mixed table (all, non-regex and regex routes) route by route and \
                 by one sync, its drop, and parse / validate alone",
-        opts: &[ROUTES_10K, ROUNDS],
+        opts: &[
+            ROUTES_10K,
+            ROUNDS,
+            Opt {
+                name: "--family",
+                value: Some("F"),
+                help: "one family's table instead of the mixed one",
+            },
+            Opt {
+                name: "--threads",
+                value: Some("T"),
+                help: "threads the one sync may use (Router::set_build_threads; default 1)",
+            },
+        ],
         run: build_times,
     },
     Command {
@@ -670,9 +683,19 @@ fn whole_loop(
 fn build_times(a: &Parsed) -> Result<(), String> {
     let n = a.count("--routes", Some(10_000))?;
     let rounds = a.count("--rounds", Some(5))?.max(1);
+    let threads = a.count("--threads", Some(1))?;
     let schema = schema();
-    let table = Table::generate(n, TABLE_SEED, false);
-    println!("build of the mixed table of {n} routes, each part alone; medians of {rounds} rounds");
+    let (table, name) = match a.value("--family") {
+        Some(_) => {
+            let f = a.family("--family", None)?;
+            (Table::family(f, n, TABLE_SEED), f.name())
+        }
+        None => (Table::generate(n, TABLE_SEED, false), "mixed"),
+    };
+    println!(
+        "build of the {name} table of {n} routes, each part alone; medians of {rounds} rounds; \
+         one sync on {threads} thread(s)"
+    );
     println!(
         "{:<10} {:>7} {:>8} {:>11} {:>10} {:>11} {:>10} {:>10} {:>10}",
         "routes",
@@ -701,6 +724,9 @@ fn build_times(a: &Parsed) -> Result<(), String> {
 
             let t = Instant::now();
             let mut router = Router::new(schema.clone());
+            router
+                .set_build_threads(threads)
+                .map_err(|e| e.to_string())?;
             router
                 .sync(&desired, SyncMode::AllOrNothing)
                 .map_err(|e| format!("sync refused: {:?}", e.errors.first()))?;

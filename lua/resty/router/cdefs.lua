@@ -65,6 +65,7 @@ static const int ATC_BUILDER_NICE_DEFAULT = 19;
 static const int ATC_BUILDER_IDLE = 0;
 static const int ATC_BUILDER_NORMAL = 1;
 static const int ATC_BUILDER_BOOST_AFTER_MS_DEFAULT = 3000;
+static const int ATC_BUILDER_THREADS_MAX = 64;
 static const int ATC_JSON_VERSION = 2;
 static const int ATC_EXPLAIN_RULED_OUT = 1;
 static const int ATC_PUBLISH_DROP_TABLES = 1;
@@ -171,6 +172,7 @@ int32_t atc_route_list_remove(AtcRouteList *list,
                               size_t n,
                               char *errbuf,
                               size_t *errbuf_len);
+int32_t atc_builder_threads(int32_t threads);
 int32_t atc_builder_priority(int32_t nice);
 int32_t atc_builder_schedule(int32_t policy, uint32_t boost_after_ms);
 int32_t atc_router_sync_start(atc_router *router,

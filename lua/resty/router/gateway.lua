@@ -156,6 +156,11 @@ end
 --               at normal priority (the boosted one; every one with builder_priority =
 --               "normal") started from now on run, in the whole process (atc_builder_priority;
 --               default 19, the lowest; 0: the worker's own)
+--   builder_threads  how many threads (1 to 64, default 1) a fresh build (a first load, a
+--               list most of which is new) may use: the builder thread and helpers it starts
+--               for the build, at its priority; the same table, sooner where CPUs are idle.
+--               For the builders started from now on, in the whole process
+--               (atc_builder_threads; docs/gateway.md, "Who builds, and at what priority")
 --   request_source  how requests are read (resty.router.gateway.sources): "auto" (default:
 --               lua-nginx-module's FFI functions when sources.native is available, else the
 --               plain ngx API), "plain" (always the plain ngx API), or "native" (an error
@@ -227,6 +232,16 @@ function _M.new(opts)
         end
         -- Process-wide: the builder threads started from now on.
         lib.atc_builder_priority(n)
+    end
+    if opts.builder_threads ~= nil then
+        local n = opts.builder_threads
+        if type(n) ~= "number" or n ~= math.floor(n) or n < 1 or n > lib.ATC_BUILDER_THREADS_MAX
+        then
+            return nil, "builder_threads must be an integer from 1 to "
+                .. tostring(lib.ATC_BUILDER_THREADS_MAX) .. ", got " .. tostring(n)
+        end
+        -- Process-wide: the builders started from now on.
+        lib.atc_builder_threads(n)
     end
     local path, host = opts.path or "kong", opts.host or "kong"
     if path ~= "kong" and path ~= "nginx" then
