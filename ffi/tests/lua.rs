@@ -138,6 +138,7 @@ lua_tests!(
     bad_requests_never_raise,
     extractors_and_schema,
     limits_option,
+    builder_threads_option,
     update_is_atomic_for_requests,
     large_update_changes_only_what_differs,
     two_phase_routing_reads_only_what_candidates_use,

@@ -539,6 +539,38 @@ function T.large_update_changes_only_what_differs()
     eq(path, "/v2/7")
 end
 
+-- builder_threads: checked by new(); a fresh build on two threads routes as one on one.
+function T.builder_threads_option()
+    for _, bad in ipairs({ 0, 65, 1.5, "2" }) do
+        local nope, err = gateway.new({ builder_threads = bad })
+        eq(nope, nil)
+        has(err, "builder_threads must be an integer from 1 to 64")
+    end
+    local n = 9000
+    local ids, prios, exprs = {}, {}, {}
+    for i = 1, n do
+        ids[i] = string.format("a8f2c1e4-0000-4000-8000-%012d", i)
+        prios[i] = i % 7
+        exprs[i] = string.format('http.host == "svc-%d.example.com" && http.path ^= "/api/%d/"',
+            i % 40, i)
+    end
+    local routes = { ids = ids, priorities = prios, expressions = exprs }
+    local answers = {}
+    for _, threads in ipairs({ 2, 1 }) do
+        local gw = assert(gateway.new({ builder_threads = threads }))
+        assert(gw:update(1, routes))
+        assert(gw:wait(1, 60))
+        for i = 1, n, 97 do
+            set_request({ var = { host = "svc-" .. (i % 40) .. ".example.com",
+                uri = "/api/" .. i .. "/x" } })
+            local uuid = gw:route()
+            eq(uuid, ids[i], threads .. " threads, route " .. i)
+            answers[threads] = (answers[threads] or 0) + 1
+        end
+    end
+    eq(answers[1], answers[2])
+end
+
 -- Two-phase routing reads the key fields, then only what the candidate routes use: results equal
 -- reading every field (read_all_fields), and a malformed value in a field no candidate uses is
 -- never read, so it does not reject the request (read_all_fields still does).
