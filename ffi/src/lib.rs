@@ -349,10 +349,9 @@ pub(crate) unsafe fn str_arg<'a>(ptr: *const c_char, len: usize, arg: &str) -> R
     std::str::from_utf8(bytes).map_err(|e| {
         Fail::new(
             ATC_ERR_UTF8,
-            format_args!(
-                "`{arg}` is not valid UTF-8 (invalid byte at offset {})",
-                e.valid_up_to()
-            ),
+            // Rust's own text of the error (what Kong's library reports, and Kong's tests look
+            // for in the log), after the argument's name.
+            format_args!("`{arg}` is not valid UTF-8: {e}"),
         )
     })
 }

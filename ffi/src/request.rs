@@ -207,10 +207,7 @@ pub unsafe extern "C" fn atc_context_add_path(
                 .map_err(Fail::from),
             Err(e) => Err(Fail::new(
                 ATC_ERR_UTF8,
-                format_args!(
-                    "the path is not valid UTF-8 (invalid byte at offset {})",
-                    e.valid_up_to()
-                ),
+                format_args!("the path is not valid UTF-8: {e}"),
             )),
         };
         c.path = buf;

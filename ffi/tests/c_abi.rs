@@ -292,7 +292,7 @@ fn invalid_utf8_is_rejected_everywhere() {
         );
         assert_eq!(
             e.text(),
-            "`name` is not valid UTF-8 (invalid byte at offset 6)"
+            "`name` is not valid UTF-8: invalid utf-8 sequence of 1 bytes from index 6"
         );
         let mut ty = 0;
         assert_eq!(
@@ -358,7 +358,7 @@ fn invalid_utf8_is_rejected_everywhere() {
         let (path, _) = field(c, "http.path");
         let (rc, msg) = add_str(c, path, b"/a\xed\xa0\x80"); // an encoded surrogate
         assert_eq!(rc, ATC_ERR_UTF8);
-        assert!(msg.contains("offset 2"), "{msg}");
+        assert!(msg.contains("from index 2"), "{msg}");
         let (ip, _) = field(c, "net.src.ip");
         assert_eq!(
             atc_context_add_ip(c, ip, bad.as_ptr().cast(), bad.len(), e.ptr(), e.len()),

@@ -527,4 +527,16 @@ function _M.priority(p)
     return nil, "priority must be a non-negative integer, got " .. type(p)
 end
 
+-- A priority as Kong's API takes it (add_matcher): what _M.priority takes, and also a negative
+-- integral number, which Kong's transform hands over for some routes (its lshift_uint64 shifts
+-- a Lua number, in 32 bits) and Kong's binding passes to its C library as LuaJIT converts a
+-- number to uint64_t. The same conversion here, so such a route gets the priority it gets in
+-- Kong's library and is ordered as there.
+function _M.kong_priority(p)
+    if type(p) == "number" and p < 0 and p >= -2 ^ 63 and p == math.floor(p) then
+        return ffi.cast("uint64_t", p)
+    end
+    return _M.priority(p)
+end
+
 return _M

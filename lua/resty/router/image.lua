@@ -51,8 +51,8 @@ local function wrap(p, schema)
     return setmetatable({ ptr = ffi.gc(p, lib.atc_image_router_free), schema = schema }, img_mt)
 end
 
--- Maps the image file at `path` and checks it whole as a table of `schema`'s fields: the
--- image router, or nil and why. Holds the caller for the check (milliseconds at 100,000
+-- Maps the image at `path` (a sealed image's path, or an image file, which is copied) and
+-- checks it whole as a table of `schema`'s fields: the image router, or nil and why. Holds the caller for the check (milliseconds at 100,000
 -- routes): between requests, use open_start.
 function _M.open(schema, path)
     check_schema(schema, "open")

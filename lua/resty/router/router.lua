@@ -70,9 +70,10 @@ function _M.new(schema, routes_n) -- luacheck: ignore routes_n
 end
 
 -- true, or nil and an error (bad priority or UUID, duplicate id, invalid expression with its
--- position).
+-- position). A negative integral priority is taken as Kong's binding takes it (converted to
+-- uint64_t by LuaJIT: cdefs.kong_priority).
 function _M:add_matcher(priority, uuid, expr)
-    local prio, perr = to_priority(priority)
+    local prio, perr = cdefs.kong_priority(priority)
     if not prio then
         return nil, perr
     end
