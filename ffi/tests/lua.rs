@@ -126,6 +126,7 @@ lua_tests!(
     image_published_opened_and_matched,
     image_corrupt_or_foreign_is_refused,
     image_sealed_in_memory,
+    kong_api_keys_by_priority_and_id,
 );
 
 lua_tests!(

@@ -205,11 +205,54 @@ function T.schema_limits_govern_routers_validation_and_contexts()
     end
 end
 
+-- Kong's API keys routes by (priority, id), as Kong's library and module do: an id added again
+-- at another priority is a second route, results name it by its id, and remove_matcher removes
+-- the one added last, after which the id is unknown to it (the older one stays).
+function T.kong_api_keys_by_priority_and_id()
+    local s = http_schema()
+    local r = router.new(s)
+    local c = context.new(s)
+    local function route(path)
+        c:reset()
+        assert(c:add_value("http.path", path))
+        if not r:execute(c) then
+            return nil
+        end
+        return (c:get_result())
+    end
+    assert(r:add_matcher(1, U1, 'http.path ^= "/a"'))
+    assert(r:add_matcher(2, U1, 'http.path ^= "/b"'))
+    fails("already exists at priority 2", r:add_matcher(2, U1, 'http.path ^= "/c"'))
+    assert(r:add_matcher(5, U2, 'http.path ^= "/a/x"'))
+    eq(route("/a/1"), U1)
+    eq(route("/b/1"), U1, "the second priority, named by its id")
+    eq(route("/a/x"), U2)
+    -- Both routes of U1 compete at their own priorities: above and below U2's.
+    assert(r:add_matcher(9, U1, 'http.path ^= "/a/x"'))
+    eq(route("/a/x"), U1)
+    -- remove_matcher removes the last added (priority 9), then knows the id no more.
+    eq(r:remove_matcher(U1), true)
+    eq(route("/a/x"), U2)
+    eq(r:remove_matcher(U1), false)
+    eq(route("/b/1"), U1, "priority 2 stays, as in Kong's library")
+    eq(route("/a/1"), U1, "priority 1 stays")
+    -- Added again at a new priority: a route of its own; at an old one: refused.
+    assert(r:add_matcher(7, U1, 'http.path ^= "/d"'))
+    eq(route("/d"), U1)
+    fails("already exists", r:add_matcher(1, U1, 'http.path ^= "/e"'))
+    eq(r:remove_matcher(U1), true)
+    eq(route("/d"), nil)
+    -- An id of another spelling than Kong's (no hyphens) stays one route per id.
+    local simple = "a8f2c1e4000040008000000000000009"
+    assert(r:add_matcher(1, simple, 'http.path ^= "/s"'))
+    fails("already exists", r:add_matcher(2, simple, 'http.path ^= "/t"'))
+end
+
 function T.router_add_and_errors()
     local s = http_schema()
     local r = router.new(s, 100)
     eq(r:add_matcher(10, U1, 'http.path ^= "/api"'), true)
-    fails("already exists", r:add_matcher(5, U1, 'http.path ^= "/b"'))
+    fails("already exists", r:add_matcher(10, U1, 'http.path ^= "/b"'))
     fails("invalid route id", r:add_matcher(5, "not-a-uuid", 'http.path ^= "/b"'))
     fails("invalid route id", r:add_matcher(5, "", 'http.path ^= "/b"'))
     fails("must be a string", r:add_matcher(5, nil, 'http.path ^= "/b"'))

@@ -316,8 +316,9 @@ fn set_literals_are_an_extension_kong_refuses() {
 
 /// Kong's router keys routes by (priority, id): the same id can be added again at another
 /// priority, and both stay (its Lua module then remembers only the last priority, so the
-/// first can no longer be removed). docs/language.md "Routers": an id is unique within a router;
-/// ours refuses the second add whatever its priority.
+/// first can no longer be removed). docs/language.md "Routers": an id is unique within a router
+/// of the core, which refuses the second add whatever its priority (the Lua binding's Kong API
+/// holds a second priority under an alias: `kong_api_keys_by_priority_and_id`).
 #[test]
 fn an_id_is_unique_here_whatever_the_priority() {
     let ks = theirs();

@@ -70,6 +70,7 @@ function _M.new(schema)
         ptr = ffi.gc(p, free),
         schema = schema,
         ids = schema.ids,
+        aliases = schema.aliases,
         types = schema.types,
         declared = schema.declared,
     }, mt)
@@ -292,6 +293,8 @@ local function result(self, matched_field)
     -- A route's id is the same text on every request it wins: LuaJIT interns strings, so after
     -- the first request this finds the existing string and allocates nothing.
     local uuid = ffi_string(uuid_buf, UUID_LEN)
+    -- A second priority of an id, held under an alias (router:add_matcher): named by the id.
+    uuid = self.aliases[uuid] or uuid
     local value = nil
     local vt = matched.value_type
     if vt == T_INT then

@@ -66,12 +66,67 @@ function _M.new(schema, routes_n) -- luacheck: ignore routes_n
         return nil, message(lib.ATC_ERR_NULL)
     end
     local bg = { pending = {} }
-    return setmetatable({ ptr = ffi.gc(p, finalizer(bg)), schema = schema, bg = bg }, mt)
+    return setmetatable({ ptr = ffi.gc(p, finalizer(bg)), schema = schema, bg = bg,
+        aliases = schema.aliases, alias_refs = schema.alias_refs }, mt)
 end
 
--- true, or nil and an error (bad priority or UUID, duplicate id, invalid expression with its
--- position). A negative integral priority is taken as Kong's binding takes it (converted to
--- uint64_t by LuaJIT: cdefs.kong_priority).
+-- Kong's API keys routes by (priority, id), as Kong's library does: the same id may be added
+-- again at another priority, and both routes stay; remove_matcher(id) removes the one added
+-- last, after which the id is unknown to remove_matcher (an older one stays, as in Kong's
+-- module). The core keeps one route per id, so a second priority of an id is held under an
+-- alias id (the id with its last hex digit changed), which results name by the real id
+-- (the schema's aliases, read by context:get_result). What add_matcher added is kept in
+-- self.keyed: { at = { [id] = key of the last }, [key] = id the core holds, known = { [id] } }.
+
+local UUID_PATTERN = "^%x%x%x%x%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%x%x%x%x%x%x%x%x$"
+local HEX = "0123456789abcdef"
+
+local function keyed_of(self)
+    local k = self.keyed
+    if not k then
+        k = { at = {}, known = {} }
+        self.keyed = k
+    end
+    return k
+end
+
+-- An id the core does not hold yet for a second priority of `uuid`, or nil.
+local function alias_for(self, uuid, keyed)
+    if not uuid:match(UUID_PATTERN) then
+        return nil
+    end
+    local id = uuid:lower()
+    local last = HEX:find(id:sub(-1), 1, true) - 1
+    for flip = 1, 15 do
+        local a = id:sub(1, -2) .. HEX:sub(bit.bxor(last, flip) + 1, bit.bxor(last, flip) + 1)
+        if keyed.at[a] == nil and self.aliases[a] == nil then
+            return a, id
+        end
+    end
+    return nil
+end
+
+local function alias_set(self, alias, real)
+    local refs = self.alias_refs
+    self.aliases[alias] = real
+    refs[alias] = (refs[alias] or 0) + 1
+end
+
+local function alias_drop(self, alias)
+    local refs = self.alias_refs
+    local n = refs[alias]
+    if n then
+        if n <= 1 then
+            refs[alias], self.aliases[alias] = nil, nil
+        else
+            refs[alias] = n - 1
+        end
+    end
+end
+
+-- true, or nil and an error (bad priority or UUID, the id already at that priority, invalid
+-- expression with its position). A negative integral priority is taken as Kong's binding takes
+-- it (converted to uint64_t by LuaJIT: cdefs.kong_priority).
 function _M:add_matcher(priority, uuid, expr)
     local prio, perr = cdefs.kong_priority(priority)
     if not prio then
@@ -83,21 +138,60 @@ function _M:add_matcher(priority, uuid, expr)
     if type(expr) ~= "string" then
         return nil, "expression must be a string, got " .. type(expr)
     end
+    local keyed = keyed_of(self)
+    local key = uuid .. "@" .. tostring(ffi.cast("uint64_t", prio))
+    if keyed[key] then
+        return nil, "route id " .. uuid .. " already exists at priority " .. tostring(priority)
+    end
+    local held, real = uuid, nil
+    if keyed.at[uuid] then
+        held, real = alias_for(self, uuid, keyed)
+        if not held then
+            return nil, "route id " .. uuid .. " already exists"
+        end
+    end
     arm()
-    local rc = lib.atc_router_add(self.ptr, prio, uuid, #uuid, expr, #expr, errbuf, errlen)
+    local rc = lib.atc_router_add(self.ptr, prio, held, #held, expr, #expr, errbuf, errlen)
+    if rc == lib.ATC_ERR_DUPLICATE and not real and keyed.known[uuid] then
+        -- An older priority of the id that remove_matcher no longer knows (as in Kong's
+        -- module) still holds the id itself.
+        held, real = alias_for(self, uuid, keyed)
+        if not held then
+            return nil, "route id " .. uuid .. " already exists"
+        end
+        rc = lib.atc_router_add(self.ptr, prio, held, #held, expr, #expr, errbuf, errlen)
+    end
     if rc ~= 0 then
         return nil, message(rc)
     end
+    if real then
+        alias_set(self, held, real)
+    end
+    keyed[key], keyed.at[uuid], keyed.known[uuid] = held, key, true
     return true
 end
 
--- true when a route with that id was removed, false otherwise.
+-- true when a route with that id was removed, false otherwise. For an id add_matcher added:
+-- the route it added last (see above).
 function _M:remove_matcher(uuid)
     if type(uuid) ~= "string" then
         return false
     end
+    local keyed = self.keyed
+    local held = uuid
+    if keyed and keyed.known[uuid] then
+        local key = keyed.at[uuid]
+        if not key then
+            return false
+        end
+        held = keyed[key]
+        keyed.at[uuid], keyed[key] = nil, nil
+        if held ~= uuid then
+            alias_drop(self, held)
+        end
+    end
     arm()
-    return lib.atc_router_remove(self.ptr, uuid, #uuid, errbuf, errlen) == 0
+    return lib.atc_router_remove(self.ptr, held, #held, errbuf, errlen) == 0
 end
 
 -- Not in Kong's module: writes the router's flat index now (from 1,024 routes), so that requests

@@ -41,7 +41,10 @@ function _M.new()
     if p == nil then
         return nil, "could not create a schema"
     end
-    return setmetatable({ ptr = ffi.gc(p, free), ids = {}, types = {}, declared = {} }, mt)
+    -- aliases: the alias ids router:add_matcher holds second priorities of an id under, to
+    -- the id (alias_refs: how many routers hold each); read by context:get_result.
+    return setmetatable({ ptr = ffi.gc(p, free), ids = {}, types = {}, declared = {},
+        aliases = {}, alias_refs = {} }, mt)
 end
 
 -- true, or nil and an error (unknown type, invalid or duplicate name, schema already in use).
