@@ -43,6 +43,8 @@ fn radixtree_line(r: &Route) -> Option<String> {
                                         out.push(':');
                                         out.push_str(name);
                                     }
+                                    // no radixtree form within a segment
+                                    Part::Any | Part::OneOf { .. } => return None,
                                 }
                             }
                             out

@@ -2,6 +2,8 @@
 # Builds the release library and the workload files, then runs lua/bench/bench.lua in luajit,
 # once per family (default: every family of WORKLOAD.md and the mixed table).
 #   lua/bench/run.sh [ROUTES] [REQUESTS] [ROUNDS] [FAMILY...]
+# Environment: ATC_BENCH_MIX, the requests' mix or class (default realistic: hit-regex,
+# hit-wildcard, miss-keys, ...); ATC_BENCH_SETTLE=1 settles the router after loading it.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 routes=${1:-10000}
@@ -19,6 +21,6 @@ trap 'rm -rf "$data"' EXIT
 ln -s "$(realpath target/release/libatc_router_ffi.so)" "$data/libatc_router.so"
 for family in "${families[@]}"; do
     echo "== $family"
-    target/release/examples/workload_dump "$data" "$routes" "$requests" "$family" realistic
+    target/release/examples/workload_dump "$data" "$routes" "$requests" "$family" "${ATC_BENCH_MIX:-realistic}"
     LUA_PATH="lua/?.lua;;" LUA_CPATH="$data/?.so;;" luajit lua/bench/bench.lua "$data" "$rounds"
 done

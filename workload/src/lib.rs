@@ -34,13 +34,14 @@
 //!   heavily. Router order (that of [`Table::priority_order`]) is priority descending, then id
 //!   bytes descending.
 //! * **Rendering.** [`Route::expression`] is [`Shape::expression`] of [`Route::shape`] for
-//!   every generated or changed route. A caller may write another expression by hand; requests
+//!   every generated or changed route, except the [`Family::KongTraditional`] routes, whose
+//!   expressions are written as Kong's transform writes them ([`kong`]). A caller may write another expression by hand; requests
 //!   are still built from the shape, so the expression must accept what the shape describes.
 //! * **Path segments.** `http.path.segments.N` is 0-based (`/a/b` has `segments.0 == "a"`).
 //!   A request for a route that uses segment fields carries one for every segment of its path.
 
 mod families;
-mod kong;
+pub mod kong;
 mod rest;
 mod rng;
 mod shape;
@@ -420,6 +421,41 @@ fn fresh_id(rng: &mut Rng, used: &mut HashSet<[u8; 16]>) -> [u8; 16] {
     }
 }
 
+/// The Kong configuration of a [`Family::KongTraditional`] table of `n` routes and `seed`:
+/// [`Table::family`]'s routes are the entries of [`kong::KongRoute::transform`] of these
+/// routes, in another order, cut to `n` (the last route may lose path groups). An entry of a
+/// route Kong splits gets an id of its own; an unsplit route keeps its id.
+pub fn kong_configuration(n: usize, seed: u64) -> Vec<kong::KongRoute> {
+    let family_seed = seed ^ mix64(fnv1a(Family::KongTraditional.name().as_bytes()));
+    kong_table(n, family_seed).0
+}
+
+fn kong_table(n: usize, family_seed: u64) -> (Vec<kong::KongRoute>, Vec<Route>) {
+    let mut configs = kong::configuration(n, &mut Rng::new(family_seed, STREAM_SHAPES));
+    let mut irng = Rng::new(family_seed, STREAM_IDS);
+    let mut used = HashSet::with_capacity(n + configs.len());
+    let mut routes = Vec::with_capacity(n);
+    for config in &mut configs {
+        let id = fresh_id(&mut irng, &mut used);
+        let mut route = Route::catch_all(id, 0);
+        config.id = route.id_string();
+        for entry in config.transform() {
+            if entry.split {
+                route.id = fresh_id(&mut irng, &mut used);
+            }
+            routes.push(Route {
+                id: route.id,
+                priority: entry.priority.as_u64(),
+                expression: entry.expression,
+                family: Family::KongTraditional,
+                shape: entry.shape,
+            });
+        }
+    }
+    routes.truncate(n);
+    (configs, routes)
+}
+
 /// The busiest key of a count map (ties: the first in key order).
 fn busiest<K: Clone + Ord>(counts: &BTreeMap<K, usize>) -> Option<(K, usize)> {
     let mut best: Option<(K, usize)> = None;
@@ -443,17 +479,8 @@ impl Table {
         };
         let family_seed = seed ^ mix64(fnv1a(family.name().as_bytes()));
         if family == Family::KongTraditional {
-            let mut routes = kong::generate(n, &mut Rng::new(family_seed, STREAM_SHAPES));
+            let (_, mut routes) = kong_table(n, family_seed);
             Rng::new(family_seed, STREAM_FAMILIES).shuffle(&mut routes);
-            let mut irng = Rng::new(family_seed, STREAM_IDS);
-            let mut used = HashSet::with_capacity(n + 1);
-            let routes = routes
-                .into_iter()
-                .map(|(shape, priority)| {
-                    let id = fresh_id(&mut irng, &mut used);
-                    Route::new(id, priority, family, shape)
-                })
-                .collect();
             return Table {
                 routes,
                 catch_all: false,
@@ -606,6 +633,7 @@ impl Table {
                             let name = match h {
                                 HostMatch::Exact(h) => h.clone(),
                                 HostMatch::Suffix(s) => format!("www{s}"),
+                                HostMatch::Prefix(p) => format!("{p}com"),
                                 // a miss-keys request sends the default port
                                 HostMatch::WithPort(..) => continue,
                             };
@@ -746,6 +774,13 @@ pub enum Mix {
     /// shuffle, not by router order: in real tables the busiest routes sit anywhere, and ranking
     /// by priority would hand a linear scan its best case.
     Realistic,
+    /// Uniform over the routes with a regex path, each request on one of its regexes (a
+    /// table without such routes gets [`Mix::Miss`] requests). Not in [`Mix::all`].
+    HitRegex,
+    /// Uniform over the routes with a wildcard host (`=^ ".x"`, `^= "x."`), each request on
+    /// a host only a wildcard takes (a table without such routes gets [`Mix::Miss`]
+    /// requests). Not in [`Mix::all`].
+    HitWildcard,
 }
 
 impl Mix {
@@ -761,8 +796,20 @@ impl Mix {
         ]
     }
 
+    /// The request classes of a gateway's day, for reports per class: popular hits, regex
+    /// hits, wildcard hits, the 404 on the busiest keys, the 404 elsewhere.
+    pub fn classes() -> [Mix; 5] {
+        [
+            Mix::Realistic,
+            Mix::HitRegex,
+            Mix::HitWildcard,
+            Mix::MissKeys,
+            Mix::Miss,
+        ]
+    }
+
     /// A short name for benchmark ids: `"hit-first"`, `"hit-middle"`, `"hit-last"`,
-    /// `"miss-keys"`, `"miss"`, `"realistic"`.
+    /// `"miss-keys"`, `"miss"`, `"realistic"`, `"hit-regex"`, `"hit-wildcard"`.
     pub fn name(&self) -> &'static str {
         match self {
             Mix::HitFirst => "hit-first",
@@ -771,12 +818,17 @@ impl Mix {
             Mix::MissKeys => "miss-keys",
             Mix::Miss => "miss",
             Mix::Realistic => "realistic",
+            Mix::HitRegex => "hit-regex",
+            Mix::HitWildcard => "hit-wildcard",
         }
     }
 
     /// The mix of a [`Mix::name`].
     pub fn from_name(name: &str) -> Option<Mix> {
-        Mix::all().into_iter().find(|m| m.name() == name)
+        Mix::all()
+            .into_iter()
+            .chain(Mix::classes())
+            .find(|m| m.name() == name)
     }
 
     /// Whether requests are built for a route.
@@ -863,6 +915,36 @@ pub fn requests(table: &Table, mix: Mix, count: usize, seed: u64) -> Vec<Request
     if ranked.is_empty() {
         ranked.extend(catch_all);
     }
+    let class: Option<fn(&Shape) -> Option<Shape>> = match mix {
+        Mix::HitRegex => Some(Shape::regex_only),
+        Mix::HitWildcard => Some(Shape::wildcard_only),
+        _ => None,
+    };
+    if let Some(only) = class {
+        let mut targets: Vec<(usize, Shape)> = ranked
+            .iter()
+            .filter_map(|&i| only(&table.routes[i].shape).map(|s| (i, s)))
+            .collect();
+        if targets.is_empty() {
+            return (0..count)
+                .map(|_| Request {
+                    target: None,
+                    fields: miss(&mut rng),
+                })
+                .collect();
+        }
+        Rng::new(seed, STREAM_REQUESTS ^ 0x7c).shuffle(&mut targets);
+        return (0..count)
+            .map(|_| {
+                let (target, shape) = &targets[rng.below(targets.len())];
+                let with_ids = rng.chance(0.6);
+                Request {
+                    target: Some(*target),
+                    fields: shape.request(&mut rng, with_ids),
+                }
+            })
+            .collect();
+    }
     if mix == Mix::MissKeys {
         let keys = table.shared_keys();
         return (0..count)
@@ -913,7 +995,7 @@ pub fn requests(table: &Table, mix: Mix, count: usize, seed: u64) -> Vec<Request
                 let u = rng.f64() * zipf_cdf[m - 1];
                 popularity[zipf_cdf.partition_point(|&c| c <= u).min(m - 1)]
             }
-            Mix::Miss | Mix::MissKeys => unreachable!(),
+            Mix::Miss | Mix::MissKeys | Mix::HitRegex | Mix::HitWildcard => unreachable!(),
         };
         let target = ranked[pos];
         let with_ids = rng.chance(0.6);

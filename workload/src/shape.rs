@@ -80,6 +80,15 @@ pub enum Part {
         /// What it accepts.
         kind: ParamKind,
     },
+    /// `.+`: any non-empty text, slashes included.
+    Any,
+    /// An alternation of literal words, `(?<name>pdf|csv)` (or `(?:pdf|csv)` without a name).
+    OneOf {
+        /// The group's name, if it captures.
+        name: Option<String>,
+        /// The words (plain letters and digits).
+        words: Vec<String>,
+    },
 }
 
 /// An anchored path regex, `^…$`, from literal text and named parameters.
@@ -111,6 +120,17 @@ impl PathRegex {
                 Part::Param { name, kind } => {
                     let _ = write!(re, "(?<{name}>{})", kind.regex());
                 }
+                Part::Any => re.push_str(".+"),
+                Part::OneOf { name, words } => {
+                    match name {
+                        Some(n) => {
+                            let _ = write!(re, "(?<{n}>");
+                        }
+                        None => re.push_str("(?:"),
+                    }
+                    re.push_str(&words.join("|"));
+                    re.push(')');
+                }
             }
         }
         if !self.open {
@@ -119,7 +139,9 @@ impl PathRegex {
         re
     }
 
-    /// The path in `{name}` template form (`/repos/{owner}`), as path routers write it.
+    /// The path in `{name}` template form (`/repos/{owner}`), as path routers write it. A
+    /// template has no alternation nor `.+` inside a segment: such a part is written as a
+    /// parameter of its own (`{ext}`, `{any}`), which takes more paths than the regex.
     pub fn template(&self) -> String {
         let mut out = String::new();
         for p in &self.parts {
@@ -127,6 +149,10 @@ impl PathRegex {
                 Part::Lit(s) => out.push_str(s),
                 Part::Param { name, .. } => {
                     let _ = write!(out, "{{{name}}}");
+                }
+                Part::Any => out.push_str("{any}"),
+                Part::OneOf { name, .. } => {
+                    let _ = write!(out, "{{{}}}", name.as_deref().unwrap_or("one_of"));
                 }
             }
         }
@@ -149,6 +175,9 @@ impl PathRegex {
                     ParamKind::Segment if with_ids => rng.id_digits(),
                     ParamKind::Segment => rng.pick_str(NAMES).to_string(),
                 }),
+                Part::Any if with_ids => out.push_str(&rng.id_digits()),
+                Part::Any => out.push_str(rng.pick_str(NAMES)),
+                Part::OneOf { words, .. } => out.push_str(&words[rng.below(words.len())]),
             }
         }
         out
@@ -408,6 +437,8 @@ pub enum HostMatch {
     Exact(String),
     /// `http.host =^ ".suffix"` (Kong's `*.suffix`).
     Suffix(String),
+    /// `http.host ^= "prefix."` (Kong's `prefix.*`).
+    Prefix(String),
     /// `(http.host == "h" && net.dst.port == P)` (Kong's `h:P`).
     WithPort(String, u16),
 }
@@ -417,6 +448,7 @@ impl HostMatch {
         match self {
             HostMatch::Exact(h) => format!("http.host == {}", quote(h)),
             HostMatch::Suffix(s) => format!("http.host =^ {}", quote(s)),
+            HostMatch::Prefix(p) => format!("http.host ^= {}", quote(p)),
             HostMatch::WithPort(h, p) => {
                 format!("(http.host == {} && net.dst.port == {p})", quote(h))
             }
@@ -631,6 +663,57 @@ impl Shape {
             .join(" && ")
     }
 
+    /// This shape with only its regex path alternatives, or `None` without one: requests built
+    /// from it meet a regex (and still the route).
+    pub(crate) fn regex_only(&self) -> Option<Shape> {
+        self.keep_alternatives(
+            |c| matches!(c, Cond::Path(_)),
+            |c| match c {
+                Cond::Path(alts) => {
+                    let alts: Vec<PathMatch> = alts
+                        .iter()
+                        .filter(|m| matches!(m, PathMatch::Regex(_) | PathMatch::Free(_)))
+                        .cloned()
+                        .collect();
+                    (!alts.is_empty()).then_some(Cond::Path(alts))
+                }
+                _ => None,
+            },
+        )
+    }
+
+    /// This shape with only its wildcard host alternatives, or `None` without one.
+    pub(crate) fn wildcard_only(&self) -> Option<Shape> {
+        self.keep_alternatives(
+            |c| matches!(c, Cond::Hosts(_) | Cond::HostSuffix(_)),
+            |c| match c {
+                Cond::HostSuffix(_) => Some(c.clone()),
+                Cond::Hosts(hs) => {
+                    let hs: Vec<HostMatch> = hs
+                        .iter()
+                        .filter(|h| matches!(h, HostMatch::Suffix(_) | HostMatch::Prefix(_)))
+                        .cloned()
+                        .collect();
+                    (!hs.is_empty()).then_some(Cond::Hosts(hs))
+                }
+                _ => None,
+            },
+        )
+    }
+
+    /// The shape with its first condition that `is` picks replaced by what `keep` leaves of
+    /// it; `None` when there is none or nothing is left.
+    fn keep_alternatives(
+        &self,
+        is: impl Fn(&Cond) -> bool,
+        keep: impl Fn(&Cond) -> Option<Cond>,
+    ) -> Option<Shape> {
+        let at = self.conds.iter().position(is)?;
+        let mut conds = self.conds.clone();
+        conds[at] = keep(&conds[at])?;
+        Some(Shape { conds })
+    }
+
     /// Whether the route takes every path (`^= "/"`, or no path condition at all): such a route
     /// does not say which paths its keys leave untaken, so it does not count towards the
     /// table's shared keys (see [`crate::Mix::MissKeys`]).
@@ -741,6 +824,9 @@ impl Shape {
                     HostMatch::Exact(h) => host = Some(h.clone()),
                     HostMatch::Suffix(s) => {
                         host = Some(format!("{}{s}", rng.pick_str(&["www", "app", "eu", "us"])))
+                    }
+                    HostMatch::Prefix(p) => {
+                        host = Some(format!("{p}{}", rng.pick_str(&["com", "net", "io", "eu"])))
                     }
                     HostMatch::WithPort(h, p) => {
                         host = Some(h.clone());

@@ -79,7 +79,10 @@ fn every_expression_is_valid_and_rendered_from_its_shape() {
             assert_eq!(t.routes.len(), n, "{family:?}");
             router(&t, &schema);
             for r in &t.routes {
-                assert_eq!(r.expression, r.shape.expression());
+                // kong-traditional's are written as Kong's transform writes them
+                if family != Family::KongTraditional {
+                    assert_eq!(r.expression, r.shape.expression());
+                }
                 assert!(!r.expression.contains(['\n', '\t']), "{}", r.expression);
                 if family != Family::Mixed {
                     assert_eq!(r.family, family);
@@ -253,7 +256,10 @@ fn check_requests(t: &Table, count: usize) -> BTreeMap<&'static str, (usize, usi
         .collect();
     let mut alone: HashMap<usize, Router> = HashMap::new();
     let mut out = BTreeMap::new();
-    for mix in Mix::all() {
+    for mix in Mix::all()
+        .into_iter()
+        .chain([Mix::HitRegex, Mix::HitWildcard])
+    {
         let (mut reached, mut shadowed) = (0, 0);
         for req in requests(t, mix, count, 1234) {
             let got = winner(t, &r, &mut context(&schema, &req.fields));
@@ -735,7 +741,10 @@ fn stress_families_reach_every_target() {
             assert_eq!(t.routes.len(), n);
             router(&t, &schema);
             for r in &t.routes {
-                assert_eq!(r.expression, r.shape.expression());
+                // kong-traditional's are written as Kong's transform writes them
+                if family != Family::KongTraditional {
+                    assert_eq!(r.expression, r.shape.expression());
+                }
                 assert_eq!(r.family, family);
             }
         }

@@ -60,11 +60,17 @@ const ROUNDS: Opt = Opt {
 const COMMANDS: &[Command] = &[
     Command {
         name: "candidates",
-        synopsis: "[--routes N] [--family F]",
+        synopsis: "[--routes N] [--family F] [--classes]",
         about: "candidates per request (mean / max) of every gateway family and mix; \
                 with one family (stress families too), also the index summary",
         opts: &[
             ROUTES_10K,
+            Opt {
+                name: "--classes",
+                value: None,
+                help: "columns per request class (realistic, hit-regex, hit-wildcard, \
+                       miss-keys, miss) instead of per mix",
+            },
             Opt {
                 name: "--family",
                 value: Some("F"),
@@ -289,12 +295,17 @@ fn candidates(a: &Parsed) -> Result<(), String> {
         .value("--family")
         .map(|_| a.family("--family", None))
         .transpose()?;
+    let mixes: Vec<Mix> = if a.switch("--classes") {
+        Mix::classes().to_vec()
+    } else {
+        Mix::all().to_vec()
+    };
     let schema = schema();
     println!(
         "candidates per request, mean / max, {n}-route tables, {CANDIDATE_REQUESTS} requests per mix"
     );
     let mut header = format!("{:<16}", "family");
-    for mix in Mix::all() {
+    for mix in &mixes {
         header.push_str(&format!(" {:>11}", mix.name()));
     }
     println!("{header}");
@@ -308,7 +319,7 @@ fn candidates(a: &Parsed) -> Result<(), String> {
         let table = Table::family(family, n, TABLE_SEED);
         let router = build(&table, &schema);
         let mut line = format!("{:<16}", family.name());
-        for mix in Mix::all() {
+        for &mix in &mixes {
             let mut ctxs = contexts(&table, &schema, mix, CANDIDATE_REQUESTS);
             let (mean, max) = candidate_stats(&router, &mut ctxs);
             line.push_str(&format!(" {:>11}", format!("{mean:.1} / {max}")));
