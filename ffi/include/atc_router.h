@@ -1474,6 +1474,18 @@ int32_t atc_router_needed_fields(const atc_router *router, atc_context *context,
 int32_t atc_router_settle(atc_router *router);
 
 /**
+ * Whether the router's flat index is due (`Router::settle_due`): 1 when it holds 1,024 routes
+ * or more and has no flat index, or the changes since it was written reach a quarter of the
+ * table; 0 otherwise (or `ATC_ERR_NULL`). A caller that changes the router route by route
+ * asks it after a burst of changes, and has the table built whole on the builder thread
+ * (`atc_router_update_start` with no changes) instead of settling it in place.
+ *
+ * # Safety
+ * `router` is a live handle.
+ */
+int32_t atc_router_settle_due(const atc_router *router);
+
+/**
  * Stores the number of routes in `*count`.
  *
  * # Safety

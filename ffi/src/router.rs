@@ -284,6 +284,23 @@ pub unsafe extern "C" fn atc_router_settle(router: *mut AtcRouter) -> i32 {
     })
 }
 
+/// Whether the router's flat index is due (`Router::settle_due`): 1 when it holds 1,024 routes
+/// or more and has no flat index, or the changes since it was written reach a quarter of the
+/// table; 0 otherwise (or `ATC_ERR_NULL`). A caller that changes the router route by route
+/// asks it after a burst of changes, and has the table built whole on the builder thread
+/// (`atc_router_update_start` with no changes) instead of settling it in place.
+///
+/// # Safety
+/// `router` is a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn atc_router_settle_due(router: *const AtcRouter) -> i32 {
+    guard(std::ptr::null_mut(), std::ptr::null_mut(), || {
+        // SAFETY: `router` is NULL or a live handle (the caller's contract).
+        let r = unsafe { handle(router, "router") }?;
+        Ok(i32::from(r.router.settle_due()))
+    })
+}
+
 /// Stores the number of routes in `*count`.
 ///
 /// # Safety

@@ -127,6 +127,7 @@ lua_tests!(
     image_corrupt_or_foreign_is_refused,
     image_sealed_in_memory,
     kong_api_keys_by_priority_and_id,
+    kong_api_settles_on_the_builder,
 );
 
 lua_tests!(

@@ -1459,6 +1459,67 @@ do
     end
 end
 
+-- Kong's API alone: a table loaded with add_matcher reaches its settled form (the flat index)
+-- on the builder thread, handed over by the first execute; the changes made while it is built
+-- are replayed on it; a sync made meanwhile takes the built table first and ends this.
+function T.kong_api_settles_on_the_builder()
+    local lib = require("resty.router.cdefs").lib
+    local s = http_schema()
+    local r = router.new(s)
+    local function id(i)
+        return string.format("00000000-0000-4000-8000-%012d", i)
+    end
+    for i = 1, 2000 do
+        assert(r:add_matcher(i, id(i), 'http.path == "/p/' .. i .. '"'))
+    end
+    eq(lib.atc_router_settle_due(r.ptr), 1, "due after loading")
+    local c = context.new(s)
+    local function route_of(path)
+        c:reset()
+        assert(c:add_value("http.path", path))
+        if r:execute(c) then
+            return (c:get_result())
+        end
+    end
+    eq(route_of("/p/700"), id(700))
+    eq(r.auto.inflight, true, "handed over by the first execute")
+    -- Changed while it is built: replayed on the built table.
+    eq(r:remove_matcher(id(700)), true)
+    assert(r:add_matcher(5000, id(2001), 'http.path == "/p/2001"'))
+    assert(r:add_matcher(1, id(700), 'http.path == "/p/700/b"'))
+    eq(route_of("/p/700"), nil)
+    for _ = 1, 60000 do
+        if not r.auto.inflight then
+            break
+        end
+        sleep_ms(1)
+        route_of("/p/1")
+    end
+    eq(r.auto.inflight, false, "the built table is in")
+    eq(lib.atc_router_settle_due(r.ptr), 0, "settled")
+    eq(route_of("/p/700"), nil)
+    eq(route_of("/p/700/b"), id(700))
+    eq(route_of("/p/2001"), id(2001))
+    eq(route_of("/p/1999"), id(1999))
+    local n = ffi.new("size_t[1]")
+    lib.atc_router_len(r.ptr, n)
+    eq(tonumber(n[0]), 2001)
+    -- Enough changes to be due again, handed over, then a sync: it waits for the built table,
+    -- takes it, and its own list is what stays.
+    for i = 1, 600 do
+        assert(r:add_matcher(1, id(3000 + i), 'http.path == "/q/' .. i .. '"'))
+    end
+    route_of("/p/1")
+    eq(r.auto.inflight, true, "handed over again")
+    assert(r:sync({ { id = id(1), priority = 1, expression = 'http.path == "/only"' } }))
+    eq(r.auto.inflight, false)
+    eq(r.auto.off, true)
+    sleep_ms(20)
+    eq(route_of("/only"), id(1))
+    eq(route_of("/p/1999"), nil)
+    eq(route_of("/q/5"), nil)
+end
+
 -- Polls until an outcome is ready (at most 60 s), then applies it.
 local function applied(r)
     for _ = 1, 60000 do

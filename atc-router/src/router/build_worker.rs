@@ -39,6 +39,44 @@ pub(super) struct Held {
     routes: HashMap<Uuid, (u64, Box<str>)>,
 }
 
+/// The routes of a router as the caller's thread copies them for a rebase: a row per route
+/// and one buffer of texts, so the caller pays a copy, not an allocation and a hash per route;
+/// the builder's thread makes a [`Held`] of it.
+#[derive(Debug, Default)]
+pub(super) struct HeldCopy {
+    rows: Vec<(Uuid, u64, usize, usize)>,
+    text: String,
+}
+
+impl HeldCopy {
+    /// The routes `router` holds (O(routes), one copy of the texts).
+    pub(super) fn of(router: &Router) -> HeldCopy {
+        let mut rows = Vec::with_capacity(router.len());
+        let mut text = String::with_capacity(router.catalog.live_bytes());
+        // In slot order, each route's record read once: the thread keys them by id.
+        for slot in 0..router.catalog.len() as u32 {
+            let Some(row) = router.row(slot) else {
+                continue;
+            };
+            let s = router.catalog.text(slot as usize);
+            rows.push((row.id, row.priority, text.len(), s.len()));
+            text.push_str(s);
+        }
+        HeldCopy { rows, text }
+    }
+}
+
+impl From<HeldCopy> for Held {
+    fn from(copy: HeldCopy) -> Held {
+        let mut routes = HashMap::default();
+        routes.reserve(copy.rows.len());
+        for (id, priority, at, len) in copy.rows {
+            routes.insert(id, (priority, copy.text[at..at + len].into()));
+        }
+        Held { routes }
+    }
+}
+
 impl Held {
     /// The routes `router` holds (a copy of every text: O(routes)).
     pub(super) fn of(router: &Router) -> Held {
@@ -213,7 +251,7 @@ impl Worker {
     /// The next task for `lane`, taken from the shared state (under its lock). The boosted
     /// lane takes only what a waiting version needs.
     fn next_task(&mut self, st: &mut State, lane: Lane) -> Option<Task> {
-        if let Some(held) = st.rebased.take() {
+        if let Some(held) = st.rebased_held.take() {
             self.shadow = None;
             self.last = Some(held);
             self.out = None;
@@ -673,6 +711,25 @@ pub(super) fn run_lane(shared: &Shared, lane: Lane) {
     loop {
         if shared.stop.load(Ordering::Acquire) {
             return;
+        }
+        // The caller's copy of its routes is indexed here, without the lock: the caller's
+        // next start or apply must not wait for it.
+        if let Some(copy) = st.rebased.take() {
+            st.rebasing = true;
+            drop(st);
+            let held = Held::from(copy);
+            st = lock(&shared.state);
+            st.rebasing = false;
+            if st.rebased.is_none() {
+                st.rebased_held = Some(held);
+            }
+            shared.wake.notify_all();
+            continue;
+        }
+        if st.rebasing {
+            // The other lane is indexing a copy: no task may start from an older base.
+            st = shared.wake.wait(st).unwrap_or_else(|e| e.into_inner());
+            continue;
         }
         if lane == Lane::Boosted && !st.boosted {
             // Watch the oldest waiting version; take the turn once it has waited too long.

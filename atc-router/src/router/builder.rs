@@ -75,7 +75,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::build_worker::{Done, Held, Worker};
+use super::build_worker::{Done, Held, HeldCopy, Worker};
 use super::{RouteSpec, Router, SyncMode, SyncReport};
 use crate::limits::Limits;
 use crate::route_list::{EntryList, Position};
@@ -279,8 +279,12 @@ pub(super) struct State {
     /// Tables the caller replaced, to become the shadow or be freed here.
     pub(super) recycled: Vec<Router>,
     /// The caller changed its router directly: the shadow no longer mirrors it, and these are
-    /// the routes it holds now.
-    pub(super) rebased: Option<Held>,
+    /// the routes it holds now, as the caller copied them. A lane indexes the copy without
+    /// the lock (`rebasing` meanwhile) into `rebased_held`, which the next task takes; a newer
+    /// copy arriving meanwhile supersedes it.
+    pub(super) rebased: Option<HeldCopy>,
+    pub(super) rebasing: bool,
+    pub(super) rebased_held: Option<Held>,
     /// The version a thread is building, if any, and when it was submitted.
     pub(super) building: Option<u64>,
     pub(super) building_since: Option<Instant>,
@@ -521,12 +525,12 @@ impl Builder {
     /// Tells the builder what the caller's router holds after the caller changed it directly
     /// (an add, a remove, a synchronous sync): its copy no longer mirrors it and is dropped,
     /// and the next build applies to, and keeps current versions from, `current`. Copies the
-    /// routes' ids, priorities and texts (O(routes)): call it once before the next submission,
-    /// not after every direct change.
+    /// routes' ids, priorities and texts (O(routes), into one buffer; the thread indexes them):
+    /// call it once before the next submission, not after every direct change.
     pub fn rebase(&mut self, current: &Router) {
         self.check_process();
-        let held = Held::of(current);
-        lock(&self.shared.state).rebased = Some(held);
+        let copy = HeldCopy::of(current);
+        lock(&self.shared.state).rebased = Some(copy);
     }
 
     fn spawn(&mut self) {

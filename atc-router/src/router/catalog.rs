@@ -78,6 +78,11 @@ impl Slot {
 }
 
 impl Catalog {
+    /// Bytes of the live slots' texts.
+    pub(super) fn live_bytes(&self) -> usize {
+        self.live
+    }
+
     /// Slots, live or free.
     pub(super) fn len(&self) -> usize {
         self.slots.len()

@@ -394,12 +394,23 @@ impl Router {
     /// caller that changes tables off the request path calls after each change (the builder's
     /// thread does).
     pub(crate) fn settle_if_due(&mut self) {
-        let due = match &self.flat {
+        if self.settle_due() {
+            self.settle();
+        }
+    }
+
+    /// Whether the flat index is due: the table has 1,024 routes or more and no flat index, or
+    /// the changes since it was written reach a quarter of the routes it was written with (and
+    /// at least 256). What the builder's thread settles on; a caller that changes its router
+    /// route by route asks it to decide when to have the table built whole elsewhere (Kong's
+    /// API in the Lua binding does, on the builder thread).
+    pub fn settle_due(&self) -> bool {
+        if self.broken || self.pending_index.is_some() {
+            return false;
+        }
+        match &self.flat {
             None => self.len() >= self.flat_policy.min_routes,
             Some(f) => f.changes() >= REWRITE_MIN_CHANGES.max(f.written() / 4),
-        };
-        if due {
-            self.settle();
         }
     }
 
