@@ -517,3 +517,44 @@ fn published_tables_are_kept_by_the_thread_when_the_caller_does_not_keep_them() 
     assert_eq!(counts(&built(wait(&mut b, &mut current))), (0, 1, 0, 49));
     assert_eq!(*seen.lock().unwrap(), [(1, 50), (2, 50), (3, 49)]);
 }
+
+/// Without a shadow (`keep_shadow(false)`, what the Lua binding's Kong API asks for): every
+/// build starts from the routes the thread knows, a list of changes still reaches the table in
+/// force, and after direct changes the rebase is what the next build starts from.
+#[test]
+fn without_a_shadow_changes_still_build_on_the_table_in_force() {
+    let s = schema();
+    let mut b = Builder::new(s.clone(), Default::default());
+    b.keep_shadow(false);
+    let mut current = Router::new(s.clone());
+    b.submit(1, whole(&table(40, "a")), SyncMode::AllOrNothing);
+    built(wait(&mut b, &mut current));
+    settle(&mut b);
+
+    let put = [(id(100), 1, r#"http.path ^= "/new""#.to_owned())];
+    b.submit(2, changes(&put, &[id(9)]), SyncMode::AllOrNothing);
+    assert_eq!(counts(&built(wait(&mut b, &mut current))), (1, 1, 0, 39));
+    assert_eq!(routes_to(&current, &s, "/new"), Some(id(100)));
+    assert_eq!(routes_to(&current, &s, "/r9/a"), None);
+    assert_eq!(routes_to(&current, &s, "/r8/a"), Some(id(8)));
+
+    current
+        .add(id(200), 1, r#"http.path ^= "/direct""#)
+        .unwrap();
+    assert!(current.remove(id(8)));
+    b.rebase(&current);
+    b.submit(3, changes(&[], &[]), SyncMode::AllOrNothing);
+    built(wait(&mut b, &mut current));
+    assert_eq!(current.len(), 40);
+    assert_eq!(routes_to(&current, &s, "/direct"), Some(id(200)));
+    assert_eq!(routes_to(&current, &s, "/r8/a"), None);
+    assert_eq!(routes_to(&current, &s, "/new"), Some(id(100)));
+    assert_eq!(routes_to(&current, &s, "/r7/a"), Some(id(7)));
+
+    // Kept again: the next build's replaced table becomes the thread's copy.
+    b.keep_shadow(true);
+    b.submit(4, changes(&[], &[id(7)]), SyncMode::AllOrNothing);
+    built(wait(&mut b, &mut current));
+    assert_eq!(routes_to(&current, &s, "/r7/a"), None);
+    settle(&mut b);
+}

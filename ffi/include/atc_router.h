@@ -1486,6 +1486,19 @@ int32_t atc_router_settle(atc_router *router);
 int32_t atc_router_settle_due(const atc_router *router);
 
 /**
+ * Whether the router's builder keeps a copy of the current table between background builds
+ * (`keep` 1, the default: a push of a few changes then costs what changed, for a second
+ * table's memory on the builder thread) or none (`keep` 0: every background build starts
+ * over from the routes, and a table handed back is freed: for a router changed directly
+ * between background builds, as the Lua binding's Kong API does). From the builder's next
+ * task. `ATC_OK`, or an error for a NULL handle.
+ *
+ * # Safety
+ * `router` is a live handle that nothing else uses during this call.
+ */
+int32_t atc_router_keep_shadow(atc_router *router, int32_t keep);
+
+/**
  * Stores the number of routes in `*count`.
  *
  * # Safety

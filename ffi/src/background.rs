@@ -467,6 +467,7 @@ fn builder(r: &mut AtcRouter) -> &mut Builder {
     let fresh = r.builder.is_none();
     let publish = r.publish_dir.clone();
     let shelf = r.sealed.clone();
+    let keep_shadow = !r.drop_shadow;
     let b = r.builder.get_or_insert_with(|| {
         let mut b = Builder::new(schema, limits);
         b.on_thread_start(set_priority);
@@ -482,6 +483,9 @@ fn builder(r: &mut AtcRouter) -> &mut Builder {
         }
         if let Some((dir, keep_tables)) = publish {
             b.publish_with(crate::image::publisher(dir, shelf), keep_tables);
+        }
+        if !keep_shadow {
+            b.keep_shadow(false);
         }
         b
     });

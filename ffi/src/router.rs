@@ -35,6 +35,8 @@ pub struct AtcRouter {
     /// The sealed image of the table applied last, held so that its path stays good until the
     /// next table is applied (the builder's process maps it too, so it costs no memory).
     pub(crate) held: Option<std::fs::File>,
+    /// The builder keeps no shadow (`atc_router_keep_shadow`).
+    pub(crate) drop_shadow: bool,
 }
 
 pub(crate) fn parse_uuid(text: &str) -> Res<Uuid> {
@@ -72,6 +74,7 @@ pub unsafe extern "C" fn atc_router_new(
             published: None,
             sealed: Default::default(),
             held: None,
+            drop_shadow: false,
         })))
     })
 }
@@ -298,6 +301,29 @@ pub unsafe extern "C" fn atc_router_settle_due(router: *const AtcRouter) -> i32 
         // SAFETY: `router` is NULL or a live handle (the caller's contract).
         let r = unsafe { handle(router, "router") }?;
         Ok(i32::from(r.router.settle_due()))
+    })
+}
+
+/// Whether the router's builder keeps a copy of the current table between background builds
+/// (`keep` 1, the default: a push of a few changes then costs what changed, for a second
+/// table's memory on the builder thread) or none (`keep` 0: every background build starts
+/// over from the routes, and a table handed back is freed: for a router changed directly
+/// between background builds, as the Lua binding's Kong API does). From the builder's next
+/// task. `ATC_OK`, or an error for a NULL handle.
+///
+/// # Safety
+/// `router` is a live handle that nothing else uses during this call.
+#[no_mangle]
+pub unsafe extern "C" fn atc_router_keep_shadow(router: *mut AtcRouter, keep: i32) -> i32 {
+    guard_status(|| {
+        // SAFETY: `router` is NULL or a live handle that nothing else uses during this call (the
+        // caller's contract).
+        let r = unsafe { handle_mut(router, "router") }?;
+        r.drop_shadow = keep == 0;
+        if let Some(b) = r.builder.as_mut() {
+            b.keep_shadow(keep != 0);
+        }
+        Ok(ATC_OK)
     })
 }
 

@@ -433,6 +433,8 @@ enum Op {
     SyncStartText(H, u64, ListText, i32, TypeCode, ErrSpec),
     SyncState(H, bool),
     SyncReady(H),
+    SettleDue(H),
+    KeepShadow(H, i32),
     /// Router, NULL version pointer, the outputs.
     SyncApply(H, bool, SyncOut, ErrSpec),
     /// Waits (up to a bound) for the router's outcome, so that sequences reach apply.
@@ -983,6 +985,14 @@ impl State {
                 let rc = atc_router_sync_ready(get(&self.routers, h));
                 check_status(rc);
                 assert!(rc <= 1);
+            }
+            Op::SettleDue(h) => {
+                let rc = atc_router_settle_due(get(&self.routers, h));
+                check_status(rc);
+                assert!(rc <= 1);
+            }
+            Op::KeepShadow(h, keep) => {
+                check_status(atc_router_keep_shadow(get(&self.routers, h), *keep));
             }
             Op::SyncWait(h) => {
                 let r = get(&self.routers, h);

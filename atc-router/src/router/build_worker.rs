@@ -185,6 +185,8 @@ pub(super) struct Worker {
     on_helper: Option<fn(Lane)>,
     /// The lane working with the worker now (its helpers run the hook as that lane).
     lane: Lane,
+    /// Keep no shadow (`State::drop_shadow`, read with each task).
+    drop_shadow: bool,
 }
 
 /// What a lane takes up next.
@@ -225,6 +227,7 @@ impl Worker {
             threads,
             on_helper,
             lane: Lane::Background,
+            drop_shadow: false,
         }
     }
 
@@ -241,7 +244,11 @@ impl Worker {
 
     /// Whether the thread side has work of its own left (a shadow to build).
     pub(super) fn has_work(&self) -> bool {
-        self.want_shadow && self.shadow.is_none() && self.out.is_none() && self.last.is_some()
+        !self.drop_shadow
+            && self.want_shadow
+            && self.shadow.is_none()
+            && self.out.is_none()
+            && self.last.is_some()
     }
 
     fn empty(&self) -> Box<Router> {
@@ -251,6 +258,10 @@ impl Worker {
     /// The next task for `lane`, taken from the shared state (under its lock). The boosted
     /// lane takes only what a waiting version needs.
     fn next_task(&mut self, st: &mut State, lane: Lane) -> Option<Task> {
+        self.drop_shadow = st.drop_shadow;
+        if self.drop_shadow {
+            self.shadow = None;
+        }
         if let Some(held) = st.rebased_held.take() {
             self.shadow = None;
             self.last = Some(held);
@@ -607,6 +618,11 @@ impl Worker {
         let Some(changes) = self.out.take() else {
             return Effects::default();
         };
+        if self.drop_shadow {
+            // Freed here, not kept level.
+            drop(old);
+            return Effects::default();
+        }
         let Some(list) = changes else {
             drop(old);
             self.want_shadow = true;

@@ -285,6 +285,8 @@ pub(super) struct State {
     pub(super) rebased: Option<HeldCopy>,
     pub(super) rebasing: bool,
     pub(super) rebased_held: Option<Held>,
+    /// Keep no shadow ([`Builder::keep_shadow`]).
+    pub(super) drop_shadow: bool,
     /// The version a thread is building, if any, and when it was submitted.
     pub(super) building: Option<u64>,
     pub(super) building_since: Option<Instant>,
@@ -421,6 +423,18 @@ impl Builder {
     /// thread does everything. Takes effect for threads not yet started.
     pub fn boost_after(&mut self, wait: Option<Duration>) {
         self.boost_after = wait;
+    }
+
+    /// Whether the thread keeps a shadow of the newest table between builds (the default):
+    /// a push of a few changes then costs what changed, for a second table's memory on the
+    /// thread. Without, every build is a fresh one from the routes the thread knows, and the
+    /// table a caller hands back is freed: for a caller that changes its router directly
+    /// between background builds (each such build starts over anyway). Takes effect from the
+    /// thread's next task; a shadow held is dropped then.
+    pub fn keep_shadow(&mut self, keep: bool) {
+        self.check_process();
+        lock(&self.shared.state).drop_shadow = !keep;
+        self.shared.wake.notify_all();
     }
 
     /// Forgets threads and state inherited through a fork: the threads do not exist in this

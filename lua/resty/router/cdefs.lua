@@ -358,6 +358,7 @@ int32_t atc_router_key_fields(const atc_router *router, uint64_t *mask);
 int32_t atc_router_needed_fields(const atc_router *router, atc_context *context, uint64_t *mask);
 int32_t atc_router_settle(atc_router *router);
 int32_t atc_router_settle_due(const atc_router *router);
+int32_t atc_router_keep_shadow(atc_router *router, int32_t keep);
 int32_t atc_router_len(const atc_router *router, size_t *count);
 atc_schema *atc_schema_new(void);
 void atc_schema_free(atc_schema *schema);
