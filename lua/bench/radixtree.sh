@@ -3,7 +3,8 @@
 # the tables radixtree can express: the rest-api family at 124 routes (one copy of the REST
 # list) and at 9,920 (80 copies under version and tenant prefixes), and 10,000 host + prefix
 # routes (the host-prefixes family: heavy-tailed hosts, 1-3 nested prefixes each); each with
-# the table's realistic requests (hits) and its miss-keys requests (the 404 on a busy host).
+# the table's realistic requests (hits), hits on its busiest host (hit-busy-host) and its
+# miss-keys requests (the 404 on that host).
 # Then the time to build each table, from its route list in Lua memory to a table that answers
 # (ours through resty.router.gateway's update(), built on the router's builder thread;
 # radixtree's radix.new), median of ROUNDS rounds at most 7 (lua/bench/radixtree.lua, build()).
@@ -54,7 +55,7 @@ ln -sf "$(realpath target/release/libatc_router_ffi.so)" "$work/lib/libatc_route
 cases=("rest-api 124" "rest-api 9920" "host-prefixes 10000")
 for c in "${cases[@]}"; do
     read -r family n <<<"$c"
-    for mix in realistic miss-keys; do
+    for mix in realistic hit-busy-host miss-keys; do
         target/release/examples/workload_dump "$work/$family-$n-$mix" "$n" "$requests" \
             "$family" "$mix" >/dev/null
         [ -s "$work/$family-$n-$mix/radixtree.tsv" ] \
@@ -76,7 +77,7 @@ trap '"${nginx[@]}" -s stop 2>/dev/null || true' EXIT
 bench_wait_port "$port"
 for c in "${cases[@]}"; do
     read -r family n <<<"$c"
-    for mix in realistic miss-keys; do
+    for mix in realistic hit-busy-host miss-keys; do
         echo "== $family, $n routes, $mix requests"
         curl -sS --max-time 600 "http://127.0.0.1:$port/bench/$family-$n-$mix" \
             || { tail "$prefix/logs/error.log"; exit 1; }

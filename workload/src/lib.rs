@@ -781,6 +781,11 @@ pub enum Mix {
     /// a host only a wildcard takes (a table without such routes gets [`Mix::Miss`]
     /// requests). Not in [`Mix::all`].
     HitWildcard,
+    /// Uniform over the routes on the busiest host (the host of [`Table::shared_keys`]), each
+    /// request on that host: the hit a busy API host answers all day, beside the 404 of
+    /// [`Mix::MissKeys`] (a table without hosts gets [`Mix::Miss`] requests). Not in
+    /// [`Mix::all`].
+    HitBusyHost,
 }
 
 impl Mix {
@@ -797,19 +802,22 @@ impl Mix {
     }
 
     /// The request classes of a gateway's day, for reports per class: popular hits, regex
-    /// hits, wildcard hits, the 404 on the busiest keys, the 404 elsewhere.
-    pub fn classes() -> [Mix; 5] {
+    /// hits, wildcard hits, hits on the busiest host, the 404 on the busiest keys, the 404
+    /// elsewhere.
+    pub fn classes() -> [Mix; 6] {
         [
             Mix::Realistic,
             Mix::HitRegex,
             Mix::HitWildcard,
+            Mix::HitBusyHost,
             Mix::MissKeys,
             Mix::Miss,
         ]
     }
 
     /// A short name for benchmark ids: `"hit-first"`, `"hit-middle"`, `"hit-last"`,
-    /// `"miss-keys"`, `"miss"`, `"realistic"`, `"hit-regex"`, `"hit-wildcard"`.
+    /// `"miss-keys"`, `"miss"`, `"realistic"`, `"hit-regex"`, `"hit-wildcard"`,
+    /// `"hit-busy-host"`.
     pub fn name(&self) -> &'static str {
         match self {
             Mix::HitFirst => "hit-first",
@@ -820,6 +828,7 @@ impl Mix {
             Mix::Realistic => "realistic",
             Mix::HitRegex => "hit-regex",
             Mix::HitWildcard => "hit-wildcard",
+            Mix::HitBusyHost => "hit-busy-host",
         }
     }
 
@@ -898,6 +907,9 @@ fn miss_keys(keys: &SharedKeys, rng: &mut Rng) -> Vec<(String, Value)> {
     fields
 }
 
+/// What a request class keeps of a route's shape for its requests (`None`: not in the class).
+type ClassFilter<'a> = dyn Fn(&Shape) -> Option<Shape> + 'a;
+
 /// `count` requests of `mix` against `table`, deterministic in `seed`.
 ///
 /// Hit requests are built from the target's [`Shape`], and 60% of them carry random numeric
@@ -915,9 +927,15 @@ pub fn requests(table: &Table, mix: Mix, count: usize, seed: u64) -> Vec<Request
     if ranked.is_empty() {
         ranked.extend(catch_all);
     }
-    let class: Option<fn(&Shape) -> Option<Shape>> = match mix {
-        Mix::HitRegex => Some(Shape::regex_only),
-        Mix::HitWildcard => Some(Shape::wildcard_only),
+    let busiest = match mix {
+        Mix::HitBusyHost => table.shared_keys().host,
+        _ => None,
+    };
+    let on_busiest = |s: &Shape| s.on_host(busiest.as_deref()?);
+    let class: Option<&ClassFilter<'_>> = match mix {
+        Mix::HitRegex => Some(&Shape::regex_only),
+        Mix::HitWildcard => Some(&Shape::wildcard_only),
+        Mix::HitBusyHost => Some(&on_busiest),
         _ => None,
     };
     if let Some(only) = class {
@@ -995,7 +1013,9 @@ pub fn requests(table: &Table, mix: Mix, count: usize, seed: u64) -> Vec<Request
                 let u = rng.f64() * zipf_cdf[m - 1];
                 popularity[zipf_cdf.partition_point(|&c| c <= u).min(m - 1)]
             }
-            Mix::Miss | Mix::MissKeys | Mix::HitRegex | Mix::HitWildcard => unreachable!(),
+            Mix::Miss | Mix::MissKeys | Mix::HitRegex | Mix::HitWildcard | Mix::HitBusyHost => {
+                unreachable!()
+            }
         };
         let target = ranked[pos];
         let with_ids = rng.chance(0.6);

@@ -701,6 +701,22 @@ impl Shape {
         )
     }
 
+    /// This shape with only its alternatives naming `host` exactly, or `None` when it names no
+    /// such host: requests built from it are sent to `host`.
+    pub(crate) fn on_host(&self, host: &str) -> Option<Shape> {
+        self.keep_alternatives(
+            |c| matches!(c, Cond::Host(_) | Cond::Hosts(_)),
+            |c| match c {
+                Cond::Host(h) if h == host => Some(c.clone()),
+                Cond::Hosts(hs) => hs
+                    .iter()
+                    .any(|h| matches!(h, HostMatch::Exact(e) if e == host))
+                    .then(|| Cond::Hosts(vec![HostMatch::Exact(host.to_string())])),
+                _ => None,
+            },
+        )
+    }
+
     /// The shape with its first condition that `is` picks replaced by what `keep` leaves of
     /// it; `None` when there is none or nothing is left.
     fn keep_alternatives(
