@@ -24,10 +24,19 @@ fn threads(name: &str) -> Vec<(i64, i64)> {
         if comm.trim() != name {
             continue;
         }
-        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        // A thread that ended since the directory was read has no stat left: not counted.
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+            continue;
+        };
+        let Some(close) = stat.rfind(')') else {
+            continue;
+        };
         // Fields after the command (which is in parentheses): state is field 3.
-        let after: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
-        out.push((after[16].parse().unwrap(), after[38].parse().unwrap()));
+        let after: Vec<&str> = stat.get(close + 2..).unwrap_or("").split(' ').collect();
+        let field = |i: usize| after.get(i).and_then(|f| f.parse().ok());
+        if let (Some(nice), Some(policy)) = (field(16), field(38)) {
+            out.push((nice, policy));
+        }
     }
     out
 }

@@ -18,6 +18,7 @@ use uuid::Uuid;
 use super::builder::{
     lock, EntryError, Job, Lane, Outcome, PublishHook, RouteInput, Shared, State, LIST_LINE_SLACK,
 };
+use super::catalog::TextsCopy;
 use super::entry_errors::refusal_message;
 use super::sync::{ListKind, Stopped};
 use super::{EntryFault, RouteSpec, Router, SyncMode, SyncReport};
@@ -39,30 +40,27 @@ pub(super) struct Held {
     routes: HashMap<Uuid, (u64, Box<str>)>,
 }
 
-/// The routes of a router as the caller's thread copies them for a rebase: a row per route
-/// and one buffer of texts, so the caller pays a copy, not an allocation and a hash per route;
-/// the builder's thread makes a [`Held`] of it.
+/// The routes of a router as the caller's thread copies them for a rebase: each route's id
+/// and priority, and its text in the catalog's chunks, shared rather than copied
+/// ([`Catalog::share_texts`](super::catalog::Catalog::share_texts)), so the caller pays a row
+/// per route and no text; the builder's thread makes a [`Held`] of it.
 #[derive(Debug, Default)]
 pub(super) struct HeldCopy {
-    rows: Vec<(Uuid, u64, usize, usize)>,
-    text: String,
+    /// Id, priority and the route's place in `texts`.
+    rows: Vec<(Uuid, u64, usize)>,
+    texts: TextsCopy,
 }
 
 impl HeldCopy {
-    /// The routes `router` holds (O(routes), one copy of the texts).
+    /// The routes `router` holds (O(routes)).
     pub(super) fn of(router: &Router) -> HeldCopy {
-        let mut rows = Vec::with_capacity(router.len());
-        let mut text = String::with_capacity(router.catalog.live_bytes());
-        // In slot order, each route's record read once: the thread keys them by id.
-        for slot in 0..router.catalog.len() as u32 {
-            let Some(row) = router.row(slot) else {
-                continue;
-            };
-            let s = router.catalog.text(slot as usize);
-            rows.push((row.id, row.priority, text.len(), s.len()));
-            text.push_str(s);
-        }
-        HeldCopy { rows, text }
+        let texts = router.catalog.share_texts();
+        let rows = texts
+            .slots()
+            .enumerate()
+            .filter_map(|(i, slot)| router.row(slot).map(|r| (r.id, r.priority, i)))
+            .collect();
+        HeldCopy { rows, texts }
     }
 }
 
@@ -70,8 +68,8 @@ impl From<HeldCopy> for Held {
     fn from(copy: HeldCopy) -> Held {
         let mut routes = HashMap::default();
         routes.reserve(copy.rows.len());
-        for (id, priority, at, len) in copy.rows {
-            routes.insert(id, (priority, copy.text[at..at + len].into()));
+        for &(id, priority, i) in &copy.rows {
+            routes.insert(id, (priority, copy.texts.text(i).into()));
         }
         Held { routes }
     }

@@ -1,6 +1,8 @@
 //! The catalog: what a sync compares, stored for a sync to read fast and for a route change to
 //! cost the same every time.
 
+use std::sync::Arc;
+
 use uuid::Uuid;
 
 use super::slot_vec::SlotVec;
@@ -23,10 +25,14 @@ const CHUNK: usize = 64 * 1024;
 /// in the same slot) writes its text there when it fits. `written` counts the bytes of every
 /// room made since the chunks were last rewritten and `live` the bytes of live texts; once the
 /// difference (text of no route) outweighs the live text, the chunks are rewritten in slot order.
+///
+/// Chunks are shared, not copied, with a [`TextsCopy`] (a builder's copy of the routes): a
+/// chunk shared is never written in place; a write to it copies that chunk first (64 KiB), and
+/// an append goes to a new chunk.
 #[derive(Debug, Default)]
 pub(super) struct Catalog {
     slots: SlotVec<Slot, 10>,
-    chunks: Vec<String>,
+    chunks: Vec<Arc<String>>,
     written: usize,
     live: usize,
 }
@@ -78,11 +84,6 @@ impl Slot {
 }
 
 impl Catalog {
-    /// Bytes of the live slots' texts.
-    pub(super) fn live_bytes(&self) -> usize {
-        self.live
-    }
-
     /// Slots, live or free.
     pub(super) fn len(&self) -> usize {
         self.slots.len()
@@ -112,7 +113,8 @@ impl Catalog {
         if text.len() <= room.cap as usize {
             // Overwrite the room whole, so that both ends of each write fall between
             // characters: blanks first, then the text over them.
-            let chunk = &mut self.chunks[room.chunk as usize];
+            // A chunk a copy still reads is copied first (`Arc::make_mut`).
+            let chunk = Arc::make_mut(&mut self.chunks[room.chunk as usize]);
             let start = room.start as usize;
             let end = start + room.cap as usize;
             chunk.replace_range(start..end, &" ".repeat(end - start));
@@ -135,16 +137,17 @@ impl Catalog {
     /// Writes `text` after the last text (in a new chunk when the last has no room), as the
     /// room of a slot.
     fn append(&mut self, text: &str) -> Room {
+        // A shared chunk is full for this purpose: appending would copy it.
         let fits = self
             .chunks
             .last()
-            .is_some_and(|c| c.capacity() - c.len() >= text.len());
+            .is_some_and(|c| Arc::strong_count(c) == 1 && c.capacity() - c.len() >= text.len());
         if !fits {
             self.chunks
-                .push(String::with_capacity(CHUNK.max(text.len())));
+                .push(Arc::new(String::with_capacity(CHUNK.max(text.len()))));
         }
         let chunk = self.chunks.len() - 1;
-        let c = &mut self.chunks[chunk];
+        let c = Arc::make_mut(&mut self.chunks[chunk]);
         let start = c.len();
         c.push_str(text);
         self.written += text.len();
@@ -183,7 +186,8 @@ impl Catalog {
     /// Room for `bytes` more text: a fresh router built for a sync knows its size.
     pub(super) fn reserve_text(&mut self, bytes: usize) {
         if self.chunks.is_empty() && bytes > 0 {
-            self.chunks.push(String::with_capacity(bytes.min(CHUNK)));
+            self.chunks
+                .push(Arc::new(String::with_capacity(bytes.min(CHUNK))));
         }
     }
 
@@ -206,9 +210,47 @@ impl Catalog {
         self.instance(slot).is_some()
     }
 
+    /// The live texts, sharing the chunks: `(slot, chunk, start, len)` of each live slot, read
+    /// with [`TextsCopy::text`]. O(slots), without copying a text.
+    pub(super) fn share_texts(&self) -> TextsCopy {
+        let mut rows = Vec::with_capacity(self.slots.len());
+        for (slot, s) in self.slots.iter().enumerate() {
+            if s.len != FREE {
+                rows.push((slot as u32, s.room.chunk, s.room.start, s.len));
+            }
+        }
+        TextsCopy {
+            chunks: self.chunks.clone(),
+            rows,
+        }
+    }
+
     /// Whether slot `slot` holds a route with this expression text.
     pub(super) fn same_text(&self, slot: u32, text: &str) -> bool {
         self.is_live(slot as usize) && self.text(slot as usize).as_bytes() == text.as_bytes()
+    }
+}
+
+/// The live texts of a catalog at one moment, sharing its chunks ([`Catalog::share_texts`]):
+/// another thread reads them while the catalog changes (a chunk the catalog writes to after
+/// this was taken is copied first).
+#[derive(Debug, Default)]
+pub(super) struct TextsCopy {
+    chunks: Vec<Arc<String>>,
+    /// `(slot, chunk, start, len)` of each live slot, in slot order.
+    rows: Vec<(u32, u32, u32, u32)>,
+}
+
+impl TextsCopy {
+    /// The live slots, in slot order.
+    pub(super) fn slots(&self) -> impl Iterator<Item = u32> + '_ {
+        self.rows.iter().map(|r| r.0)
+    }
+
+    /// The text of the `i`-th live slot.
+    pub(super) fn text(&self, i: usize) -> &str {
+        let (_, chunk, start, len) = self.rows[i];
+        &self.chunks[chunk as usize][start as usize..(start + len) as usize]
     }
 }
 
@@ -218,6 +260,33 @@ mod tests {
 
     fn texts(c: &Catalog) -> Vec<&str> {
         (0..c.len()).map(|s| c.text(s)).collect()
+    }
+
+    /// A copy shares the chunks and keeps reading what they held when it was taken, whatever
+    /// the catalog writes afterwards (in place, appended, or compacted).
+    #[test]
+    fn a_shared_copy_keeps_its_texts_while_the_catalog_changes() {
+        let mut c = Catalog::default();
+        for s in 0..200u32 {
+            c.set(s, 1, &format!("route number {s}"));
+        }
+        c.clear(7);
+        let copy = c.share_texts();
+        let slots: Vec<u32> = copy.slots().collect();
+        assert_eq!(slots.len(), 199);
+        assert!(!slots.contains(&7));
+        c.set(3, 2, "changed in its room");
+        c.set(250, 1, "appended after the copy");
+        for s in 10..200u32 {
+            c.clear(s);
+        }
+        c.compact();
+        for (i, slot) in slots.iter().enumerate() {
+            assert_eq!(copy.text(i), format!("route number {slot}"));
+        }
+        assert_eq!(c.text(3), "changed in its room");
+        assert_eq!(c.text(250), "appended after the copy");
+        assert_eq!(c.text(4), "route number 4");
     }
 
     #[test]

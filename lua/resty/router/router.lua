@@ -210,8 +210,9 @@ end
 -- on the worker: the first execute after changes that finds it due (atc_router_settle_due)
 -- hands an empty list of changes to the router's builder thread, which builds the same table
 -- whole, settled; a later execute (or change) swaps it in, in O(1), and replays on it the
--- changes made since the hand-over, in order. The hand-over copies the routes' texts in the
--- library (O(routes): about 6 ms at 50,000 routes); a change costs what it did. The builder
+-- changes made since the hand-over, in order. The hand-over copies a row per route in the
+-- library and shares the texts (O(routes): about 3 ms at 50,000 routes); a change costs what
+-- it did. The builder
 -- keeps no copy of the table for these (atc_router_keep_shadow): each hand-over follows direct
 -- changes, so its build starts over from the routes anyway.
 --
