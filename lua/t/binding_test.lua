@@ -1504,6 +1504,29 @@ function T.kong_api_settles_on_the_builder()
     local n = ffi.new("size_t[1]")
     lib.atc_router_len(r.ptr, n)
     eq(tonumber(n[0]), 2001)
+    -- Handed over again, then more changes than a request replays: requests leave the built
+    -- table waiting, the next change swaps it in.
+    for i = 1, 600 do
+        assert(r:add_matcher(1, id(5000 + i), 'http.path == "/s/' .. i .. '"'))
+    end
+    route_of("/p/1")
+    eq(r.auto.inflight, true, "handed over with 600 changes")
+    for i = 1, 100 do
+        eq(r:remove_matcher(id(5000 + i)), true)
+    end
+    for _ = 1, 60000 do
+        if r:sync_ready() then
+            break
+        end
+        sleep_ms(1)
+    end
+    eq(route_of("/s/200"), id(5200))
+    eq(r.auto.inflight, true, "a request does not replay 100 changes")
+    assert(r:add_matcher(1, id(6001), 'http.path == "/t"'))
+    eq(r.auto.inflight, false, "a change does")
+    eq(route_of("/s/50"), nil)
+    eq(route_of("/s/200"), id(5200))
+    eq(route_of("/t"), id(6001))
     -- Enough changes to be due again, handed over, then a sync: it waits for the built table,
     -- takes it, and its own list is what stays.
     for i = 1, 600 do

@@ -209,8 +209,8 @@ end
 -- 1,024 routes: see settle below) without a call Kong does not make, and without writing it
 -- on the worker: the first execute after changes that finds it due (atc_router_settle_due)
 -- hands an empty list of changes to the router's builder thread, which builds the same table
--- whole, settled; a later execute (or change) swaps it in, in O(1), and replays on it the
--- changes made since the hand-over, in order. The hand-over copies a row per route in the
+-- whole, settled; a later execute (at most 64 changes to replay) or change swaps it in, in
+-- O(1), and replays on it the changes made since the hand-over, in order. The hand-over copies a row per route in the
 -- library and shares the texts (O(routes): about 3 ms at 50,000 routes); a change costs what
 -- it did. The builder
 -- keeps no copy of the table for these (atc_router_keep_shadow): each hand-over follows direct
@@ -251,10 +251,18 @@ end
 
 local sync_apply_outcome, update_start_list
 
+-- A request swaps the built table in only when replaying the changes logged since costs about
+-- as little as a change: a longer log is replayed by the next add_matcher or remove_matcher.
+local AUTO_REPLAY_ON_REQUEST = 64
+
 -- Takes the hand-over's outcome if it is ready, else starts one if the flat form is due.
-auto_step = function(self)
+-- `request`: called from execute.
+auto_step = function(self, request)
     local auto = self.auto
     if auto.inflight then
+        if request and #auto.log > AUTO_REPLAY_ON_REQUEST then
+            return
+        end
         if lib.atc_router_sync_ready(self.ptr) ~= 1 then
             return
         end
@@ -325,7 +333,7 @@ function _M:execute(context)
     end
     local auto = self.auto
     if auto.dirty or auto.inflight then
-        auto_step(self)
+        auto_step(self, true)
     end
     local rc = lib.atc_router_execute(self.ptr, context.ptr)
     if rc == 1 then
