@@ -51,9 +51,10 @@ use crate::compile::program::{Code, Instr, Lit, Program};
 use crate::compile::record::MatchRecord;
 use crate::error::Locator;
 use crate::index::requirement::KeyKind;
-use crate::index::{requirements, Entry, LevelBufs, Order};
+use crate::index::{requirements, Order};
 use crate::language::{parse_with_limits, Op};
 use crate::router::context::Context;
+use crate::router::read_side::WalkBufs;
 use crate::router::Router;
 use crate::schema::names::FieldId;
 use crate::value::Value;
@@ -172,10 +173,9 @@ struct Scratch {
     ctx: Context,
     record: MatchRecord,
     lowered: String,
-    levels: Vec<LevelBufs>,
-    found: Vec<Entry>,
-    /// The candidates' slots, before their orders are read.
-    slots: Vec<u32>,
+    walk: WalkBufs,
+    /// The candidates' slots, in routing order.
+    found: Vec<u32>,
 }
 
 impl Scratch {
@@ -184,9 +184,8 @@ impl Scratch {
             ctx: Context::new(router.schema().clone()),
             record: MatchRecord::default(),
             lowered: String::new(),
-            levels: Vec::new(),
+            walk: WalkBufs::default(),
             found: Vec::new(),
-            slots: Vec::new(),
         }
     }
 

@@ -18,6 +18,7 @@ use super::{
 };
 use super::{Finding, FindingKind};
 use crate::index::Order;
+use crate::router::read_side;
 use crate::router::Router;
 
 impl Linter {
@@ -36,13 +37,9 @@ impl Linter {
         if entry.witness.fill(&mut scratch.ctx).is_none() {
             return m;
         }
-        scratch.found.clear();
-        if !router.candidates_into(
-            &scratch.ctx,
-            &mut scratch.levels,
-            &mut scratch.slots,
-            &mut scratch.found,
-        ) {
+        if read_side::candidates_into(router, &scratch.ctx, &mut scratch.walk, &mut scratch.found)
+            .is_err()
+        {
             return m;
         }
         let found = std::mem::take(&mut scratch.found);
@@ -52,7 +49,8 @@ impl Linter {
         // match. Past the budget, classes not seen yet are evaluated only until one matches,
         // which makes the counts lower bounds.
         let mut seen: HashMap<ClassId, Option<usize>> = HashMap::default();
-        for &(order, slot) in &found {
+        for &slot in &found {
+            let order = router.order_of(slot);
             let id = order.id();
             let Some(route) = self.routes.get(&id) else {
                 continue;

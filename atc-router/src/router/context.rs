@@ -62,9 +62,8 @@ pub struct Context {
 pub(crate) struct CachedCandidates {
     /// `(router, version)` they were found by, if any.
     pub(crate) by: Option<(u64, u64)>,
+    /// The table's own numbers of them (`read_side.rs`), in routing order.
     pub(crate) entries: Vec<u32>,
-    /// An image router's candidates (ranks, sorted), when `by` names one.
-    pub(crate) ranks: Vec<u32>,
 }
 
 impl Context {

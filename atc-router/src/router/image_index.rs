@@ -8,8 +8,8 @@ use uuid::Uuid;
 
 use super::Router;
 use crate::error::Error;
-use crate::index::image::LevelBuf;
 use crate::router::context::Context;
+use crate::router::read_side::{Table, WalkBufs};
 use crate::router::table_image::ImageRouter;
 use crate::schema::Schema;
 
@@ -55,7 +55,7 @@ pub struct IndexImage(ImageRouter);
 /// A walk's scratch buffers, reused across requests.
 #[doc(hidden)]
 #[derive(Debug, Default)]
-pub struct IndexImageBufs(Vec<LevelBuf>);
+pub struct IndexImageBufs(WalkBufs);
 
 impl IndexImage {
     /// Checks `image` and opens it.
@@ -67,10 +67,9 @@ impl IndexImage {
     /// `out` (cleared first).
     pub fn candidates(&self, ctx: &Context, bufs: &mut IndexImageBufs, out: &mut Vec<u32>) {
         out.clear();
-        self.0.candidate_ranks(ctx, &mut bufs.0, out);
-        if out.len() > 1 {
-            out.sort_unstable();
-            out.dedup();
-        }
+        self.0.visit_candidates(&ctx.values, &mut bufs.0, |rank| {
+            out.push(rank);
+            false
+        });
     }
 }

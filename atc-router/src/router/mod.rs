@@ -29,6 +29,7 @@ pub(crate) mod image_index;
 mod matching;
 pub(crate) mod needs;
 mod program_arena;
+pub(crate) mod read_side;
 mod reference_view;
 mod route;
 pub(crate) mod shared;

@@ -26,10 +26,11 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use super::matching::with_scratch_image;
+use super::read_side::{self, Table, WalkBufs};
 use super::{Router, NEXT_INSTANCE};
-use crate::compile::eval;
-use crate::compile::program_image::{self, ProgramArenas, ProgramWriter, RegexSlots, INSTR_WORDS};
+use crate::compile::program_image::{
+    self, ImageCode, ProgramArenas, ProgramWriter, RegexSlots, INSTR_WORDS,
+};
 use crate::error::Error;
 use crate::image::{Image, ImageError, ImageWriter, Words};
 use crate::index::image::{ImageIndex, Numbering};
@@ -37,6 +38,7 @@ use crate::index::Order;
 use crate::limits::Limits;
 use crate::router::context::Context;
 use crate::schema::names::{type_code, type_of_code, Holds};
+use crate::schema::values::Values;
 use crate::schema::{FieldId, FieldMask, Schema};
 
 const HEAD: u32 = 1;
@@ -588,53 +590,7 @@ impl ImageRouter {
     /// [`ImageRouter::execute`], with [`Error::SchemaMismatch`] for a context of another
     /// schema. The context's previous result is cleared either way.
     pub fn try_execute(&self, ctx: &mut Context) -> Result<bool, Error> {
-        ctx.clear_result();
-        if !Arc::ptr_eq(&self.schema, ctx.schema()) {
-            return Err(Error::SchemaMismatch);
-        }
-        // The candidates `needed_fields` found for this request, if no key field has changed.
-        let cached = ctx.candidates.by == Some((self.uid, IMAGE_VERSION))
-            && ctx.values.added() & self.key_fields == 0;
-        let cache = if cached {
-            std::mem::take(&mut ctx.candidates.ranks)
-        } else {
-            Vec::new()
-        };
-        let (values, w) = (&ctx.values, &mut ctx.record);
-        let view = self.view();
-        let found = with_scratch_image(|lowered, bufs, ranks| {
-            let ranks = if cached {
-                &cache[..]
-            } else {
-                ranks.clear();
-                view.index
-                    .candidates(self.layout().root, values, bufs, ranks);
-                if ranks.len() > 1 {
-                    ranks.sort_unstable();
-                    ranks.dedup();
-                }
-                &ranks[..]
-            };
-            for &rank in ranks {
-                let Some(route) = view.route(rank as usize) else {
-                    continue;
-                };
-                let (start, len) = route.program;
-                let Some(code) = view.arenas.program(start, len) else {
-                    continue;
-                };
-                if eval::eval_code(code, values, lowered, w) {
-                    return Some((route.id, route.priority));
-                }
-                w.clear();
-            }
-            None
-        });
-        ctx.outcome = found;
-        if cached {
-            ctx.candidates.ranks = cache;
-        }
-        Ok(found.is_some())
+        read_side::execute(self, ctx)
     }
 
     /// [`Router::key_fields`] of the router that wrote the image: phase 1 of a [two-phase
@@ -648,59 +604,82 @@ impl ImageRouter {
     /// still match. Adding those fields' values and executing gives the result that adding
     /// every field gives. All fields for a context of another schema.
     pub fn needed_fields(&self, ctx: &mut Context) -> FieldMask {
-        if !Arc::ptr_eq(&self.schema, ctx.schema()) {
-            return FieldMask::MAX;
-        }
-        let view = self.view();
-        let mut found = std::mem::take(&mut ctx.candidates.ranks);
-        found.clear();
-        with_scratch_image(|_, bufs, _| {
-            view.index
-                .candidates(self.layout().root, &ctx.values, bufs, &mut found);
-        });
-        found.sort_unstable();
-        found.dedup();
-        let mut mask = self.key_fields;
-        for &rank in &found {
-            mask |= view
-                .route(rank as usize)
-                .and_then(|r| view.arenas.program(r.program.0, r.program.1))
-                .map_or(FieldMask::MAX, |code| code.field_mask());
-        }
-        // Kept for the execute that follows (see `Context`'s cached candidates).
-        ctx.candidates.ranks = found;
-        ctx.candidates.by = Some((self.uid, IMAGE_VERSION));
-        ctx.values.take_added();
-        mask
+        read_side::needed_fields(self, ctx)
     }
 
     /// The routes a request has to consider at most (the image index's candidates).
     pub fn candidate_count(&self, ctx: &Context) -> usize {
-        with_scratch_image(|_, bufs, ranks| {
-            ranks.clear();
-            self.candidate_ranks(ctx, bufs, ranks);
-            ranks.sort_unstable();
-            ranks.dedup();
-            ranks.len()
-        })
-    }
-
-    /// Appends the ranks of the request's candidates to `out` (unsorted, with repeats).
-    pub(crate) fn candidate_ranks(
-        &self,
-        ctx: &Context,
-        bufs: &mut Vec<crate::index::image::LevelBuf>,
-        out: &mut Vec<u32>,
-    ) {
-        self.view()
-            .index
-            .candidates(self.layout().root, &ctx.values, bufs, out);
+        read_side::candidate_count(self, ctx)
     }
 
     /// A number no other router or image router of the process has.
     #[doc(hidden)]
     pub fn uid(&self) -> u64 {
         self.uid
+    }
+}
+
+impl Table for ImageRouter {
+    type Code<'t> = ImageCode<'t>;
+
+    #[inline]
+    fn schema(&self) -> &Arc<Schema> {
+        &self.schema
+    }
+
+    #[inline]
+    fn ready(&self) -> Result<(), Error> {
+        Ok(())
+    }
+
+    #[inline]
+    fn tag(&self) -> (u64, u64) {
+        (self.uid, IMAGE_VERSION)
+    }
+
+    #[inline]
+    fn key_fields(&self) -> FieldMask {
+        self.key_fields
+    }
+
+    /// Ranks, sorted and distinct: a rank is a route's place in routing order.
+    #[inline]
+    fn visit_candidates(
+        &self,
+        values: &Values,
+        b: &mut WalkBufs,
+        mut visit: impl FnMut(u32) -> bool,
+    ) -> Option<u32> {
+        b.ranks.clear();
+        self.view().index.candidates(
+            self.layout().root,
+            values,
+            &mut b.image_levels,
+            &mut b.ranks,
+        );
+        if b.ranks.len() > 1 {
+            b.ranks.sort_unstable();
+            b.ranks.dedup();
+        }
+        b.ranks.iter().copied().find(|&r| visit(r))
+    }
+
+    #[inline]
+    fn program(&self, rank: u32) -> Option<ImageCode<'_>> {
+        let view = self.view();
+        let (start, len) = view.route(rank as usize)?.program;
+        view.arenas.program(start, len)
+    }
+
+    #[inline]
+    fn route(&self, rank: u32) -> Option<(uuid::Uuid, u64)> {
+        self.view().route(rank as usize).map(|r| (r.id, r.priority))
+    }
+
+    /// All fields for a route the image cannot give the program of (never, once checked).
+    #[inline]
+    fn needs(&self, rank: u32) -> FieldMask {
+        Table::program(self, rank).map_or(FieldMask::MAX, |code| code.field_mask())
     }
 }
 

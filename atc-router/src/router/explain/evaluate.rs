@@ -5,7 +5,6 @@
 //! into a record of the caller's own: the context's result is never touched.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
 use super::predicates::cut;
 use super::{CandidateReport, ExplainOptions, Explanation, RouteMatch, RuledOut};
@@ -14,6 +13,7 @@ use crate::compile::record::MatchRecord;
 use crate::error::Error;
 use crate::index::requirements;
 use crate::router::context::Context;
+use crate::router::read_side;
 use crate::router::Router;
 
 impl Router {
@@ -22,8 +22,7 @@ impl Router {
     /// in the route's text. The context's values are read; its result is left as it was.
     ///
     /// ```
-    /// use std::sync::Arc;
-    /// use atc_router::{Context, Router, Schema, Type, Uuid};
+    ///     /// use atc_router::{Context, Router, Schema, Type, Uuid};
     ///
     /// let mut schema = Schema::new();
     /// schema.add_field("http.host", Type::String).unwrap();
@@ -192,38 +191,8 @@ impl Router {
         Ok(out)
     }
 
-    /// The index's candidates for the request with their orders, sorted into routing order,
-    /// into `out` (with the caller's lookup buffers and `slots` as scratch); `false` when the
-    /// router is broken or the context is of another schema.
-    pub(crate) fn candidates_into(
-        &self,
-        ctx: &Context,
-        levels: &mut Vec<crate::index::LevelBufs>,
-        slots: &mut Vec<u32>,
-        out: &mut Vec<crate::index::Entry>,
-    ) -> bool {
-        if self.broken || !Arc::ptr_eq(&self.schema, ctx.schema()) {
-            return false;
-        }
-        slots.clear();
-        self.index.candidates(&ctx.values, levels, slots);
-        out.clear();
-        out.extend(slots.iter().map(|&s| (self.programs.order(s), s)));
-        out.sort_unstable();
-        out.dedup();
-        true
-    }
-
-    /// The slots of the index's candidates for the request, in routing order.
+    /// The slots of the request's candidates, in routing order: those `execute` takes.
     fn candidate_slots(&self, ctx: &Context) -> Result<Vec<u32>, Error> {
-        let mut found = Vec::new();
-        if !self.candidates_into(ctx, &mut Vec::new(), &mut Vec::new(), &mut found) {
-            return Err(if self.broken {
-                Error::Broken
-            } else {
-                Error::SchemaMismatch
-            });
-        }
-        Ok(found.into_iter().map(|(_, slot)| slot).collect())
+        read_side::candidates(self, ctx)
     }
 }

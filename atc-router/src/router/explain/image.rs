@@ -15,7 +15,7 @@
 use super::{ExplainOptions, Explanation};
 use crate::error::Error;
 use crate::router::context::Context;
-use crate::router::matching::with_scratch_image;
+use crate::router::read_side;
 use crate::router::table_image::ImageRouter;
 use crate::router::Router;
 
@@ -49,16 +49,7 @@ impl ImageRouter {
         ctx: &mut Context,
         options: ExplainOptions,
     ) -> Result<Explanation, Error> {
-        if !std::sync::Arc::ptr_eq(ctx.schema(), self.schema()) {
-            return Err(Error::SchemaMismatch);
-        }
-        let ranks = with_scratch_image(|_, bufs, ranks| {
-            ranks.clear();
-            self.candidate_ranks(ctx, bufs, ranks);
-            ranks.sort_unstable();
-            ranks.dedup();
-            ranks.clone()
-        });
+        let ranks = read_side::candidates(self, ctx)?;
         let mut of_candidates = Router::new(self.schema().clone());
         for &rank in &ranks {
             let rank = rank as usize;
