@@ -1,4 +1,5 @@
-//! Matching a request: index candidates, then their programs in routing order.
+//! The `Router`'s side of the read side (`read_side.rs`): its candidates from its one leaf, flat
+//! index or tree, and the public calls that route a request through them.
 
 use std::sync::Arc;
 
