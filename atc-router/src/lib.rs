@@ -128,7 +128,7 @@ pub use router::{
     Publish, Route, RouteInput, RouteMatch, RouteNote, RouteSpec, Router, RouterStats, RuledOut,
     SyncError, SyncMode, SyncPlan, SyncReport, REPORT_JSON_VERSION,
 };
-pub use router::{ImageBytes, ImageRouter};
+pub use router::{ImageBytes, ImageRouter, TableRef};
 pub use schema::{FieldId, FieldMask, IdState, Schema, ValueTextError};
 pub use threads::MAX_BUILD_THREADS;
 pub use uuid::Uuid;

@@ -47,6 +47,42 @@ impl Limits {
     /// The nesting depth that is never exceeded, whatever `max_depth` says.
     pub const HARD_MAX_DEPTH: usize = 256;
 
+    /// The limits' names, in the order of the fields: what the C ABI numbers (`ATC_LIMIT_*` is
+    /// the position here plus one), the Lua binding and the CLI take, and SECURITY.md lists.
+    pub const NAMES: [&'static str; 8] = [
+        "max_expression_len",
+        "max_depth",
+        "max_predicates",
+        "max_regexes",
+        "regex_size_limit",
+        "regex_total_size_limit",
+        "max_values_per_field",
+        "max_wildcard_fields",
+    ];
+
+    /// The limit named `name` (one of [`Limits::NAMES`]), to read or set.
+    pub fn by_name_mut(&mut self, name: &str) -> Option<&mut usize> {
+        let at = Self::NAMES.iter().position(|n| *n == name)?;
+        // The fields in the order of NAMES: the one place that order is written.
+        let [a, b, c, d, e, f, g, h] = [
+            &mut self.max_expression_len,
+            &mut self.max_depth,
+            &mut self.max_predicates,
+            &mut self.max_regexes,
+            &mut self.regex_size_limit,
+            &mut self.regex_total_size_limit,
+            &mut self.max_values_per_field,
+            &mut self.max_wildcard_fields,
+        ];
+        [a, b, c, d, e, f, g, h].into_iter().nth(at)
+    }
+
+    /// The limit named `name`.
+    pub fn by_name(&self, name: &str) -> Option<usize> {
+        let mut copy = *self;
+        copy.by_name_mut(name).map(|v| *v)
+    }
+
     pub(crate) fn depth(&self) -> usize {
         self.max_depth.min(Self::HARD_MAX_DEPTH)
     }

@@ -19,6 +19,9 @@ pub enum Type {
 }
 
 impl Type {
+    /// Every type, in the order of the C ABI's codes (`ATC_TYPE_*`).
+    pub const ALL: [Type; 4] = [Type::String, Type::Int, Type::IpAddr, Type::IpCidr];
+
     /// The name used by the Lua and C APIs: `"String"`, `"Int"`, `"IpAddr"`, `"IpCidr"`.
     pub fn name(self) -> &'static str {
         match self {

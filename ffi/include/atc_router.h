@@ -346,14 +346,15 @@
 typedef struct atc_context atc_context;
 
 /**
+ * An opened table image, read in place: routed from once attached to a router
+ * (`atc_router_attach_image`). Opaque.
+ */
+typedef struct atc_image atc_image;
+
+/**
  * An image being mapped and checked on a thread (`atc_image_open_start`). Opaque.
  */
 typedef struct atc_image_opening atc_image_opening;
-
-/**
- * A table image, matched in place. Opaque.
- */
-typedef struct atc_image_router atc_image_router;
 
 /**
  * A route list being collected for `atc_router_sync_start` (a whole list) or
@@ -1032,24 +1033,6 @@ int32_t atc_router_explain(const atc_router *router,
                            size_t *errbuf_len);
 
 /**
- * `atc_router_explain` from a table image: the image's candidates for the request, each
- * explained from the text the image carries (its winner is the one
- * `atc_image_router_execute` chooses). With `ATC_EXPLAIN_RULED_OUT`, the routes the index
- * ruled out are counted in `"ruled_out_omitted"`, not listed: the image is not read past the
- * request's candidates. Same report, buffer rule and errors as `atc_router_explain`.
- *
- * # Safety
- * As `atc_router_explain`, with `router` a live image router.
- */
-int32_t atc_image_router_explain(const atc_image_router *router,
-                                 atc_context *context,
-                                 uint32_t flags,
-                                 char *buf,
-                                 size_t *buf_len,
-                                 char *errbuf,
-                                 size_t *errbuf_len);
-
-/**
  * Every route whose expression holds for the context's values, in routing order (the first
  * is the one `atc_router_execute` chooses), each with its priority, expression text, the
  * value each field recorded and the captures it would give as the winner. JSON in `buf` as
@@ -1126,48 +1109,48 @@ int32_t atc_router_published(const atc_router *router,
                              size_t *buf_len);
 
 /**
- * The path another process of this user opens the image by (`atc_image_router_open`) while
+ * The path another process of this user opens the image by (`atc_image_open`) while
  * this one holds it, in `buf` (`*buf_len`: capacity in, bytes out, no NUL; `ATC_ERR_BUFFER`
  * with the length needed when it does not fit): for a sealed image (`atc_router_publish_images`
  * without a directory). `ATC_ERR_NOT_FOUND` for an image read from a file (the file is its
  * path).
  *
  * # Safety
- * `router` is a live handle; `buf` points to `*buf_len` writable bytes.
+ * `image` is a live handle; `buf` points to `*buf_len` writable bytes.
  */
-int32_t atc_image_router_share_path(const atc_image_router *router, char *buf, size_t *buf_len);
+int32_t atc_image_share_path(const atc_image *image, char *buf, size_t *buf_len);
 
 /**
  * Maps the image file at `path` (`path_len` bytes) and checks it whole as a table of
- * `schema`: an image router, or NULL with the reason in `errbuf` (`ATC_ERR_IMAGE`: missing,
+ * `schema`: the opened image, or NULL with the reason in `errbuf` (`ATC_ERR_IMAGE`: missing,
  * unreadable, not a regular file of this process's user that no one else can write (a
  * symbolic link is not followed, a FIFO not waited on), not an image, corrupt, truncated, of
  * another library version or another schema's fields). Holds the calling thread for the check (milliseconds at 100,000 routes):
  * a worker switching tables uses `atc_image_open_start`. Its regexes are compiled by the
  * first request that evaluates each (`atc_image_open_start` also takes those the table in
  * force compiled).
- * Free it with `atc_image_router_free`.
+ * Attach it to a router (`atc_router_attach_image`) or free it with `atc_image_free`.
  *
  * # Safety
  * `schema` is a live handle; `path` points to `path_len` bytes; `errbuf` to `*errbuf_len`
  * bytes (or NULLs).
  */
-atc_image_router *atc_image_router_open(const atc_schema *schema,
-                                        const char *path,
-                                        size_t path_len,
-                                        char *errbuf,
-                                        size_t *errbuf_len);
+atc_image *atc_image_open(const atc_schema *schema,
+                          const char *path,
+                          size_t path_len,
+                          char *errbuf,
+                          size_t *errbuf_len);
 
 /**
  * Starts mapping and checking the image file at `path` on a thread of its own, and returns at
- * once: poll `atc_image_open_ready`, then `atc_image_open_finish` takes the image router. NULL
+ * once: poll `atc_image_open_ready`, then `atc_image_open_finish` takes the image. NULL
  * (reason in `errbuf`) only for bad arguments. The thread also gives the image the compiled
- * regexes an image router of this process holds for the same sources (the table in force):
+ * regexes an image of this process holds for the same sources (the table in force):
  * after a push, requests compile only regexes this process never compiled (each is compiled
  * by the first request that evaluates it).
  *
  * # Safety
- * As `atc_image_router_open`.
+ * As `atc_image_open`.
  */
 atc_image_opening *atc_image_open_start(const atc_schema *schema,
                                         const char *path,
@@ -1184,98 +1167,53 @@ atc_image_opening *atc_image_open_start(const atc_schema *schema,
 int32_t atc_image_open_ready(const atc_image_opening *opening);
 
 /**
- * Ends an opening (waiting for it if it is not done) and frees it: the image router, or NULL
+ * Ends an opening (waiting for it if it is not done) and frees it: the image, or NULL
  * with the reason in `errbuf`.
  *
  * # Safety
  * `opening` is NULL or a handle from `atc_image_open_start`, not used again after this call;
  * `errbuf` points to `*errbuf_len` bytes (or NULLs).
  */
-atc_image_router *atc_image_open_finish(atc_image_opening *opening,
-                                        char *errbuf,
-                                        size_t *errbuf_len);
+atc_image *atc_image_open_finish(atc_image_opening *opening, char *errbuf, size_t *errbuf_len);
 
 /**
- * Frees an image router, unmapping its file (NULL is ignored).
+ * Frees an image, unmapping its file (NULL is ignored). An image attached to a router is the
+ * router's: it is freed with the router, or handed back by the next attach.
  *
  * # Safety
- * `router` is NULL or a handle from this library's image functions, not yet freed.
+ * `image` is NULL or a handle from this library's image functions, not yet freed nor
+ * attached.
  */
-void atc_image_router_free(atc_image_router *router);
+void atc_image_free(atc_image *image);
 
 /**
- * Frees an image router on a thread of its own, then removes its file `path` (`path_len`
+ * Makes `router` route from `image` (NULL: from its own table again): every read of the
+ * router (execute, key and needed fields, explain, matches, len, fields) answers from the
+ * image from this call on, and its executes are counted in the router's stats. The router
+ * takes the image; the one it routed from before goes to `*previous` (NULL if none), for the
+ * caller to retire or free. The router's own routes (add, remove, syncs) are what its builder
+ * builds from, and route again once it is detached. Between two requests: O(1).
+ * `ATC_ERR_SCHEMA_MISMATCH` (nothing changes) for an image opened with another schema handle
+ * than the router's.
+ *
+ * # Safety
+ * `router` is a live handle nothing else uses during the call; `image` is NULL or a live
+ * image handle, not attached elsewhere and not used by the caller after the call;
+ * `previous` is writable.
+ */
+int32_t atc_router_attach_image(atc_router *router, atc_image *image, atc_image **previous);
+
+/**
+ * Frees an image on a thread of its own, then removes its file `path` (`path_len`
  * bytes; may be empty) if no process maps it any more: what a worker that switched to a new
  * image does with the old one, so that unmapping it and freeing what this process compiled
  * for it (regexes) never holds the worker. Returns at once; NULL is ignored.
  *
  * # Safety
- * `router` is NULL or a live handle, not used again after this call; `path` points to
- * `path_len` bytes.
+ * `image` is NULL or a live handle not attached to a router, not used again after this
+ * call; `path` points to `path_len` bytes.
  */
-int32_t atc_image_router_retire(atc_image_router *router, const char *path, size_t path_len);
-
-/**
- * As `atc_router_execute`, from the image: 1 matched (read the result from the context), 0
- * not, or `ATC_ERR_NULL` / `ATC_ERR_SCHEMA_MISMATCH`.
- *
- * # Safety
- * `router` and `context` are live handles.
- */
-int32_t atc_image_router_execute(const atc_image_router *router, atc_context *context);
-
-/**
- * `atc_image_router_execute`, and the outcome counted in the stats of `counts` (routed or not
- * found; nothing for an error): what a gateway routing from a shared image calls, so that its
- * own router's counters see every request (`atc_router_stats`).
- *
- * # Safety
- * `router`, `context` and `counts` are live handles.
- */
-int32_t atc_image_router_execute_counted(const atc_image_router *router,
-                                         atc_context *context,
-                                         const atc_router *counts);
-
-/**
- * As `atc_router_key_fields`, from the image: the fields its index looks values up in, as a
- * field mask in `*mask` (phase 1 of a two-phase match).
- *
- * # Safety
- * `router` is a live handle; `mask` is writable.
- */
-int32_t atc_image_router_key_fields(const atc_image_router *router, uint64_t *mask);
-
-/**
- * As `atc_router_needed_fields`, from the image: with every value of the key fields in
- * `context`, the fields the routes the request can still match use, in `*mask`. All bits for
- * a context of another schema. Allocates nothing once the context has grown, and the execute
- * that follows reuses the candidates it found.
- *
- * # Safety
- * `router` and `context` are live handles; `mask` is writable.
- */
-int32_t atc_image_router_needed_fields(const atc_image_router *router,
-                                       atc_context *context,
-                                       uint64_t *mask);
-
-/**
- * The number of routes of an image router, in `*count`.
- *
- * # Safety
- * `router` is a live handle; `count` is writable.
- */
-int32_t atc_image_router_len(const atc_image_router *router, size_t *count);
-
-/**
- * The names of the fields the image's routes use, as `atc_router_fields` gives a router's.
- *
- * # Safety
- * As `atc_router_fields`.
- */
-int32_t atc_image_router_fields(const atc_image_router *router,
-                                char *buf,
-                                size_t *buf_len,
-                                size_t *count);
+int32_t atc_image_retire(atc_image *image, const char *path, size_t path_len);
 
 /**
  * Removes the image file at `path` if no process maps it: 1 removed (or already gone), 0 in
@@ -1414,7 +1352,8 @@ int32_t atc_router_remove(atc_router *router,
                           size_t *errbuf_len);
 
 /**
- * Matches the context's values against the routes: 1 when a route matched (read the result
+ * Matches the context's values against the routes (those of the image the router routes
+ * from, when one is attached: `atc_router_attach_image`): 1 when a route matched (read the result
  * with `atc_context_result`), 0 when none did, or a negative status (`ATC_ERR_NULL`;
  * `ATC_ERR_SCHEMA_MISMATCH` when the context was made from another schema handle;
  * `ATC_ERR_BROKEN` when a panic interrupted a change of the router part-way — no answer from
@@ -1427,14 +1366,17 @@ int32_t atc_router_remove(atc_router *router,
 int32_t atc_router_execute(const atc_router *router, atc_context *context);
 
 /**
- * The names of the fields used by at least one route, sorted, each followed by a NUL, into
+ * The names of the fields used by at least one route of the table routed from, sorted, each followed by a NUL, into
  * `buf` (`*buf_len`: capacity in, bytes written out; `ATC_ERR_BUFFER` with the size needed
  * when too small). `*count` (may be NULL) receives the number of names.
  *
  * # Safety
  * `router` is a live handle; `buf` points to `*buf_len` bytes (may be NULL when it is 0).
  */
-int32_t atc_router_fields(const atc_router *router, char *buf, size_t *buf_len, size_t *count);
+int32_t atc_router_fields(const atc_router *router,
+                          char *buf,
+                          size_t *buf_len,
+                          size_t *count);
 
 /**
  * The fields the router's indexes look values up in, as a field mask: field id `n` is bit
@@ -1499,7 +1441,8 @@ int32_t atc_router_settle_due(const atc_router *router);
 int32_t atc_router_keep_shadow(atc_router *router, int32_t keep);
 
 /**
- * Stores the number of routes in `*count`.
+ * Stores the number of routes of the table the router routes from (its own, or the image
+ * attached) in `*count`.
  *
  * # Safety
  * `router` is a live handle; `count` is writable.

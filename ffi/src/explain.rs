@@ -39,7 +39,6 @@ use std::ffi::c_char;
 use atc_router::{ExplainJson, ExplainOptions, MatchesJson, REPORT_JSON_VERSION};
 
 use crate::context::AtcContext;
-use crate::image::AtcImageRouter;
 use crate::router::{parse_uuid, AtcRouter};
 use crate::{
     guard, guard_status, handle, handle_mut, out, str_arg, Fail, Res, ATC_ERR_BUFFER,
@@ -117,7 +116,7 @@ pub unsafe extern "C" fn atc_router_explain(
         // SAFETY: `context`, `buf` and `buf_len` as the caller's contract says.
         unsafe {
             explain_into(context, flags, buf, buf_len, |c, o| {
-                r.router.explain_with(c, o)
+                r.table().explain_with(c, o)
             })
         }
     })
@@ -165,36 +164,6 @@ fn options(flags: u32) -> Res<ExplainOptions> {
     })
 }
 
-/// `atc_router_explain` from a table image: the image's candidates for the request, each
-/// explained from the text the image carries (its winner is the one
-/// `atc_image_router_execute` chooses). With `ATC_EXPLAIN_RULED_OUT`, the routes the index
-/// ruled out are counted in `"ruled_out_omitted"`, not listed: the image is not read past the
-/// request's candidates. Same report, buffer rule and errors as `atc_router_explain`.
-///
-/// # Safety
-/// As `atc_router_explain`, with `router` a live image router.
-#[no_mangle]
-pub unsafe extern "C" fn atc_image_router_explain(
-    router: *const AtcImageRouter,
-    context: *mut AtcContext,
-    flags: u32,
-    buf: *mut c_char,
-    buf_len: *mut usize,
-    errbuf: *mut c_char,
-    errbuf_len: *mut usize,
-) -> i32 {
-    guard(errbuf, errbuf_len, || {
-        // SAFETY: `router` is NULL or a live handle (the caller's contract).
-        let r = unsafe { handle(router, "router") }?;
-        // SAFETY: `context`, `buf` and `buf_len` as the caller's contract says.
-        unsafe {
-            explain_into(context, flags, buf, buf_len, |c, o| {
-                r.image().explain_with(c, o)
-            })
-        }
-    })
-}
-
 /// Every route whose expression holds for the context's values, in routing order (the first
 /// is the one `atc_router_execute` chooses), each with its priority, expression text, the
 /// value each field recorded and the captures it would give as the winner. JSON in `buf` as
@@ -220,7 +189,7 @@ pub unsafe extern "C" fn atc_router_matches(
         let c = unsafe { handle_mut(context, "context") }?;
         // SAFETY: `buf_len` is NULL or valid for writes (the caller's contract).
         let len = unsafe { out(buf_len, "buf_len") }?;
-        let matches = r.router.matches(&mut c.ctx)?;
+        let matches = r.table().matches(&mut c.ctx)?;
         // SAFETY: `buf` is NULL or points to `*len` writable bytes (the caller's contract).
         unsafe { write_report(&MatchesJson(&matches).to_json(), buf, len) }
     })

@@ -1,14 +1,19 @@
 //! Tables shared by the processes of a node: a router's builder puts every table it builds in
 //! an image, sealed in memory (or written as a file), and every process maps it read-only and
-//! matches from it ([`ImageRouter`]). See `docs/gateway.md`, "One table per node".
+//! routes from it: an opened image ([`AtcImage`]) is attached to a router, which from then on
+//! answers every read (execute, key and needed fields, explain, matches, len, fields) from it.
+//! Images are opened and retired here; routing is the router's, whichever table it reads. See
+//! `docs/gateway.md`, "One table per node".
 //!
 //! - `atc_router_publish_images` makes a router's builder thread put each table it builds in
 //!   an image (after the build, before the table is ready: the caller is never held by it);
 //!   `atc_router_published` tells the path of the table last applied.
-//! - `atc_image_router_open` maps and checks an image; `atc_image_open_start` does the same on
-//!   a thread of its own, so that a worker switching tables is held only for the swap
-//!   (`atc_image_open_ready`, `atc_image_open_finish`). `atc_image_router_share_path` names a
-//!   sealed image this process holds, for another process to open.
+//! - `atc_image_open` maps and checks an image; `atc_image_open_start` does the same on a
+//!   thread of its own, so that a worker switching tables is held only for the swap
+//!   (`atc_image_open_ready`, `atc_image_open_finish`). `atc_image_share_path` names a sealed
+//!   image this process holds, for another process to open.
+//! - `atc_router_attach_image` makes a router route from an image (and hands back the one it
+//!   routed from before); `atc_image_retire` lets go of an image off the calling thread.
 //! - `atc_image_remove_if_unused` and `atc_image_sweep` remove image files no process reads.
 //!
 //! Invariants: a refused image (corrupt, truncated, foreign, of another library version or
@@ -23,24 +28,24 @@ use std::thread::JoinHandle;
 
 use atc_router::{ImageRouter, Schema};
 
-use crate::context::AtcContext;
 use crate::image_file::{self, Mapped};
 use crate::router::AtcRouter;
 use crate::schema::AtcSchema;
 use crate::{
-    guard, guard_ptr, guard_status, handle, handle_mut, out, str_arg, write_names, write_text,
-    Fail, Res, ATC_ERR_IMAGE, ATC_ERR_INVALID, ATC_ERR_NOT_FOUND, ATC_OK,
+    guard, guard_ptr, guard_status, handle, handle_mut, out, str_arg, write_text, Fail, Res,
+    ATC_ERR_IMAGE, ATC_ERR_INVALID, ATC_ERR_NOT_FOUND, ATC_ERR_SCHEMA_MISMATCH, ATC_OK,
 };
 
-/// A table image, matched in place. Opaque.
-pub struct AtcImageRouter {
+/// An opened table image, read in place: routed from once attached to a router
+/// (`atc_router_attach_image`). Opaque.
+pub struct AtcImage {
     router: ImageRouter,
     bytes: Arc<Mapped>,
 }
 
-impl AtcImageRouter {
-    /// The image router.
-    pub(crate) fn image(&self) -> &ImageRouter {
+impl AtcImage {
+    /// The image's table.
+    pub(crate) fn table(&self) -> &ImageRouter {
         &self.router
     }
 }
@@ -240,23 +245,23 @@ pub unsafe extern "C" fn atc_router_published(
     })
 }
 
-/// The path another process of this user opens the image by (`atc_image_router_open`) while
+/// The path another process of this user opens the image by (`atc_image_open`) while
 /// this one holds it, in `buf` (`*buf_len`: capacity in, bytes out, no NUL; `ATC_ERR_BUFFER`
 /// with the length needed when it does not fit): for a sealed image (`atc_router_publish_images`
 /// without a directory). `ATC_ERR_NOT_FOUND` for an image read from a file (the file is its
 /// path).
 ///
 /// # Safety
-/// `router` is a live handle; `buf` points to `*buf_len` writable bytes.
+/// `image` is a live handle; `buf` points to `*buf_len` writable bytes.
 #[no_mangle]
-pub unsafe extern "C" fn atc_image_router_share_path(
-    router: *const AtcImageRouter,
+pub unsafe extern "C" fn atc_image_share_path(
+    image: *const AtcImage,
     buf: *mut c_char,
     buf_len: *mut usize,
 ) -> i32 {
     guard_status(|| {
-        // SAFETY: `router` is NULL or a live handle.
-        let r = unsafe { handle(router, "router") }?;
+        // SAFETY: `image` is NULL or a live handle.
+        let r = unsafe { handle(image, "image") }?;
         let Some(path) = r.bytes.share_path() else {
             return Err(Fail::new(ATC_ERR_NOT_FOUND, "an image read from a file"));
         };
@@ -267,45 +272,45 @@ pub unsafe extern "C" fn atc_image_router_share_path(
 }
 
 /// Maps the image file at `path` (`path_len` bytes) and checks it whole as a table of
-/// `schema`: an image router, or NULL with the reason in `errbuf` (`ATC_ERR_IMAGE`: missing,
+/// `schema`: the opened image, or NULL with the reason in `errbuf` (`ATC_ERR_IMAGE`: missing,
 /// unreadable, not a regular file of this process's user that no one else can write (a
 /// symbolic link is not followed, a FIFO not waited on), not an image, corrupt, truncated, of
 /// another library version or another schema's fields). Holds the calling thread for the check (milliseconds at 100,000 routes):
 /// a worker switching tables uses `atc_image_open_start`. Its regexes are compiled by the
 /// first request that evaluates each (`atc_image_open_start` also takes those the table in
 /// force compiled).
-/// Free it with `atc_image_router_free`.
+/// Attach it to a router (`atc_router_attach_image`) or free it with `atc_image_free`.
 ///
 /// # Safety
 /// `schema` is a live handle; `path` points to `path_len` bytes; `errbuf` to `*errbuf_len`
 /// bytes (or NULLs).
 #[no_mangle]
-pub unsafe extern "C" fn atc_image_router_open(
+pub unsafe extern "C" fn atc_image_open(
     schema: *const AtcSchema,
     path: *const c_char,
     path_len: usize,
     errbuf: *mut c_char,
     errbuf_len: *mut usize,
-) -> *mut AtcImageRouter {
+) -> *mut AtcImage {
     guard_ptr(errbuf, errbuf_len, || {
         // SAFETY: `schema` is NULL or a live handle.
         let schema = unsafe { handle(schema, "schema") }?.share();
         // SAFETY: `path` is NULL or points to `path_len` readable bytes.
         let path = unsafe { str_arg(path, path_len, "path") }?;
         let (router, bytes) = open(schema, Path::new(path))?;
-        Ok(Box::into_raw(Box::new(AtcImageRouter { router, bytes })))
+        Ok(Box::into_raw(Box::new(AtcImage { router, bytes })))
     })
 }
 
 /// Starts mapping and checking the image file at `path` on a thread of its own, and returns at
-/// once: poll `atc_image_open_ready`, then `atc_image_open_finish` takes the image router. NULL
+/// once: poll `atc_image_open_ready`, then `atc_image_open_finish` takes the image. NULL
 /// (reason in `errbuf`) only for bad arguments. The thread also gives the image the compiled
-/// regexes an image router of this process holds for the same sources (the table in force):
+/// regexes an image of this process holds for the same sources (the table in force):
 /// after a push, requests compile only regexes this process never compiled (each is compiled
 /// by the first request that evaluates it).
 ///
 /// # Safety
-/// As `atc_image_router_open`.
+/// As `atc_image_open`.
 #[no_mangle]
 pub unsafe extern "C" fn atc_image_open_start(
     schema: *const AtcSchema,
@@ -354,7 +359,7 @@ pub unsafe extern "C" fn atc_image_open_ready(opening: *const AtcImageOpening) -
     })
 }
 
-/// Ends an opening (waiting for it if it is not done) and frees it: the image router, or NULL
+/// Ends an opening (waiting for it if it is not done) and frees it: the image, or NULL
 /// with the reason in `errbuf`.
 ///
 /// # Safety
@@ -365,7 +370,7 @@ pub unsafe extern "C" fn atc_image_open_finish(
     opening: *mut AtcImageOpening,
     errbuf: *mut c_char,
     errbuf_len: *mut usize,
-) -> *mut AtcImageRouter {
+) -> *mut AtcImage {
     guard_ptr(errbuf, errbuf_len, || {
         // SAFETY: `opening` is NULL or a live handle (checked here).
         unsafe { handle(opening, "opening") }?;
@@ -377,45 +382,92 @@ pub unsafe extern "C" fn atc_image_open_finish(
         let result = o.result.lock().unwrap_or_else(|e| e.into_inner()).take();
         let (router, bytes) =
             result.unwrap_or_else(|| Err(image_fail("the opening thread ended early")))?;
-        Ok(Box::into_raw(Box::new(AtcImageRouter { router, bytes })))
+        Ok(Box::into_raw(Box::new(AtcImage { router, bytes })))
     })
 }
 
-/// Frees an image router, unmapping its file (NULL is ignored).
+/// Frees an image, unmapping its file (NULL is ignored). An image attached to a router is the
+/// router's: it is freed with the router, or handed back by the next attach.
 ///
 /// # Safety
-/// `router` is NULL or a handle from this library's image functions, not yet freed.
+/// `image` is NULL or a handle from this library's image functions, not yet freed nor
+/// attached.
 #[no_mangle]
-pub unsafe extern "C" fn atc_image_router_free(router: *mut AtcImageRouter) {
-    if !router.is_null() {
+pub unsafe extern "C" fn atc_image_free(image: *mut AtcImage) {
+    if !image.is_null() {
         guard_status(|| {
             // SAFETY: from Box::into_raw here, freed once (the caller's contract).
-            drop(unsafe { Box::from_raw(router) });
+            drop(unsafe { Box::from_raw(image) });
             Ok(ATC_OK)
         });
     }
 }
 
-/// Frees an image router on a thread of its own, then removes its file `path` (`path_len`
+/// Makes `router` route from `image` (NULL: from its own table again): every read of the
+/// router (execute, key and needed fields, explain, matches, len, fields) answers from the
+/// image from this call on, and its executes are counted in the router's stats. The router
+/// takes the image; the one it routed from before goes to `*previous` (NULL if none), for the
+/// caller to retire or free. The router's own routes (add, remove, syncs) are what its builder
+/// builds from, and route again once it is detached. Between two requests: O(1).
+/// `ATC_ERR_SCHEMA_MISMATCH` (nothing changes) for an image opened with another schema handle
+/// than the router's.
+///
+/// # Safety
+/// `router` is a live handle nothing else uses during the call; `image` is NULL or a live
+/// image handle, not attached elsewhere and not used by the caller after the call;
+/// `previous` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn atc_router_attach_image(
+    router: *mut AtcRouter,
+    image: *mut AtcImage,
+    previous: *mut *mut AtcImage,
+) -> i32 {
+    guard_status(|| {
+        // SAFETY: `router` is NULL or a live handle nothing else uses during the call.
+        let r = unsafe { handle_mut(router, "router") }?;
+        // SAFETY: `previous` is NULL or writable.
+        let previous = unsafe { out(previous, "previous") }?;
+        let image = if image.is_null() {
+            None
+        } else {
+            // SAFETY: a live handle (checked non-NULL) given up by the caller (its contract).
+            let image = unsafe { Box::from_raw(image) };
+            if !Arc::ptr_eq(image.router.schema(), r.router.schema()) {
+                // Not taken: the caller still owns it.
+                let _ = Box::into_raw(image);
+                return Err(Fail::new(
+                    ATC_ERR_SCHEMA_MISMATCH,
+                    "the image was opened with another schema handle than the router's",
+                ));
+            }
+            Some(image)
+        };
+        *previous =
+            std::mem::replace(&mut r.mapped, image).map_or(std::ptr::null_mut(), Box::into_raw);
+        Ok(ATC_OK)
+    })
+}
+
+/// Frees an image on a thread of its own, then removes its file `path` (`path_len`
 /// bytes; may be empty) if no process maps it any more: what a worker that switched to a new
 /// image does with the old one, so that unmapping it and freeing what this process compiled
 /// for it (regexes) never holds the worker. Returns at once; NULL is ignored.
 ///
 /// # Safety
-/// `router` is NULL or a live handle, not used again after this call; `path` points to
-/// `path_len` bytes.
+/// `image` is NULL or a live handle not attached to a router, not used again after this
+/// call; `path` points to `path_len` bytes.
 #[no_mangle]
-pub unsafe extern "C" fn atc_image_router_retire(
-    router: *mut AtcImageRouter,
+pub unsafe extern "C" fn atc_image_retire(
+    image: *mut AtcImage,
     path: *const c_char,
     path_len: usize,
 ) -> i32 {
     guard_status(|| {
-        if router.is_null() {
+        if image.is_null() {
             return Ok(ATC_OK);
         }
         // SAFETY: from Box::into_raw here, given up by the caller (its contract).
-        let r = unsafe { Box::from_raw(router) };
+        let r = unsafe { Box::from_raw(image) };
         let path = if path_len == 0 {
             None
         } else {
@@ -434,132 +486,6 @@ pub unsafe extern "C" fn atc_image_router_retire(
             .spawn(retire)
             .map_err(|e| image_fail(format_args!("retiring an image: {e}")))?;
         Ok(ATC_OK)
-    })
-}
-
-/// As `atc_router_execute`, from the image: 1 matched (read the result from the context), 0
-/// not, or `ATC_ERR_NULL` / `ATC_ERR_SCHEMA_MISMATCH`.
-///
-/// # Safety
-/// `router` and `context` are live handles.
-#[no_mangle]
-pub unsafe extern "C" fn atc_image_router_execute(
-    router: *const AtcImageRouter,
-    context: *mut AtcContext,
-) -> i32 {
-    guard_status(|| {
-        // SAFETY: `router` is NULL or a live handle.
-        let r = unsafe { handle(router, "router") }?;
-        // SAFETY: `context` is NULL or a live handle nothing else uses during the call.
-        let c = unsafe { handle_mut(context, "context") }?;
-        crate::router::execute_status(r.router.try_execute(&mut c.ctx))
-    })
-}
-
-/// `atc_image_router_execute`, and the outcome counted in the stats of `counts` (routed or not
-/// found; nothing for an error): what a gateway routing from a shared image calls, so that its
-/// own router's counters see every request (`atc_router_stats`).
-///
-/// # Safety
-/// `router`, `context` and `counts` are live handles.
-#[no_mangle]
-pub unsafe extern "C" fn atc_image_router_execute_counted(
-    router: *const AtcImageRouter,
-    context: *mut AtcContext,
-    counts: *const AtcRouter,
-) -> i32 {
-    guard_status(|| {
-        // SAFETY: `router` is NULL or a live handle.
-        let r = unsafe { handle(router, "router") }?;
-        // SAFETY: `context` is NULL or a live handle nothing else uses during the call.
-        let c = unsafe { handle_mut(context, "context") }?;
-        // SAFETY: `counts` is NULL or a live handle.
-        let counts = unsafe { handle(counts, "counts") }?;
-        let result = r.router.try_execute(&mut c.ctx);
-        if let Ok(found) = result {
-            counts.router.count_execute(&c.ctx, found);
-        }
-        crate::router::execute_status(result)
-    })
-}
-
-/// As `atc_router_key_fields`, from the image: the fields its index looks values up in, as a
-/// field mask in `*mask` (phase 1 of a two-phase match).
-///
-/// # Safety
-/// `router` is a live handle; `mask` is writable.
-#[no_mangle]
-pub unsafe extern "C" fn atc_image_router_key_fields(
-    router: *const AtcImageRouter,
-    mask: *mut u64,
-) -> i32 {
-    guard_status(|| {
-        // SAFETY: `router` is NULL or a live handle.
-        let r = unsafe { handle(router, "router") }?;
-        // SAFETY: `mask` is NULL or writable.
-        *unsafe { out(mask, "mask") }? = r.router.key_fields();
-        Ok(ATC_OK)
-    })
-}
-
-/// As `atc_router_needed_fields`, from the image: with every value of the key fields in
-/// `context`, the fields the routes the request can still match use, in `*mask`. All bits for
-/// a context of another schema. Allocates nothing once the context has grown, and the execute
-/// that follows reuses the candidates it found.
-///
-/// # Safety
-/// `router` and `context` are live handles; `mask` is writable.
-#[no_mangle]
-pub unsafe extern "C" fn atc_image_router_needed_fields(
-    router: *const AtcImageRouter,
-    context: *mut AtcContext,
-    mask: *mut u64,
-) -> i32 {
-    guard_status(|| {
-        // SAFETY: `router` is NULL or a live handle.
-        let r = unsafe { handle(router, "router") }?;
-        // SAFETY: `context` is NULL or a live handle nothing else uses during the call.
-        let c = unsafe { handle_mut(context, "context") }?;
-        // SAFETY: `mask` is NULL or writable.
-        *unsafe { out(mask, "mask") }? = r.router.needed_fields(&mut c.ctx);
-        Ok(ATC_OK)
-    })
-}
-
-/// The number of routes of an image router, in `*count`.
-///
-/// # Safety
-/// `router` is a live handle; `count` is writable.
-#[no_mangle]
-pub unsafe extern "C" fn atc_image_router_len(
-    router: *const AtcImageRouter,
-    count: *mut usize,
-) -> i32 {
-    guard_status(|| {
-        // SAFETY: `router` is NULL or a live handle.
-        let r = unsafe { handle(router, "router") }?;
-        // SAFETY: `count` is NULL or writable.
-        *unsafe { out(count, "count") }? = r.router.len();
-        Ok(ATC_OK)
-    })
-}
-
-/// The names of the fields the image's routes use, as `atc_router_fields` gives a router's.
-///
-/// # Safety
-/// As `atc_router_fields`.
-#[no_mangle]
-pub unsafe extern "C" fn atc_image_router_fields(
-    router: *const AtcImageRouter,
-    buf: *mut c_char,
-    buf_len: *mut usize,
-    count: *mut usize,
-) -> i32 {
-    guard_status(|| {
-        // SAFETY: `router` is NULL or a live handle.
-        let r = unsafe { handle(router, "router") }?;
-        // SAFETY: `buf` points to `*buf_len` writable bytes; `count` is NULL or writable.
-        unsafe { write_names(&r.router.fields(), buf, buf_len, count) }
     })
 }
 

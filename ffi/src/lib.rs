@@ -401,7 +401,8 @@ pub(crate) unsafe fn out<'a, T>(ptr: *mut T, arg: &str) -> Res<&'a mut T> {
     unsafe { ptr.as_mut() }.ok_or_else(|| Fail::null(arg))
 }
 
-pub(crate) fn type_code(ty: Type) -> i32 {
+/// A type's `ATC_TYPE_*` code.
+pub fn type_code(ty: Type) -> i32 {
     match ty {
         Type::String => ATC_TYPE_STRING,
         Type::Int => ATC_TYPE_INT,

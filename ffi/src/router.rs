@@ -3,9 +3,10 @@
 //! Invariant: a router's schema is the `Arc<Schema>` its schema handle shared when the router
 //! was made; only contexts holding that same `Arc` can be executed against it.
 
-use atc_router::{Router, Uuid};
+use atc_router::{Router, TableRef, Uuid};
 
 use crate::context::AtcContext;
+use crate::image::AtcImage;
 use crate::schema::AtcSchema;
 use std::ffi::c_char;
 use std::time::Instant;
@@ -37,6 +38,21 @@ pub struct AtcRouter {
     pub(crate) held: Option<std::fs::File>,
     /// The builder keeps no shadow (`atc_router_keep_shadow`).
     pub(crate) drop_shadow: bool,
+    /// The image the router routes from instead of its own table (`atc_router_attach_image`).
+    pub(crate) mapped: Option<Box<AtcImage>>,
+}
+
+impl AtcRouter {
+    /// The table the router's reads answer from: the attached image, else its own.
+    pub(crate) fn table(&self) -> TableRef<'_> {
+        match &self.mapped {
+            Some(image) => TableRef::Mapped {
+                image: image.table(),
+                counts: &self.router,
+            },
+            None => TableRef::Built(&self.router),
+        }
+    }
 }
 
 pub(crate) fn parse_uuid(text: &str) -> Res<Uuid> {
@@ -75,6 +91,7 @@ pub unsafe extern "C" fn atc_router_new(
             sealed: Default::default(),
             held: None,
             drop_shadow: false,
+            mapped: None,
         })))
     })
 }
@@ -164,7 +181,8 @@ pub unsafe extern "C" fn atc_router_remove(
     })
 }
 
-/// Matches the context's values against the routes: 1 when a route matched (read the result
+/// Matches the context's values against the routes (those of the image the router routes
+/// from, when one is attached: `atc_router_attach_image`): 1 when a route matched (read the result
 /// with `atc_context_result`), 0 when none did, or a negative status (`ATC_ERR_NULL`;
 /// `ATC_ERR_SCHEMA_MISMATCH` when the context was made from another schema handle;
 /// `ATC_ERR_BROKEN` when a panic interrupted a change of the router part-way — no answer from
@@ -185,7 +203,7 @@ pub unsafe extern "C" fn atc_router_execute(
         // caller's contract).
         let c = unsafe { handle_mut(context, "context") }?;
         // Clears the previous result in every case, errors included.
-        execute_status(r.router.try_execute(&mut c.ctx))
+        execute_status(r.table().try_execute(&mut c.ctx))
     })
 }
 
@@ -199,7 +217,7 @@ pub(crate) fn execute_status(result: Result<bool, atc_router::Error>) -> Res<i32
     }
 }
 
-/// The names of the fields used by at least one route, sorted, each followed by a NUL, into
+/// The names of the fields used by at least one route of the table routed from, sorted, each followed by a NUL, into
 /// `buf` (`*buf_len`: capacity in, bytes written out; `ATC_ERR_BUFFER` with the size needed
 /// when too small). `*count` (may be NULL) receives the number of names.
 ///
@@ -218,7 +236,7 @@ pub unsafe extern "C" fn atc_router_fields(
         // SAFETY: `buf_len` is NULL or valid for writes (the caller's contract).
         unsafe { out(buf_len, "buf_len") }?;
         // SAFETY: `buf` is NULL or points to `*buf_len` writable bytes (the caller's contract).
-        unsafe { write_names(&r.router.fields(), buf, buf_len, count) }
+        unsafe { write_names(&r.table().fields(), buf, buf_len, count) }
     })
 }
 
@@ -235,7 +253,7 @@ pub unsafe extern "C" fn atc_router_key_fields(router: *const AtcRouter, mask: *
         // SAFETY: `router` is NULL or a live handle (the caller's contract).
         let r = unsafe { handle(router, "router") }?;
         // SAFETY: `mask` is NULL or valid for writes (the caller's contract).
-        *unsafe { out(mask, "mask") }? = r.router.key_fields();
+        *unsafe { out(mask, "mask") }? = r.table().key_fields();
         Ok(ATC_OK)
     })
 }
@@ -263,7 +281,7 @@ pub unsafe extern "C" fn atc_router_needed_fields(
         // caller's contract).
         let c = unsafe { handle_mut(context, "context") }?;
         // SAFETY: `mask` is NULL or valid for writes (the caller's contract).
-        *unsafe { out(mask, "mask") }? = r.router.needed_fields(&mut c.ctx);
+        *unsafe { out(mask, "mask") }? = r.table().needed_fields(&mut c.ctx);
         Ok(ATC_OK)
     })
 }
@@ -327,7 +345,8 @@ pub unsafe extern "C" fn atc_router_keep_shadow(router: *mut AtcRouter, keep: i3
     })
 }
 
-/// Stores the number of routes in `*count`.
+/// Stores the number of routes of the table the router routes from (its own, or the image
+/// attached) in `*count`.
 ///
 /// # Safety
 /// `router` is a live handle; `count` is writable.
@@ -337,7 +356,7 @@ pub unsafe extern "C" fn atc_router_len(router: *const AtcRouter, count: *mut us
         // SAFETY: `router` is NULL or a live handle (the caller's contract).
         let r = unsafe { handle(router, "router") }?;
         // SAFETY: `count` is NULL or valid for writes (the caller's contract).
-        *unsafe { out(count, "count") }? = r.router.len();
+        *unsafe { out(count, "count") }? = r.table().len();
         Ok(ATC_OK)
     })
 }

@@ -15,10 +15,7 @@ use std::ffi::c_char;
 
 use crate::{
     guard, guard_status, handle, out, str_arg, type_code, type_from_code, write_names, Fail, Res,
-    ATC_ERR_INVALID, ATC_ERR_SCHEMA_SHARED, ATC_ERR_UNKNOWN_FIELD, ATC_LIMIT_MAX_DEPTH,
-    ATC_LIMIT_MAX_EXPRESSION_LEN, ATC_LIMIT_MAX_PREDICATES, ATC_LIMIT_MAX_REGEXES,
-    ATC_LIMIT_MAX_VALUES_PER_FIELD, ATC_LIMIT_MAX_WILDCARD_FIELDS, ATC_LIMIT_REGEX_SIZE,
-    ATC_LIMIT_REGEX_TOTAL_SIZE, ATC_OK,
+    ATC_ERR_INVALID, ATC_ERR_SCHEMA_SHARED, ATC_ERR_UNKNOWN_FIELD, ATC_LIMIT_MAX_DEPTH, ATC_OK,
 };
 
 /// A schema: field names and types. Opaque.
@@ -88,34 +85,23 @@ impl AtcSchema {
     }
 }
 
-/// The name (as in `Limits`, the Lua binding and SECURITY.md) and the field of `limits` an
-/// `ATC_LIMIT_*` code stands for; `ATC_ERR_INVALID` for any other code.
+/// The name (one of `Limits::NAMES`) and the field of `limits` an `ATC_LIMIT_*` code stands
+/// for (the code is the name's position plus one); `ATC_ERR_INVALID` for any other code.
 fn limit_slot(limits: &mut Limits, code: i32) -> Res<(&'static str, &mut usize)> {
-    Ok(match code {
-        ATC_LIMIT_MAX_EXPRESSION_LEN => ("max_expression_len", &mut limits.max_expression_len),
-        ATC_LIMIT_MAX_DEPTH => ("max_depth", &mut limits.max_depth),
-        ATC_LIMIT_MAX_PREDICATES => ("max_predicates", &mut limits.max_predicates),
-        ATC_LIMIT_MAX_REGEXES => ("max_regexes", &mut limits.max_regexes),
-        ATC_LIMIT_REGEX_SIZE => ("regex_size_limit", &mut limits.regex_size_limit),
-        ATC_LIMIT_REGEX_TOTAL_SIZE => {
-            ("regex_total_size_limit", &mut limits.regex_total_size_limit)
-        }
-        ATC_LIMIT_MAX_VALUES_PER_FIELD => {
-            ("max_values_per_field", &mut limits.max_values_per_field)
-        }
-        ATC_LIMIT_MAX_WILDCARD_FIELDS => ("max_wildcard_fields", &mut limits.max_wildcard_fields),
-        _ => {
-            return Err(Fail::new(
-                ATC_ERR_INVALID,
-                format_args!(
-                    "{code} is not a limit code (expected ATC_LIMIT_MAX_EXPRESSION_LEN, \
-                     ATC_LIMIT_MAX_DEPTH, ATC_LIMIT_MAX_PREDICATES, ATC_LIMIT_MAX_REGEXES, \
-                     ATC_LIMIT_REGEX_SIZE, ATC_LIMIT_REGEX_TOTAL_SIZE, \
-                     ATC_LIMIT_MAX_VALUES_PER_FIELD or ATC_LIMIT_MAX_WILDCARD_FIELDS)"
-                ),
-            ))
-        }
-    })
+    let name = usize::try_from(code)
+        .ok()
+        .and_then(|c| c.checked_sub(1))
+        .and_then(|at| Limits::NAMES.get(at));
+    match name.and_then(|&n| Some((n, limits.by_name_mut(n)?))) {
+        Some(slot) => Ok(slot),
+        None => Err(Fail::new(
+            ATC_ERR_INVALID,
+            format_args!(
+                "{code} is not a limit code (expected 1 to {}: the ATC_LIMIT_* constants)",
+                Limits::NAMES.len()
+            ),
+        )),
+    }
 }
 
 /// A new, empty schema (NULL only if memory ran out in a way that panicked). Free it with

@@ -14,6 +14,8 @@ use std::path::{Path, PathBuf};
 
 const BEGIN: &str = "-- BEGIN GENERATED (ffi/tests/header.rs)\n";
 const END: &str = "-- END GENERATED\n";
+const VALUES_BEGIN: &str = "-- BEGIN GENERATED VALUES (ffi/tests/header.rs)\n";
+const VALUES_END: &str = "-- END GENERATED VALUES\n";
 
 fn crate_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -57,7 +59,7 @@ fn generate_header() -> String {
             ("AtcSyncError", "atc_sync_error"),
             ("AtcPathField", "atc_path_field"),
             ("AtcStats", "atc_stats"),
-            ("AtcImageRouter", "atc_image_router"),
+            ("AtcImage", "atc_image"),
             ("AtcImageOpening", "atc_image_opening"),
         ]
         .map(|(a, b)| (a.to_owned(), b.to_owned())),
@@ -141,11 +143,38 @@ fn lua_cdefs_path() -> PathBuf {
     crate_dir().join("../lua/resty/router/cdefs.lua")
 }
 
-/// `cdefs.lua` with its generated block replaced by `cdef`.
+/// `cdefs.lua` with its generated blocks replaced: the declarations by `cdef`, the values by
+/// what the core and the C ABI say they are.
 fn with_cdef_block(lua: &str, cdef: &str) -> String {
-    let start = lua.find(BEGIN).expect("cdefs.lua has the BEGIN marker") + BEGIN.len();
-    let end = lua.find(END).expect("cdefs.lua has the END marker");
-    format!("{}{}{}", &lua[..start], cdef, &lua[end..])
+    let lua = with_block(lua, BEGIN, END, cdef);
+    with_block(&lua, VALUES_BEGIN, VALUES_END, &lua_values())
+}
+
+fn with_block(lua: &str, begin: &str, end: &str, body: &str) -> String {
+    let start = lua.find(begin).expect("cdefs.lua has the BEGIN marker") + begin.len();
+    let stop = lua[start..]
+        .find(end)
+        .expect("cdefs.lua has the END marker")
+        + start;
+    format!("{}{}{}", &lua[..start], body, &lua[stop..])
+}
+
+/// The values the Lua binding derives its codes from: each type's name by its `ATC_TYPE_*`
+/// code, and the limits' names in the order of their `ATC_LIMIT_*` codes (from 1).
+fn lua_values() -> String {
+    let types: Vec<String> = atc_router::Type::ALL
+        .iter()
+        .map(|&t| format!("[{}] = \"{}\"", atc_router_ffi::type_code(t), t.name()))
+        .collect();
+    let limits: Vec<String> = atc_router::Limits::NAMES
+        .iter()
+        .map(|n| format!("    \"{n}\",\n"))
+        .collect();
+    format!(
+        "local TYPE_NAMES = {{ {} }}\nlocal LIMIT_NAMES = {{\n{}}}\n",
+        types.join(", "),
+        limits.concat()
+    )
 }
 
 fn check_or_bless(path: &Path, expected: &str, what: &str) {
@@ -193,15 +222,52 @@ fn lua_cdefs_match_the_header() {
 
 #[test]
 fn every_function_in_the_header_starts_with_atc() {
-    let cdef = cdef_from_header(&generate_header());
-    let mut functions = 0;
-    for line in cdef.lines() {
-        if let Some(paren) = line.find('(') {
-            let name = line[..paren].split_whitespace().last().unwrap();
-            let name = name.trim_start_matches('*');
-            assert!(name.starts_with("atc_"), "{name} lacks the atc_ prefix");
-            functions += 1;
-        }
+    let functions = header_functions();
+    for name in &functions {
+        assert!(name.starts_with("atc_"), "{name} lacks the atc_ prefix");
     }
-    assert!(functions >= 20, "only {functions} functions found");
+    assert!(
+        functions.len() >= 20,
+        "only {} functions found",
+        functions.len()
+    );
+}
+
+/// The names of the functions the header declares.
+fn header_functions() -> Vec<String> {
+    let cdef = cdef_from_header(&generate_header());
+    cdef.lines()
+        .filter_map(|line| {
+            let paren = line.find('(')?;
+            let name = line[..paren].split_whitespace().last()?;
+            Some(name.trim_start_matches('*').to_owned())
+        })
+        .collect()
+}
+
+/// The C ABI's fuzz target drives every function the header declares: a new call is fuzzed
+/// from the day it is exported.
+#[test]
+fn the_c_abi_fuzz_target_calls_every_function() {
+    let target = std::fs::read_to_string(crate_dir().join("../fuzz/fuzz_targets/c_abi.rs"))
+        .expect("fuzz/fuzz_targets/c_abi.rs exists");
+    let named = |name: &str| {
+        target.match_indices(name).any(|(at, _)| {
+            let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+            let before = target[..at].chars().next_back().is_none_or(|c| !word(c));
+            let after = target[at + name.len()..]
+                .chars()
+                .next()
+                .is_none_or(|c| !word(c));
+            before && after
+        })
+    };
+    let missing: Vec<String> = header_functions()
+        .into_iter()
+        .filter(|f| !named(f))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "fuzz/fuzz_targets/c_abi.rs never calls {missing:?}"
+    );
 }

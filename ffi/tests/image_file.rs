@@ -403,8 +403,92 @@ fn where_a_table_was_published_is_never_cut_short() {
         let path = String::from_utf8(buf.iter().map(|&c| c as u8).collect()).unwrap();
         assert!(path.starts_with(dir) && path.ends_with(".atcimg"), "{path}");
         assert_eq!(version, 1);
+        routes_from_the_image(s, &path);
         atc_router_free(r);
         atc_schema_free(s);
     }
     std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// The image at `path`, opened and attached to a router of `s`: that router answers from it,
+/// counts its executes, refuses an image of another schema handle (which stays the caller's),
+/// and hands the image back when detached.
+///
+/// # Safety
+/// `s` is a live schema handle with the field `http.path`.
+unsafe fn routes_from_the_image(s: *mut atc_router_ffi::AtcSchema, path: &str) {
+    use atc_router_ffi::image::{atc_image_free, atc_image_open, atc_router_attach_image};
+    use atc_router_ffi::*;
+    use std::ptr::null_mut;
+    let img = atc_image_open(s, path.as_ptr().cast(), path.len(), null_mut(), null_mut());
+    assert!(!img.is_null());
+    // Another schema handle with the same field: the attach is refused, nothing changes.
+    let other = atc_schema_new();
+    let name = "http.path";
+    let rc = atc_schema_add_field(
+        other,
+        name.as_ptr().cast(),
+        name.len(),
+        ATC_TYPE_STRING,
+        null_mut(),
+        null_mut(),
+    );
+    assert_eq!(rc, ATC_OK);
+    let stranger = atc_router_new(other, null_mut(), null_mut());
+    let mut previous = null_mut();
+    let rc = atc_router_attach_image(stranger, img, &mut previous);
+    assert_eq!(rc, ATC_ERR_SCHEMA_MISMATCH);
+    atc_router_free(stranger);
+    atc_schema_free(other);
+
+    let reader = atc_router_new(s, null_mut(), null_mut());
+    let rc = atc_router_attach_image(reader, img, &mut previous);
+    assert_eq!(rc, ATC_OK);
+    assert!(previous.is_null(), "no image before");
+    let mut n = 0usize;
+    assert_eq!(atc_router_len(reader, &mut n), ATC_OK);
+    assert_eq!(n, 1, "the image's routes");
+    let ctx = atc_context_new(s, null_mut(), null_mut());
+    let (mut id, mut ty) = (0u32, 0i32);
+    let rc = atc_context_field_id(
+        ctx,
+        name.as_ptr().cast(),
+        name.len(),
+        &mut id,
+        &mut ty,
+        null_mut(),
+        null_mut(),
+    );
+    assert_eq!(rc, ATC_OK);
+    for (value, want) in [("/a/1", 1), ("/b", 0)] {
+        assert_eq!(atc_context_reset(ctx), ATC_OK);
+        let rc = atc_context_add_str(
+            ctx,
+            id,
+            value.as_ptr().cast(),
+            value.len(),
+            null_mut(),
+            null_mut(),
+        );
+        assert_eq!(rc, ATC_OK);
+        assert_eq!(atc_router_execute(reader, ctx), want, "{value}");
+    }
+    let mut stats = std::mem::zeroed::<AtcStats>();
+    stats.size = std::mem::size_of::<AtcStats>();
+    assert_eq!(atc_router_stats(reader, &mut stats), ATC_OK);
+    assert_eq!(
+        (stats.routed, stats.not_found),
+        (1, 1),
+        "counted by the reader"
+    );
+
+    // Detached: its own (empty) table answers again, and the image comes back.
+    let rc = atc_router_attach_image(reader, null_mut(), &mut previous);
+    assert_eq!(rc, ATC_OK);
+    assert_eq!(previous, img);
+    assert_eq!(atc_router_len(reader, &mut n), ATC_OK);
+    assert_eq!(n, 0);
+    atc_image_free(previous);
+    atc_context_free(ctx);
+    atc_router_free(reader);
 }

@@ -476,6 +476,21 @@ fn get_limit_reads_the_defaults_then_what_was_set() {
     }
 }
 
+/// The C codes are the core's names in order (`Limits::NAMES`), from 1: the Lua binding derives
+/// its codes from the names the header test writes into its cdefs.
+#[test]
+fn every_code_is_its_names_position_plus_one() {
+    for (code, name, default) in ALL_LIMITS {
+        assert_eq!(atc_router::Limits::NAMES[code as usize - 1], name);
+        assert_eq!(
+            atc_router::Limits::default().by_name(name),
+            Some(default as usize),
+            "{name}"
+        );
+    }
+    assert_eq!(atc_router::Limits::NAMES.len(), ALL_LIMITS.len());
+}
+
 #[test]
 fn bad_codes_values_and_pointers_are_refused_and_change_nothing() {
     unsafe {
@@ -485,7 +500,7 @@ fn bad_codes_values_and_pointers_are_refused_and_change_nothing() {
             let (rc, msg) = set_limit(s, code, 7);
             assert_eq!(rc, ATC_ERR_INVALID, "{code}");
             assert!(
-                msg.starts_with(&format!("{code} is not a limit code (expected ATC_LIMIT_")),
+                msg.starts_with(&format!("{code} is not a limit code (expected 1 to 8")),
                 "{msg}"
             );
             let mut v = 99;

@@ -18,6 +18,7 @@ use std::ffi::{c_char, CStr};
 use std::ptr::{null, null_mut};
 
 use arbitrary::Arbitrary;
+use atc_router_ffi::image::*;
 use atc_router_ffi::*;
 use libfuzzer_sys::fuzz_target;
 
@@ -451,6 +452,33 @@ enum Op {
     /// Router, the `size` the caller declares (0 to 128 bytes of a 128-byte buffer), NULL out.
     RouterStats(H, u8, bool),
     CountBadRequest(H),
+    Settle(H),
+    BuilderThreads(i32),
+    /// Router, sealed in memory (else a file in the harness's directory), flags.
+    PublishImages(H, bool, i32, ErrSpec),
+    /// Router, NULL version pointer, the path's buffer.
+    Published(H, bool, OutSpec),
+    /// Schema, the path, on a thread (else on the calling one).
+    ImageOpen(H, PathRef, bool, ErrSpec),
+    ImageOpenReady(H),
+    ImageOpenFinish(u8, ErrSpec),
+    ImageFree(u8),
+    /// An image, and the image file to remove once it is freed (a known path, or none).
+    ImageRetire(u8, Option<u8>),
+    ImageSharePath(H, OutSpec),
+    /// Router, the image to attach (none: detach), NULL `previous` pointer.
+    Attach(H, Option<u8>, bool),
+    /// A known path.
+    RemoveIfUnused(u8, ErrSpec),
+    /// The harness's directory (else a NULL one), the file to keep (a known path's name).
+    Sweep(bool, Option<u8>, ErrSpec),
+}
+
+/// A path to open an image by: one a call gave (published, shared, written), or any text.
+#[derive(Arbitrary, Debug)]
+enum PathRef {
+    Known(u8),
+    Raw(Str),
 }
 
 #[derive(Default)]
@@ -465,6 +493,29 @@ struct State {
     /// The bytes of routes lent to lists (`atc_route_list_lend`): kept until every router and
     /// list is freed.
     lent_routes: Vec<Vec<Arg>>,
+    images: Vec<*mut AtcImage>,
+    openings: Vec<*mut AtcImageOpening>,
+    /// Paths calls gave (published images, shared images): what opens, removes and sweeps
+    /// take, so that no call is ever asked to remove a file outside the harness's directory.
+    paths: Vec<String>,
+}
+
+/// The directory published image files go to: this process's own, emptied after each input.
+fn image_dir() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("atc-fuzz-c-abi-{}", std::process::id()))
+}
+
+/// The text a call writes into a buffer of 4 KiB (`f(buf, len)`), when it returns `ATC_OK`.
+unsafe fn text_of(f: impl FnOnce(*mut c_char, *mut usize) -> i32) -> Option<String> {
+    let mut buf = vec![0 as c_char; 4096];
+    let mut len = buf.len();
+    let rc = f(buf.as_mut_ptr(), &mut len);
+    check_status(rc);
+    if rc != ATC_OK {
+        return None;
+    }
+    let bytes: Vec<u8> = buf[..len].iter().map(|&b| b as u8).collect();
+    Some(String::from_utf8(bytes).expect("paths are UTF-8"))
 }
 
 fn get<T>(v: &[*mut T], h: &H) -> *mut T {
@@ -1257,6 +1308,158 @@ impl State {
             Op::CountBadRequest(h) => {
                 check_status(atc_router_count_bad_request(get(&self.routers, h)));
             }
+            Op::Settle(h) => check_status(atc_router_settle(get(&self.routers, h))),
+            Op::BuilderThreads(n) => check_status(atc_builder_threads(*n % 4)),
+            Op::PublishImages(h, sealed, flags, e) => {
+                let dir = image_dir().to_string_lossy().into_owned();
+                let (ptr, len) = if *sealed {
+                    (null(), 0)
+                } else {
+                    (dir.as_ptr().cast(), dir.len())
+                };
+                let mut e = Err::new(e);
+                let rc = atc_router_publish_images(
+                    get(&self.routers, h),
+                    ptr,
+                    len,
+                    *flags % 3,
+                    e.buf(),
+                    e.len(),
+                );
+                e.check(rc);
+            }
+            Op::Published(h, null_version, out) => {
+                let r = get(&self.routers, h);
+                let mut version = 0u64;
+                let vp: *mut u64 = if *null_version {
+                    null_mut()
+                } else {
+                    &mut version
+                };
+                text_call(out, |buf, len| atc_router_published(r, vp, buf, len));
+                if let Some(path) = text_of(|buf, len| atc_router_published(r, vp, buf, len)) {
+                    if self.paths.len() < 16 {
+                        self.paths.push(path);
+                    }
+                }
+            }
+            Op::ImageOpen(h, path, threaded, e) => {
+                let path = match path {
+                    PathRef::Known(i) if !self.paths.is_empty() => {
+                        let p = &self.paths[*i as usize % self.paths.len()];
+                        Arg::new(&Str::Bytes(p.as_bytes().to_vec()), NAMES)
+                    }
+                    PathRef::Known(_) => Arg::new(&Str::Null(0), NAMES),
+                    PathRef::Raw(text) => Arg::new(text, NAMES),
+                };
+                let schema = get(&self.schemas, h);
+                let mut e = Err::new(e);
+                if *threaded {
+                    let o = atc_image_open_start(schema, path.ptr(), path.len(), e.buf(), e.len());
+                    e.check(if o.is_null() { ATC_ERR_INVALID } else { ATC_OK });
+                    if !o.is_null() {
+                        self.openings.push(o);
+                    }
+                } else {
+                    let img = atc_image_open(schema, path.ptr(), path.len(), e.buf(), e.len());
+                    e.check(if img.is_null() { ATC_ERR_IMAGE } else { ATC_OK });
+                    if !img.is_null() {
+                        self.images.push(img);
+                    }
+                }
+            }
+            Op::ImageOpenReady(h) => {
+                let rc = atc_image_open_ready(get(&self.openings, h));
+                check_status(rc);
+                assert!(rc <= 1);
+            }
+            Op::ImageOpenFinish(i, e) => {
+                if let Some(o) = take(&mut self.openings, *i) {
+                    let mut e = Err::new(e);
+                    let img = atc_image_open_finish(o, e.buf(), e.len());
+                    e.check(if img.is_null() { ATC_ERR_IMAGE } else { ATC_OK });
+                    if !img.is_null() {
+                        self.images.push(img);
+                    }
+                }
+            }
+            Op::ImageFree(i) => {
+                if let Some(img) = take(&mut self.images, *i) {
+                    atc_image_free(img);
+                }
+            }
+            Op::ImageRetire(i, path) => {
+                if let Some(img) = take(&mut self.images, *i) {
+                    let path = match path {
+                        Some(p) if !self.paths.is_empty() => {
+                            self.paths[*p as usize % self.paths.len()].clone()
+                        }
+                        _ => String::new(),
+                    };
+                    check_status(atc_image_retire(img, path.as_ptr().cast(), path.len()));
+                }
+            }
+            Op::ImageSharePath(h, out) => {
+                let img = get(&self.images, h);
+                text_call(out, |buf, len| atc_image_share_path(img, buf, len));
+                if let Some(path) = text_of(|buf, len| atc_image_share_path(img, buf, len)) {
+                    if self.paths.len() < 16 {
+                        self.paths.push(path);
+                    }
+                }
+            }
+            Op::Attach(h, image, null_previous) => {
+                let r = get(&self.routers, h);
+                let at = image.filter(|_| !self.images.is_empty());
+                let img = at.map_or(null_mut(), |i| self.images[i as usize % self.images.len()]);
+                let mut previous = null_mut();
+                let pp: *mut *mut AtcImage = if *null_previous {
+                    null_mut()
+                } else {
+                    &mut previous
+                };
+                let rc = atc_router_attach_image(r, img, pp);
+                check_status(rc);
+                if rc == ATC_OK {
+                    // The router took the image; it handed back the one before.
+                    if let Some(i) = at {
+                        let n = self.images.len();
+                        self.images.swap_remove(i as usize % n);
+                    }
+                    if !previous.is_null() {
+                        self.images.push(previous);
+                    }
+                } else {
+                    assert!(previous.is_null(), "a refused attach handed an image back");
+                }
+            }
+            Op::RemoveIfUnused(i, e) => {
+                if !self.paths.is_empty() {
+                    let p = self.paths[*i as usize % self.paths.len()].clone();
+                    let mut e = Err::new(e);
+                    let rc = atc_image_remove_if_unused(p.as_ptr().cast(), p.len(), e.buf(), e.len());
+                    e.check(rc);
+                    assert!(rc <= 1);
+                }
+            }
+            Op::Sweep(ours, keep, e) => {
+                let dir = image_dir().to_string_lossy().into_owned();
+                let (ptr, len) = if *ours {
+                    (dir.as_ptr().cast(), dir.len())
+                } else {
+                    (null(), 0)
+                };
+                let keep = match keep {
+                    Some(k) if !self.paths.is_empty() => {
+                        let p = &self.paths[*k as usize % self.paths.len()];
+                        p.rsplit('/').next().unwrap_or("").to_owned()
+                    }
+                    _ => String::new(),
+                };
+                let mut e = Err::new(e);
+                let rc = atc_image_sweep(ptr, len, keep.as_ptr().cast(), keep.len(), e.buf(), e.len());
+                e.check(rc);
+            }
         }
     }
 
@@ -1268,9 +1471,18 @@ impl State {
         for s in self.schemas.drain(..) {
             atc_schema_free(s);
         }
+        for o in self.openings.drain(..) {
+            atc_image_free(atc_image_open_finish(o, null_mut(), null_mut()));
+        }
+        for img in self.images.drain(..) {
+            atc_image_free(img);
+        }
         for r in self.routers.drain(..) {
             atc_router_free(r);
         }
+        self.paths.clear();
+        // The routers' builders have stopped: nothing writes image files any more.
+        let _ = std::fs::remove_dir_all(image_dir());
         for l in self.lists.drain(..) {
             atc_route_list_free(l);
         }

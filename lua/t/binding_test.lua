@@ -1882,8 +1882,9 @@ function T.router_stats()
 end
 
 -- Table images: a router's builder publishes each table it builds, sealed in memory or as a
--- file; image routers answer as the router does; a corrupt or foreign image is refused; a
--- file is read when opened, so nothing done to it later reaches an image router.
+-- file; a router an image is attached to answers from it as the builder's router does; a
+-- corrupt or foreign image is refused; a file is read when opened, so nothing done to it later
+-- reaches a router routing from it.
 
 local image = require("resty.router.image")
 
@@ -1891,6 +1892,15 @@ local function temp_dir()
     local name = os.tmpname()
     os.remove(name)
     return name .. ".images"
+end
+
+-- A router of `s` routing from `img` (it had none before).
+local function routing_from(s, img)
+    local reader = router.new(s)
+    local old, err = reader:attach_image(img)
+    eq(old, false, err or "no image before")
+    eq(img.ptr, nil, "the router took the image")
+    return reader
 end
 
 function T.image_published_opened_and_matched()
@@ -1912,46 +1922,54 @@ function T.image_published_opened_and_matched()
     -- Another schema object with the same fields, as another worker has.
     local s2 = http_schema()
     local img = assert(image.open(s2, path))
-    eq(img:len(), 2)
-    same(img:get_fields(), { "http.path" })
+    fails("image expected", pcall(router.new(s2).attach_image, router.new(s2), {}))
+    fails("schema", router.new(s):attach_image(img))
+    eq(img.ptr ~= nil, true, "a refused attach leaves the image with the caller")
+    local reader = routing_from(s2, img)
+    eq(reader:len(), 2)
+    same(reader:get_fields(), { "http.path" })
     local c = context.new(s2)
     assert(c:add_value("http.path", "/b/42"))
-    eq(img:execute(c), true)
+    eq(reader:execute(c), true)
     local uuid, _, captures = c:get_result()
     eq(uuid, U2)
     eq(captures.n, "42")
     c:reset()
     assert(c:add_value("http.path", "/c"))
-    eq(img:execute(c), false)
+    eq(reader:execute(c), false)
 
     -- Two-phase masks: the router's (both schemas number the same fields alike).
-    local lo, hi = img:key_fields()
+    local lo, hi = reader:key_fields()
     eq(lo ~= 0 or hi ~= 0, true, "the path is a key field")
-    same({ img:key_fields() }, { r:key_fields() })
+    same({ reader:key_fields() }, { r:key_fields() })
     local c1 = context.new(s)
     for _, p in ipairs({ "/b/42", "/a/x", "/c" }) do
         c:reset()
         c1:reset()
         assert(c:add_value("http.path", p))
         assert(c1:add_value("http.path", p))
-        same({ img:needed_fields(c) }, { r:needed_fields(c1) }, p)
+        same({ reader:needed_fields(c) }, { r:needed_fields(c1) }, p)
     end
-    fails("context expected", pcall(img.needed_fields, img, nil))
 
-    -- Counted in a router's stats when asked (what a gateway sharing the table does).
-    local before = r:stats()
+    -- Counted in the reader's stats (what a gateway sharing the table reads).
+    local before = reader:stats()
     c:reset()
     assert(c:add_value("http.path", "/a/1"))
-    eq(img:execute(c, r), true)
+    eq(reader:execute(c), true)
     c:reset()
     assert(c:add_value("http.path", "/zz"))
-    eq(img:execute(c, r), false)
-    eq(img:execute(c), false, "not counted")
-    local after = r:stats()
+    eq(reader:execute(c), false)
+    local after = reader:stats()
     same({ after.routed - before.routed, after.not_found - before.not_found }, { 1, 1 })
-    fails("router expected", pcall(img.execute, img, c, {}))
+    -- Every match, from the image.
+    c:reset()
+    assert(c:add_value("http.path", "/b/9"))
+    local all = assert(reader:matches(c))
+    eq(#all, 1)
+    eq(all[1].id, U2)
+    eq(all[1].captures.n, "9")
 
-    -- Opened on a thread, finished between two requests.
+    -- Opened on a thread, finished between two requests, swapped in for the first.
     local job = assert(image.open_start(s2, path))
     for _ = 1, 60000 do
         if job:ready() then
@@ -1961,17 +1979,22 @@ function T.image_published_opened_and_matched()
     end
     local img2 = assert(job:finish())
     fails("already finished", job:finish())
-    eq(img2:len(), 2)
+    local old = assert(reader:attach_image(img2))
+    eq(reader:len(), 2)
 
-    -- Read when opened: removing the file changes nothing for the image routers.
+    -- Read when opened: removing the file changes nothing for the routers reading it.
     eq(image.remove_if_unused(path), true)
     eq(image.remove_if_unused(path), true, "a missing file counts as removed")
     c:reset()
     assert(c:add_value("http.path", "/b/7"))
-    eq(img2:execute(c), true)
-    eq(img2:share_path(), nil, "a file's image is named by its file")
-    img:free()
-    img2:retire()
+    eq(reader:execute(c), true)
+    eq(old:share_path(), nil, "a file's image is named by its file")
+    old:free()
+    -- Detached: the reader routes from its own table (empty) again, and hands the image back.
+    local back = assert(reader:attach_image(nil))
+    eq(reader:len(), 0)
+    eq(reader:execute(c), false)
+    back:retire()
     fails("table image", image.open(s2, path))
     os.remove(dir)
 end
@@ -1988,11 +2011,12 @@ function T.image_sealed_in_memory()
     local held = assert(img:share_path())
     eq(held:match("^/proc/%d+/fd/%d+#") ~= nil and held ~= path, true, held)
     eq(held:match("#(.*)"), path:match("#(.*)"), "the same image")
+    local reader = routing_from(s, img)
     local c = context.new(s)
     assert(c:add_value("http.path", "/a/1"))
-    eq(img:execute(c), true)
+    eq(reader:execute(c), true)
     -- Explained from the image, as the router explains.
-    local why = assert(img:explain(c))
+    local why = assert(reader:explain(c))
     eq(why.winner, U1)
     eq(why.routes, 1)
     eq(#why.candidates, 1)
@@ -2000,33 +2024,31 @@ function T.image_sealed_in_memory()
     eq(why.candidates[1].matched, true)
     c:reset()
     assert(c:add_value("http.path", "/b"))
-    why = assert(img:explain(c, { ruled_out = true }))
+    why = assert(reader:explain(c, { ruled_out = true }))
     eq(why.winner, nil)
     eq(#why.ruled_out, 0)
     eq(why.ruled_out_omitted, 1)
-    fails("context expected", pcall(img.explain, img, nil))
     c:reset()
     assert(c:add_value("http.path", "/a/1"))
     -- The next table applied: the router lets version 1's image go, so its published path no
-    -- longer opens, while the image router's own path does as long as it holds it.
+    -- longer opens, while the reader's own path does as long as it holds it.
     assert(r:sync_start(2, { { id = U2, priority = 1, expression = 'http.path ^= "/b"' } }))
     eq(applied(r), 2)
     fails("no longer holds", image.open(s, path))
-    local img2 = assert(image.open(s, held))
-    eq(img2:len(), 1)
+    local reader2 = routing_from(s, assert(image.open(s, held)))
+    eq(reader2:len(), 1)
     c:reset()
     assert(c:add_value("http.path", "/a/1"))
-    eq(img2:execute(c), true, "version 1")
-    img:free()
+    eq(reader2:execute(c), true, "version 1")
+    assert(reader:attach_image(nil)):free()
     fails("no longer holds", image.open(s, held))
-    eq(img2:execute(c), true, "still mapped by the second router")
-    img2:retire()
+    eq(reader2:execute(c), true, "still mapped by the second router")
+    assert(reader2:attach_image(nil)):retire()
     -- Version 2 is the router's now.
-    local img3 = assert(image.open(s, assert(r:published())))
+    local reader3 = routing_from(s, assert(image.open(s, assert(r:published()))))
     c:reset()
     assert(c:add_value("http.path", "/b/1"))
-    eq(img3:execute(c), true)
-    img3:free()
+    eq(reader3:execute(c), true)
 end
 
 function T.image_corrupt_or_foreign_is_refused()
@@ -2055,16 +2077,15 @@ function T.image_corrupt_or_foreign_is_refused()
     local other = schema.new()
     assert(other:add_field("http.host", "String"))
     fails("built for", image.open(other, path))
-    -- The sweep keeps what it is told to keep; an image router it leaves without a file
-    -- goes on answering.
-    local img = assert(image.open(s, path))
+    -- The sweep keeps what it is told to keep; a router it leaves without a file goes on
+    -- answering from the image.
+    local reader = routing_from(s, assert(image.open(s, path)))
     eq(image.sweep(dir, path:match("[^/]+$")), 1, "the bad copy")
     eq(image.sweep(dir), 1)
     eq(image.sweep(dir), 0)
     local c = context.new(s)
     assert(c:add_value("http.path", "/a"))
-    eq(img:execute(c), true)
-    img:free()
+    eq(reader:execute(c), true)
     os.remove(dir)
 end
 

@@ -74,7 +74,7 @@ local function headers()
     local sh = GW.share
     ngx.header["X-Version"] = tostring(GW:version())
     ngx.header["X-Pid"] = tostring(ngx.worker.pid())
-    ngx.header["X-Shared"] = (sh and sh.image) and "1" or "0"
+    ngx.header["X-Shared"] = (sh and sh.mapped) and "1" or "0"
 end
 
 function _M.access()
@@ -112,7 +112,7 @@ function _M.corrupt()
     local path = "/tmp/atc-share-test-corrupt-" .. ngx.worker.pid() .. ".atcimg"
     os.remove(path)
     -- The bytes of the image in force, read through the path other workers open it by.
-    local good = GW.share.image:share_path():match("^[^#]+")
+    local good = GW.share.path:match("^[^#]+")
     local bytes = read(good)
     local f = assert(io.open(path, "wb"))
     -- One byte of the middle changed: the checksum must catch it.
@@ -148,7 +148,7 @@ function _M.status()
     local sh = GW.share
     local s = GW:stats()
     ngx.say("pid ", ngx.worker.pid(), " version ", tostring(GW:version()), " shared ",
-        (sh and sh.image) and 1 or 0, " own_routes ", s.own_routes or s.routes, " builder ",
+        (sh and sh.mapped) and 1 or 0, " own_routes ", s.own_routes or s.routes, " builder ",
         ngx.shared.atc_share:get("atc:builder") == ngx.worker.pid() and 1 or 0,
         " shared_routes ", s.shared_routes or 0,
         " switch_max ", string.format("%.3f", s.max_switch_ms or 0),

@@ -353,14 +353,51 @@ pub(crate) struct LevelBuf {
     found: Vec<u32>,
 }
 
+/// An image's field numbers both ways: this process's id of each number (what the
+/// [`Deref`](std::ops::Deref) slice gives), and the number of each id.
+#[derive(Debug, Default)]
+pub(crate) struct FieldNumbers {
+    ids: Box<[FieldId]>,
+    /// `(id, number)`, sorted by id.
+    by_id: Box<[(FieldId, u32)]>,
+}
+
+impl FieldNumbers {
+    /// The numbering that gives number `n` to `ids[n]`.
+    pub(crate) fn new(ids: Box<[FieldId]>) -> FieldNumbers {
+        let mut by_id: Vec<(FieldId, u32)> =
+            ids.iter().zip(0u32..).map(|(&id, n)| (id, n)).collect();
+        by_id.sort_unstable();
+        FieldNumbers {
+            ids,
+            by_id: by_id.into_boxed_slice(),
+        }
+    }
+
+    /// The number of field `id`, if the image has it.
+    #[inline]
+    fn number(&self, id: FieldId) -> Option<u32> {
+        let at = self.by_id.binary_search_by_key(&id, |&(f, _)| f).ok()?;
+        Some(self.by_id[at].1)
+    }
+}
+
+impl std::ops::Deref for FieldNumbers {
+    type Target = [FieldId];
+
+    fn deref(&self) -> &[FieldId] {
+        &self.ids
+    }
+}
+
 /// The index read in place from an image's sections.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ImageIndex<'a> {
     nodes: Words<'a>,
     entries: Words<'a>,
     bytes: &'a [u8],
-    /// The image's field numbers to this process's ids.
-    fields: &'a [FieldId],
+    /// The image's field numbers to this process's ids, and back.
+    fields: &'a FieldNumbers,
 }
 
 impl<'a> ImageIndex<'a> {
@@ -368,7 +405,7 @@ impl<'a> ImageIndex<'a> {
         nodes: Words<'a>,
         entries: Words<'a>,
         bytes: &'a [u8],
-        fields: &'a [FieldId],
+        fields: &'a FieldNumbers,
     ) -> ImageIndex<'a> {
         ImageIndex {
             nodes,
@@ -426,6 +463,22 @@ impl<'a> ImageIndex<'a> {
 
     fn at(&self, i: usize) -> Option<u32> {
         self.nodes.get(i)
+    }
+
+    /// The child of field split `n` (of `count` children, sorted by field number) for the
+    /// field numbered `field` (binary search).
+    fn field_child(&self, n: usize, count: usize, field: u32) -> Option<u32> {
+        let (mut lo, mut hi) = (0, count);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let [f, child] = self.nodes.array::<2>(n + 3 + 2 * mid)?;
+            match f.cmp(&field) {
+                std::cmp::Ordering::Equal => return Some(child),
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+            }
+        }
+        None
     }
 
     /// The child of integer split `n` under key `i` (binary search over its sorted keys).
@@ -522,12 +575,29 @@ impl Walk<'_> {
                 }
             }
             FIELDS => {
-                let (rest, count) = (a, b);
-                if !self.spend(count as usize) {
+                let (rest, count) = (a, b as usize);
+                let present = ctx.present_fields();
+                // The shorter side is read: a table with a field per route must not cost a
+                // request a look at every field.
+                if !self.spend(count.min(present.len())) {
                     return;
                 }
                 self.collect(rest as usize, ctx, deeper, out);
-                for i in 0..count as usize {
+                if present.len() < count {
+                    for &id in present {
+                        let child = self
+                            .fields
+                            .number(id)
+                            .and_then(|f| self.field_child(n, count, f));
+                        if let Some(child) = child {
+                            if !ctx.values_by_id(id).is_empty() {
+                                self.collect(child as usize, ctx, deeper, out);
+                            }
+                        }
+                    }
+                    return;
+                }
+                for i in 0..count {
                     let Some([field, child]) = self.nodes.array::<2>(n + 3 + 2 * i) else {
                         return;
                     };
@@ -807,7 +877,7 @@ mod tests {
         let h = ctx.schema().lookup("h").unwrap();
         ctx.add_str(h, "x").unwrap();
         let (nodes, entries) = (as_bytes(nodes), as_bytes(entries));
-        let fields = [h];
+        let fields = FieldNumbers::new(Box::new([h]));
         let ix = ImageIndex::new(
             Words::new(&nodes).unwrap(),
             Words::new(&entries).unwrap(),

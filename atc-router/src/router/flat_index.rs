@@ -27,7 +27,7 @@ use std::cell::RefCell;
 use rustc_hash::FxHashMap;
 
 use crate::image::Words;
-use crate::index::image::{ImageIndex, LevelBuf, Numbering};
+use crate::index::image::{FieldNumbers, ImageIndex, LevelBuf, Numbering};
 use crate::index::{Entry, Index, LevelBufs, Requirement, Requirements};
 use crate::schema::values::Values;
 use crate::schema::{FieldId, FieldMask};
@@ -45,7 +45,7 @@ pub(super) struct FlatIndex {
     entries: Box<[u8]>,
     bytes: Box<[u8]>,
     /// The fields the flat form numbers `0..`, by their ids.
-    fields: Box<[FieldId]>,
+    fields: FieldNumbers,
     /// The slot of each rank (routing order when written).
     slot_of_rank: Box<[u32]>,
     /// The rank of each slot still in the base, [`NO_RANK`] for any other.
@@ -90,7 +90,7 @@ impl FlatIndex {
             rank: &rank,
             field: &field,
         })?;
-        let fields: Box<[FieldId]> = fields.into_inner().0.into();
+        let fields = FieldNumbers::new(fields.into_inner().0.into());
         let written_key_fields = written
             .key_fields
             .iter()

@@ -94,6 +94,11 @@ impl Table for Router {
     }
 
     #[inline]
+    fn text(&self, slot: u32) -> Option<&str> {
+        Some(self.catalog.text(slot as usize))
+    }
+
+    #[inline]
     fn needs(&self, slot: u32) -> FieldMask {
         self.needs.of(slot)
     }

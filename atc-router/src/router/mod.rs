@@ -37,6 +37,7 @@ mod slot_vec;
 mod stats;
 mod sync;
 pub(crate) mod table_image;
+mod table_ref;
 
 pub use builder::{BuildState, Builder, Lane, Outcome, Publish, RouteInput};
 pub use context::{Context, MatchResult};
@@ -51,6 +52,7 @@ pub use sync::{
     Change, EntryError, EntryFault, RouteSpec, SyncError, SyncMode, SyncPlan, SyncReport,
 };
 pub use table_image::{ImageBytes, ImageRouter};
+pub use table_ref::TableRef;
 
 use catalog::{Catalog, CatalogRow};
 use flat_index::FlatIndex;
@@ -225,6 +227,10 @@ impl SlotIds for Ids<'_> {
 }
 
 impl Router {
+    /// The table size from which a settled router keeps its index's flat form beside the tree
+    /// and requests walk that ([`Router::settle`]); smaller tables walk the tree.
+    pub const FLAT_INDEX_MIN_ROUTES: usize = 1024;
+
     fn slot_ids(&self) -> Ids<'_> {
         Ids {
             catalog: &self.catalog,
@@ -254,7 +260,7 @@ impl FlatPolicy {
     /// Below 1,024 routes a tree is at most a few hundred kilobytes, read from cache: the flat
     /// form would walk no faster and cost its memory and its writing.
     const DEFAULT: FlatPolicy = FlatPolicy {
-        min_routes: 1024,
+        min_routes: Router::FLAT_INDEX_MIN_ROUTES,
         rewrite_after: None,
     };
 }

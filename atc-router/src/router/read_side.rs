@@ -73,6 +73,9 @@ pub(crate) trait Table {
     /// Candidate `c`'s id and priority.
     fn route(&self, c: u32) -> Option<(Uuid, u64)>;
 
+    /// Candidate `c`'s expression text, as it was added.
+    fn text(&self, c: u32) -> Option<&str>;
+
     /// The fields candidate `c`'s program reads.
     fn needs(&self, c: u32) -> FieldMask;
 

@@ -33,7 +33,7 @@ use crate::compile::program_image::{
 };
 use crate::error::Error;
 use crate::image::{Image, ImageError, ImageWriter, Words};
-use crate::index::image::{ImageIndex, Numbering};
+use crate::index::image::{FieldNumbers, ImageIndex, Numbering};
 use crate::index::Order;
 use crate::limits::Limits;
 use crate::router::context::Context;
@@ -273,7 +273,7 @@ struct Owned {
     bytes: ImageBytes,
     layout: Layout,
     /// The image's field numbers to this schema's ids.
-    fields: Box<[FieldId]>,
+    fields: FieldNumbers,
     regexes: RegexSlots,
 }
 
@@ -417,7 +417,7 @@ impl ImageRouter {
         let owned = Owned {
             bytes: bytes.clone(),
             layout,
-            fields: fields.into_boxed_slice(),
+            fields: FieldNumbers::new(fields.into_boxed_slice()),
             regexes: RegexSlots::new(regex_count, size_limit),
         };
         let router = ImageRouter {
@@ -674,6 +674,11 @@ impl Table for ImageRouter {
     #[inline]
     fn route(&self, rank: u32) -> Option<(uuid::Uuid, u64)> {
         self.view().route(rank as usize).map(|r| (r.id, r.priority))
+    }
+
+    #[inline]
+    fn text(&self, rank: u32) -> Option<&str> {
+        self.route_text(rank as usize)
     }
 
     /// All fields for a route the image cannot give the program of (never, once checked).

@@ -79,8 +79,8 @@ static const int ATC_PATH_NORMALIZE = 1;
 static const int ATC_SYNC_ALL_OR_NOTHING = 0;
 static const int ATC_SYNC_APPLY_VALID = 1;
 typedef struct atc_context atc_context;
+typedef struct atc_image atc_image;
 typedef struct atc_image_opening atc_image_opening;
-typedef struct atc_image_router atc_image_router;
 typedef struct AtcRouteList AtcRouteList;
 typedef struct atc_router atc_router;
 typedef struct atc_schema atc_schema;
@@ -254,13 +254,6 @@ int32_t atc_router_explain(const atc_router *router,
                            size_t *buf_len,
                            char *errbuf,
                            size_t *errbuf_len);
-int32_t atc_image_router_explain(const atc_image_router *router,
-                                 atc_context *context,
-                                 uint32_t flags,
-                                 char *buf,
-                                 size_t *buf_len,
-                                 char *errbuf,
-                                 size_t *errbuf_len);
 int32_t atc_router_matches(const atc_router *router,
                            atc_context *context,
                            char *buf,
@@ -282,36 +275,22 @@ int32_t atc_router_published(const atc_router *router,
                              uint64_t *version,
                              char *buf,
                              size_t *buf_len);
-int32_t atc_image_router_share_path(const atc_image_router *router, char *buf, size_t *buf_len);
-atc_image_router *atc_image_router_open(const atc_schema *schema,
-                                        const char *path,
-                                        size_t path_len,
-                                        char *errbuf,
-                                        size_t *errbuf_len);
+int32_t atc_image_share_path(const atc_image *image, char *buf, size_t *buf_len);
+atc_image *atc_image_open(const atc_schema *schema,
+                          const char *path,
+                          size_t path_len,
+                          char *errbuf,
+                          size_t *errbuf_len);
 atc_image_opening *atc_image_open_start(const atc_schema *schema,
                                         const char *path,
                                         size_t path_len,
                                         char *errbuf,
                                         size_t *errbuf_len);
 int32_t atc_image_open_ready(const atc_image_opening *opening);
-atc_image_router *atc_image_open_finish(atc_image_opening *opening,
-                                        char *errbuf,
-                                        size_t *errbuf_len);
-void atc_image_router_free(atc_image_router *router);
-int32_t atc_image_router_retire(atc_image_router *router, const char *path, size_t path_len);
-int32_t atc_image_router_execute(const atc_image_router *router, atc_context *context);
-int32_t atc_image_router_execute_counted(const atc_image_router *router,
-                                         atc_context *context,
-                                         const atc_router *counts);
-int32_t atc_image_router_key_fields(const atc_image_router *router, uint64_t *mask);
-int32_t atc_image_router_needed_fields(const atc_image_router *router,
-                                       atc_context *context,
-                                       uint64_t *mask);
-int32_t atc_image_router_len(const atc_image_router *router, size_t *count);
-int32_t atc_image_router_fields(const atc_image_router *router,
-                                char *buf,
-                                size_t *buf_len,
-                                size_t *count);
+atc_image *atc_image_open_finish(atc_image_opening *opening, char *errbuf, size_t *errbuf_len);
+void atc_image_free(atc_image *image);
+int32_t atc_router_attach_image(atc_router *router, atc_image *image, atc_image **previous);
+int32_t atc_image_retire(atc_image *image, const char *path, size_t path_len);
 int32_t atc_image_remove_if_unused(const char *path,
                                    size_t path_len,
                                    char *errbuf,
@@ -353,7 +332,10 @@ int32_t atc_router_remove(atc_router *router,
                           char *errbuf,
                           size_t *errbuf_len);
 int32_t atc_router_execute(const atc_router *router, atc_context *context);
-int32_t atc_router_fields(const atc_router *router, char *buf, size_t *buf_len, size_t *count);
+int32_t atc_router_fields(const atc_router *router,
+                          char *buf,
+                          size_t *buf_len,
+                          size_t *count);
 int32_t atc_router_key_fields(const atc_router *router, uint64_t *mask);
 int32_t atc_router_needed_fields(const atc_router *router, atc_context *context, uint64_t *mask);
 int32_t atc_router_settle(atc_router *router);
@@ -453,6 +435,30 @@ do
     end
 end
 
+-- BEGIN GENERATED VALUES (ffi/tests/header.rs)
+local TYPE_NAMES = { [0] = "String", [1] = "Int", [2] = "IpAddr", [3] = "IpCidr" }
+local LIMIT_NAMES = {
+    "max_expression_len",
+    "max_depth",
+    "max_predicates",
+    "max_regexes",
+    "regex_size_limit",
+    "regex_total_size_limit",
+    "max_values_per_field",
+    "max_wildcard_fields",
+}
+-- END GENERATED VALUES
+
+-- Codes by name: a type's is its ATC_TYPE_* code, a limit's its place in LIMIT_NAMES (the
+-- ATC_LIMIT_* codes count from 1 in that order; ffi/tests/limits.rs checks it).
+local TYPE_CODES, LIMIT_CODES = {}, {}
+for code, name in pairs(TYPE_NAMES) do
+    TYPE_CODES[name] = code
+end
+for code, name in ipairs(LIMIT_NAMES) do
+    LIMIT_CODES[name] = code
+end
+
 local ERRBUF_SIZE = 4096
 local errbuf = ffi.new("char[?]", ERRBUF_SIZE)
 local errlen = ffi.new("size_t[1]")
@@ -463,24 +469,12 @@ local _M = {
     errbuf = errbuf,
     errlen = errlen,
     ERRBUF_SIZE = ERRBUF_SIZE,
-    TYPE_NAMES = { [0] = "String", "Int", "IpAddr", "IpCidr" },
-    TYPE_CODES = { String = 0, Int = 1, IpAddr = 2, IpCidr = 3 },
+    TYPE_NAMES = TYPE_NAMES,
+    TYPE_CODES = TYPE_CODES,
     -- The schema's limits by the names of the core's `Limits` (SECURITY.md), in that order, and
     -- their ATC_LIMIT_* codes.
-    LIMIT_NAMES = {
-        "max_expression_len", "max_depth", "max_predicates", "max_regexes", "regex_size_limit",
-        "regex_total_size_limit", "max_values_per_field", "max_wildcard_fields",
-    },
-    LIMIT_CODES = {
-        max_expression_len = lib.ATC_LIMIT_MAX_EXPRESSION_LEN,
-        max_depth = lib.ATC_LIMIT_MAX_DEPTH,
-        max_predicates = lib.ATC_LIMIT_MAX_PREDICATES,
-        max_regexes = lib.ATC_LIMIT_MAX_REGEXES,
-        regex_size_limit = lib.ATC_LIMIT_REGEX_SIZE,
-        regex_total_size_limit = lib.ATC_LIMIT_REGEX_TOTAL_SIZE,
-        max_values_per_field = lib.ATC_LIMIT_MAX_VALUES_PER_FIELD,
-        max_wildcard_fields = lib.ATC_LIMIT_MAX_WILDCARD_FIELDS,
-    },
+    LIMIT_NAMES = LIMIT_NAMES,
+    LIMIT_CODES = LIMIT_CODES,
 }
 
 -- Arms the shared error buffer before a call that may fail.

@@ -418,7 +418,7 @@ function _M:stats()
     s.routes_handed_over = self.crossed
     local sh = self.share
     if sh then
-        s.shared_routes = sh.image and sh.image:len() or 0
+        s.shared_routes = sh.mapped and self.router:len() or 0
         s.last_switch_ms, s.max_switch_ms = sh.last_switch_ms, sh.max_switch_ms
         s.own_builds = sh.own_builds
         -- The table requests are routed with (the worker's own router holds none).
@@ -516,7 +516,6 @@ function _M:route()
         if o and o.job:ready() then
             share.step(self)
         end
-        r = sh.image or r
     end
     local c, plan, source = self.context, self.plan, self.source
     c:reset()
@@ -539,8 +538,8 @@ function _M:route()
         self.router:count_bad_request()
         return nil, err
     end
-    -- From a shared image, counted in the worker's own router (its stats() and metrics).
-    local matched = r:execute(c, r ~= self.router and self.router or nil)
+    -- With share, from the image the router routes from, counted in its stats().
+    local matched = r:execute(c)
     if self.explaining and explain.wanted(self.explaining) then
         local why, xerr = self:explain()
         ngx.ctx.atc_explanation = why or { error = xerr }
@@ -582,10 +581,6 @@ end
 -- candidates, explained from the route texts the image carries; ruled-out routes are counted,
 -- not listed).
 function _M:explain(opts)
-    local sh = self.share
-    if sh and sh.image then
-        return sh.image:explain(self.context, opts)
-    end
     return self.router:explain(self.context, opts)
 end
 

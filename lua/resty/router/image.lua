@@ -1,28 +1,29 @@
 -- resty.router.image: tables shared by the workers of a node. One worker's router puts each
 -- table it builds in an image sealed in memory (router:publish_images()); every worker maps it
--- read-only and matches from it, without a copy of its own.
+-- read-only and routes from it, without a copy of its own. This module opens and retires
+-- images; a router routes from one once it is attached (router:attach_image), with the same
+-- calls as from its own table (execute, two-phase matching, explain, matches, len).
 --
 --   local image = require("resty.router.image")
 --   local img = assert(image.open(schema, path))      -- maps and checks it (blocking)
 --   local job = assert(image.open_start(schema, path)) -- the same on a thread of its own
 --   if job:ready() then img, err = job:finish() end     -- between two requests: O(1)
---   if img:execute(context) then ... context:get_result() ... end
---   img:share_path()          -- the path another worker opens it by, while this one holds it
---   img:retire()              -- unmapped on a thread
+--   local path = img:share_path() -- the path another worker opens it by, while this one holds it
+--   local old = assert(r:attach_image(img))           -- r routes from img; old: the one before
+--   if old then old:retire() end                      -- unmapped on a thread
 --
--- An image router has the read side of a router: execute, get_fields, key_fields and
--- needed_fields (two-phase matching, as a router's), len, explain. Its regexes are compiled in this
--- process, each by the first request that evaluates it; open_start's thread first takes those
--- an image router of this worker already compiled (the table in force), so after a push only
--- regexes the worker never compiled are left to compile.
+-- An image's regexes are compiled in this process, each by the first request that evaluates
+-- it; open_start's thread first takes those an image of this worker already compiled (the
+-- table in force), so after a push only regexes the worker never compiled are left to compile.
 --
 -- Invariants:
 -- * A refused image (gone, corrupt, truncated, unsealed, another library version or schema)
 --   gives nil and the reason; nothing the caller holds changes.
 -- * Nothing done to an image after it was opened reaches the worker: a shared image is sealed
 --   (the kernel refuses every change), an image file is copied when opened.
--- * The mapping lives as long as the Lua object (a finalizer frees it) or until free(); an
---   opening's thread is joined by finish() or by the opening's finalizer.
+-- * The mapping lives as long as the Lua object (a finalizer frees it) or until free(); once
+--   attached, as long as the router routes from it (the object is then emptied). An opening's
+--   thread is joined by finish() or by the opening's finalizer.
 
 local ffi = require("ffi")
 local cdefs = require("resty.router.cdefs")
@@ -47,12 +48,14 @@ local function check_schema(schema, fname)
     end
 end
 
-local function wrap(p, schema)
-    return setmetatable({ ptr = ffi.gc(p, lib.atc_image_router_free), schema = schema }, img_mt)
+-- The Lua object owning the image handle `p` (freed by its finalizer).
+function _M.wrap(p, schema)
+    return setmetatable({ ptr = ffi.gc(p, lib.atc_image_free), schema = schema }, img_mt)
 end
+local wrap = _M.wrap
 
 -- Maps the image at `path` (a sealed image's path, or an image file, which is copied) and
--- checks it whole as a table of `schema`'s fields: the image router, or nil and why. Holds the caller for the check (milliseconds at 100,000
+-- checks it whole as a table of `schema`'s fields: the image, or nil and why. Holds the caller for the check (milliseconds at 100,000
 -- routes): between requests, use open_start.
 function _M.open(schema, path)
     check_schema(schema, "open")
@@ -60,7 +63,7 @@ function _M.open(schema, path)
         return nil, "path must be a string, got " .. type(path)
     end
     arm()
-    local p = lib.atc_image_router_open(schema.ptr, path, #path, errbuf, errlen)
+    local p = lib.atc_image_open(schema.ptr, path, #path, errbuf, errlen)
     if p == nil then
         return nil, message(lib.ATC_ERR_IMAGE)
     end
@@ -79,9 +82,9 @@ function _M.open_start(schema, path)
     if p == nil then
         return nil, message(lib.ATC_ERR_IMAGE)
     end
-    -- An opening dropped unfinished is finished (and its router freed) by the collector.
+    -- An opening dropped unfinished is finished (and its image freed) by the collector.
     local gc = function(q)
-        lib.atc_image_router_free(lib.atc_image_open_finish(q, nil, nil))
+        lib.atc_image_free(lib.atc_image_open_finish(q, nil, nil))
     end
     return setmetatable({ ptr = ffi.gc(p, gc), schema = schema, path = path }, job_mt)
 end
@@ -91,7 +94,7 @@ function job_mt:ready()
     return self.ptr ~= nil and lib.atc_image_open_ready(self.ptr) == 1
 end
 
--- The image router (waiting for the opening if it is not done), or nil and why. Once only.
+-- The image (waiting for the opening if it is not done), or nil and why. Once only.
 function job_mt:finish()
     local p = self.ptr
     if p == nil then
@@ -107,98 +110,6 @@ function job_mt:finish()
     return wrap(r, self.schema)
 end
 
--- As router:execute. With `counts` (a router), the outcome is also counted in that router's
--- stats() (routed or not_found): a gateway routing from a shared image keeps its counters in
--- its own router.
-function img_mt:execute(context, counts)
-    if type(context) ~= "table" or context.ptr == nil then
-        error("bad argument #1 to 'execute' (context expected)", 2)
-    end
-    local rc
-    if counts ~= nil then
-        if type(counts) ~= "table" or counts.ptr == nil then
-            error("bad argument #2 to 'execute' (router expected)", 2)
-        end
-        rc = lib.atc_image_router_execute_counted(self.ptr, context.ptr, counts.ptr)
-    else
-        rc = lib.atc_image_router_execute(self.ptr, context.ptr)
-    end
-    if rc == 1 then
-        return true
-    end
-    if rc == 0 then
-        return false
-    end
-    return false, ffi.string(lib.atc_strerror(rc))
-end
-
-local count = ffi.new("size_t[1]")
-
--- The number of routes.
-function img_mt:len()
-    lib.atc_image_router_len(self.ptr, count)
-    return tonumber(count[0])
-end
-
-local names_cap = 4096
-local names_buf = ffi.new("char[?]", names_cap)
-local names_len = ffi.new("size_t[1]")
-local names_count = ffi.new("size_t[1]")
-
--- The names of the fields the routes use, sorted.
-function img_mt:get_fields()
-    while true do
-        names_len[0] = names_cap
-        local rc = lib.atc_image_router_fields(self.ptr, names_buf, names_len, names_count)
-        if rc == 0 then
-            break
-        end
-        if rc ~= lib.ATC_ERR_BUFFER then
-            return nil, ffi.string(lib.atc_strerror(rc))
-        end
-        names_cap = tonumber(names_len[0])
-        names_buf = ffi.new("char[?]", names_cap)
-    end
-    local out, start = {}, 0
-    for i = 0, tonumber(names_len[0]) - 1 do
-        if names_buf[i] == 0 then
-            out[#out + 1] = ffi.string(names_buf + start, i - start)
-            start = i + 1
-        end
-    end
-    return out
-end
-
-local maskbuf, mask_halves = cdefs.maskbuf, cdefs.mask_halves
-
--- As router:key_fields: the fields the image's index looks values up in (halves lo, hi), what
--- phase 1 of two-phase matching reads.
-function img_mt:key_fields()
-    lib.atc_image_router_key_fields(self.ptr, maskbuf)
-    return mask_halves()
-end
-
--- As router:needed_fields: with every value of the key fields in `context`, the fields (lo,
--- hi) the routes the request can still match use. Allocates nothing.
-function img_mt:needed_fields(context)
-    if type(context) ~= "table" or context.ptr == nil then
-        error("bad argument #1 to 'needed_fields' (context expected)", 2)
-    end
-    lib.atc_image_router_needed_fields(self.ptr, context.ptr, maskbuf)
-    return mask_halves()
-end
-
--- As router:explain: why the request goes where it goes, from the image (its candidates, each
--- explained from the route text the image carries). With { ruled_out = true } the routes the
--- index ruled out are counted in ruled_out_omitted, not listed.
-function img_mt:explain(context, opts)
-    if type(context) ~= "table" or context.ptr == nil then
-        error("bad argument #1 to 'explain' (context expected)", 2)
-    end
-    return require("resty.router.router").explain_with(lib.atc_image_router_explain, self.ptr,
-        context, opts)
-end
-
 local path_cap = 256
 local path_buf = ffi.new("char[?]", path_cap)
 local path_len = ffi.new("size_t[1]")
@@ -207,12 +118,12 @@ local path_len = ffi.new("size_t[1]")
 -- image's), or nil for an image read from a file.
 function img_mt:share_path()
     path_len[0] = path_cap
-    local rc = lib.atc_image_router_share_path(self.ptr, path_buf, path_len)
+    local rc = lib.atc_image_share_path(self.ptr, path_buf, path_len)
     if rc == lib.ATC_ERR_BUFFER then
         path_cap = tonumber(path_len[0])
         path_buf = ffi.new("char[?]", path_cap)
         path_len[0] = path_cap
-        rc = lib.atc_image_router_share_path(self.ptr, path_buf, path_len)
+        rc = lib.atc_image_share_path(self.ptr, path_buf, path_len)
     end
     if rc ~= 0 then
         return nil
@@ -226,11 +137,11 @@ function img_mt:free()
     if p ~= nil then
         self.ptr = nil
         ffi.gc(p, nil)
-        lib.atc_image_router_free(p)
+        lib.atc_image_free(p)
     end
 end
 
--- Frees the image router on a thread of its own, then removes the image file `path`
+-- Frees the image on a thread of its own, then removes the image file `path`
 -- (optional) unless a process is reading it: unmapping a large image never holds the caller.
 -- The object is unusable afterwards.
 function img_mt:retire(path)
@@ -239,7 +150,7 @@ function img_mt:retire(path)
         self.ptr = nil
         ffi.gc(p, nil)
         path = path or ""
-        lib.atc_image_router_retire(p, path, #path)
+        lib.atc_image_retire(p, path, #path)
     end
 end
 

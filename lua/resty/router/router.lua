@@ -417,12 +417,6 @@ end
 -- of another schema or a broken router. The context's result is left as it was.
 function _M:explain(context, opts)
     check_context(context, "explain")
-    return _M.explain_with(lib.atc_router_explain, self.ptr, context, opts)
-end
-
--- explain() through `call` (atc_router_explain, or atc_image_router_explain for an image
--- router `ptr`): the one reading of an explain report, for resty.router.image too.
-function _M.explain_with(call, ptr, context, opts)
     local flags = 0
     if opts ~= nil then
         if type(opts) ~= "table" then
@@ -432,9 +426,9 @@ function _M.explain_with(call, ptr, context, opts)
             flags = EXPLAIN_RULED_OUT
         end
     end
-    local cptr = context.ptr
+    local ptr, cptr = self.ptr, context.ptr
     local v, err = fetch_report(function(buf, len)
-        return call(ptr, cptr, flags, buf, len, errbuf, errlen)
+        return lib.atc_router_explain(ptr, cptr, flags, buf, len, errbuf, errlen)
     end)
     if not v then
         return nil, err
@@ -1064,6 +1058,39 @@ function _M:update_start(version, changes, mode, opts)
     return update_start_list(self, version, changes, mode, opts)
 end
 
+local previous = ffi.new("atc_image *[1]")
+
+-- Routes from `img` (an image of resty.router.image, opened with this router's schema) from
+-- now on: execute, key_fields, needed_fields, explain, matches, len and get_fields answer from
+-- it, and its executes are counted in this router's stats(). The router takes the image (the
+-- `img` object is emptied); attach_image(nil) routes from the router's own table again, which
+-- its adds, removes and syncs keep changing either way. Returns the image routed from before
+-- (for the caller to retire()), or false when there was none; nil and an error (nothing
+-- changed) for an image of another schema.
+function _M:attach_image(img)
+    local p = nil
+    if img ~= nil then
+        if type(img) ~= "table" or img.ptr == nil then
+            error("bad argument #1 to 'attach_image' (image expected)", 2)
+        end
+        p = img.ptr
+    end
+    local rc = lib.atc_router_attach_image(self.ptr, p, previous)
+    if rc ~= 0 then
+        return nil, ffi_string(lib.atc_strerror(rc))
+    end
+    if p ~= nil then
+        ffi.gc(p, nil)
+        img.ptr = nil
+    end
+    local old = previous[0]
+    previous[0] = nil
+    if old == nil then
+        return false
+    end
+    return require("resty.router.image").wrap(old, self.schema)
+end
+
 -- Makes the router's builder put every table it builds in an image for other workers to map
 -- (resty.router.image): sealed in memory when `dir` is nil (what a node's workers share: no
 -- one can change it, and it goes once no worker holds it), or written as a file in `dir`
@@ -1261,6 +1288,15 @@ local function with_names(fn)
         names_cap = tonumber(names_len[0])
         names_buf = ffi.new("char[?]", names_cap)
     end
+end
+
+local count_out = ffi.new("size_t[1]")
+
+-- The number of routes of the table the router routes from: its own, or the image attached
+-- (attach_image).
+function _M:len()
+    lib.atc_router_len(self.ptr, count_out)
+    return tonumber(count_out[0])
 end
 
 -- The names of the fields used by at least one route, sorted.

@@ -8,12 +8,12 @@ use std::collections::HashSet;
 
 use super::predicates::cut;
 use super::{CandidateReport, ExplainOptions, Explanation, RouteMatch, RuledOut};
-use crate::compile::eval::{eval_traced, Trace};
+use crate::compile::eval::{eval_code, eval_traced, Trace};
 use crate::compile::record::MatchRecord;
 use crate::error::Error;
 use crate::index::requirements;
 use crate::router::context::Context;
-use crate::router::read_side;
+use crate::router::read_side::{self, Table};
 use crate::router::Router;
 
 impl Router {
@@ -22,7 +22,8 @@ impl Router {
     /// in the route's text. The context's values are read; its result is left as it was.
     ///
     /// ```
-    ///     /// use atc_router::{Context, Router, Schema, Type, Uuid};
+    /// use std::sync::Arc;
+    /// use atc_router::{Context, Router, Schema, Type, Uuid};
     ///
     /// let mut schema = Schema::new();
     /// schema.add_field("http.host", Type::String).unwrap();
@@ -161,38 +162,43 @@ impl Router {
     /// values and captures it would give as the winner and its expression text. The first is
     /// the route [`Router::execute`] chooses; the context's result is left as it was.
     pub fn matches(&self, ctx: &mut Context) -> Result<Vec<RouteMatch>, Error> {
-        let slots = self.candidate_slots(ctx)?;
-        let mut lowered = String::new();
-        let mut record = MatchRecord::default();
-        let mut out = Vec::new();
-        for slot in slots {
-            record.clear();
-            if !crate::compile::eval::eval(
-                self.programs.code(slot),
-                &ctx.values,
-                &mut lowered,
-                &mut record,
-            ) {
-                continue;
-            }
-            let row = self.route(slot).row;
-            let (values, captures) = record.to_owned_parts();
-            out.push(RouteMatch {
-                id: row.id,
-                priority: row.priority,
-                expression: self.catalog.text(slot as usize).to_owned(),
-                matched_values: values
-                    .into_iter()
-                    .filter_map(|(f, v)| Some((self.schema.field(f)?.0, v)))
-                    .collect(),
-                captures,
-            });
-        }
-        Ok(out)
+        matches(self, ctx)
     }
 
     /// The slots of the request's candidates, in routing order: those `execute` takes.
     fn candidate_slots(&self, ctx: &Context) -> Result<Vec<u32>, Error> {
         read_side::candidates(self, ctx)
     }
+}
+
+/// Every route of `t` whose expression holds for the request, in routing order (see
+/// [`Router::matches`]): the candidates `execute` takes, each evaluated as `execute` evaluates
+/// it, into a record of its own.
+pub(crate) fn matches<T: Table>(t: &T, ctx: &Context) -> Result<Vec<RouteMatch>, Error> {
+    let found = read_side::candidates(t, ctx)?;
+    let mut lowered = String::new();
+    let mut record = MatchRecord::default();
+    let mut out = Vec::new();
+    for c in found {
+        record.clear();
+        let Some(code) = t.program(c) else { continue };
+        if !eval_code(code, &ctx.values, &mut lowered, &mut record) {
+            continue;
+        }
+        let (Some((id, priority)), Some(text)) = (t.route(c), t.text(c)) else {
+            continue;
+        };
+        let (values, captures) = record.to_owned_parts();
+        out.push(RouteMatch {
+            id,
+            priority,
+            expression: text.to_owned(),
+            matched_values: values
+                .into_iter()
+                .filter_map(|(f, v)| Some((t.schema().field(f)?.0, v)))
+                .collect(),
+            captures,
+        });
+    }
+    Ok(out)
 }

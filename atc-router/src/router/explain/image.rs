@@ -12,7 +12,7 @@
 //!   routes ruled out by the index are not read: with [`ExplainOptions::ruled_out`] they are
 //!   only counted, in [`Explanation::ruled_out_omitted`].
 
-use super::{ExplainOptions, Explanation};
+use super::{ExplainOptions, Explanation, RouteMatch};
 use crate::error::Error;
 use crate::router::context::Context;
 use crate::router::read_side;
@@ -40,6 +40,12 @@ impl ImageRouter {
     /// ```
     pub fn explain(&self, ctx: &mut Context) -> Result<Explanation, Error> {
         self.explain_with(ctx, ExplainOptions::default())
+    }
+
+    /// Every route of the image whose expression holds for the request, in routing order, as
+    /// [`Router::matches`] gives them.
+    pub fn matches(&self, ctx: &mut Context) -> Result<Vec<RouteMatch>, Error> {
+        super::evaluate::matches(self, ctx)
     }
 
     /// [`ImageRouter::explain`] with options (ruled-out routes are counted, not listed: see the

@@ -1,7 +1,8 @@
 -- resty.router.gateway.share: one table per node. With gateway.new({ share = "<dict>" }), the
 -- workers of a node elect one builder per version through the lua_shared_dict of that name;
 -- it builds the table on its router's builder thread, which seals it in memory as an image;
--- every worker (the builder too) maps it read-only and routes from it (resty.router.image).
+-- every worker (the builder too) maps it read-only and its router routes from it
+-- (resty.router.image opens it, router:attach_image swaps it in).
 -- docs/gateway.md, "One table per node", has the nginx.conf a user writes.
 --
 -- Keys of the dict (K = "atc:" .. tostring(version)):
@@ -103,7 +104,8 @@ function _M.new(opts, r)
     end
     return {
         dict = dict,
-        image = nil,               -- the table routed from
+        mapped = false,            -- the router routes from an image
+        path = nil,                -- the path other workers open that image by
         opening = nil,             -- { job, version, paths, at, errs, announce }
         want = nil,                -- { version, routes, mode }: the version to reach
         building = nil,            -- the version this worker builds, if any
@@ -153,14 +155,21 @@ end
 -- Swaps the opened image in, with its plan, in one step.
 local function switch(gw, img, opening)
     local sh = gw.share
-    local old = sh.image
-    sh.image = img
-    gw.plan = updates.plan(img, gw.context, gw.extractors)
+    local path = img:share_path()
+    local old, err = gw.router:attach_image(img)
+    if old == nil then
+        -- Not an image of this gateway's schema: never, the gateway opens them all.
+        log("ERR", "resty.router.gateway: table image of version ", tostring(opening.version),
+            " not routed from: ", tostring(err))
+        img:free()
+        return
+    end
+    sh.mapped, sh.path = true, path
+    gw.plan = updates.plan(gw.router, gw.context, gw.extractors)
     gw.applied = opening.version
     if sh.want and sh.want.version == opening.version then
         sh.want = nil
     end
-    local path = img:share_path()
     if path then
         sh.dict:set("atc:held:" .. worker_id(), tostring(opening.version) .. " " .. path)
         if opening.announce then
@@ -418,7 +427,7 @@ end
 -- gw:update() in share mode (see resty.router.gateway).
 function _M.update(gw, version, routes, mode)
     local sh = gw.share
-    if version == gw.applied and sh.image and not sh.want then
+    if version == gw.applied and sh.mapped and not sh.want then
         return true, "applied"
     end
     sh.want = { version = version, routes = routes, mode = mode }
@@ -487,7 +496,7 @@ function _M.wait(gw, version, timeout)
     while true do
         updates.poll(gw)
         local ok, err = _M.step(gw)
-        if gw.applied == version and gw.share.image then
+        if gw.applied == version and gw.share.mapped then
             return true
         end
         if not ok then
