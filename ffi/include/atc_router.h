@@ -1053,8 +1053,9 @@ int32_t atc_router_matches(const atc_router *router,
  * The expression text of the route with id `id` (UUID text, any form `atc_router_add`
  * takes), as it was added: `*expr` points into the router (not NUL-terminated, `*expr_len`
  * bytes) and stays valid until the next call that changes the router (add, remove, sync,
- * free). With the id `atc_context_result` gives, the matched route's text. `ATC_ERR_NOT_FOUND`
- * when the router has no such route, `ATC_ERR_UUID` for an id that is not a UUID,
+ * attach, free). From an attached image, the image's route (found by a walk of its routes:
+ * not for the request path). With the id `atc_context_result` gives, the matched route's
+ * text. `ATC_ERR_NOT_FOUND` when the router has no such route, `ATC_ERR_UUID` for an id that is not a UUID,
  * `ATC_ERR_BROKEN` for a broken router (as `atc_router_execute`); outputs untouched on
  * failure.
  *
@@ -1188,8 +1189,8 @@ void atc_image_free(atc_image *image);
 
 /**
  * Makes `router` route from `image` (NULL: from its own table again): every read of the
- * router (execute, key and needed fields, explain, matches, len, fields) answers from the
- * image from this call on, and its executes are counted in the router's stats. The router
+ * router (execute, key and needed fields, explain, matches, route expressions, len, fields)
+ * answers from the image from this call on, and its executes are counted in the router's stats. The router
  * takes the image; the one it routed from before goes to `*previous` (NULL if none), for the
  * caller to retire or free. The router's own routes (add, remove, syncs) are what its builder
  * builds from, and route again once it is detached. Between two requests: O(1).
@@ -1201,7 +1202,9 @@ void atc_image_free(atc_image *image);
  * image handle, not attached elsewhere and not used by the caller after the call;
  * `previous` is writable.
  */
-int32_t atc_router_attach_image(atc_router *router, atc_image *image, atc_image **previous);
+int32_t atc_router_attach_image(atc_router *router,
+                                atc_image *image,
+                                atc_image **previous);
 
 /**
  * Frees an image on a thread of its own, then removes its file `path` (`path_len`

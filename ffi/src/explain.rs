@@ -198,8 +198,9 @@ pub unsafe extern "C" fn atc_router_matches(
 /// The expression text of the route with id `id` (UUID text, any form `atc_router_add`
 /// takes), as it was added: `*expr` points into the router (not NUL-terminated, `*expr_len`
 /// bytes) and stays valid until the next call that changes the router (add, remove, sync,
-/// free). With the id `atc_context_result` gives, the matched route's text. `ATC_ERR_NOT_FOUND`
-/// when the router has no such route, `ATC_ERR_UUID` for an id that is not a UUID,
+/// attach, free). From an attached image, the image's route (found by a walk of its routes:
+/// not for the request path). With the id `atc_context_result` gives, the matched route's
+/// text. `ATC_ERR_NOT_FOUND` when the router has no such route, `ATC_ERR_UUID` for an id that is not a UUID,
 /// `ATC_ERR_BROKEN` for a broken router (as `atc_router_execute`); outputs untouched on
 /// failure.
 ///
@@ -223,16 +224,12 @@ pub unsafe extern "C" fn atc_router_route_expression(
         let expr = unsafe { out(expr, "expr") }?;
         // SAFETY: `expr_len` is NULL or valid for writes (the caller's contract).
         let expr_len = unsafe { out(expr_len, "expr_len") }?;
-        if r.router.is_broken() {
-            return Err(Fail::from(atc_router::Error::Broken));
-        }
-        let Some(route) = r.router.get(id) else {
+        let Some(text) = r.table().expression(id)? else {
             return Err(Fail::new(
                 ATC_ERR_NOT_FOUND,
                 format_args!("no route with id {id}"),
             ));
         };
-        let text = route.source();
         *expr = text.as_ptr().cast();
         *expr_len = text.len();
         Ok(ATC_OK)

@@ -404,8 +404,8 @@ pub unsafe extern "C" fn atc_image_free(image: *mut AtcImage) {
 }
 
 /// Makes `router` route from `image` (NULL: from its own table again): every read of the
-/// router (execute, key and needed fields, explain, matches, len, fields) answers from the
-/// image from this call on, and its executes are counted in the router's stats. The router
+/// router (execute, key and needed fields, explain, matches, route expressions, len, fields)
+/// answers from the image from this call on, and its executes are counted in the router's stats. The router
 /// takes the image; the one it routed from before goes to `*previous` (NULL if none), for the
 /// caller to retire or free. The router's own routes (add, remove, syncs) are what its builder
 /// builds from, and route again once it is detached. Between two requests: O(1).

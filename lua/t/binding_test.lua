@@ -1968,6 +1968,9 @@ function T.image_published_opened_and_matched()
     eq(#all, 1)
     eq(all[1].id, U2)
     eq(all[1].captures.n, "9")
+    -- Route texts by id, from the image.
+    eq(reader:get_expression(U2), [[http.path ~ r#"^/b/(?<n>\d+)$"#]])
+    eq(reader:get_expression(U3), nil, "no such route")
 
     -- Opened on a thread, finished between two requests, swapped in for the first.
     local job = assert(image.open_start(s2, path))

@@ -462,6 +462,14 @@ impl ImageRouter {
         std::str::from_utf8(texts.get(at..at.checked_add(len)?)?).ok()
     }
 
+    /// The expression text of the route with id `id`, as it was added: a walk of the image's
+    /// routes (for diagnostics, not the request path: it reads every route record).
+    pub fn route_text_by_id(&self, id: uuid::Uuid) -> Option<&str> {
+        (0..self.len())
+            .find(|&rank| self.route_id(rank).is_some_and(|(i, _)| i == id))
+            .and_then(|rank| self.route_text(rank))
+    }
+
     /// The id and priority of the route of rank `rank`.
     pub(crate) fn route_id(&self, rank: usize) -> Option<(uuid::Uuid, u64)> {
         self.view().route(rank).map(|r| (r.id, r.priority))

@@ -13,6 +13,7 @@ use super::explain::{ExplainOptions, Explanation, RouteMatch};
 use super::{Context, ImageRouter, Router};
 use crate::error::Error;
 use crate::schema::FieldMask;
+use uuid::Uuid;
 
 /// The table a request is routed from (see the module docs).
 #[derive(Clone, Copy, Debug)]
@@ -28,7 +29,7 @@ pub enum TableRef<'a> {
     },
 }
 
-impl TableRef<'_> {
+impl<'a> TableRef<'a> {
     /// [`Router::try_execute`] on the table.
     pub fn try_execute(&self, ctx: &mut Context) -> Result<bool, Error> {
         match *self {
@@ -62,6 +63,17 @@ impl TableRef<'_> {
         match *self {
             TableRef::Built(r) => r.len(),
             TableRef::Mapped { image, .. } => image.len(),
+        }
+    }
+
+    /// The expression text of the route with id `id`, as it was added; `Err(Broken)` for a
+    /// broken router. From an image, a walk of its routes (see
+    /// [`ImageRouter::route_text_by_id`]).
+    pub fn expression(&self, id: Uuid) -> Result<Option<&'a str>, Error> {
+        match *self {
+            TableRef::Built(r) if r.is_broken() => Err(Error::Broken),
+            TableRef::Built(r) => Ok(r.get(id).map(|route| route.source())),
+            TableRef::Mapped { image, .. } => Ok(image.route_text_by_id(id)),
         }
     }
 

@@ -289,7 +289,9 @@ atc_image_opening *atc_image_open_start(const atc_schema *schema,
 int32_t atc_image_open_ready(const atc_image_opening *opening);
 atc_image *atc_image_open_finish(atc_image_opening *opening, char *errbuf, size_t *errbuf_len);
 void atc_image_free(atc_image *image);
-int32_t atc_router_attach_image(atc_router *router, atc_image *image, atc_image **previous);
+int32_t atc_router_attach_image(atc_router *router,
+                                atc_image *image,
+                                atc_image **previous);
 int32_t atc_image_retire(atc_image *image, const char *path, size_t path_len);
 int32_t atc_image_remove_if_unused(const char *path,
                                    size_t path_len,

@@ -1061,8 +1061,8 @@ end
 local previous = ffi.new("atc_image *[1]")
 
 -- Routes from `img` (an image of resty.router.image, opened with this router's schema) from
--- now on: execute, key_fields, needed_fields, explain, matches, len and get_fields answer from
--- it, and its executes are counted in this router's stats(). The router takes the image (the
+-- now on: execute, key_fields, needed_fields, explain, matches, get_expression, len and
+-- get_fields answer from it, and its executes are counted in this router's stats(). The router takes the image (the
 -- `img` object is emptied); attach_image(nil) routes from the router's own table again, which
 -- its adds, removes and syncs keep changing either way. Returns the image routed from before
 -- (for the caller to retire()), or false when there was none; nil and an error (nothing
