@@ -20,7 +20,8 @@ use super::builder::{
 };
 use super::catalog::TextsCopy;
 use super::entry_errors::refusal_message;
-use super::sync::{ListKind, Stopped};
+use super::sync::Stopped;
+use super::sync_classify::ListKind;
 use super::{EntryFault, RouteSpec, Router, SyncMode, SyncReport};
 use crate::limits::Limits;
 use crate::route_list::{Entry, EntryList, Item};

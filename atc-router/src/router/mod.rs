@@ -36,6 +36,8 @@ pub(crate) mod shared;
 mod slot_vec;
 mod stats;
 mod sync;
+mod sync_ahead;
+mod sync_classify;
 pub(crate) mod table_image;
 mod table_ref;
 

@@ -17,30 +17,31 @@
 //!   id) or an id to take out (a no-op for an id the router does not hold, so that replaying a
 //!   change changes nothing).
 //!
-//! [`Router::prepare_sync`] goes through named steps: [`Router::classify`] (what each entry is
-//! to the router, without parsing), [`Classified::rebuild`] (route by route, or a fresh
-//! router), [`Router::prepare_entries`] (parse and compile what changed), then the removals and
+//! [`Router::prepare_sync`] goes through named steps: classifying (what each entry is to the
+//! router, without parsing, and whether to go route by route or build a fresh router:
+//! `sync_classify.rs`), [`Router::prepare_entries`] (parse and compile what changed; on
+//! several threads, what of it can be prepared ahead: `sync_ahead.rs`), then the removals and
 //! the plan's last touches. Invariant: none of them changes the router; only
 //! [`Router::apply`] does, and only with a plan prepared against its current version.
 
 use rustc_hash::FxHashMap as HashMap;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use uuid::Uuid;
 
+use super::sync_ahead::Ahead;
+use super::sync_classify::{ListKind, Status};
 use super::{Prepared, Router};
-use crate::compile::regex_cache::{PreparedRegexes, RegexSource, SharedRegexes};
-use crate::compile::resolve::{resolve, Fields, Node};
+use crate::compile::regex_cache::{PreparedRegexes, RegexSource};
+use crate::compile::resolve::Node;
 use crate::error::Error;
 use crate::index::Index;
-use crate::language::Parsed;
-use crate::schema::names::Holds;
 use crate::threads::Helpers;
 
 use super::entry_errors::{refusal_message, Desired};
 pub use super::entry_errors::{Change, EntryError, EntryFault};
-use super::id_map::SlotIds;
+
 use crate::route_list::{Entry, EntryList, Item, Position, UnreadKind};
 
 /// One route of a desired route list (see [`Router::sync`]).
@@ -111,202 +112,8 @@ pub(crate) enum Stopped {
     Cancelled,
 }
 
-/// What a desired entry is to the router (first pass of [`Router::prepare_sync`]).
-#[derive(Debug, Clone, Copy)]
-enum Status {
-    /// Repeats the id of the entry at this position.
-    Duplicate(Position),
-    Unchanged(u32),
-    Changed(u32),
-    Added,
-    /// A removal (a list of changes), with the slot it takes out, if the router has the id.
-    Remove(Option<u32>),
-    /// A removal in a whole list, where it has no meaning.
-    Misplaced,
-    /// Unreadable, with the slot of the route that keeps its current version, if any.
-    Unreadable(Option<u32>),
-}
-
 /// The second step's answer: the invalid entries, in list order.
 type PreparedEntries = Vec<EntryError>;
-
-/// What another thread prepared of an entry before the building thread places it (see
-/// [`Router::prepare_on_threads`]).
-#[derive(Debug)]
-enum Ahead {
-    /// Nothing: the building thread prepares what the entry needs.
-    Nothing,
-    /// The route the entry places (its own, or the version a fresh router copies), prepared
-    /// but not numbered, or why it is invalid.
-    Done(Result<Prepared, Error>),
-    /// That route parsed and validated: resolving it registers wildcard names, which the
-    /// building thread does in list order.
-    Parsed(Box<Parsed>),
-}
-
-/// The pieces of a list being prepared on several threads, between them and the thread that
-/// places them (see [`Router::prepare_on_threads`]).
-struct Pipe {
-    state: Mutex<PipeState>,
-    /// A piece is ready or placed, or the build stopped.
-    changed: Condvar,
-}
-
-struct PipeState {
-    /// Prepared pieces not yet placed, by piece.
-    ready: Vec<Option<Vec<Ahead>>>,
-    /// Pieces taken so far (pieces are taken in order).
-    claimed: usize,
-    /// Pieces placed so far.
-    placed: usize,
-    /// Most pieces taken and not yet placed.
-    ahead_max: usize,
-    pieces: usize,
-    /// The build gave up: every thread stops.
-    stopped: bool,
-    /// A thread panicked: the others stop, and the build's scope passes the panic on.
-    abandoned: bool,
-}
-
-impl PipeState {
-    /// The next piece to prepare, if one is left and not too far ahead of placing.
-    fn claim(&mut self) -> Option<usize> {
-        let k = self.claimed;
-        (k < self.pieces && k < self.placed + self.ahead_max && !self.halted()).then(|| {
-            self.claimed += 1;
-            k
-        })
-    }
-
-    fn halted(&self) -> bool {
-        self.stopped || self.abandoned
-    }
-}
-
-impl Pipe {
-    fn lock(&self) -> MutexGuard<'_, PipeState> {
-        // Nothing panics while holding it (field assignments only).
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn wait<'a>(&self, g: MutexGuard<'a, PipeState>) -> MutexGuard<'a, PipeState> {
-        self.changed.wait(g).unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// For another thread: the next piece to prepare, waiting while it would run too far
-    /// ahead; `None` once every piece is taken or the build stopped.
-    fn claim_or_wait(&self) -> Option<usize> {
-        let mut st = self.lock();
-        loop {
-            if let Some(k) = st.claim() {
-                return Some(k);
-            }
-            if st.claimed >= st.pieces || st.halted() {
-                return None;
-            }
-            st = self.wait(st);
-        }
-    }
-
-    fn ready(&self, k: usize, out: Vec<Ahead>) {
-        self.lock().ready[k] = Some(out);
-        self.changed.notify_all();
-    }
-
-    fn placed(&self, n: usize) {
-        self.lock().placed = n;
-        self.changed.notify_all();
-    }
-
-    fn stop(&self) {
-        self.lock().stopped = true;
-        self.changed.notify_all();
-    }
-
-    /// For the building thread: piece `k` prepared, preparing pieces itself while it is not
-    /// ready; `None` when the build stops (or another thread panicked).
-    fn next_to_place(
-        &self,
-        k: usize,
-        stop: &(dyn Fn() -> bool + Sync),
-        prepare: &dyn Fn(usize) -> Vec<Ahead>,
-    ) -> Option<Vec<Ahead>> {
-        let mut st = self.lock();
-        loop {
-            if st.halted() {
-                return None;
-            }
-            if let Some(items) = st.ready[k].take() {
-                return Some(items);
-            }
-            if let Some(j) = st.claim() {
-                drop(st);
-                if stop() {
-                    self.stop();
-                    return None;
-                }
-                let out = prepare(j);
-                st = self.lock();
-                st.ready[j] = Some(out);
-                self.changed.notify_all();
-                continue;
-            }
-            st = self.wait(st);
-        }
-    }
-}
-
-/// Marks the pipe abandoned if its thread unwinds, so that no other thread waits for a piece
-/// that will never come.
-struct Abandon<'a>(&'a Pipe);
-
-impl Drop for Abandon<'_> {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            self.0.lock().abandoned = true;
-            self.0.changed.notify_all();
-        }
-    }
-}
-
-/// Whether a list is the whole table wanted or changes to the current one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ListKind {
-    /// The table wanted: routes it does not name are removed.
-    Whole,
-    /// Changes: routes it does not name stay.
-    Changes,
-}
-
-/// The first step's answer: what each entry is, and what the list is to the router, counted
-/// before any route is parsed.
-struct Classified {
-    kind: ListKind,
-    status: Vec<Status>,
-    /// Per slot of the router: whether an entry has its id (in a whole list, routes not seen
-    /// are removed).
-    seen: Vec<bool>,
-    counts: SyncReport,
-}
-
-impl Classified {
-    /// Whether the plan builds a fresh router rather than changing this one route by route.
-    ///
-    /// When most routes go or change, building the whole desired list into a fresh router
-    /// costs what a build does, while taking routes out one index entry at a time and putting
-    /// their new versions in would cost more (and touch every structure twice). So when most
-    /// of the desired list is new (a first load above all): the index is then built once from
-    /// every route's requirements, where adding routes one by one would split and re-key its
-    /// nodes again each time they grow. A broken router is always rebuilt. A list of changes
-    /// is always applied route by route: it does not say what the rest of the table is.
-    fn rebuild(&self, router: &Router) -> bool {
-        let c = &self.counts;
-        self.kind == ListKind::Whole
-            && (router.broken
-                || (c.changed + c.removed) * 2 > router.len()
-                || c.added > router.len())
-    }
-}
 
 /// A change prepared by [`Router::prepare_sync`], applied by [`Router::apply`].
 #[derive(Debug, Default)]
@@ -638,92 +445,6 @@ impl Router {
         Ok(plan)
     }
 
-    /// First step, no parsing: what each entry of `desired` is to the router (the id rule of
-    /// the module docs), and what the list is to it, counted (an invalid route counts as added
-    /// or changed; an unreadable entry as neither).
-    fn classify<D: Desired>(
-        &self,
-        desired: &[D],
-        kind: ListKind,
-        stop: &(dyn Fn() -> bool + Sync),
-    ) -> Result<Classified, Stopped> {
-        // Per slot, the position of the first entry with its id; per new id, the same.
-        let mut first_at: Vec<Option<Position>> = vec![None; self.catalog.len()];
-        let mut new_ids: HashMap<Uuid, Option<Position>> = HashMap::default();
-        let mut status = Vec::with_capacity(desired.len());
-        let mut counts = SyncReport::default();
-        for (i, d) in desired.iter().enumerate() {
-            if i % 1024 == 1023 && stop() {
-                return Err(Stopped::Cancelled);
-            }
-            let entry = d.entry(i);
-            let Some(id) = entry.item.id() else {
-                status.push(Status::Unreadable(None));
-                continue;
-            };
-            // A list sent again in the same order meets its routes in slot order: try slot `i`
-            // before the id map, turning random memory accesses into a sequential scan.
-            let current = match self.slot_ids().id(i as u32) {
-                // A broken router's structures cannot be trusted: every route is built anew.
-                _ if self.broken => None,
-                Some(slot_id) if slot_id == id => Some(i as u32),
-                _ => self.slot_of(id),
-            };
-            let first = match current {
-                Some(slot) => &mut first_at[slot as usize],
-                None => new_ids.entry(id).or_insert(None),
-            };
-            if let Some(at) = *first {
-                status.push(Status::Duplicate(at));
-                continue;
-            }
-            *first = Some(entry.at);
-            status.push(match (entry.item, current) {
-                (Item::Unreadable { .. }, slot) => Status::Unreadable(slot),
-                (Item::Remove(_), _) if kind == ListKind::Whole => Status::Misplaced,
-                (Item::Remove(_), slot) => {
-                    counts.removed += usize::from(slot.is_some());
-                    Status::Remove(slot)
-                }
-                (
-                    Item::Route {
-                        priority,
-                        expression,
-                        ..
-                    },
-                    Some(slot),
-                ) if self.programs.order(slot).priority() == priority
-                    && self.catalog.same_text(slot, expression) =>
-                {
-                    counts.unchanged += 1;
-                    Status::Unchanged(slot)
-                }
-                (Item::Route { .. }, Some(slot)) => {
-                    counts.changed += 1;
-                    Status::Changed(slot)
-                }
-                (Item::Route { .. }, None) => {
-                    counts.added += 1;
-                    Status::Added
-                }
-            });
-        }
-        let seen: Vec<bool> = first_at.iter().map(Option::is_some).collect();
-        if kind == ListKind::Whole {
-            counts.removed = seen
-                .iter()
-                .zip(self.catalog.instances())
-                .filter(|(seen, r)| r.is_some() && !**seen)
-                .count();
-        }
-        Ok(Classified {
-            kind,
-            status,
-            seen,
-            counts,
-        })
-    }
-
     /// The threads this router's own syncs build with ([`Router::set_build_threads`]): the
     /// caller's, and helpers that need no start hook (they run as the caller's thread does).
     fn own_threads(&self) -> Helpers<'static> {
@@ -800,182 +521,10 @@ impl Router {
         Ok(errors)
     }
 
-    /// [`Router::prepare_entries`] of a fresh router on several threads (see `threads.rs`).
-    ///
-    /// The list is cut into pieces of `piece` entries. Any thread, the building one included,
-    /// takes the next piece and prepares what of it does not depend on the entries before it
-    /// ([`Router::ahead`]); the building thread places the pieces in list order
-    /// ([`Router::place`]), finishing what could not be prepared ahead, exactly as one thread
-    /// would, and prepares pieces itself whenever the next one to place is not ready. No
-    /// thread runs more than a few pieces ahead of placing, so the routes prepared and not yet
-    /// placed stay a few thousand, not the table.
-    #[allow(clippy::too_many_arguments)]
-    fn prepare_on_threads<D: Desired + Sync>(
-        &self,
-        desired: &[D],
-        status: &[Status],
-        plan: &mut SyncPlan,
-        fresh: &mut Router,
-        shared: &mut SharedRegexes<'_>,
-        errors: &mut Vec<EntryError>,
-        stop: &(dyn Fn() -> bool + Sync),
-        helpers: Helpers<'_>,
-    ) -> Result<(), Stopped> {
-        let piece = helpers.threads.piece;
-        let pieces = desired.len().div_ceil(piece);
-        let pipe = Pipe {
-            state: Mutex::new(PipeState {
-                ready: (0..pieces).map(|_| None).collect(),
-                claimed: 0,
-                placed: 0,
-                ahead_max: 4 * helpers.threads.count,
-                pieces,
-                stopped: false,
-                abandoned: false,
-            }),
-            changed: Condvar::new(),
-        };
-        let shared = &*shared;
-        let prepare = |k: usize| -> Vec<Ahead> {
-            let mut regexes = shared;
-            let end = desired.len().min((k + 1) * piece);
-            (k * piece..end)
-                .map(|i| self.ahead(desired, i, status[i], &mut regexes))
-                .collect()
-        };
-        // Another thread's loop: take the next piece, prepare it, hand it over; until every
-        // piece is taken, or the build stops.
-        let helper = || {
-            let _abandon = Abandon(&pipe);
-            loop {
-                let Some(k) = pipe.claim_or_wait() else {
-                    return;
-                };
-                if stop() {
-                    pipe.stop();
-                    return;
-                }
-                let out = prepare(k);
-                pipe.ready(k, out);
-            }
-        };
-        std::thread::scope(|scope| {
-            let _abandon = Abandon(&pipe);
-            crate::threads::start(scope, helpers.threads.count - 1, helpers.on_start, &helper);
-            let mut regexes = shared;
-            for k in 0..pieces {
-                let Some(items) = pipe.next_to_place(k, stop, &prepare) else {
-                    return Err(Stopped::Cancelled);
-                };
-                for (offset, ahead) in items.into_iter().enumerate() {
-                    let index = k * piece + offset;
-                    if index.is_multiple_of(64) && stop() {
-                        pipe.stop();
-                        return Err(Stopped::Cancelled);
-                    }
-                    let st = status[index];
-                    let fresh = Some(&mut *fresh);
-                    self.place(desired, index, st, ahead, plan, fresh, &mut regexes, errors);
-                }
-                pipe.placed(k + 1);
-            }
-            Ok(())
-        })
-    }
-
-    /// What of entry `index` can be prepared on any thread, in any order (see `threads.rs`):
-    /// the route to parse and compile (its own, or the current version a fresh router copies),
-    /// unless its resolution needs a wildcard name registered, which depends on the routes
-    /// before it.
-    fn ahead<D: Desired>(
-        &self,
-        desired: &[D],
-        index: usize,
-        st: Status,
-        regexes: &mut dyn RegexSource,
-    ) -> Ahead {
-        let entry = desired[index].entry(index);
-        match (entry.item, st) {
-            (
-                Item::Route {
-                    id,
-                    priority,
-                    expression,
-                },
-                Status::Added | Status::Changed(_),
-            ) => self.prepare_declared(id, priority, expression, regexes),
-            (Item::Route { .. }, Status::Unchanged(slot))
-            | (Item::Unreadable { .. }, Status::Unreadable(Some(slot))) => match self.row(slot) {
-                Some(row) => {
-                    let text = self.catalog.text(slot as usize);
-                    self.prepare_declared(row.id, row.priority, text, regexes)
-                }
-                None => Ahead::Nothing,
-            },
-            _ => Ahead::Nothing,
-        }
-    }
-
-    /// A route prepared as [`Router::prepare_unnumbered`] would, registering nothing: a route
-    /// that uses a wildcard name is only parsed (see [`Fields::Declared`]).
-    fn prepare_declared(
-        &self,
-        id: Uuid,
-        priority: u64,
-        expression: &str,
-        regexes: &mut dyn RegexSource,
-    ) -> Ahead {
-        let parsed = match self.parse_route(expression) {
-            Ok(parsed) => parsed,
-            Err(e) => return Ahead::Done(Err(e)),
-        };
-        let mut wildcard = false;
-        let fields = Fields::Declared(&self.schema, &mut wildcard);
-        match resolve(expression, &parsed, fields, &self.limits, regexes) {
-            Ok(node) => {
-                let holds = Holds::new(self.schema.clone());
-                let mut p = self.prepared(id, priority, expression, node, holds);
-                // Derived from the program alone: one thing less for the building thread.
-                p.reqs = Some(crate::index::requirements(&p.program.view()));
-                Ahead::Done(Ok(p))
-            }
-            Err(_) if wildcard => Ahead::Parsed(Box::new(parsed)),
-            Err(e) => Ahead::Done(Err(e.into())),
-        }
-    }
-
-    /// A route prepared, from what was prepared of it ahead; its version not yet numbered.
-    fn finish(
-        &self,
-        id: Uuid,
-        priority: u64,
-        expression: &str,
-        ahead: Ahead,
-        regexes: &mut dyn RegexSource,
-    ) -> Result<Prepared, Error> {
-        match ahead {
-            Ahead::Done(prepared) => prepared,
-            Ahead::Parsed(parsed) => self.resolve_route(id, priority, expression, &parsed, regexes),
-            Ahead::Nothing => self.prepare_unnumbered(id, priority, expression, regexes),
-        }
-    }
-
-    /// A route kept as it is, into a fresh router: parsed again, as the fresh router holds its
-    /// own copy of every route, but the same version (`Route::instance`).
-    fn copy(&self, slot: u32, ahead: Ahead, regexes: &mut dyn RegexSource) -> Option<Prepared> {
-        let row = self.row(slot)?;
-        let text = self.catalog.text(slot as usize);
-        let mut p = self
-            .finish(row.id, row.priority, text, ahead, regexes)
-            .ok()?;
-        p.instance = row.instance;
-        Some(p)
-    }
-
     /// Entry `index` of the second step (status `st`, `ahead` what was prepared of it ahead):
     /// its route into the plan or the fresh router, or its error into `errors`.
     #[allow(clippy::too_many_arguments)]
-    fn place<D: Desired>(
+    pub(super) fn place<D: Desired>(
         &self,
         desired: &[D],
         index: usize,
