@@ -52,7 +52,7 @@ use std::sync::{Arc, OnceLock, Weak};
 
 use crate::compile::path_pattern::PathPattern;
 use crate::compile::path_regex::PathRegex;
-use crate::compile::regex_long_text::{LongText, LONG_TEXT};
+use crate::compile::regex_long_text::{self, LongText, LongTextOwner, LONG_TEXT};
 use crate::compile::regex_shape::{
     anchored_prefixes, direct_hir, literal, required_literals, restrict_to_ascii,
 };
@@ -362,22 +362,6 @@ impl CompiledRegex {
         arc
     }
 
-    /// Stores the long-text engine the warming thread built (unless one is there).
-    pub(crate) fn store_long_text(&self, built: Option<LongText>) {
-        let _ = self.long_text.set(built);
-    }
-
-    /// The size limit it was compiled under (its long-text engine is built under it too).
-    pub(crate) fn size_limit(&self) -> usize {
-        self.size_limit
-    }
-
-    /// A request to build the long-text engine could not be queued: the next long text asks
-    /// again.
-    pub(crate) fn long_text_wanted_again(&self) {
-        self.long_text_asked.store(false, Ordering::Release);
-    }
-
     pub fn as_str(&self) -> &str {
         &self.source
     }
@@ -515,7 +499,7 @@ impl CompiledRegex {
         // warming thread (a regex outside an `Arc`, as in unit tests, builds it here).
         if !self.long_text_asked.swap(true, Ordering::AcqRel) {
             match self.me.get() {
-                Some(me) => crate::compile::regex_long_text::warm(me.clone(), self),
+                Some(me) => regex_long_text::warm(me.clone(), self, &self.source, self.size_limit),
                 None => {
                     return self
                         .long_text
@@ -601,6 +585,17 @@ impl CompiledRegex {
 
 /// Runs `run` with this thread's [`SCRATCH`] (with a fresh one if it is in use, which would
 /// take a regex search nested in another, or once the thread is shutting down).
+impl LongTextOwner for CompiledRegex {
+    /// Stores the long-text engine the warming thread built (unless one is there).
+    fn store_long_text(&self, built: Option<LongText>) {
+        let _ = self.long_text.set(built);
+    }
+
+    fn long_text_wanted_again(&self) {
+        self.long_text_asked.store(false, Ordering::Release);
+    }
+}
+
 fn with_scratch<T>(run: impl FnOnce(&mut Scratch) -> T) -> T {
     let mut run = Some(run);
     let shared = SCRATCH.try_with(|cell| {

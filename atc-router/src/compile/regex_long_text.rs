@@ -12,8 +12,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::{Mutex, Weak};
 
-use super::regex::CompiledRegex;
-
 use regex_automata::meta;
 use regex_automata::util::primitives::NonMaxUsize;
 use regex_automata::Input;
@@ -110,8 +108,17 @@ struct Warmer {
     pid: u32,
 }
 
+/// What asks for a long-text engine and keeps it (a compiled regex): the warming thread knows
+/// it only by these two calls.
+pub(crate) trait LongTextOwner: Send + Sync {
+    /// Keeps the engine built for it (`None`: it could not be built).
+    fn store_long_text(&self, built: Option<LongText>);
+    /// Its request could not be queued: the next long text asks again.
+    fn long_text_wanted_again(&self);
+}
+
 struct Job {
-    re: Weak<CompiledRegex>,
+    re: Weak<dyn LongTextOwner>,
     source: Box<str>,
     size_limit: usize,
 }
@@ -131,11 +138,17 @@ pub(crate) fn settle() {
 
 static WARMER: Mutex<Option<Warmer>> = Mutex::new(None);
 
-/// Has the long-text engine of `re` built off the calling thread (see the module docs). Never
-/// blocks: if the queue's lock is taken (or was at a fork), the request is dropped and a later
-/// long text asks again. The queue holds no strong reference: a regex whose last route goes
-/// before its turn is freed (and skipped) as usual.
-pub(crate) fn warm(me: Weak<CompiledRegex>, re: &CompiledRegex) {
+/// Has the long-text engine of `re` (the pattern `source`, compiled under `size_limit`; `me`
+/// its weak reference) built off the calling thread (see the module docs). Never blocks: if
+/// the queue's lock is taken (or was at a fork), the request is dropped and a later long text
+/// asks again. The queue holds no strong reference: a regex whose last route goes before its
+/// turn is freed (and skipped) as usual.
+pub(crate) fn warm(
+    me: Weak<dyn LongTextOwner>,
+    re: &dyn LongTextOwner,
+    source: &str,
+    size_limit: usize,
+) {
     let Ok(mut w) = WARMER.try_lock() else {
         re.long_text_wanted_again();
         return;
@@ -167,8 +180,8 @@ pub(crate) fn warm(me: Weak<CompiledRegex>, re: &CompiledRegex) {
         PENDING.fetch_add(1, Ordering::AcqRel);
         let job = Job {
             re: me,
-            source: re.as_str().into(),
-            size_limit: re.size_limit(),
+            source: source.into(),
+            size_limit,
         };
         if w.queue.send(job).is_err() {
             PENDING.fetch_sub(1, Ordering::AcqRel);
