@@ -5,7 +5,7 @@
 //! and which library wrote them, a table of sections, a checksum over both, and a reader that
 //! refuses anything it cannot prove well-formed) and the flat tables stages build their image
 //! forms from (`exact_table.rs`, `prefix_table.rs`). What the sections hold is the business of
-//! the stages that write and read them (`index/image/` for the index).
+//! the stages that write and read them (`index/image.rs` for the index).
 //!
 //! Invariants a reader relies on:
 //! - Nothing is read from an image before `Image::open` has checked it whole: magic, format

@@ -366,7 +366,7 @@ impl<T> PathTree<T> {
         deepest
     }
 
-    /// Writes the tree in image form into `words` (see `index/image/`), each payload as the
+    /// Writes the tree in image form into `words` (see `index/image.rs`), each payload as the
     /// number `payload` gives it; returns the root's number. Children are written before their
     /// parent, so a record names nodes already written. Recurses once per level: the caller
     /// bounds [`PathTree::depth`].

@@ -1,5 +1,5 @@
 //! The index a large router matches with: its decision tree written flat (the index section of
-//! a table image, `index/image/`) and walked in place, plus a small tree of the routes
+//! a table image, `index/image.rs`) and walked in place, plus a small tree of the routes
 //! changed since it was written.
 //!
 //! Why: the tree (`crate::index::Index`) is what changes route by route, but it is a heap of
@@ -40,7 +40,7 @@ const NO_RANK: u32 = u32::MAX;
 pub(super) struct FlatIndex {
     /// The root node's number in `nodes`.
     root: u32,
-    /// The written index's sections (`index/image/`), as little-endian words.
+    /// The written index's sections (`index/image.rs`), as little-endian words.
     nodes: Box<[u8]>,
     entries: Box<[u8]>,
     bytes: Box<[u8]>,

@@ -3,7 +3,7 @@
 //! (`crate::image`); [`ImageRouter`] matches in place from it, with the same results as the
 //! router that wrote it.
 //!
-//! Sections (kinds below): the head; the index (`index/image/`: nodes, leaf entries, key
+//! Sections (kinds below): the head; the index (`index/image.rs`: nodes, leaf entries, key
 //! bytes); the routes, one record each in routing order (id, priority, program); the field
 //! table (each field's type and name, in the order the image numbers them); the programs
 //! (`compile/program_image.rs`: instructions, literal bytes, sets, regex sources); the key
