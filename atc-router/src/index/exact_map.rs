@@ -101,10 +101,17 @@ fn swap_removed<X>(b: &mut Box<[X]>, i: usize) -> X {
     x
 }
 
-/// Where `key` is in a list's keys.
+/// Where `key` is in a list's keys. A plain loop: `Iterator::position` was compiled out of
+/// line in some builds (a call per lookup of a request's host or method), depending on how the
+/// crate happened to be split for code generation.
 #[inline]
 fn position(keys: &[SmallKey], key: &[u8]) -> Option<usize> {
-    keys.iter().position(|k| crate::short_eq::eq(k, key))
+    for (i, k) in keys.iter().enumerate() {
+        if crate::short_eq::eq(k, key) {
+            return Some(i);
+        }
+    }
+    None
 }
 
 impl<T, H: Table<T>> ExactMap<T, H> {
