@@ -68,7 +68,7 @@ pub(crate) enum LitRef<'a> {
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum SetRef<'a> {
     Heap(&'a Set),
-    Image(crate::compile::program_image::ImageSet<'a>),
+    Image(crate::compile::image_set::ImageSet<'a>),
 }
 
 impl SetRef<'_> {

@@ -9,6 +9,7 @@
 
 pub(crate) mod code_view;
 pub(crate) mod eval;
+pub(crate) mod image_set;
 pub(crate) mod path_pattern;
 pub(crate) mod path_regex;
 pub(crate) mod program;

@@ -24,17 +24,17 @@
 //! parser allows; literal reads stay bounds-checked and a literal that cannot be read makes
 //! its predicate false.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 use std::sync::{Arc, OnceLock};
 
 use crate::compile::code_view::{CodeView, LitRef, PredRef, SetRef, Shape, Step};
+use crate::compile::image_set::{read_addr, read_cidr, ImageSet, L_SET_INT, L_SET_NET, L_SET_STR};
 use crate::compile::program::{Code, Instr, Lit, Set};
 use crate::compile::regex::CompiledRegex;
 use crate::compile::regex_shelf;
 use crate::image::Words;
 use crate::language::Op;
 use crate::schema::{FieldId, FieldMask};
-use crate::value::IpCidr;
 
 /// Words per instruction.
 pub(crate) const INSTR_WORDS: usize = 4;
@@ -55,9 +55,6 @@ const L_REGEX: u32 = 2;
 const L_INT: u32 = 3;
 const L_ADDR: u32 = 4;
 const L_CIDR: u32 = 5;
-const L_SET_STR: u32 = 6;
-const L_SET_INT: u32 = 7;
-const L_SET_NET: u32 = 8;
 
 /// Programs being written; [`ProgramWriter::program`] per route, then the sections.
 #[derive(Debug, Default)]
@@ -436,22 +433,6 @@ impl<'a> ImageCode<'a> {
     }
 }
 
-fn read_addr(bytes: &[u8], at: u32) -> Option<(IpAddr, Option<u8>)> {
-    let at = at as usize;
-    let rec = bytes.get(at..at.checked_add(17)?)?;
-    let addr = match rec[0] {
-        4 => IpAddr::V4(Ipv4Addr::new(rec[1], rec[2], rec[3], rec[4])),
-        6 => IpAddr::V6(Ipv6Addr::from(<[u8; 16]>::try_from(&rec[1..17]).ok()?)),
-        _ => return None,
-    };
-    Some((addr, bytes.get(at + 17).copied()))
-}
-
-fn read_cidr(bytes: &[u8], at: u32) -> Option<IpCidr> {
-    let (addr, len) = read_addr(bytes, at)?;
-    IpCidr::new(addr, len?).ok()
-}
-
 impl<'a> CodeView<'a> for ImageCode<'a> {
     #[inline]
     fn shape(&self, i: usize) -> Shape {
@@ -541,79 +522,6 @@ impl<'a> ImageCode<'a> {
             op,
             lit: lit.unwrap_or(LitRef::Missing),
         })
-    }
-}
-
-/// A set literal read in place (see the module docs for its elements' layout).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct ImageSet<'a> {
-    kind: u32,
-    words: Words<'a>,
-    bytes: &'a [u8],
-}
-
-impl<'a> ImageSet<'a> {
-    fn count(&self) -> usize {
-        match self.kind {
-            L_SET_NET => self.words.len(),
-            _ => self.words.len() / 2,
-        }
-    }
-
-    pub(crate) fn has_str(&self, s: &str) -> bool {
-        if self.kind != L_SET_STR {
-            return false;
-        }
-        let element = |i: usize| -> &'a [u8] {
-            let (at, len) = (self.words.get(2 * i), self.words.get(2 * i + 1));
-            at.zip(len)
-                .and_then(|(at, len)| {
-                    self.bytes
-                        .get(at as usize..(at as usize).checked_add(len as usize)?)
-                })
-                .unwrap_or_default()
-        };
-        let (mut lo, mut hi) = (0, self.count());
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            match element(mid).cmp(s.as_bytes()) {
-                std::cmp::Ordering::Equal => return true,
-                std::cmp::Ordering::Less => lo = mid + 1,
-                std::cmp::Ordering::Greater => hi = mid,
-            }
-        }
-        false
-    }
-
-    pub(crate) fn has_int(&self, v: i64) -> bool {
-        if self.kind != L_SET_INT {
-            return false;
-        }
-        let element = |i: usize| {
-            let (a, b) = (self.words.get(2 * i), self.words.get(2 * i + 1));
-            a.zip(b)
-                .map(|(a, b)| (u64::from(b) << 32 | u64::from(a)) as i64)
-        };
-        let (mut lo, mut hi) = (0, self.count());
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            match element(mid).map(|e| e.cmp(&v)) {
-                Some(std::cmp::Ordering::Equal) => return true,
-                Some(std::cmp::Ordering::Less) => lo = mid + 1,
-                _ => hi = mid,
-            }
-        }
-        false
-    }
-
-    pub(crate) fn nets(&self) -> impl Iterator<Item = IpCidr> + 'a {
-        let (words, bytes) = (self.words, self.bytes);
-        let n = if self.kind == L_SET_NET {
-            words.len()
-        } else {
-            0
-        };
-        (0..n).filter_map(move |i| read_cidr(bytes, words.get(i)?))
     }
 }
 
