@@ -18,7 +18,8 @@
 
 use std::ops::Range;
 
-use super::parser::{escape, int_value, ip_text, prefix_digits, set_kind, PredicateSpans};
+use super::lexis::{escape, int_value, ip_text, prefix_digits, set_kind};
+use super::parsed::PredicateSpans;
 use crate::language::{Expr, Lhs, Op, Predicate, Rhs, Transform};
 use crate::value::{IpCidr, Value};
 
@@ -407,7 +408,7 @@ mod tests {
     use proptest::strategy::ValueTree;
 
     use super::*;
-    use crate::language::parser::parse_with_pest;
+    use crate::language::pest_reader::parse_with_pest;
 
     /// Whenever the fast reader accepts, pest accepts with the same tree and spans. The
     /// converse is not needed for correctness, but it holds too (the reader covers the whole

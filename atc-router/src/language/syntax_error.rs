@@ -8,7 +8,7 @@
 use std::net::{IpAddr, Ipv6Addr};
 use std::ops::Range;
 
-use super::parser::Rule;
+use super::grammar::Rule;
 use crate::error::{excerpt, ExprError, ExprErrorKind, QUOTED_CHARS};
 use crate::value::Value;
 
