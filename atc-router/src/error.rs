@@ -377,6 +377,20 @@ pub enum Error {
     /// A table image that cannot be opened: not an image, corrupt, truncated, or built by
     /// another library version or for another schema (see [`crate::ImageRouter`]).
     Image(crate::image::ImageError),
+    /// A route id that is not a UUID (see [`crate::route_list::parse_id`]).
+    BadId {
+        /// The text given, cut to an excerpt.
+        text: String,
+        /// Why it is not a UUID.
+        reason: String,
+    },
+    /// Bytes given as text that are not UTF-8 (see [`crate::route_list::read_text`]).
+    NotUtf8 {
+        /// What the bytes were given as (`id`, `expr`).
+        what: &'static str,
+        /// Where the bytes stop being UTF-8.
+        error: std::str::Utf8Error,
+    },
 }
 
 /// The kind of an [`Error`], without its data (see [`Error::code`]).
@@ -405,6 +419,10 @@ pub enum ErrorCode {
     Broken,
     /// [`Error::Image`].
     Image,
+    /// [`Error::BadId`].
+    BadId,
+    /// [`Error::NotUtf8`].
+    NotUtf8,
 }
 
 impl Error {
@@ -421,6 +439,8 @@ impl Error {
             Error::SchemaMismatch => ErrorCode::SchemaMismatch,
             Error::Broken => ErrorCode::Broken,
             Error::Image(_) => ErrorCode::Image,
+            Error::BadId { .. } => ErrorCode::BadId,
+            Error::NotUtf8 { .. } => ErrorCode::NotUtf8,
         }
     }
 }
@@ -454,6 +474,13 @@ impl fmt::Display for Error {
                  sync the full route list to rebuild it",
             ),
             Error::Image(e) => e.fmt(f),
+            Error::BadId { text, reason } => write!(
+                f,
+                "invalid route id \"{text}\": {reason} (expected a UUID such as a8f2c1e4-…)"
+            ),
+            // Rust's own text of the error after the argument's name: what Kong's library
+            // reports, and what Kong's tests look for in the log.
+            Error::NotUtf8 { what, error } => write!(f, "`{what}` is not valid UTF-8: {error}"),
         }
     }
 }

@@ -123,10 +123,10 @@ pub use lint::{Finding, FindingKind, LintOptions, Linter};
 pub use router::image_index::{IndexImage, IndexImageBufs};
 pub use router::shared::{ReadGuard, SharedRouter};
 pub use router::{
-    BuildState, Builder, CandidateReport, Change, Context, EntryError, EntryFault, ExplainJson,
-    ExplainOptions, Explanation, Lane, MatchResult, MatchesJson, Outcome, PredicateOutcome,
-    Publish, Route, RouteInput, RouteMatch, RouteNote, RouteSpec, Router, RouterStats, RuledOut,
-    SyncError, SyncMode, SyncPlan, SyncReport, REPORT_JSON_VERSION,
+    BackgroundRouter, BuildState, Builder, CandidateReport, Change, Context, EntryError,
+    EntryFault, ExplainJson, ExplainOptions, Explanation, Lane, MatchResult, MatchesJson, Outcome,
+    PredicateOutcome, Publish, Published, Route, RouteInput, RouteMatch, RouteNote, RouteSpec,
+    Router, RouterStats, RuledOut, SyncError, SyncMode, SyncPlan, SyncReport, REPORT_JSON_VERSION,
 };
 pub use router::{ImageBytes, ImageRouter, TableRef};
 pub use schema::{FieldId, FieldMask, IdState, Schema, ValueTextError};

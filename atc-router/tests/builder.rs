@@ -489,7 +489,7 @@ fn published_tables_are_kept_by_the_thread_when_the_caller_does_not_keep_them() 
     b.publish_with(
         Box::new(move |version, router: &Router| {
             log.lock().unwrap().push((version, router.len()));
-            Ok(format!("image-{version}"))
+            Ok(atc_router::Published::at(format!("image-{version}")))
         }),
         false,
     );

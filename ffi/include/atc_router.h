@@ -363,7 +363,8 @@ typedef struct atc_image_opening atc_image_opening;
 typedef struct AtcRouteList AtcRouteList;
 
 /**
- * A router: routes in priority order over one schema. Opaque.
+ * A router: routes in priority order over one schema, and the builder of its next tables
+ * (the core's `BackgroundRouter`: `background.rs` converts its calls). Opaque.
  */
 typedef struct atc_router atc_router;
 
@@ -371,33 +372,6 @@ typedef struct atc_router atc_router;
  * A schema: field names and types. Opaque.
  */
 typedef struct atc_schema atc_schema;
-
-/**
- * One route of a route list (`atc_router_sync`, `atc_route_list_add`), or, with only `id`
- * (and `position`) read, one removal (`atc_route_list_remove`).
- */
-typedef struct {
-  /**
-   * The route id as UUID text (hyphenated, simple, braced or URN), not NUL-terminated.
-   */
-  const char *id;
-  size_t id_len;
-  /**
-   * Higher first; equal priorities by id, higher first.
-   */
-  uint64_t priority;
-  /**
-   * The expression (UTF-8), not NUL-terminated.
-   */
-  const char *expr;
-  size_t expr_len;
-  /**
-   * Where the route is in the caller's own list, from 1, as its errors name it (`route
-   * #<position>`, and `atc_sync_error.index` is `position - 1`); 0: its place among the
-   * routes handed over, from 1 (for a list added in chunks, counted across them).
-   */
-  size_t position;
-} atc_route;
 
 /**
  * What `atc_router_sync` did.
@@ -538,6 +512,33 @@ typedef struct {
 } atc_path_field;
 
 /**
+ * One route of a route list (`atc_router_sync`, `atc_route_list_add`), or, with only `id`
+ * (and `position`) read, one removal (`atc_route_list_remove`).
+ */
+typedef struct {
+  /**
+   * The route id as UUID text (hyphenated, simple, braced or URN), not NUL-terminated.
+   */
+  const char *id;
+  size_t id_len;
+  /**
+   * Higher first; equal priorities by id, higher first.
+   */
+  uint64_t priority;
+  /**
+   * The expression (UTF-8), not NUL-terminated.
+   */
+  const char *expr;
+  size_t expr_len;
+  /**
+   * Where the route is in the caller's own list, from 1, as its errors name it (`route
+   * #<position>`, and `atc_sync_error.index` is `position - 1`); 0: its place among the
+   * routes handed over, from 1 (for a list added in chunks, counted across them).
+   */
+  size_t position;
+} atc_route;
+
+/**
  * A router's counts and the cost of its last update, as `atc_router_stats` writes them (the
  * type cannot share the function's name in C). Set `size` to `sizeof(atc_stats)` before the
  * call. Fields are only ever appended in later versions;
@@ -613,142 +614,6 @@ const char *atc_router_version(void);
  * A static, NUL-terminated description of a status code (never NULL).
  */
 const char *atc_strerror(int32_t status);
-
-/**
- * A new, empty route list. Free it with `atc_route_list_free`, unless
- * `atc_router_sync_start` took it.
- */
-AtcRouteList *atc_route_list_new(void);
-
-/**
- * Frees a route list (NULL is ignored).
- *
- * # Safety
- * `list` is NULL or a list from `atc_route_list_new` not yet freed or taken.
- */
-void atc_route_list_free(AtcRouteList *list);
-
-/**
- * Appends `n` routes to `list`, copying them: the caller's memory is not used after the call.
- * A route that cannot be read (an id that is not a UUID, text that is not UTF-8, a NULL pointer
- * with a length) is kept as an invalid entry of the list, reported by `atc_router_sync_apply`
- * (or `atc_router_update`) at its position; an id repeated in the list is the sync's to refuse.
- * A route whose `position` is 0 gets its place among the entries added so far, from 1.
- * `ATC_ERR_NULL` for a NULL `list`, or `routes` NULL with `n` > 0 (nothing appended).
- *
- * # Safety
- * `list` is a live list; `routes` points to `n` routes whose pointers are valid for their
- * lengths; `errbuf` to `*errbuf_len` bytes (or NULLs).
- */
-int32_t atc_route_list_add(AtcRouteList *list,
-                           const atc_route *routes,
-                           size_t n,
-                           char *errbuf,
-                           size_t *errbuf_len);
-
-/**
- * Appends `n` routes to `list` without reading them: only the `atc_route` values are copied,
- * and the bytes they point to are read (as `atc_route_list_add` reads them: an unreadable
- * route is an invalid entry at its position) on the builder thread when the build of the list
- * starts, or by this library before anything else is appended to the list, or by
- * `atc_router_sync` / `atc_router_update`. A caller that hands a large list over this way does
- * no more than fill the `atc_route` values: no copy, no check on its thread. The bytes must stay
- * valid and unchanged until then; since the caller cannot tell when a build starts, that is:
- * until `atc_router_sync_apply` has returned the outcome of the version that took the list (or
- * of a later one), or the router is freed; for a list not handed over, until it is freed or
- * cleared or another entry is appended. `ATC_ERR_NULL` as for `atc_route_list_add`.
- *
- * # Safety
- * `list` is a live list; `routes` points to `n` routes whose pointers are valid for their
- * lengths for as long as said above; `errbuf` to `*errbuf_len` bytes (or NULLs).
- */
-int32_t atc_route_list_lend(AtcRouteList *list,
-                            const atc_route *routes,
-                            size_t n,
-                            char *errbuf,
-                            size_t *errbuf_len);
-
-/**
- * Appends an entry the caller could not read itself (a value of the wrong type in its own
- * list, say), at `position` (from 1; 0: its place among the entries added so far), with `why`
- * (`why_len` bytes of UTF-8; not valid UTF-8 is replaced) and its id when it has one (`id` NULL
- * or not a UUID: none): an invalid entry with that reason, which `atc_router_sync_apply` (or
- * `atc_router_sync`) reports as the list's other errors, and whose id still counts (a later
- * entry with it repeats it; a known route with it keeps its current version in apply-valid
- * mode).
- *
- * # Safety
- * `list` is a live list; `id` points to `id_len` bytes and `why` to `why_len` bytes (or NULL
- * with 0); `errbuf` to `*errbuf_len` bytes (or NULLs).
- */
-int32_t atc_route_list_add_unreadable(AtcRouteList *list,
-                                      size_t position,
-                                      const char *id,
-                                      size_t id_len,
-                                      const char *why,
-                                      size_t why_len,
-                                      char *errbuf,
-                                      size_t *errbuf_len);
-
-/**
- * Empties `list` for the next one, keeping its memory (a caller that syncs the same table again
- * allocates nothing).
- *
- * # Safety
- * `list` is NULL or a live list.
- */
-int32_t atc_route_list_clear(AtcRouteList *list);
-
-/**
- * Appends the removal of each of `n` route ids to `list` (only `id`, `id_len` and `position` of
- * each `atc_route` are read), making it a list of changes, for `atc_router_update_start` or
- * `atc_router_update`. An id that cannot be read is an invalid entry, as for
- * `atc_route_list_add`; the id of a route the router does not hold is taken out of nothing.
- *
- * # Safety
- * As `atc_route_list_add`.
- */
-int32_t atc_route_list_remove(AtcRouteList *list,
-                              const atc_route *routes,
-                              size_t n,
-                              char *errbuf,
-                              size_t *errbuf_len);
-
-/**
- * Sets how many threads (1, the default, to `ATC_BUILDER_THREADS_MAX`) a fresh build of the
- * routers whose builder starts from now on may use, for the whole process: a background sync of
- * a list most of which is new (a first load above all) prepares its routes and builds its index
- * on the builder thread and up to `threads - 1` helpers, started for the build and ended with
- * it, each at the priority of the builder thread it helps (under `SCHED_IDLE` with it). The
- * table built is exactly the one one thread builds; it is ready sooner where CPUs are idle.
- * Returns the previous value, or `ATC_ERR_INVALID` (nothing changed) outside 1 to
- * `ATC_BUILDER_THREADS_MAX`.
- */
-int32_t atc_builder_threads(int32_t threads);
-
-/**
- * Sets how many nice levels (0 to 19) below the thread that starts them the builder threads
- * that run at normal priority (the boosted lane, and every build under `ATC_BUILDER_NORMAL`)
- * started from now on run (default `ATC_BUILDER_NICE_DEFAULT`), for the whole process. 0
- * keeps the starting thread's priority. Returns the previous value, or `ATC_ERR_INVALID`
- * (nothing changed) outside 0 to 19.
- */
-int32_t atc_builder_priority(int32_t nice);
-
-/**
- * Sets, for the whole process and the builders whose threads start from now on, how builds
- * are scheduled. `policy` `ATC_BUILDER_IDLE` (the default): the thread that builds runs under
- * Linux's `SCHED_IDLE`, so that it takes only the CPU no request wants (a build never delays a
- * request, but takes longer while requests keep every CPU busy); and once the oldest version
- * handed over and not yet built has waited `boost_after_ms` milliseconds (0: never;
- * default `ATC_BUILDER_BOOST_AFTER_MS_DEFAULT`), a second thread of the builder, started at the
- * caller's priority less `atc_builder_priority`, takes the build over (restarting it: the idle
- * thread gives it up at its next check) and builds until nothing waits. An unprivileged thread
- * cannot leave `SCHED_IDLE`, which is why the second thread is started with the first.
- * `ATC_BUILDER_NORMAL`: one thread, at the caller's priority less `atc_builder_priority`.
- * `ATC_OK`, or `ATC_ERR_INVALID` (nothing changed) for another policy.
- */
-int32_t atc_builder_schedule(int32_t policy, uint32_t boost_after_ms);
 
 /**
  * Starts bringing the router to the routes of `list`, as version `version`, on the router's
@@ -861,6 +726,42 @@ int32_t atc_router_sync_apply(atc_router *router,
                               size_t *msgbuf_len,
                               char *errbuf,
                               size_t *errbuf_len);
+
+/**
+ * Sets how many threads (1, the default, to `ATC_BUILDER_THREADS_MAX`) a fresh build of the
+ * routers whose builder starts from now on may use, for the whole process: a background sync of
+ * a list most of which is new (a first load above all) prepares its routes and builds its index
+ * on the builder thread and up to `threads - 1` helpers, started for the build and ended with
+ * it, each at the priority of the builder thread it helps (under `SCHED_IDLE` with it). The
+ * table built is exactly the one one thread builds; it is ready sooner where CPUs are idle.
+ * Returns the previous value, or `ATC_ERR_INVALID` (nothing changed) outside 1 to
+ * `ATC_BUILDER_THREADS_MAX`.
+ */
+int32_t atc_builder_threads(int32_t threads);
+
+/**
+ * Sets how many nice levels (0 to 19) below the thread that starts them the builder threads
+ * that run at normal priority (the boosted lane, and every build under `ATC_BUILDER_NORMAL`)
+ * started from now on run (default `ATC_BUILDER_NICE_DEFAULT`), for the whole process. 0
+ * keeps the starting thread's priority. Returns the previous value, or `ATC_ERR_INVALID`
+ * (nothing changed) outside 0 to 19.
+ */
+int32_t atc_builder_priority(int32_t nice);
+
+/**
+ * Sets, for the whole process and the builders whose threads start from now on, how builds
+ * are scheduled. `policy` `ATC_BUILDER_IDLE` (the default): the thread that builds runs under
+ * Linux's `SCHED_IDLE`, so that it takes only the CPU no request wants (a build never delays a
+ * request, but takes longer while requests keep every CPU busy); and once the oldest version
+ * handed over and not yet built has waited `boost_after_ms` milliseconds (0: never;
+ * default `ATC_BUILDER_BOOST_AFTER_MS_DEFAULT`), a second thread of the builder, started at the
+ * caller's priority less `atc_builder_priority`, takes the build over (restarting it: the idle
+ * thread gives it up at its next check) and builds until nothing waits. An unprivileged thread
+ * cannot leave `SCHED_IDLE`, which is why the second thread is started with the first.
+ * `ATC_BUILDER_NORMAL`: one thread, at the caller's priority less `atc_builder_priority`.
+ * `ATC_OK`, or `ATC_ERR_INVALID` (nothing changed) for another policy.
+ */
+int32_t atc_builder_schedule(int32_t policy, uint32_t boost_after_ms);
 
 /**
  * A new, empty context over `schema`, which from now on accepts no more fields. NULL when
@@ -1070,46 +971,6 @@ int32_t atc_router_route_expression(const atc_router *router,
                                     size_t *expr_len);
 
 /**
- * Makes the router's builder thread put every table it builds in an image. With `dir_len` 0
- * (`dir` may be NULL) the image is sealed in memory (a `memfd` no one can change any more,
- * freed by the kernel once no process holds it), named by a path another process of this
- * user opens while this one holds it: what a node's workers share. With a directory (`dir_len`
- * bytes; created with mode 0700 if missing; it must belong to this process's user and be
- * writable by it alone, in a parent others cannot write but for a sticky bit: see
- * `image_file::own_dir`) the image is written as a file of mode 0600 named
- * `atc-<pid>-<version>-<n>.atcimg`, which readers copy. `flags`: 0 (the router applies its
- * tables as before) or `ATC_PUBLISH_DROP_TABLES`. Call it before the first background sync
- * (`ATC_ERR_INVALID` after). Where the table last applied went: `atc_router_published`.
- *
- * # Safety
- * `router` is a live handle; `dir` points to `dir_len` bytes (or is NULL with `dir_len` 0);
- * `errbuf` to `*errbuf_len` bytes (or NULLs).
- */
-int32_t atc_router_publish_images(atc_router *router,
-                                  const char *dir,
-                                  size_t dir_len,
-                                  int32_t flags,
-                                  char *errbuf,
-                                  size_t *errbuf_len);
-
-/**
- * Where the builder wrote the table the last `atc_router_sync_apply` applied: `ATC_OK` with
- * the path in `buf` (`*buf_len`: capacity in, bytes out, no NUL) and its version in
- * `*version` (may be NULL); `ATC_ERR_IMAGE` when writing it failed (the reason in `buf`);
- * `ATC_ERR_NOT_FOUND` when no table was applied since images are published;
- * `ATC_ERR_BUFFER` with the length needed in `*buf_len` (and `*version` set) when the text does
- * not fit.
- *
- * # Safety
- * `router` is a live handle; `buf` points to `*buf_len` writable bytes; `version` is NULL or
- * writable.
- */
-int32_t atc_router_published(const atc_router *router,
-                             uint64_t *version,
-                             char *buf,
-                             size_t *buf_len);
-
-/**
  * The path another process of this user opens the image by (`atc_image_open`) while
  * this one holds it, in `buf` (`*buf_len`: capacity in, bytes out, no NUL; `ATC_ERR_BUFFER`
  * with the length needed when it does not fit): for a sealed image (`atc_router_publish_images`
@@ -1188,25 +1049,6 @@ atc_image *atc_image_open_finish(atc_image_opening *opening, char *errbuf, size_
 void atc_image_free(atc_image *image);
 
 /**
- * Makes `router` route from `image` (NULL: from its own table again): every read of the
- * router (execute, key and needed fields, explain, matches, route expressions, len, fields)
- * answers from the image from this call on, and its executes are counted in the router's stats. The router
- * takes the image; the one it routed from before goes to `*previous` (NULL if none), for the
- * caller to retire or free. The router's own routes (add, remove, syncs) are what its builder
- * builds from, and route again once it is detached. Between two requests: O(1).
- * `ATC_ERR_SCHEMA_MISMATCH` (nothing changes) for an image opened with another schema handle
- * than the router's.
- *
- * # Safety
- * `router` is a live handle nothing else uses during the call; `image` is NULL or a live
- * image handle, not attached elsewhere and not used by the caller after the call;
- * `previous` is writable.
- */
-int32_t atc_router_attach_image(atc_router *router,
-                                atc_image *image,
-                                atc_image **previous);
-
-/**
  * Frees an image on a thread of its own, then removes its file `path` (`path_len`
  * bytes; may be empty) if no process maps it any more: what a worker that switched to a new
  * image does with the old one, so that unmapping it and freeing what this process compiled
@@ -1243,6 +1085,46 @@ int32_t atc_image_sweep(const char *dir,
                         size_t keep_len,
                         char *errbuf,
                         size_t *errbuf_len);
+
+/**
+ * Makes the router's builder thread put every table it builds in an image. With `dir_len` 0
+ * (`dir` may be NULL) the image is sealed in memory (a `memfd` no one can change any more,
+ * freed by the kernel once no process holds it), named by a path another process of this
+ * user opens while this one holds it: what a node's workers share. With a directory (`dir_len`
+ * bytes; created with mode 0700 if missing; it must belong to this process's user and be
+ * writable by it alone, in a parent others cannot write but for a sticky bit: see
+ * `image_file::own_dir`) the image is written as a file of mode 0600 named
+ * `atc-<pid>-<version>-<n>.atcimg`, which readers copy. `flags`: 0 (the router applies its
+ * tables as before) or `ATC_PUBLISH_DROP_TABLES`. Call it before the first background sync
+ * (`ATC_ERR_INVALID` after). Where the table last applied went: `atc_router_published`.
+ *
+ * # Safety
+ * `router` is a live handle; `dir` points to `dir_len` bytes (or is NULL with `dir_len` 0);
+ * `errbuf` to `*errbuf_len` bytes (or NULLs).
+ */
+int32_t atc_router_publish_images(atc_router *router,
+                                  const char *dir,
+                                  size_t dir_len,
+                                  int32_t flags,
+                                  char *errbuf,
+                                  size_t *errbuf_len);
+
+/**
+ * Where the builder wrote the table the last `atc_router_sync_apply` applied: `ATC_OK` with
+ * the path in `buf` (`*buf_len`: capacity in, bytes out, no NUL) and its version in
+ * `*version` (may be NULL); `ATC_ERR_IMAGE` when writing it failed (the reason in `buf`);
+ * `ATC_ERR_NOT_FOUND` when no table was applied since images are published;
+ * `ATC_ERR_BUFFER` with the length needed in `*buf_len` (and `*version` set) when the text does
+ * not fit.
+ *
+ * # Safety
+ * `router` is a live handle; `buf` points to `*buf_len` writable bytes; `version` is NULL or
+ * writable.
+ */
+int32_t atc_router_published(const atc_router *router,
+                             uint64_t *version,
+                             char *buf,
+                             size_t *buf_len);
 
 /**
  * Field `index` (from 0) of Kong's `subsystem` (`ATC_SUBSYSTEM_HTTP` or `_STREAM`): its name
@@ -1306,6 +1188,106 @@ int32_t atc_context_add_path(atc_context *context,
  * `value` points to `value_len` bytes; `host_len` is writable; `port` is NULL or writable.
  */
 int32_t atc_http_host(const char *value, size_t value_len, size_t *host_len, int64_t *port);
+
+/**
+ * A new, empty route list. Free it with `atc_route_list_free`, unless
+ * `atc_router_sync_start` took it.
+ */
+AtcRouteList *atc_route_list_new(void);
+
+/**
+ * Frees a route list (NULL is ignored).
+ *
+ * # Safety
+ * `list` is NULL or a list from `atc_route_list_new` not yet freed or taken.
+ */
+void atc_route_list_free(AtcRouteList *list);
+
+/**
+ * Appends `n` routes to `list`, copying them: the caller's memory is not used after the call.
+ * A route that cannot be read (an id that is not a UUID, text that is not UTF-8, a NULL pointer
+ * with a length) is kept as an invalid entry of the list, reported by `atc_router_sync_apply`
+ * (or `atc_router_update`) at its position; an id repeated in the list is the sync's to refuse.
+ * A route whose `position` is 0 gets its place among the entries added so far, from 1.
+ * `ATC_ERR_NULL` for a NULL `list`, or `routes` NULL with `n` > 0 (nothing appended).
+ *
+ * # Safety
+ * `list` is a live list; `routes` points to `n` routes whose pointers are valid for their
+ * lengths; `errbuf` to `*errbuf_len` bytes (or NULLs).
+ */
+int32_t atc_route_list_add(AtcRouteList *list,
+                           const atc_route *routes,
+                           size_t n,
+                           char *errbuf,
+                           size_t *errbuf_len);
+
+/**
+ * Appends `n` routes to `list` without reading them: only the `atc_route` values are copied,
+ * and the bytes they point to are read (as `atc_route_list_add` reads them: an unreadable
+ * route is an invalid entry at its position) on the builder thread when the build of the list
+ * starts, or by this library before anything else is appended to the list, or by
+ * `atc_router_sync` / `atc_router_update`. A caller that hands a large list over this way does
+ * no more than fill the `atc_route` values: no copy, no check on its thread. The bytes must stay
+ * valid and unchanged until then; since the caller cannot tell when a build starts, that is:
+ * until `atc_router_sync_apply` has returned the outcome of the version that took the list (or
+ * of a later one), or the router is freed; for a list not handed over, until it is freed or
+ * cleared or another entry is appended. `ATC_ERR_NULL` as for `atc_route_list_add`.
+ *
+ * # Safety
+ * `list` is a live list; `routes` points to `n` routes whose pointers are valid for their
+ * lengths for as long as said above; `errbuf` to `*errbuf_len` bytes (or NULLs).
+ */
+int32_t atc_route_list_lend(AtcRouteList *list,
+                            const atc_route *routes,
+                            size_t n,
+                            char *errbuf,
+                            size_t *errbuf_len);
+
+/**
+ * Appends an entry the caller could not read itself (a value of the wrong type in its own
+ * list, say), at `position` (from 1; 0: its place among the entries added so far), with `why`
+ * (`why_len` bytes of UTF-8; not valid UTF-8 is replaced) and its id when it has one (`id` NULL
+ * or not a UUID: none): an invalid entry with that reason, which `atc_router_sync_apply` (or
+ * `atc_router_sync`) reports as the list's other errors, and whose id still counts (a later
+ * entry with it repeats it; a known route with it keeps its current version in apply-valid
+ * mode).
+ *
+ * # Safety
+ * `list` is a live list; `id` points to `id_len` bytes and `why` to `why_len` bytes (or NULL
+ * with 0); `errbuf` to `*errbuf_len` bytes (or NULLs).
+ */
+int32_t atc_route_list_add_unreadable(AtcRouteList *list,
+                                      size_t position,
+                                      const char *id,
+                                      size_t id_len,
+                                      const char *why,
+                                      size_t why_len,
+                                      char *errbuf,
+                                      size_t *errbuf_len);
+
+/**
+ * Empties `list` for the next one, keeping its memory (a caller that syncs the same table again
+ * allocates nothing).
+ *
+ * # Safety
+ * `list` is NULL or a live list.
+ */
+int32_t atc_route_list_clear(AtcRouteList *list);
+
+/**
+ * Appends the removal of each of `n` route ids to `list` (only `id`, `id_len` and `position` of
+ * each `atc_route` are read), making it a list of changes, for `atc_router_update_start` or
+ * `atc_router_update`. An id that cannot be read is an invalid entry, as for
+ * `atc_route_list_add`; the id of a route the router does not hold is taken out of nothing.
+ *
+ * # Safety
+ * As `atc_route_list_add`.
+ */
+int32_t atc_route_list_remove(AtcRouteList *list,
+                              const atc_route *routes,
+                              size_t n,
+                              char *errbuf,
+                              size_t *errbuf_len);
 
 /**
  * A new router over `schema`, which from now on accepts no more fields. NULL when `schema` is
@@ -1451,6 +1433,25 @@ int32_t atc_router_keep_shadow(atc_router *router, int32_t keep);
  * `router` is a live handle; `count` is writable.
  */
 int32_t atc_router_len(const atc_router *router, size_t *count);
+
+/**
+ * Makes `router` route from `image` (NULL: from its own table again): every read of the
+ * router (execute, key and needed fields, explain, matches, route expressions, len, fields)
+ * answers from the image from this call on, and its executes are counted in the router's stats. The router
+ * takes the image; the one it routed from before goes to `*previous` (NULL if none), for the
+ * caller to retire or free. The router's own routes (add, remove, syncs) are what its builder
+ * builds from, and route again once it is detached. Between two requests: O(1).
+ * `ATC_ERR_SCHEMA_MISMATCH` (nothing changes) for an image opened with another schema handle
+ * than the router's.
+ *
+ * # Safety
+ * `router` is a live handle nothing else uses during the call; `image` is NULL or a live
+ * image handle, not attached elsewhere and not used by the caller after the call;
+ * `previous` is writable.
+ */
+int32_t atc_router_attach_image(atc_router *router,
+                                atc_image *image,
+                                atc_image **previous);
 
 /**
  * A new, empty schema (NULL only if memory ran out in a way that panicked). Free it with

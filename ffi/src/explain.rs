@@ -39,9 +39,9 @@ use std::ffi::c_char;
 use atc_router::{ExplainJson, ExplainOptions, MatchesJson, REPORT_JSON_VERSION};
 
 use crate::context::AtcContext;
-use crate::router::{parse_uuid, AtcRouter};
+use crate::router::AtcRouter;
 use crate::{
-    guard, guard_status, handle, handle_mut, out, str_arg, Fail, Res, ATC_ERR_BUFFER,
+    bytes_arg, guard, guard_status, handle, handle_mut, out, Fail, Res, ATC_ERR_BUFFER,
     ATC_ERR_INVALID, ATC_ERR_NOT_FOUND, ATC_OK,
 };
 
@@ -219,7 +219,7 @@ pub unsafe extern "C" fn atc_router_route_expression(
         // SAFETY: `router` is NULL or a live handle (the caller's contract).
         let r = unsafe { handle(router, "router") }?;
         // SAFETY: `id` is NULL or points to `id_len` readable bytes (the caller's contract).
-        let id = parse_uuid(unsafe { str_arg(id, id_len, "id") }?)?;
+        let id = atc_router::route_list::read_id(unsafe { bytes_arg(id, id_len, "id") }?)?;
         // SAFETY: `expr` is NULL or valid for writes (the caller's contract).
         let expr = unsafe { out(expr, "expr") }?;
         // SAFETY: `expr_len` is NULL or valid for writes (the caller's contract).

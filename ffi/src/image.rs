@@ -2,18 +2,16 @@
 //! an image, sealed in memory (or written as a file), and every process maps it read-only and
 //! routes from it: an opened image ([`AtcImage`]) is attached to a router, which from then on
 //! answers every read (execute, key and needed fields, explain, matches, len, fields) from it.
-//! Images are opened and retired here; routing is the router's, whichever table it reads. See
-//! `docs/gateway.md`, "One table per node".
+//! Images are opened and retired here; routing is the router's, whichever table it reads
+//! (`router.rs`), and publishing is its builder's (`publish.rs`). See `docs/gateway.md`, "One
+//! table per node".
 //!
-//! - `atc_router_publish_images` makes a router's builder thread put each table it builds in
-//!   an image (after the build, before the table is ready: the caller is never held by it);
-//!   `atc_router_published` tells the path of the table last applied.
 //! - `atc_image_open` maps and checks an image; `atc_image_open_start` does the same on a
 //!   thread of its own, so that a worker switching tables is held only for the swap
 //!   (`atc_image_open_ready`, `atc_image_open_finish`). `atc_image_share_path` names a sealed
 //!   image this process holds, for another process to open.
-//! - `atc_router_attach_image` makes a router route from an image (and hands back the one it
-//!   routed from before); `atc_image_retire` lets go of an image off the calling thread.
+//! - `atc_router_attach_image` (`router.rs`) makes a router route from an image;
+//!   `atc_image_retire` lets go of an image off the calling thread.
 //! - `atc_image_remove_if_unused` and `atc_image_sweep` remove image files no process reads.
 //!
 //! Invariants: a refused image (corrupt, truncated, foreign, of another library version or
@@ -21,7 +19,6 @@
 //! checked reaches a reader (`image_file.rs`).
 
 use std::ffi::c_char;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -29,11 +26,10 @@ use std::thread::JoinHandle;
 use atc_router::{ImageRouter, Schema};
 
 use crate::image_file::{self, Mapped};
-use crate::router::AtcRouter;
 use crate::schema::AtcSchema;
 use crate::{
-    guard, guard_ptr, guard_status, handle, handle_mut, out, str_arg, write_text, Fail, Res,
-    ATC_ERR_IMAGE, ATC_ERR_INVALID, ATC_ERR_NOT_FOUND, ATC_ERR_SCHEMA_MISMATCH, ATC_OK,
+    guard, guard_ptr, guard_status, handle, str_arg, write_text, Fail, Res, ATC_ERR_IMAGE,
+    ATC_ERR_NOT_FOUND, ATC_OK,
 };
 
 /// An opened table image, read in place: routed from once attached to a router
@@ -59,10 +55,6 @@ pub struct AtcImageOpening {
 /// An image router and the bytes it reads.
 type Opened = (ImageRouter, Arc<Mapped>);
 
-/// Sealed images a publishing builder made, by version, until its router applies one (and
-/// holds it: `AtcRouter::held`) or a later one.
-pub(crate) type SealedShelf = Arc<Mutex<Vec<(u64, File)>>>;
-
 fn image_fail(e: impl std::fmt::Display) -> Fail {
     Fail::new(ATC_ERR_IMAGE, e)
 }
@@ -76,173 +68,6 @@ fn open(schema: Arc<Schema>, path: &Path) -> Res<Opened> {
     let router = ImageRouter::open(schema, mapped.clone())
         .map_err(|e| image_fail(format_args!("table image {}: {e}", path.display())))?;
     Ok((router, mapped))
-}
-
-/// Makes the router's builder thread put every table it builds in an image. With `dir_len` 0
-/// (`dir` may be NULL) the image is sealed in memory (a `memfd` no one can change any more,
-/// freed by the kernel once no process holds it), named by a path another process of this
-/// user opens while this one holds it: what a node's workers share. With a directory (`dir_len`
-/// bytes; created with mode 0700 if missing; it must belong to this process's user and be
-/// writable by it alone, in a parent others cannot write but for a sticky bit: see
-/// `image_file::own_dir`) the image is written as a file of mode 0600 named
-/// `atc-<pid>-<version>-<n>.atcimg`, which readers copy. `flags`: 0 (the router applies its
-/// tables as before) or `ATC_PUBLISH_DROP_TABLES`. Call it before the first background sync
-/// (`ATC_ERR_INVALID` after). Where the table last applied went: `atc_router_published`.
-///
-/// # Safety
-/// `router` is a live handle; `dir` points to `dir_len` bytes (or is NULL with `dir_len` 0);
-/// `errbuf` to `*errbuf_len` bytes (or NULLs).
-#[no_mangle]
-pub unsafe extern "C" fn atc_router_publish_images(
-    router: *mut AtcRouter,
-    dir: *const c_char,
-    dir_len: usize,
-    flags: i32,
-    errbuf: *mut c_char,
-    errbuf_len: *mut usize,
-) -> i32 {
-    guard(errbuf, errbuf_len, || {
-        // SAFETY: `router` is NULL or a live handle nothing else uses during the call.
-        let r = unsafe { handle_mut(router, "router") }?;
-        let dir = if dir_len == 0 {
-            None
-        } else {
-            // SAFETY: `dir` is NULL or points to `dir_len` readable bytes.
-            Some(PathBuf::from(unsafe { str_arg(dir, dir_len, "dir") }?))
-        };
-        if r.builder.is_some() {
-            return Err(Fail::new(
-                ATC_ERR_INVALID,
-                "images are published by a builder set up before the first background sync",
-            ));
-        }
-        if let Some(dir) = &dir {
-            image_file::own_dir(dir).map_err(|e| {
-                Fail::new(
-                    ATC_ERR_INVALID,
-                    format_args!("image directory {}: {e}", dir.display()),
-                )
-            })?;
-        }
-        let keep = match flags {
-            0 => true,
-            ATC_PUBLISH_DROP_TABLES => false,
-            _ => {
-                return Err(Fail::new(
-                    ATC_ERR_INVALID,
-                    format_args!("{flags} is not a publish flag (0 or ATC_PUBLISH_DROP_TABLES)"),
-                ))
-            }
-        };
-        r.publish_dir = Some((dir, keep));
-        Ok(ATC_OK)
-    })
-}
-
-/// `atc_router_publish_images`: the router does not keep the tables it publishes. Applying a
-/// published table leaves the router empty (its process matches from the image, through an
-/// image router); the builder thread keeps the table as its copy for the next build, so the
-/// process holds it once. A table that could not be written is applied as usual.
-pub const ATC_PUBLISH_DROP_TABLES: i32 = 1;
-
-/// The hook a publishing router's builder runs on each table (see `background::builder`):
-/// images written in `dir`, or sealed and put on `shelf` for the router to hold once applied.
-pub(crate) fn publisher(dir: Option<PathBuf>, shelf: SealedShelf) -> atc_router::Publish {
-    let mut n = 0u64;
-    Box::new(move |version, router| {
-        n += 1;
-        let bytes = router.to_image().map_err(|e| e.to_string())?;
-        let path = match &dir {
-            None => {
-                let sealed = image_file::seal(version, &bytes);
-                drop(bytes);
-                release_freed_pages();
-                let (file, path) = sealed.map_err(|e| format!("sealing table image: {e}"))?;
-                shelf
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .push((version, file));
-                path
-            }
-            Some(dir) => {
-                let name = format!(
-                    "atc-{}-{version}-{n}.{}",
-                    std::process::id(),
-                    image_file::EXTENSION
-                );
-                let written = image_file::publish(dir, &name, &bytes);
-                drop(bytes);
-                release_freed_pages();
-                let path = written.map_err(|e| format!("writing table image {name}: {e}"))?;
-                path.to_string_lossy().into_owned()
-            }
-        };
-        Ok(path)
-    })
-}
-
-/// A router applied the table of `version`: it holds that version's sealed image (so that its
-/// path stays good until the next table is applied) and lets go of every earlier one.
-pub(crate) fn hold_sealed(r: &mut AtcRouter, version: u64) {
-    let mut shelf = r.sealed.lock().unwrap_or_else(|e| e.into_inner());
-    // The very descriptor the published path names is kept (a copy would have another number).
-    let (upto, later): (Vec<_>, Vec<_>) = shelf.drain(..).partition(|(v, _)| *v <= version);
-    *shelf = later;
-    drop(shelf);
-    r.held = upto
-        .into_iter()
-        .find(|(v, _)| *v == version)
-        .map(|(_, f)| f);
-}
-
-/// Gives the pages of memory freed on this thread back to the system. glibc keeps a thread
-/// arena's freed pages resident: a build frees its scratch and the table it replaced, and
-/// writing the image frees a copy of the image, so without this the builder worker went on
-/// holding its peak (about as much as a worker with a table of its own). Runs on the builder
-/// thread, after the image is written, so no request waits for it.
-fn release_freed_pages() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim walks glibc's own free lists; it touches no memory of ours.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
-/// Where the builder wrote the table the last `atc_router_sync_apply` applied: `ATC_OK` with
-/// the path in `buf` (`*buf_len`: capacity in, bytes out, no NUL) and its version in
-/// `*version` (may be NULL); `ATC_ERR_IMAGE` when writing it failed (the reason in `buf`);
-/// `ATC_ERR_NOT_FOUND` when no table was applied since images are published;
-/// `ATC_ERR_BUFFER` with the length needed in `*buf_len` (and `*version` set) when the text does
-/// not fit.
-///
-/// # Safety
-/// `router` is a live handle; `buf` points to `*buf_len` writable bytes; `version` is NULL or
-/// writable.
-#[no_mangle]
-pub unsafe extern "C" fn atc_router_published(
-    router: *const AtcRouter,
-    version: *mut u64,
-    buf: *mut c_char,
-    buf_len: *mut usize,
-) -> i32 {
-    guard_status(|| {
-        // SAFETY: `router` is NULL or a live handle.
-        let r = unsafe { handle(router, "router") }?;
-        let Some((v, published)) = &r.published else {
-            return Err(Fail::new(ATC_ERR_NOT_FOUND, ""));
-        };
-        if !version.is_null() {
-            // SAFETY: non-NULL and writable (the caller's contract).
-            unsafe { *version = *v };
-        }
-        let (text, status) = match published {
-            Ok(path) => (path.as_str(), ATC_OK),
-            Err(why) => (why.as_str(), ATC_ERR_IMAGE),
-        };
-        // SAFETY: `buf` points to `*buf_len` writable bytes (the caller's contract).
-        unsafe { write_text(text, buf, buf_len) }?;
-        Ok(status)
-    })
 }
 
 /// The path another process of this user opens the image by (`atc_image_open`) while
@@ -401,51 +226,6 @@ pub unsafe extern "C" fn atc_image_free(image: *mut AtcImage) {
             Ok(ATC_OK)
         });
     }
-}
-
-/// Makes `router` route from `image` (NULL: from its own table again): every read of the
-/// router (execute, key and needed fields, explain, matches, route expressions, len, fields)
-/// answers from the image from this call on, and its executes are counted in the router's stats. The router
-/// takes the image; the one it routed from before goes to `*previous` (NULL if none), for the
-/// caller to retire or free. The router's own routes (add, remove, syncs) are what its builder
-/// builds from, and route again once it is detached. Between two requests: O(1).
-/// `ATC_ERR_SCHEMA_MISMATCH` (nothing changes) for an image opened with another schema handle
-/// than the router's.
-///
-/// # Safety
-/// `router` is a live handle nothing else uses during the call; `image` is NULL or a live
-/// image handle, not attached elsewhere and not used by the caller after the call;
-/// `previous` is writable.
-#[no_mangle]
-pub unsafe extern "C" fn atc_router_attach_image(
-    router: *mut AtcRouter,
-    image: *mut AtcImage,
-    previous: *mut *mut AtcImage,
-) -> i32 {
-    guard_status(|| {
-        // SAFETY: `router` is NULL or a live handle nothing else uses during the call.
-        let r = unsafe { handle_mut(router, "router") }?;
-        // SAFETY: `previous` is NULL or writable.
-        let previous = unsafe { out(previous, "previous") }?;
-        let image = if image.is_null() {
-            None
-        } else {
-            // SAFETY: a live handle (checked non-NULL) given up by the caller (its contract).
-            let image = unsafe { Box::from_raw(image) };
-            if !Arc::ptr_eq(image.router.schema(), r.router.schema()) {
-                // Not taken: the caller still owns it.
-                let _ = Box::into_raw(image);
-                return Err(Fail::new(
-                    ATC_ERR_SCHEMA_MISMATCH,
-                    "the image was opened with another schema handle than the router's",
-                ));
-            }
-            Some(image)
-        };
-        *previous =
-            std::mem::replace(&mut r.mapped, image).map_or(std::ptr::null_mut(), Box::into_raw);
-        Ok(ATC_OK)
-    })
 }
 
 /// Frees an image on a thread of its own, then removes its file `path` (`path_len`

@@ -43,20 +43,25 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use atc_router::{Error, ErrorCode, Type};
 
 pub mod background;
+pub mod builder_settings;
 pub mod context;
 pub mod explain;
 pub mod image;
 pub mod image_file;
+pub mod publish;
 pub mod request;
+pub mod route_list;
 pub mod router;
 pub mod schema;
 pub mod stats;
 pub mod sync;
 
 pub use background::*;
+pub use builder_settings::*;
 pub use context::*;
 pub use explain::*;
 pub use request::*;
+pub use route_list::*;
 pub use router::*;
 pub use schema::*;
 pub use stats::*;
@@ -254,6 +259,8 @@ impl From<Error> for Fail {
             ErrorCode::SchemaMismatch => ATC_ERR_SCHEMA_MISMATCH,
             ErrorCode::Broken => ATC_ERR_BROKEN,
             ErrorCode::Image => ATC_ERR_IMAGE,
+            ErrorCode::BadId => ATC_ERR_UUID,
+            ErrorCode::NotUtf8 => ATC_ERR_UTF8,
         };
         Fail::new(code, e)
     }
@@ -343,17 +350,14 @@ pub(crate) unsafe fn write_error(buf: *mut c_char, len: *mut usize, msg: &str) {
 ///
 /// # Safety
 /// `ptr` must point to `len` readable bytes that stay unchanged for `'a`, or be NULL.
-pub(crate) unsafe fn str_arg<'a>(ptr: *const c_char, len: usize, arg: &str) -> Res<&'a str> {
+pub(crate) unsafe fn str_arg<'a>(
+    ptr: *const c_char,
+    len: usize,
+    arg: &'static str,
+) -> Res<&'a str> {
     // SAFETY: `ptr` is NULL or points to `len` readable bytes (the caller's contract).
     let bytes = unsafe { bytes_arg(ptr, len, arg) }?;
-    std::str::from_utf8(bytes).map_err(|e| {
-        Fail::new(
-            ATC_ERR_UTF8,
-            // Rust's own text of the error (what Kong's library reports, and Kong's tests look
-            // for in the log), after the argument's name.
-            format_args!("`{arg}` is not valid UTF-8: {e}"),
-        )
-    })
+    Ok(atc_router::route_list::read_text(bytes, arg)?)
 }
 
 /// # Safety

@@ -3,69 +3,42 @@
 //! Invariant: a router's schema is the `Arc<Schema>` its schema handle shared when the router
 //! was made; only contexts holding that same `Arc` can be executed against it.
 
-use atc_router::{Router, TableRef, Uuid};
+use atc_router::{BackgroundRouter, Router, TableRef};
 
 use crate::context::AtcContext;
 use crate::image::AtcImage;
 use crate::schema::AtcSchema;
 use std::ffi::c_char;
-use std::time::Instant;
 
 use crate::{
-    guard, guard_ptr, guard_status, handle, handle_mut, out, str_arg, write_names, Fail, Res,
-    ATC_ERR_NOT_FOUND, ATC_ERR_SCHEMA_MISMATCH, ATC_ERR_UUID, ATC_OK,
+    bytes_arg, guard, guard_ptr, guard_status, handle, handle_mut, out, write_names, Fail, Res,
+    ATC_ERR_NOT_FOUND, ATC_ERR_SCHEMA_MISMATCH, ATC_OK,
 };
 
-/// A router: routes in priority order over one schema. Opaque.
+/// A router: routes in priority order over one schema, and the builder of its next tables
+/// (the core's `BackgroundRouter`: `background.rs` converts its calls). Opaque.
 pub struct AtcRouter {
-    pub(crate) router: Router,
-    /// Builds the next table off the calling thread (`background.rs`); made by the first
-    /// background sync.
-    pub(crate) builder: Option<atc_router::Builder>,
-    /// The router was changed directly since the builder last learned what it holds (see
-    /// `background::rebase_if_changed`).
-    pub(crate) changed: bool,
-    /// Where the builder puts every table it builds as an image (`image.rs`), if anywhere: a
-    /// directory, or sealed memory (None); and whether the router keeps the tables.
-    pub(crate) publish_dir: Option<(Option<std::path::PathBuf>, bool)>,
-    /// What became of the image of the table applied last: its version, and its path or why
-    /// it could not be written.
-    pub(crate) published: Option<(u64, Result<String, String>)>,
-    /// Sealed images the builder made and the router has not applied yet, by version.
-    pub(crate) sealed: crate::image::SealedShelf,
-    /// The sealed image of the table applied last, held so that its path stays good until the
-    /// next table is applied (the builder's process maps it too, so it costs no memory).
-    pub(crate) held: Option<std::fs::File>,
-    /// The builder keeps no shadow (`atc_router_keep_shadow`).
-    pub(crate) drop_shadow: bool,
+    pub(crate) table: BackgroundRouter,
     /// The image the router routes from instead of its own table (`atc_router_attach_image`).
     pub(crate) mapped: Option<Box<AtcImage>>,
 }
 
 impl AtcRouter {
+    /// The router's own table (not the image attached).
+    pub(crate) fn router(&self) -> &Router {
+        self.table.router()
+    }
+
     /// The table the router's reads answer from: the attached image, else its own.
     pub(crate) fn table(&self) -> TableRef<'_> {
         match &self.mapped {
             Some(image) => TableRef::Mapped {
                 image: image.table(),
-                counts: &self.router,
+                counts: self.router(),
             },
-            None => TableRef::Built(&self.router),
+            None => TableRef::Built(self.router()),
         }
     }
-}
-
-pub(crate) fn parse_uuid(text: &str) -> Res<Uuid> {
-    Uuid::try_parse(text).map_err(|e| {
-        Fail::new(
-            ATC_ERR_UUID,
-            format_args!(
-                "invalid route id \"{}\": {} (expected a UUID such as a8f2c1e4-…)",
-                atc_router::error::excerpt(text),
-                atc_router::error::excerpt(&e.to_string())
-            ),
-        )
-    })
 }
 
 /// A new router over `schema`, which from now on accepts no more fields. NULL when `schema` is
@@ -82,15 +55,10 @@ pub unsafe extern "C" fn atc_router_new(
     guard_ptr(errbuf, errbuf_len, || {
         // SAFETY: `schema` is NULL or a live handle (the caller's contract).
         let schema = unsafe { handle(schema, "schema") }?.share();
+        let mut table = BackgroundRouter::new(Router::new(schema));
+        table.on_builder_made(crate::builder_settings::configure);
         Ok(Box::into_raw(Box::new(AtcRouter {
-            router: Router::new(schema),
-            builder: None,
-            changed: false,
-            publish_dir: None,
-            published: None,
-            sealed: Default::default(),
-            held: None,
-            drop_shadow: false,
+            table,
             mapped: None,
         })))
     })
@@ -134,16 +102,11 @@ pub unsafe extern "C" fn atc_router_add(
         // SAFETY: `router` is NULL or a live handle that nothing else uses during this call (the
         // caller's contract).
         let r = unsafe { handle_mut(router, "router") }?;
-        let started = Instant::now();
         // SAFETY: `id` is NULL or points to `id_len` readable bytes (the caller's contract).
-        let args = unsafe { str_arg(id, id_len, "id") }
-            .and_then(parse_uuid)
-            // SAFETY: `expr` is NULL or points to `expr_len` readable bytes (the caller's
-            // contract).
-            .and_then(|id| Ok((id, unsafe { str_arg(expr, expr_len, "expr") }?)));
-        let (id, expr) = args.inspect_err(|e| crate::stats::refused_here(r, started, e))?;
-        r.router.add(id, priority, expr)?;
-        crate::background::changed_directly(r);
+        let id = unsafe { bytes_arg(id, id_len, "id") }?;
+        // SAFETY: `expr` is NULL or points to `expr_len` readable bytes (the caller's contract).
+        let expr = unsafe { bytes_arg(expr, expr_len, "expr") }?;
+        r.table.add(id, priority, expr)?;
         Ok(ATC_OK)
     })
 }
@@ -164,13 +127,10 @@ pub unsafe extern "C" fn atc_router_remove(
         // SAFETY: `router` is NULL or a live handle that nothing else uses during this call (the
         // caller's contract).
         let r = unsafe { handle_mut(router, "router") }?;
-        let started = Instant::now();
         // SAFETY: `id` is NULL or points to `id_len` readable bytes (the caller's contract).
-        let id = unsafe { str_arg(id, id_len, "id") }
-            .and_then(parse_uuid)
-            .inspect_err(|e| crate::stats::refused_here(r, started, e))?;
-        if r.router.remove(id) {
-            crate::background::changed_directly(r);
+        let id = unsafe { bytes_arg(id, id_len, "id") }?;
+        let (id, removed) = r.table.remove(id)?;
+        if removed {
             Ok(ATC_OK)
         } else {
             Err(Fail::new(
@@ -300,7 +260,7 @@ pub unsafe extern "C" fn atc_router_settle(router: *mut AtcRouter) -> i32 {
         // SAFETY: `router` is NULL or a live handle that nothing else uses during this call (the
         // caller's contract).
         let r = unsafe { handle_mut(router, "router") }?;
-        r.router.settle();
+        r.table.router_mut().settle();
         Ok(ATC_OK)
     })
 }
@@ -318,7 +278,7 @@ pub unsafe extern "C" fn atc_router_settle_due(router: *const AtcRouter) -> i32 
     guard(std::ptr::null_mut(), std::ptr::null_mut(), || {
         // SAFETY: `router` is NULL or a live handle (the caller's contract).
         let r = unsafe { handle(router, "router") }?;
-        Ok(i32::from(r.router.settle_due()))
+        Ok(i32::from(r.router().settle_due()))
     })
 }
 
@@ -337,10 +297,7 @@ pub unsafe extern "C" fn atc_router_keep_shadow(router: *mut AtcRouter, keep: i3
         // SAFETY: `router` is NULL or a live handle that nothing else uses during this call (the
         // caller's contract).
         let r = unsafe { handle_mut(router, "router") }?;
-        r.drop_shadow = keep == 0;
-        if let Some(b) = r.builder.as_mut() {
-            b.keep_shadow(keep != 0);
-        }
+        r.table.keep_shadow(keep != 0);
         Ok(ATC_OK)
     })
 }
@@ -357,6 +314,51 @@ pub unsafe extern "C" fn atc_router_len(router: *const AtcRouter, count: *mut us
         let r = unsafe { handle(router, "router") }?;
         // SAFETY: `count` is NULL or valid for writes (the caller's contract).
         *unsafe { out(count, "count") }? = r.table().len();
+        Ok(ATC_OK)
+    })
+}
+
+/// Makes `router` route from `image` (NULL: from its own table again): every read of the
+/// router (execute, key and needed fields, explain, matches, route expressions, len, fields)
+/// answers from the image from this call on, and its executes are counted in the router's stats. The router
+/// takes the image; the one it routed from before goes to `*previous` (NULL if none), for the
+/// caller to retire or free. The router's own routes (add, remove, syncs) are what its builder
+/// builds from, and route again once it is detached. Between two requests: O(1).
+/// `ATC_ERR_SCHEMA_MISMATCH` (nothing changes) for an image opened with another schema handle
+/// than the router's.
+///
+/// # Safety
+/// `router` is a live handle nothing else uses during the call; `image` is NULL or a live
+/// image handle, not attached elsewhere and not used by the caller after the call;
+/// `previous` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn atc_router_attach_image(
+    router: *mut AtcRouter,
+    image: *mut AtcImage,
+    previous: *mut *mut AtcImage,
+) -> i32 {
+    guard_status(|| {
+        // SAFETY: `router` is NULL or a live handle nothing else uses during the call.
+        let r = unsafe { handle_mut(router, "router") }?;
+        // SAFETY: `previous` is NULL or writable.
+        let previous = unsafe { out(previous, "previous") }?;
+        let image = if image.is_null() {
+            None
+        } else {
+            // SAFETY: a live handle (checked non-NULL) given up by the caller (its contract).
+            let image = unsafe { Box::from_raw(image) };
+            if !std::sync::Arc::ptr_eq(image.table().schema(), r.router().schema()) {
+                // Not taken: the caller still owns it.
+                let _ = Box::into_raw(image);
+                return Err(Fail::new(
+                    ATC_ERR_SCHEMA_MISMATCH,
+                    "the image was opened with another schema handle than the router's",
+                ));
+            }
+            Some(image)
+        };
+        *previous =
+            std::mem::replace(&mut r.mapped, image).map_or(std::ptr::null_mut(), Box::into_raw);
         Ok(ATC_OK)
     })
 }

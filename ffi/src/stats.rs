@@ -95,7 +95,7 @@ pub unsafe extern "C" fn atc_router_stats(router: *const AtcRouter, out: *mut At
                 format_args!("`out->size` is {size}: set it to sizeof(atc_stats)"),
             ));
         }
-        let s = r.router.stats();
+        let s = r.router().stats();
         let full = AtcStats {
             size: 0,
             routed: s.routed,
@@ -142,19 +142,8 @@ pub unsafe extern "C" fn atc_router_count_bad_request(router: *const AtcRouter) 
     guard_status(|| {
         // SAFETY: `router` is NULL or a live handle (the caller's contract).
         unsafe { handle(router, "router") }?
-            .router
+            .router()
             .count_bad_request();
         Ok(ATC_OK)
     })
-}
-
-/// Counts an update the C layer refused before the core saw it (an id that is not a UUID, text
-/// that is not UTF-8, a list with such routes in all-or-nothing mode): to an operator it is a
-/// refused update like one the core refuses. A NULL where a string belongs is a bad call, not
-/// an update: not counted. `started`: when the call began.
-pub(crate) fn refused_here(r: &AtcRouter, started: std::time::Instant, why: &Fail) {
-    if why.code != ATC_ERR_NULL {
-        let took = started.elapsed();
-        r.router.record_update(false, took, took);
-    }
 }

@@ -17,14 +17,14 @@
 
 use std::ffi::c_char;
 
-use atc_router::route_list::{EntryList, Position, UnreadKind};
-use atc_router::{EntryError, EntryFault, SyncError, SyncMode, SyncReport, Uuid};
+use atc_router::route_list::UnreadKind;
+use atc_router::{EntryError, EntryFault, SyncError, SyncMode, SyncReport};
 
-use crate::background::AtcRouteList;
-use crate::router::{parse_uuid, AtcRouter};
+use crate::route_list::AtcRouteList;
+use crate::router::AtcRouter;
 use crate::{
-    guard, handle, handle_mut, str_arg, Fail, Res, ATC_ERR_DUPLICATE, ATC_ERR_INVALID,
-    ATC_ERR_NULL, ATC_ERR_PANIC, ATC_ERR_ROUTES, ATC_ERR_UTF8, ATC_ERR_UUID, ATC_OK,
+    guard, handle, handle_mut, Fail, Res, ATC_ERR_DUPLICATE, ATC_ERR_INVALID, ATC_ERR_NULL,
+    ATC_ERR_PANIC, ATC_ERR_ROUTES, ATC_ERR_UTF8, ATC_ERR_UUID, ATC_OK,
 };
 
 /// `atc_router_sync` mode: one invalid route refuses the whole list and nothing changes.
@@ -32,25 +32,6 @@ pub const ATC_SYNC_ALL_OR_NOTHING: i32 = 0;
 /// `atc_router_sync` mode: the valid routes are applied and the invalid ones reported; a known
 /// route whose new version is invalid keeps its current version.
 pub const ATC_SYNC_APPLY_VALID: i32 = 1;
-
-/// One route of a route list (`atc_router_sync`, `atc_route_list_add`), or, with only `id`
-/// (and `position`) read, one removal (`atc_route_list_remove`).
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub struct AtcRoute {
-    /// The route id as UUID text (hyphenated, simple, braced or URN), not NUL-terminated.
-    pub id: *const c_char,
-    pub id_len: usize,
-    /// Higher first; equal priorities by id, higher first.
-    pub priority: u64,
-    /// The expression (UTF-8), not NUL-terminated.
-    pub expr: *const c_char,
-    pub expr_len: usize,
-    /// Where the route is in the caller's own list, from 1, as its errors name it (`route
-    /// #<position>`, and `atc_sync_error.index` is `position - 1`); 0: its place among the
-    /// routes handed over, from 1 (for a list added in chunks, counted across them).
-    pub position: usize,
-}
 
 /// What `atc_router_sync` did.
 #[repr(C)]
@@ -89,77 +70,6 @@ pub(crate) struct RouteError {
     pub(crate) index: usize,
     pub(crate) code: i32,
     pub(crate) msg: String,
-}
-
-/// A route's position: its own, or `fallback` (its place among the routes handed over).
-pub(crate) fn position(route: &AtcRoute, fallback: usize) -> Position {
-    Position::Item(if route.position == 0 {
-        fallback
-    } else {
-        route.position
-    })
-}
-
-/// Why an entry could not be read, from the failure of reading it.
-fn unread(f: &Fail) -> UnreadKind {
-    match f.code {
-        ATC_ERR_UUID => UnreadKind::BadId,
-        ATC_ERR_UTF8 => UnreadKind::NotUtf8,
-        _ => UnreadKind::Malformed,
-    }
-}
-
-/// A route's id, read as the C ABI reads every route id.
-///
-/// # Safety
-/// `route.id` is NULL or points to `route.id_len` readable bytes.
-unsafe fn read_id(route: &AtcRoute) -> Res<Uuid> {
-    // SAFETY: this function's contract.
-    unsafe { str_arg(route.id, route.id_len, "id") }.and_then(parse_uuid)
-}
-
-/// The one reader of the C form of a route: its id and expression, or what could not be read
-/// (with the id, when that could be read: it still counts for the core's rules).
-///
-/// # Safety
-/// `route`'s pointers are NULL or valid for their lengths, for `'a`.
-pub(crate) unsafe fn read_route<'a>(
-    route: &AtcRoute,
-) -> Result<(Uuid, &'a str), (Option<Uuid>, UnreadKind, String)> {
-    // SAFETY: this function's contract.
-    let id = match unsafe { read_id(route) } {
-        Ok(id) => id,
-        Err(e) => return Err((None, unread(&e), e.msg)),
-    };
-    // SAFETY: this function's contract.
-    match unsafe { str_arg(route.expr, route.expr_len, "expr") } {
-        Ok(expression) => Ok((id, expression)),
-        Err(e) => Err((Some(id), unread(&e), e.msg)),
-    }
-}
-
-/// Appends `route` to `list` (copied), at `at`.
-///
-/// # Safety
-/// As [`read_route`].
-pub(crate) unsafe fn push_route(list: &mut EntryList, at: Position, route: &AtcRoute) {
-    // SAFETY: this function's contract.
-    match unsafe { read_route(route) } {
-        Ok((id, expression)) => list.push_route(at, id, route.priority, expression),
-        Err((id, kind, why)) => list.push_unreadable(at, id, kind, &why),
-    }
-}
-
-/// Appends the removal of `route.id` to `list`, at `at`.
-///
-/// # Safety
-/// `route.id` is NULL or points to `route.id_len` readable bytes.
-pub(crate) unsafe fn push_removal(list: &mut EntryList, at: Position, route: &AtcRoute) {
-    // SAFETY: this function's contract.
-    match unsafe { read_id(route) } {
-        Ok(id) => list.push_removal(at, id),
-        Err(e) => list.push_unreadable(at, None, unread(&e), &e.msg),
-    }
 }
 
 /// The core's invalid entries as C errors.
@@ -329,12 +239,11 @@ unsafe fn sync_list(
         let l = unsafe { handle(list, "list") }?;
         // SAFETY: `errors_len` is NULL or valid for reads (the caller's contract).
         unsafe { check_errors(errors, errors_len) }?;
-        crate::background::changed_directly(r);
         let list = l.read();
         let entries = list.entries();
         let done = match changes {
-            false => r.router.sync_entries(&entries, mode),
-            true => r.router.update_entries(&entries, mode),
+            false => r.table.router_mut().sync_entries(&entries, mode),
+            true => r.table.router_mut().update_entries(&entries, mode),
         };
         // SAFETY: the outputs are valid or NULL (the caller's contract; `errors` checked above).
         unsafe { finish(done, report, errors, errors_len, msgbuf, msgbuf_len) }
@@ -387,28 +296,6 @@ pub(crate) fn sync_mode(mode: i32) -> Res<SyncMode> {
             ),
         )),
     }
-}
-
-/// # Safety
-/// `routes` points to `n` routes, or is NULL with `n` 0.
-pub(crate) unsafe fn route_slice<'a>(routes: *const AtcRoute, n: usize) -> Res<&'a [AtcRoute]> {
-    if n == 0 {
-        return Ok(&[]);
-    }
-    if routes.is_null() {
-        return Err(Fail::new(
-            ATC_ERR_NULL,
-            format_args!("`routes` is NULL but `n` is {n}"),
-        ));
-    }
-    if n > isize::MAX as usize / std::mem::size_of::<AtcRoute>() {
-        return Err(Fail::new(
-            ATC_ERR_INVALID,
-            format_args!("`n` is impossibly large ({n})"),
-        ));
-    }
-    // SAFETY: `routes` is non-NULL here and points to that many elements (the caller's contract).
-    Ok(unsafe { std::slice::from_raw_parts(routes, n) })
 }
 
 /// Writes the errors that fit and their messages (see `atc_router_sync`).

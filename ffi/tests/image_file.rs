@@ -336,7 +336,7 @@ fn an_image_directory_is_ours_alone() {
 /// length needed, as every call with an output buffer answers; nothing cut.
 #[test]
 fn where_a_table_was_published_is_never_cut_short() {
-    use atc_router_ffi::image::{atc_router_publish_images, atc_router_published};
+    use atc_router_ffi::publish::{atc_router_publish_images, atc_router_published};
     use atc_router_ffi::*;
     use std::ffi::c_char;
     use std::ptr::null_mut;
@@ -417,7 +417,8 @@ fn where_a_table_was_published_is_never_cut_short() {
 /// # Safety
 /// `s` is a live schema handle with the field `http.path`.
 unsafe fn routes_from_the_image(s: *mut atc_router_ffi::AtcSchema, path: &str) {
-    use atc_router_ffi::image::{atc_image_free, atc_image_open, atc_router_attach_image};
+    use atc_router_ffi::image::{atc_image_free, atc_image_open};
+    use atc_router_ffi::router::atc_router_attach_image;
     use atc_router_ffi::*;
     use std::ptr::null_mut;
     let img = atc_image_open(s, path.as_ptr().cast(), path.len(), null_mut(), null_mut());

@@ -27,8 +27,10 @@
 //! assert_eq!(list.get(1).at.to_string(), "route #2");
 //! ```
 
+mod raw;
 mod text;
 
+pub use raw::{parse_id, read_id, read_text};
 pub use text::{sniff, Format, LineCap, LongLine};
 
 use std::fmt;

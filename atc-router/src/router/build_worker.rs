@@ -33,6 +33,8 @@ use crate::threads::{BuildThreads, Helpers};
 pub(super) struct Done {
     pub(super) outcome: Outcome,
     pub(super) table: Option<Box<Router>>,
+    /// What the publish hook asked to keep alive with the table (see `Published::keep`).
+    pub(super) keep: Option<super::builder::Keep>,
 }
 
 /// The routes of a table, by id: what the thread knows the newest table holds.
@@ -279,6 +281,7 @@ impl Worker {
                     by,
                 },
                 table: None,
+                keep: None,
             });
         }
         if !st.queue.is_empty() {
@@ -346,6 +349,7 @@ impl Worker {
                                     build_time,
                                 },
                                 table: None,
+                                keep: None,
                             }),
                             ..Effects::default()
                         }
@@ -584,11 +588,15 @@ impl Worker {
             _ => self.last = Some(Held::of(&table)),
         }
         self.known = true;
-        let published = self.publish.as_ref().map(|hook| {
+        let (published, keep) = match self.publish.as_ref().map(|hook| {
             let mut hook = hook.0.lock().unwrap_or_else(|e| e.into_inner());
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (hook)(version, &table)))
                 .unwrap_or_else(|p| Err(panic_message(&p)))
-        });
+        }) {
+            Some(Ok(p)) => (Some(Ok(p.path)), p.keep),
+            Some(Err(why)) => (Some(Err(why)), None),
+            None => (None, None),
+        };
         let keeps = self.publish.as_ref().is_some_and(|h| !h.1);
         let out = if keeps && matches!(published, Some(Ok(_))) {
             // The caller matches from what was published: the thread keeps the table.
@@ -607,6 +615,7 @@ impl Worker {
                 published,
             },
             table: Some(out),
+            keep,
         }
     }
 
@@ -849,6 +858,7 @@ fn refused(version: u64, errors: Vec<EntryError>, message: String) -> Done {
             build_time: Duration::ZERO, // set by `Worker::run`
         },
         table: None,
+        keep: None,
     }
 }
 

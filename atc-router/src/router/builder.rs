@@ -331,7 +331,40 @@ pub struct Builder {
 /// What a builder does with every table it builds, on its thread (see
 /// [`Builder::publish_with`]): given the version and the table, where it published it, or why
 /// it could not.
-pub type Publish = Box<dyn FnMut(u64, &Router) -> Result<String, String> + Send>;
+pub type Publish = Box<dyn FnMut(u64, &Router) -> Result<Published, String> + Send>;
+
+/// Where a [`Publish`] hook put a table, and what must live for that place to stay good.
+pub struct Published {
+    /// Where the table was published (a path, for the C library's images).
+    pub path: String,
+    /// Kept for as long as the published table is the one in force, then dropped: a sealed
+    /// image's descriptor, say, whose path names this very process's copy. A
+    /// [`BackgroundRouter`](super::BackgroundRouter) holds it until it applies the next table;
+    /// [`Builder::apply_to`] drops it at once.
+    pub keep: Option<Box<dyn std::any::Any + Send>>,
+}
+
+impl Published {
+    /// A table published at `path`, with nothing to keep alive.
+    pub fn at(path: impl Into<String>) -> Published {
+        Published {
+            path: path.into(),
+            keep: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for Published {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Published")
+            .field("path", &self.path)
+            .field("keep", &self.keep.is_some())
+            .finish()
+    }
+}
+
+/// What a published table in force keeps alive (see [`Published::keep`]).
+pub(crate) type Keep = Box<dyn std::any::Any + Send>;
 
 /// A [`Publish`] hook, shared by the threads a builder starts (one per process it runs in),
 /// and whether the caller keeps the tables it publishes.
@@ -521,6 +554,14 @@ impl Builder {
     /// thread, to be brought level and become the next shadow, or to be freed there (freeing a
     /// large table costs milliseconds). Outcomes come one per version, in the order submitted.
     pub fn apply_to(&mut self, current: &mut Router) -> Option<Outcome> {
+        self.apply_keeping(current).map(|(outcome, _keep)| outcome)
+    }
+
+    /// [`Builder::apply_to`], and what the publish hook asked to keep alive with the table.
+    pub(crate) fn apply_keeping(
+        &mut self,
+        current: &mut Router,
+    ) -> Option<(Outcome, Option<Keep>)> {
         self.check_process();
         let mut st = lock(&self.shared.state);
         let done = st.results.pop_front()?;
@@ -533,7 +574,7 @@ impl Builder {
             drop(st);
             self.shared.wake.notify_all();
         }
-        Some(done.outcome)
+        Some((done.outcome, done.keep))
     }
 
     /// Tells the builder what the caller's router holds after the caller changed it directly

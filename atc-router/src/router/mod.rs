@@ -15,6 +15,7 @@
 //!   that uses them.
 //! - An execute leaves either the first matching route's result in the context or no result.
 
+mod background;
 mod build_worker;
 mod builder;
 mod catalog;
@@ -41,7 +42,8 @@ mod sync_classify;
 pub(crate) mod table_image;
 mod table_ref;
 
-pub use builder::{BuildState, Builder, Lane, Outcome, Publish, RouteInput};
+pub use background::BackgroundRouter;
+pub use builder::{BuildState, Builder, Lane, Outcome, Publish, Published, RouteInput};
 pub use context::{Context, MatchResult};
 pub use explain::{
     CandidateReport, ExplainJson, ExplainOptions, Explanation, MatchesJson, PredicateOutcome,
@@ -314,6 +316,12 @@ impl Router {
             pending_index: None,
             stats: Box::default(),
         }
+    }
+
+    /// Names this table as it is now: its instance, unique in the process, and its version,
+    /// bumped by every change. Equal stamps are the same routes.
+    pub(crate) fn stamp(&self) -> (u64, u64) {
+        (self.uid, self.version)
     }
 
     /// The schema every route and context of this router uses.

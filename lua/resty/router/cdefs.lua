@@ -85,14 +85,6 @@ typedef struct AtcRouteList AtcRouteList;
 typedef struct atc_router atc_router;
 typedef struct atc_schema atc_schema;
 typedef struct {
-  const char *id;
-  size_t id_len;
-  uint64_t priority;
-  const char *expr;
-  size_t expr_len;
-  size_t position;
-} atc_route;
-typedef struct {
   size_t added;
   size_t removed;
   size_t changed;
@@ -133,6 +125,14 @@ typedef struct {
   uint32_t to;
 } atc_path_field;
 typedef struct {
+  const char *id;
+  size_t id_len;
+  uint64_t priority;
+  const char *expr;
+  size_t expr_len;
+  size_t position;
+} atc_route;
+typedef struct {
   size_t size;
   uint64_t routed;
   uint64_t not_found;
@@ -146,35 +146,6 @@ typedef struct {
 } atc_stats;
 const char *atc_router_version(void);
 const char *atc_strerror(int32_t status);
-AtcRouteList *atc_route_list_new(void);
-void atc_route_list_free(AtcRouteList *list);
-int32_t atc_route_list_add(AtcRouteList *list,
-                           const atc_route *routes,
-                           size_t n,
-                           char *errbuf,
-                           size_t *errbuf_len);
-int32_t atc_route_list_lend(AtcRouteList *list,
-                            const atc_route *routes,
-                            size_t n,
-                            char *errbuf,
-                            size_t *errbuf_len);
-int32_t atc_route_list_add_unreadable(AtcRouteList *list,
-                                      size_t position,
-                                      const char *id,
-                                      size_t id_len,
-                                      const char *why,
-                                      size_t why_len,
-                                      char *errbuf,
-                                      size_t *errbuf_len);
-int32_t atc_route_list_clear(AtcRouteList *list);
-int32_t atc_route_list_remove(AtcRouteList *list,
-                              const atc_route *routes,
-                              size_t n,
-                              char *errbuf,
-                              size_t *errbuf_len);
-int32_t atc_builder_threads(int32_t threads);
-int32_t atc_builder_priority(int32_t nice);
-int32_t atc_builder_schedule(int32_t policy, uint32_t boost_after_ms);
 int32_t atc_router_sync_start(atc_router *router,
                               uint64_t version,
                               AtcRouteList *list,
@@ -206,6 +177,9 @@ int32_t atc_router_sync_apply(atc_router *router,
                               size_t *msgbuf_len,
                               char *errbuf,
                               size_t *errbuf_len);
+int32_t atc_builder_threads(int32_t threads);
+int32_t atc_builder_priority(int32_t nice);
+int32_t atc_builder_schedule(int32_t policy, uint32_t boost_after_ms);
 atc_context *atc_context_new(const atc_schema *schema, char *errbuf, size_t *errbuf_len);
 void atc_context_free(atc_context *context);
 int32_t atc_context_reset(atc_context *context);
@@ -265,16 +239,6 @@ int32_t atc_router_route_expression(const atc_router *router,
                                     size_t id_len,
                                     const char **expr,
                                     size_t *expr_len);
-int32_t atc_router_publish_images(atc_router *router,
-                                  const char *dir,
-                                  size_t dir_len,
-                                  int32_t flags,
-                                  char *errbuf,
-                                  size_t *errbuf_len);
-int32_t atc_router_published(const atc_router *router,
-                             uint64_t *version,
-                             char *buf,
-                             size_t *buf_len);
 int32_t atc_image_share_path(const atc_image *image, char *buf, size_t *buf_len);
 atc_image *atc_image_open(const atc_schema *schema,
                           const char *path,
@@ -289,9 +253,6 @@ atc_image_opening *atc_image_open_start(const atc_schema *schema,
 int32_t atc_image_open_ready(const atc_image_opening *opening);
 atc_image *atc_image_open_finish(atc_image_opening *opening, char *errbuf, size_t *errbuf_len);
 void atc_image_free(atc_image *image);
-int32_t atc_router_attach_image(atc_router *router,
-                                atc_image *image,
-                                atc_image **previous);
 int32_t atc_image_retire(atc_image *image, const char *path, size_t path_len);
 int32_t atc_image_remove_if_unused(const char *path,
                                    size_t path_len,
@@ -303,6 +264,16 @@ int32_t atc_image_sweep(const char *dir,
                         size_t keep_len,
                         char *errbuf,
                         size_t *errbuf_len);
+int32_t atc_router_publish_images(atc_router *router,
+                                  const char *dir,
+                                  size_t dir_len,
+                                  int32_t flags,
+                                  char *errbuf,
+                                  size_t *errbuf_len);
+int32_t atc_router_published(const atc_router *router,
+                             uint64_t *version,
+                             char *buf,
+                             size_t *buf_len);
 int32_t atc_kong_field(int32_t subsystem,
                        size_t index,
                        const char **name,
@@ -318,6 +289,32 @@ int32_t atc_context_add_path(atc_context *context,
                              char *errbuf,
                              size_t *errbuf_len);
 int32_t atc_http_host(const char *value, size_t value_len, size_t *host_len, int64_t *port);
+AtcRouteList *atc_route_list_new(void);
+void atc_route_list_free(AtcRouteList *list);
+int32_t atc_route_list_add(AtcRouteList *list,
+                           const atc_route *routes,
+                           size_t n,
+                           char *errbuf,
+                           size_t *errbuf_len);
+int32_t atc_route_list_lend(AtcRouteList *list,
+                            const atc_route *routes,
+                            size_t n,
+                            char *errbuf,
+                            size_t *errbuf_len);
+int32_t atc_route_list_add_unreadable(AtcRouteList *list,
+                                      size_t position,
+                                      const char *id,
+                                      size_t id_len,
+                                      const char *why,
+                                      size_t why_len,
+                                      char *errbuf,
+                                      size_t *errbuf_len);
+int32_t atc_route_list_clear(AtcRouteList *list);
+int32_t atc_route_list_remove(AtcRouteList *list,
+                              const atc_route *routes,
+                              size_t n,
+                              char *errbuf,
+                              size_t *errbuf_len);
 atc_router *atc_router_new(const atc_schema *schema, char *errbuf, size_t *errbuf_len);
 void atc_router_free(atc_router *router);
 int32_t atc_router_add(atc_router *router,
@@ -344,6 +341,9 @@ int32_t atc_router_settle(atc_router *router);
 int32_t atc_router_settle_due(const atc_router *router);
 int32_t atc_router_keep_shadow(atc_router *router, int32_t keep);
 int32_t atc_router_len(const atc_router *router, size_t *count);
+int32_t atc_router_attach_image(atc_router *router,
+                                atc_image *image,
+                                atc_image **previous);
 atc_schema *atc_schema_new(void);
 void atc_schema_free(atc_schema *schema);
 int32_t atc_schema_add_field(atc_schema *schema,
