@@ -338,6 +338,63 @@ impl fmt::Display for ExprError {
 
 impl std::error::Error for ExprError {}
 
+/// Why a text is not a field name, or not one a request can have: the rules are
+/// `schema::field_name`'s (docs/language.md "Schemas and field names").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NameFault {
+    /// The name is empty (for a wildcard declaration: nothing before `.*`).
+    Empty,
+    /// Its first character is not an ASCII letter.
+    NotLetterFirst,
+    /// It has a character other than ASCII letters, digits, `_` and `.`.
+    BadCharacter,
+    /// Two dots with nothing between them (`a..b`). Kong's grammar takes it; a request cannot
+    /// have such a field.
+    EmptySegment,
+    /// It ends with `.`: its last segment is empty (`http.headers.`). Kong's grammar takes it;
+    /// a request cannot have such a field.
+    EndsWithDot,
+}
+
+impl NameFault {
+    /// Why, in words: the end of [`NameError`]'s message.
+    pub fn why(self) -> &'static str {
+        match self {
+            NameFault::Empty => "it is empty",
+            NameFault::NotLetterFirst => "it must start with an ASCII letter",
+            NameFault::BadCharacter => {
+                "it has a character other than ASCII letters, digits, `_` and `.` (in a schema, \
+                 the name may end in `.*`)"
+            }
+            NameFault::EmptySegment => "it has an empty segment (`..`)",
+            NameFault::EndsWithDot => "it ends with `.` (the name after the last `.` is empty)",
+        }
+    }
+}
+
+/// A field name refused: the name (as quoted, [`excerpt`]) and why. Its message reads
+/// ``invalid field name `…`: why``.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NameError {
+    /// The name refused, cut as [`excerpt`] cuts it.
+    pub name: String,
+    /// What is wrong with it.
+    pub fault: NameFault,
+}
+
+impl fmt::Display for NameError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "invalid field name `{}`: {}",
+            self.name,
+            self.fault.why()
+        )
+    }
+}
+
+impl std::error::Error for NameError {}
+
 /// Every error of the library.
 ///
 /// `#[non_exhaustive]`: the library will grow new kinds of failure (with data of their own), and
@@ -353,7 +410,7 @@ pub enum Error {
     /// A field name that is not in the schema.
     UnknownField(String),
     /// A field name that is not an identifier (or `prefix.*` in a schema).
-    InvalidFieldName(String),
+    InvalidFieldName(NameError),
     /// `Schema::add_field` with a name that is already there.
     DuplicateField(String),
     /// A context value whose type differs from the field's.
@@ -450,11 +507,7 @@ impl fmt::Display for Error {
         match self {
             Error::Expr(e) => e.fmt(f),
             Error::UnknownField(n) => write!(f, "unknown field `{n}`: it is not in the schema"),
-            Error::InvalidFieldName(n) => write!(
-                f,
-                "invalid field name `{n}`: expected an ASCII letter followed by letters, digits, \
-                 `_` or `.` (in a schema, optionally ending in `.*`)"
-            ),
+            Error::InvalidFieldName(e) => e.fmt(f),
             Error::DuplicateField(n) => write!(f, "field `{n}` is already in the schema"),
             Error::TypeMismatch {
                 field,
@@ -486,6 +539,12 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+impl From<NameError> for Error {
+    fn from(e: NameError) -> Error {
+        Error::InvalidFieldName(e)
+    }
+}
 
 impl From<ExprError> for Error {
     fn from(e: ExprError) -> Error {

@@ -112,7 +112,7 @@ mod value;
 mod work;
 
 pub use compile::record::{CaptureKey, MatchedValue};
-pub use error::{Error, ErrorCode, ExprError, ExprErrorKind, Location};
+pub use error::{Error, ErrorCode, ExprError, ExprErrorKind, Location, NameError, NameFault};
 pub use language::{
     parse, parse_with_limits, Expr, Lhs, Op, Parsed, Predicate, PredicateSpans, Rhs, Transform,
 };
@@ -129,7 +129,10 @@ pub use router::{
     Router, RouterStats, RuledOut, SyncError, SyncMode, SyncPlan, SyncReport, REPORT_JSON_VERSION,
 };
 pub use router::{ImageBytes, ImageRouter, TableRef};
-pub use schema::{FieldId, FieldMask, IdState, Schema, ValueTextError};
+pub use schema::{
+    check_declared_name, check_field_name, FieldId, FieldMask, IdState, NameRule, Schema,
+    ValueTextError,
+};
 pub use threads::MAX_BUILD_THREADS;
 pub use uuid::Uuid;
 pub use value::{IpCidr, Type, Value};

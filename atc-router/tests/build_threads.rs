@@ -7,11 +7,11 @@
 
 use std::sync::{Arc, Mutex};
 
+use atc_router::request::http_schema_with;
 use atc_router::{
-    Builder, Context, Lane, Limits, Outcome, RouteInput, RouteSpec, Router, Schema, SyncMode, Type,
-    Uuid,
+    Builder, Context, Lane, Limits, Outcome, RouteInput, RouteSpec, Router, Schema, SyncMode, Uuid,
 };
-use atc_workload::{requests, Family, Mix, Table, SCHEMA};
+use atc_workload::{requests, Family, Mix, Table};
 use proptest::prelude::*;
 
 mod common;
@@ -20,17 +20,7 @@ use common::workload_value as value;
 /// A schema of the workload's fields with `limits`; every build gets its own, so that the
 /// wildcard names each registers start from the same state.
 fn schema(limits: Limits) -> Arc<Schema> {
-    let mut s = Schema::with_limits(limits);
-    for (name, ty) in SCHEMA {
-        let ty = match ty {
-            atc_workload::FieldType::String => Type::String,
-            atc_workload::FieldType::Int => Type::Int,
-            atc_workload::FieldType::IpAddr => Type::IpAddr,
-            atc_workload::FieldType::IpCidr => Type::IpCidr,
-        };
-        s.add_field(name, ty).unwrap();
-    }
-    Arc::new(s)
+    Arc::new(http_schema_with(limits))
 }
 
 /// What a build made: its report or refusal (every error, in order), its routes in routing

@@ -52,10 +52,9 @@ use atc_benches::{
     build, candidate_stats, execute_reading_captures, fill, live_bytes, method_and_path,
     records_groups, schema, specs, value, CountingAlloc, MatchitTable, REQUEST_SEED, TABLE_SEED,
 };
-use atc_router::{Context, RouteSpec, Router, Schema, SyncMode, Uuid};
-use atc_workload::{
-    requests, stress, Cond, Family, FieldType, Mix, PathMatch, Request, Shape, Table, SCHEMA,
-};
+use atc_router::request::HTTP_FIELDS;
+use atc_router::{Context, RouteSpec, Router, Schema, SyncMode, Type, Uuid};
+use atc_workload::{requests, stress, Cond, Family, Mix, PathMatch, Request, Shape, Table};
 use criterion::{
     criterion_group, criterion_main, BatchSize, BenchmarkGroup, BenchmarkId, Criterion,
     SamplingMode,
@@ -164,12 +163,13 @@ fn match_ids(group: &str, impls: &[&str]) -> Vec<String> {
 
 fn kong_schema() -> kong::schema::Schema {
     let mut s = kong::schema::Schema::default();
-    for (name, ty) in SCHEMA {
+    // The core's list of Kong's HTTP fields, in the other library's types.
+    for (name, ty) in HTTP_FIELDS {
         let t = match ty {
-            FieldType::String => kong::ast::Type::String,
-            FieldType::Int => kong::ast::Type::Int,
-            FieldType::IpAddr => kong::ast::Type::IpAddr,
-            FieldType::IpCidr => kong::ast::Type::IpCidr,
+            Type::String => kong::ast::Type::String,
+            Type::Int => kong::ast::Type::Int,
+            Type::IpAddr => kong::ast::Type::IpAddr,
+            Type::IpCidr => kong::ast::Type::IpCidr,
         };
         s.add_field(name, t);
     }

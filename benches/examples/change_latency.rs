@@ -23,8 +23,9 @@
 use std::time::{Duration, Instant};
 
 use atc_benches::{schema, TABLE_SEED};
-use atc_router::{Router, Uuid};
-use atc_workload::{stress, Family, Table, SCHEMA};
+use atc_router::request::HTTP_FIELDS;
+use atc_router::{Router, Type, Uuid};
+use atc_workload::{stress, Family, Table};
 
 /// A table, and the route to change: its id, priority and two expressions.
 struct Case {
@@ -90,14 +91,15 @@ fn ours(case: &Case, changes: usize) -> [Duration; 3] {
 
 fn kong(case: &Case, changes: usize) -> [Duration; 3] {
     let mut s = kong::schema::Schema::default();
-    for (name, ty) in SCHEMA {
+    // The core's list of Kong's HTTP fields, in the other library's types.
+    for (name, ty) in HTTP_FIELDS {
         s.add_field(
             name,
             match ty {
-                atc_workload::FieldType::String => kong::ast::Type::String,
-                atc_workload::FieldType::Int => kong::ast::Type::Int,
-                atc_workload::FieldType::IpAddr => kong::ast::Type::IpAddr,
-                atc_workload::FieldType::IpCidr => kong::ast::Type::IpCidr,
+                Type::String => kong::ast::Type::String,
+                Type::Int => kong::ast::Type::Int,
+                Type::IpAddr => kong::ast::Type::IpAddr,
+                Type::IpCidr => kong::ast::Type::IpCidr,
             },
         );
     }
@@ -122,7 +124,7 @@ fn kong(case: &Case, changes: usize) -> [Duration; 3] {
 fn dump(case: &Case, dir: &std::path::Path) -> std::io::Result<()> {
     let dir = dir.join(&case.name);
     std::fs::create_dir_all(&dir)?;
-    let schema: String = SCHEMA
+    let schema: String = HTTP_FIELDS
         .iter()
         .map(|(name, ty)| format!("{name}\t{}\n", ty.name()))
         .collect();

@@ -16,8 +16,9 @@ use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use atc_router::{CaptureKey, Context, Limits, RouteSpec, Router, Schema, Type, Uuid, Value};
-use atc_workload::{FieldType, Mix, Request, Table, SCHEMA};
+use atc_router::request::http_schema_with;
+use atc_router::{CaptureKey, Context, Limits, RouteSpec, Router, Schema, Uuid, Value};
+use atc_workload::{Mix, Request, Table};
 
 /// Wildcard names a benchmark schema takes: the field-per-route stress family registers one
 /// header name per route, past the default limit (65,536) at 100,000 routes.
@@ -26,20 +27,10 @@ pub const MAX_WILDCARD_FIELDS: usize = 1 << 20;
 /// The schema every WORKLOAD table is written against (default limits, but for
 /// [`MAX_WILDCARD_FIELDS`]).
 pub fn schema() -> Arc<Schema> {
-    let mut s = Schema::with_limits(Limits {
+    Arc::new(http_schema_with(Limits {
         max_wildcard_fields: MAX_WILDCARD_FIELDS,
         ..Limits::default()
-    });
-    for (name, ty) in SCHEMA {
-        let ty = match ty {
-            FieldType::String => Type::String,
-            FieldType::Int => Type::Int,
-            FieldType::IpAddr => Type::IpAddr,
-            FieldType::IpCidr => Type::IpCidr,
-        };
-        s.add_field(name, ty).expect("workload schema is valid");
-    }
-    Arc::new(s)
+    }))
 }
 
 /// The seed of every benchmark table (`Table::family(family, n, TABLE_SEED)`).

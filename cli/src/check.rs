@@ -4,10 +4,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use atc_router::route_list::{Item, UnreadKind};
-use atc_router::{EntryFault, Error, ExprError, Finding, Linter, Router, Schema, SyncMode, Uuid};
+use atc_router::{
+    check_field_name, EntryFault, Error, ExprError, Finding, Linter, NameRule, Router, Schema,
+    SyncMode, Uuid,
+};
 
 use crate::routes::RouteFile;
-use crate::schema;
 
 /// What kind of error a route has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -153,21 +155,18 @@ pub fn check(file: RouteFile, schema: Arc<Schema>) -> Checked {
     }
 }
 
-/// Takes out of the router every route that uses a field name [`schema::check_name`]
-/// refuses, as a `bad-field` error. The core takes such a name when a wildcard of the schema
-/// covers it (`http.headers.*` covers `http.headers.`), but no request has that field: the
-/// route is a mistake. The routes are looked at only when the router's fields have such a
-/// name.
+/// Takes out of the router every route that uses a field name no request can have (the core's
+/// [`NameRule::Request`]), as a `bad-field` error. The core takes such a name when a wildcard
+/// of the schema covers it (`http.headers.*` covers `http.headers.`), as Kong's grammar does,
+/// but no request has that field: the route is a mistake. The routes are looked at only when
+/// the router's fields have such a name.
 fn drop_bad_fields(
     router: &mut Router,
     origins: &mut HashMap<Uuid, Origin>,
     errors: &mut Vec<RouteError>,
 ) {
-    if router
-        .fields()
-        .iter()
-        .all(|f| schema::check_name(f, false).is_ok())
-    {
+    let refused = |name: &str| check_field_name(name, NameRule::Request).err();
+    if router.fields().iter().all(|f| refused(f).is_none()) {
         return;
     }
     let schema = router.schema().clone();
@@ -177,19 +176,23 @@ fn drop_bad_fields(
             .field_ids()
             .into_iter()
             .filter_map(|id| schema.field(id))
-            .find_map(|(name, _)| schema::check_name(&name, false).err());
-        if let Some(message) = first_bad {
-            bad.push((route.id(), message));
+            .find_map(|(name, _)| refused(&name));
+        if let Some(e) = first_bad {
+            bad.push((route.id(), e));
         }
     }
-    for (id, message) in bad {
+    for (id, e) in bad {
         router.remove(id);
         let line = origins.remove(&id).map_or(0, |o| o.line);
         errors.push(RouteError {
             line,
             kind: ErrorKind::BadField,
             id: Some(id),
-            message: format!("the expression has an {message}"),
+            message: format!(
+                "the expression has an invalid field name `{}`: {}",
+                e.name,
+                e.fault.why()
+            ),
             first_line: None,
             expr: None,
         });

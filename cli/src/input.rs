@@ -1,5 +1,5 @@
 //! Reading a file (or standard input for `-`) within caps, and telling JSON from line-based
-//! text.
+//! text (by the core's rule, `atc_router::route_list::sniff`, as the text arrives).
 //!
 //! Nothing is read without a bound: a file larger than [`Caps::max_file`] is a whole-file
 //! error as soon as the byte past the cap arrives (so `/dev/zero` or an endless pipe stops
@@ -8,6 +8,8 @@
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
+
+use atc_router::route_list::{strip_bom, Format, Sniffer};
 
 /// The longest expression the router takes by default (`Limits::max_expression_len`).
 pub const MAX_EXPRESSION: usize = 1024 * 1024;
@@ -54,7 +56,8 @@ pub struct Input {
     /// The content, without a leading byte-order mark and without the long lines.
     pub bytes: Vec<u8>,
     /// Whether it is JSON: by its extension (`.json`; `.tsv` and `.txt` are text), else by
-    /// its first non-blank character (`[` or `{`). Lines are not capped in JSON.
+    /// the core's rule (`atc_router::route_list::sniff`: its first character that is not
+    /// blank, past a byte-order mark, is `[` or `{`). Lines are not capped in JSON.
     pub json: bool,
     /// The lines longer than the cap, in order.
     pub long_lines: Vec<LongLine>,
@@ -110,13 +113,6 @@ fn read_as(path: &str, caps: &Caps, whole: bool) -> Result<Input, String> {
     }
 }
 
-const BOM: &[u8] = b"\xEF\xBB\xBF";
-
-/// Whether a byte is blank for the first-character rule of [`Input::json`].
-fn blank(b: u8) -> bool {
-    b.is_ascii_whitespace()
-}
-
 /// Reads everything from `source` within `caps`; `path` only decides the format by its
 /// extension. `whole`: no line is cut, whatever the format (`json` is then meaningless).
 fn read_from(source: impl Read, path: &str, caps: &Caps, whole: bool) -> Result<Input, String> {
@@ -128,8 +124,10 @@ fn read_from(source: impl Read, path: &str, caps: &Caps, whole: bool) -> Result<
     let mut reader = BufReader::with_capacity(64 * 1024, source);
     let mut bytes = Vec::new();
     let mut long_lines = Vec::new();
-    // Whether the format is known: by extension, or once a non-blank byte was seen.
+    // Whether the format is known: by extension, or once a byte decides (the core's rule,
+    // applied to the chunks as they come).
     let mut json = by_extension;
+    let mut sniffer = Sniffer::new();
     // The line being read: its number, where it starts in `bytes`, its length so far, and
     // whether it is too long (then it is not kept).
     let (mut line, mut line_start, mut line_len, mut too_long) = (1usize, 0usize, 0u64, false);
@@ -150,10 +148,7 @@ fn read_from(source: impl Read, path: &str, caps: &Caps, whole: bool) -> Result<
             ));
         }
         if json.is_none() {
-            // The bytes of a byte-order mark do not decide either.
-            if let Some(&b) = chunk.iter().find(|&&b| !blank(b) && !BOM.contains(&b)) {
-                json = Some(b == b'[' || b == b'{');
-            }
+            json = sniffer.feed(chunk).map(|f| f == Format::Json);
         }
         if json == Some(true) {
             bytes.extend_from_slice(chunk);
@@ -197,9 +192,8 @@ fn read_from(source: impl Read, path: &str, caps: &Caps, whole: bool) -> Result<
         });
     }
     // A byte-order mark some editors write is not part of the content.
-    if bytes.starts_with(BOM) {
-        bytes.drain(..BOM.len());
-    }
+    let mark = bytes.len() - strip_bom(&bytes).len();
+    bytes.drain(..mark);
     Ok(Input {
         bytes,
         json: json.unwrap_or(false),

@@ -33,7 +33,7 @@
 use std::collections::HashMap;
 
 use atc_router::error::excerpt;
-use atc_router::route_list::{EntryList, Position, UnreadKind};
+use atc_router::route_list::{sniff, EntryList, Format, Position, UnreadKind};
 use atc_router::Uuid;
 use yaml_rust2::parser::{Event, Parser};
 use yaml_rust2::scanner::{Marker, TScalarStyle};
@@ -119,10 +119,14 @@ pub fn looks_like_yaml(text: &[u8]) -> bool {
             .any(|k| first.starts_with(k))
 }
 
-/// Which Kong document a JSON text is, by its top-level keys: `_format_version` makes it
-/// declarative configuration, `data` (without `routes`) an Admin API listing. `None`: not a
-/// JSON object of either kind (the route-list reader takes it).
+/// Which Kong document a text is when it is JSON by the core's rule (`route_list::sniff`), by
+/// its top-level keys: `_format_version` makes it declarative configuration, `data` (without
+/// `routes`) an Admin API listing. `None`: not a JSON object of either kind (the route-list
+/// reader takes it).
 pub fn sniff_json(text: &[u8]) -> Option<Kind> {
+    if sniff(text) != Format::Json {
+        return None;
+    }
     let keys: HashMap<String, serde::de::IgnoredAny> = serde_json::from_slice(text).ok()?;
     if keys.contains_key("_format_version") {
         Some(Kind::Declarative)
@@ -1062,6 +1066,7 @@ routes:
         );
         assert_eq!(sniff_json(br#"{"routes": []}"#), None);
         assert_eq!(sniff_json(br#"[{"id": "x"}]"#), None);
+        assert_eq!(sniff_json(b"_format_version: \"3.0\"\n"), None);
         assert!(looks_like_yaml(b"# kong\n\n_format_version: \"3.0\"\n"));
         assert!(looks_like_yaml(b"---\nservices: []\n"));
         assert!(!looks_like_yaml(b"10\tid\thttp.path == \"/\"\n"));

@@ -2,7 +2,7 @@
 
 use atc_router::error::excerpt;
 use atc_router::request::{request_path, split_host_port, PathField, Segments};
-use atc_router::{Context, Router, Schema, Type, Value};
+use atc_router::{check_field_name, Context, NameRule, Router, Schema, Type, Value};
 
 /// Reads the request text into `(field, value)` pairs, typed by the schema.
 ///
@@ -67,8 +67,10 @@ pub fn parse(text: &str, router: &Router) -> Result<Vec<(String, Value)>, String
                 name.to_ascii_lowercase().replace('-', "_")
             )
         };
-        // The core would take `http.headers.` (`:v`) or `a..b` through a wildcard.
-        crate::schema::check_name(&name, false).map_err(|e| format!("`{}`: {e}", excerpt(word)))?;
+        // The core's schema takes `http.headers.` (`:v`) or `a..b` through a wildcard, as Kong's
+        // grammar does; no request has such a field.
+        check_field_name(&name, NameRule::Request)
+            .map_err(|e| format!("`{}`: {e}", excerpt(word)))?;
         let value = typed(schema, &name, value)?;
         fields.push((name, value));
     }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 pub use atc_router::route_list::EntryList as RouteFile;
-use atc_router::route_list::{EntryList, LineCap, LongLine};
+use atc_router::route_list::{sniff, EntryList, Format, LineCap, LongLine};
 use atc_router::Uuid;
 use clap::ValueEnum;
 
@@ -76,12 +76,9 @@ pub fn load(
             kong: true,
         })
     };
-    let kong_format = |bytes: &[u8]| {
-        if matches!(bytes.trim_ascii_start().first(), Some(b'{' | b'[')) {
-            "kong-json"
-        } else {
-            "kong-yaml"
-        }
+    let kong_format = |bytes: &[u8]| match sniff(bytes) {
+        Format::Json => "kong-json",
+        Format::Tsv => "kong-yaml",
     };
     let yaml_extension = Path::new(path)
         .extension()

@@ -3,8 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use atc_router::error::excerpt;
-use atc_router::{Schema, Type};
+use atc_router::{check_declared_name, Error, NameRule, Schema, Type};
 
 use crate::input;
 
@@ -30,57 +29,24 @@ pub fn load(spec: &str, caps: &input::Caps) -> Result<Arc<Schema>, String> {
             parse(&text, file.json).map_err(|e| format!("schema file {path}: {e}"))?
         }
     };
+    build(spec, fields).map(Arc::new)
+}
+
+/// A schema of `fields`, declared as `spec` names them. The names are held to the core's rule
+/// of names a request can have ([`NameRule::Request`]): stricter than what a schema takes (Kong's
+/// grammar), since a declaration like `http.headers.` or `a..b` names no request's field.
+fn build(spec: &str, fields: Vec<Declared>) -> Result<Schema, String> {
     let mut schema = Schema::new();
     for (line, name, ty) in fields {
-        check_name(&name, true)
-            .map_err(|e| e.to_string())
-            .and_then(|()| schema.add_field(&name, ty).map_err(|e| e.to_string()))
+        check_declared_name(&name, NameRule::Request)
+            .map_err(Error::from)
+            .and_then(|()| schema.add_field(&name, ty))
             .map_err(|e| match line {
                 Some(l) => format!("schema file {spec}, line {l}: {e}"),
                 None => format!("schema file {spec}: {e}"),
             })?;
     }
-    Ok(Arc::new(schema))
-}
-
-/// Refuses a field name that no request can have although the core takes it: a segment
-/// between dots that is empty (`http.headers.`, `a..b`). Segments are ASCII letters, digits
-/// and `_`, the first starting with a letter; with `wildcard` (a schema's declarations) the
-/// name may end in `.*`. The error reads `invalid field name `…`: why`.
-pub fn check_name(name: &str, wildcard: bool) -> Result<(), String> {
-    let bad = |why: &str| Err(format!("invalid field name `{}`: {why}", excerpt(name)));
-    let base = match name.strip_suffix(".*") {
-        Some(prefix) if wildcard => prefix,
-        _ => name,
-    };
-    if base.is_empty() {
-        return bad("it is empty");
-    }
-    let segments: Vec<&str> = base.split('.').collect();
-    for (i, segment) in segments.iter().enumerate() {
-        if segment.is_empty() {
-            return bad(if i == 0 {
-                "it starts with `.`"
-            } else if i + 1 == segments.len() {
-                "it ends with `.` (the name after the last `.` is empty)"
-            } else {
-                "it has an empty segment (`..`)"
-            });
-        }
-        if !segment
-            .bytes()
-            .all(|c| c.is_ascii_alphanumeric() || c == b'_')
-        {
-            return bad(
-                "a segment has a character other than ASCII letters, digits and `_` (in a \
-                 schema, the name may end in `.*`)",
-            );
-        }
-    }
-    if !base.starts_with(|c: char| c.is_ascii_alphabetic()) {
-        return bad("it must start with an ASCII letter");
-    }
-    Ok(())
+    Ok(schema)
 }
 
 /// A field as declared: its line in the schema file (none for JSON and built-in schemas),
@@ -169,33 +135,35 @@ mod tests {
     }
 
     #[test]
-    fn names_with_an_empty_segment_are_refused() {
-        for good in [
-            "a",
-            "http.headers.x_tenant",
-            "http.path.segments.1_2",
-            "a1.b2",
-        ] {
-            assert_eq!(check_name(good, false), Ok(()), "{good}");
+    fn declarations_are_held_to_the_names_a_request_can_have() {
+        let declare = |name: &str| build("s", vec![(Some(3), name.to_owned(), Type::String)]);
+        for good in ["a", "http.headers.x_tenant", "http.headers.*", "a1.b2"] {
+            assert!(declare(good).is_ok(), "{good}");
         }
-        assert_eq!(check_name("http.headers.*", true), Ok(()));
-        let err = |name: &str, wildcard: bool| check_name(name, wildcard).unwrap_err();
+        // Kong's grammar (and so the core's schema) takes these; no request has such a field.
         assert_eq!(
-            err("http.headers.", false),
-            "invalid field name `http.headers.`: it ends with `.` (the name after the last `.` \
-             is empty)"
+            declare("http.headers.").unwrap_err(),
+            "schema file s, line 3: invalid field name `http.headers.`: it ends with `.` (the \
+             name after the last `.` is empty)"
         );
         assert_eq!(
-            err("a..b", true),
-            "invalid field name `a..b`: it has an empty segment (`..`)"
+            declare("a..b").unwrap_err(),
+            "schema file s, line 3: invalid field name `a..b`: it has an empty segment (`..`)"
         );
-        assert!(err(".x", false).ends_with("it starts with `.`"));
-        assert!(err("", false).ends_with("it is empty"));
-        assert!(err("1a", false).ends_with("it must start with an ASCII letter"));
-        assert!(err("a.b-c", false).contains("a segment has a character"));
-        assert!(err("http.headers.*", false).contains("a segment has a character"));
-        assert!(err("a.*.*", true).contains("a segment has a character"));
-        assert!(err(".*", true).ends_with("it is empty"));
-        assert!(err("a..*", true).ends_with("(the name after the last `.` is empty)"));
+        assert!(declare("a..*")
+            .unwrap_err()
+            .ends_with("(the name after the last `.` is empty)"));
+        // What the grammar refuses, the core's schema refuses with the same error.
+        assert!(declare("1a")
+            .unwrap_err()
+            .ends_with("it must start with an ASCII letter"));
+        let twice = build(
+            "s",
+            vec![(None, "a".into(), Type::Int), (None, "a".into(), Type::Int)],
+        );
+        assert_eq!(
+            twice.unwrap_err(),
+            "schema file s: field `a` is already in the schema"
+        );
     }
 }

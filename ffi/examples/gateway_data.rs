@@ -253,13 +253,7 @@ fn unique_mode(gw: &Gateway, req: &HttpReq) -> char {
 fn main() {
     let a = args();
     std::fs::create_dir_all(&a.out).unwrap();
-    let mut schema = Schema::new();
-    for (name, ty) in atc_workload::SCHEMA {
-        schema
-            .add_field(name, Type::from_name(ty.name()).unwrap())
-            .unwrap();
-    }
-    let schema = Arc::new(schema);
+    let schema = Arc::new(atc_router::request::http_schema());
 
     let table = if a.catch_all_only {
         let mut route = Route::catch_all(

@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use atc_router::{Context, Router, Schema, Type, Uuid};
+use atc_router::{Context, Router, Uuid};
 use atc_workload::{requests, Cond, Family, Mix, Part, PathMatch, Route, Table, Value};
 
 /// The route as lua-resty-radixtree writes it (see the module docs), if it can.
@@ -91,16 +91,12 @@ fn main() {
     std::fs::create_dir_all(&out).unwrap();
 
     let table = Table::family(family, n, seed);
-    let mut schema = Schema::new();
     let mut tsv = String::new();
-    for (name, ty) in atc_workload::SCHEMA {
+    for (name, ty) in atc_router::request::HTTP_FIELDS {
         tsv.push_str(&format!("{name}\t{}\n", ty.name()));
-        schema
-            .add_field(name, Type::from_name(ty.name()).unwrap())
-            .unwrap();
     }
     std::fs::write(out.join("schema.tsv"), tsv).unwrap();
-    let schema = Arc::new(schema);
+    let schema = Arc::new(atc_router::request::http_schema());
     let mut router = Router::new(schema.clone());
     let mut tsv = String::new();
     for r in &table.routes {

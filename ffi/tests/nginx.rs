@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use atc_router::{Context, Explanation, RouteSpec, Router, Schema, SyncMode, Type, Uuid, Value};
+use atc_router::{Context, Explanation, RouteSpec, Router, SyncMode, Type, Uuid, Value};
 use atc_workload::{requests, Mix, Route, Table};
 use common::nginx::{self, free_port, send, Nginx, Response, Running};
 
@@ -643,14 +643,10 @@ fn nginx_routes_like_the_reference() {
     let table = Table::generate(ROUTES, SEED, false);
     let dir = common::cpath_dir("nginx");
     let mut schema_tsv = String::new();
-    let mut schema = Schema::new();
-    for (name, ty) in atc_workload::SCHEMA {
+    for (name, ty) in atc_router::request::HTTP_FIELDS {
         schema_tsv.push_str(&format!("{name}\t{}\n", ty.name()));
-        schema
-            .add_field(name, Type::from_name(ty.name()).unwrap())
-            .unwrap();
     }
-    let schema = Arc::new(schema);
+    let schema = Arc::new(atc_router::request::http_schema());
     let mut router = Router::new(schema.clone());
     let mut routes_tsv = String::new();
     for r in &table.routes {

@@ -17,7 +17,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use atc_router::{Context, RouteSpec, Router, Schema, SyncMode, Type, Uuid, Value};
+use atc_router::{Context, RouteSpec, Router, Schema, SyncMode, Uuid, Value};
 use atc_testkit::open_loop::{self, Plan, Template};
 use atc_workload::{requests, Family, Mix, Route, Table};
 use common::nginx::{self, free_port, send, Nginx, Running};
@@ -193,13 +193,7 @@ fn pushes_of_every_form_under_an_open_loop_load_route_by_one_version() {
     ] {
         std::fs::write(dir.join(name), text).unwrap();
     }
-    let mut schema = Schema::new();
-    for (name, ty) in atc_workload::SCHEMA {
-        schema
-            .add_field(name, Type::from_name(ty.name()).unwrap())
-            .unwrap();
-    }
-    let schema = Arc::new(schema);
+    let schema = Arc::new(atc_router::request::http_schema());
     let (ra, rb) = (reference(&schema, &a.routes), reference(&schema, &b.routes));
 
     // Requests for both tables: every one the two answer differently, and as many that they

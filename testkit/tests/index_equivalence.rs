@@ -14,7 +14,7 @@
 
 use std::sync::Arc;
 
-use atc_router::{RouteSpec, Router, Schema, SyncMode, Type, Uuid, Value};
+use atc_router::{RouteSpec, Router, Schema, SyncMode, Uuid, Value};
 use atc_testkit::table_check::{check, check_one, churn, id, router, Req};
 use atc_testkit::tables::{self, RouteShape};
 use atc_workload::{Family, Mix};
@@ -231,14 +231,9 @@ fn maps_that_grow_and_shrink_keep_every_key() {
     }
 }
 
-/// The workload's schema (`atc_workload::SCHEMA`).
+/// The schema the workload's tables are written against: Kong's HTTP fields.
 fn workload_schema() -> Arc<Schema> {
-    let mut s = Schema::new();
-    for (name, ty) in atc_workload::SCHEMA {
-        s.add_field(name, Type::from_name(ty.name()).expect("a type name"))
-            .expect("the workload schema is valid");
-    }
-    Arc::new(s)
+    Arc::new(atc_router::request::http_schema())
 }
 
 fn workload_values(req: &atc_workload::Request) -> Vec<(String, Value)> {

@@ -1,7 +1,9 @@
 //! Deterministic, seeded generator of gateway-shaped route tables and request mixes
 //! (docs/workload.md), for benchmarks and for equality tests (indexed matcher vs
 //! reference evaluator). Expressions are text in the route language of
-//! docs/language.md, written against [`SCHEMA`].
+//! docs/language.md, written against Kong's HTTP fields, whose one definition is the core's
+//! (`atc_router::request::HTTP_FIELDS`; `atc_router::request::http_schema` builds the schema).
+//! This crate has no list of its own: it only writes text.
 //!
 //! Every route carries its structured description, a [`Shape`] (host, path pieces, methods,
 //! parameters... as the generator chose them): the expression is rendered from it and requests
@@ -62,65 +64,6 @@ pub use crate::shape::{
 
 use crate::rng::{fnv1a, mix64, Rng};
 use crate::shape::{DEFAULT_HOSTS, DEFAULT_SOURCE};
-
-/// The type of a schema field (the language's four types).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum FieldType {
-    /// UTF-8 text.
-    String,
-    /// Signed 64-bit integer.
-    Int,
-    /// An IPv4 or IPv6 address.
-    IpAddr,
-    /// An IPv4 or IPv6 network (no generated route uses one; listed for completeness).
-    IpCidr,
-}
-
-impl FieldType {
-    /// The name the schema APIs use: `"String"`, `"Int"`, `"IpAddr"` or `"IpCidr"`.
-    pub fn name(&self) -> &'static str {
-        match self {
-            FieldType::String => "String",
-            FieldType::Int => "Int",
-            FieldType::IpAddr => "IpAddr",
-            FieldType::IpCidr => "IpCidr",
-        }
-    }
-}
-
-/// The schema every generated table is written against: `(name, type)`. Names ending in `.*`
-/// are wildcards for one more dotted segment (`http.headers.x_version`,
-/// `http.queries.debug`, `http.path.segments.1`).
-pub const SCHEMA: &[(&str, FieldType)] = &[
-    ("http.method", FieldType::String),
-    ("http.host", FieldType::String),
-    ("http.path", FieldType::String),
-    ("http.path.segments.*", FieldType::String),
-    ("http.headers.*", FieldType::String),
-    ("http.queries.*", FieldType::String),
-    ("tls.sni", FieldType::String),
-    ("net.protocol", FieldType::String),
-    ("net.src.ip", FieldType::IpAddr),
-    ("net.dst.ip", FieldType::IpAddr),
-    ("net.src.port", FieldType::Int),
-    ("net.dst.port", FieldType::Int),
-];
-
-/// The type of `name` in [`SCHEMA`]: an exact entry wins over a `.*` wildcard, which covers
-/// exactly one more non-empty dotted segment.
-pub fn field_type(name: &str) -> Option<FieldType> {
-    if let Some(&(_, t)) = SCHEMA.iter().find(|(n, _)| *n == name) {
-        return Some(t);
-    }
-    let (parent, last) = name.rsplit_once('.')?;
-    if last.is_empty() {
-        return None;
-    }
-    SCHEMA
-        .iter()
-        .find(|(n, _)| n.strip_suffix(".*") == Some(parent))
-        .map(|&(_, t)| t)
-}
 
 /// The expression of the catch-all route (`http.path ^= "/"`).
 pub const CATCH_ALL_EXPRESSION: &str = "http.path ^= \"/\"";

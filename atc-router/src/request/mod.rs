@@ -31,6 +31,7 @@ pub use host::split_host_port;
 pub use path::{normalize_path, request_path, strip_args, PathField, Segments};
 
 use crate::error::Error;
+use crate::limits::Limits;
 use crate::schema::Schema;
 use crate::value::Type;
 
@@ -70,9 +71,17 @@ pub fn add_fields(schema: &mut Schema, fields: &[(&str, Type)]) -> Result<(), Er
     Ok(())
 }
 
-/// A schema of Kong's HTTP fields ([`HTTP_FIELDS`]) with the default limits.
+/// A schema of Kong's HTTP fields ([`HTTP_FIELDS`]) with the default limits: the `http`
+/// schema of `atc-router check`, and the one the workload's tables (docs/workload.md) are
+/// written against.
 pub fn http_schema() -> Schema {
-    let mut schema = Schema::new();
+    http_schema_with(Limits::default())
+}
+
+/// [`http_schema`] with `limits` (see [`Schema::with_limits`]). The one way the project's
+/// tests, benchmarks and fuzz targets make Kong's HTTP schema: none restates the field list.
+pub fn http_schema_with(limits: Limits) -> Schema {
+    let mut schema = Schema::with_limits(limits);
     add_fields(&mut schema, HTTP_FIELDS).expect("the HTTP fields are valid and distinct");
     schema
 }

@@ -28,10 +28,12 @@
 //! ```
 
 mod raw;
+mod sniff;
 mod text;
 
 pub use raw::{parse_id, read_id, read_text};
-pub use text::{sniff, Format, LineCap, LongLine};
+pub use sniff::{sniff, strip_bom, Format, Sniffer, BOM};
+pub use text::{LineCap, LongLine};
 
 use std::fmt;
 use std::ops::Range;
@@ -283,10 +285,12 @@ impl EntryList {
         self.iter().collect()
     }
 
-    /// Reads a list in text of either format ([`sniff`]); a TSV line longer than `max_line`
-    /// bytes is a malformed entry. An error only for a text that is no route list as a whole
-    /// (JSON that does not parse, or is not an array of routes).
+    /// Reads a list in text of either format ([`sniff`]; a leading byte-order mark is not
+    /// content); a TSV line longer than `max_line` bytes is a malformed entry. An error only
+    /// for a text that is no route list as a whole (JSON that does not parse, or is not an
+    /// array of routes).
     pub fn read(text: &[u8], max_line: usize) -> Result<EntryList, String> {
+        let text = strip_bom(text);
         match sniff(text) {
             Format::Json => EntryList::read_json(text),
             Format::Tsv => Ok(EntryList::read_tsv(text, LineCap::of(max_line), &[])),

@@ -25,25 +25,6 @@ use uuid::Uuid;
 use super::{EntryList, Position, UnreadKind};
 use crate::error::excerpt;
 
-/// The format of a route list.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    /// `priority<TAB>id<TAB>expression` per line; blank lines and `#` comments are skipped.
-    Tsv,
-    /// An array of `{"id", "priority", "expression"}` objects, or `{"routes": [...]}`.
-    Json,
-}
-
-impl Format {
-    /// `"tsv"` or `"json"`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Format::Tsv => "tsv",
-            Format::Json => "json",
-        }
-    }
-}
-
 /// A line of a TSV text cut out by a reader that streams it (longer than its cap): counted as a
 /// malformed route, never held.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,14 +33,6 @@ pub struct LongLine {
     pub line: usize,
     /// Its length in bytes.
     pub len: usize,
-}
-
-/// The format of `text`: JSON when its first non-blank character is `[` or `{`, TSV otherwise.
-pub fn sniff(text: &[u8]) -> Format {
-    match text.iter().find(|b| !b.is_ascii_whitespace()) {
-        Some(b'[' | b'{') => Format::Json,
-        _ => Format::Tsv,
-    }
 }
 
 /// A route as read.

@@ -30,6 +30,7 @@ use rustc_hash::FxHashMap;
 
 use crate::error::{excerpt, Error};
 use crate::limits::Limits;
+use crate::schema::field_name::{check_declared_name, is_identifier, NameRule};
 use crate::value::Type;
 
 /// A field resolved against a schema. Only meaningful with the schema that produced it.
@@ -222,21 +223,17 @@ impl Schema {
         self.limits = limits;
     }
 
-    /// Adds a field, or a wildcard `prefix.*` standing for `prefix.<one segment>`.
+    /// Adds a field, or a wildcard `prefix.*` standing for `prefix.<one segment>`. Names are
+    /// held to Kong's grammar ([`NameRule::Grammar`]).
     pub fn add_field(&mut self, name: &str, ty: Type) -> Result<(), Error> {
+        check_declared_name(name, NameRule::Grammar)?;
         if let Some(prefix) = name.strip_suffix(".*") {
-            if !is_identifier(prefix) {
-                return Err(Error::InvalidFieldName(excerpt(name)));
-            }
             let key = format!("{prefix}.");
             if self.wildcards.contains_key(&key) {
                 return Err(Error::DuplicateField(excerpt(name)));
             }
             self.wildcards.insert(key, ty);
             return Ok(());
-        }
-        if !is_identifier(name) {
-            return Err(Error::InvalidFieldName(excerpt(name)));
         }
         let names = self.names.get_mut().unwrap_or_else(|e| e.into_inner());
         if self.exact.contains_key(name) || names.by_name.contains_key(name) {
@@ -545,13 +542,6 @@ impl Drop for Holds {
             self.schema.release(id);
         }
     }
-}
-
-/// ASCII letter, then ASCII letters, digits, `_` or `.` (docs/language.md "Text").
-pub(crate) fn is_identifier(s: &str) -> bool {
-    let mut b = s.bytes();
-    matches!(b.next(), Some(c) if c.is_ascii_alphabetic())
-        && b.all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'.')
 }
 
 #[cfg(test)]

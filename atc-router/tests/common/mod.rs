@@ -5,22 +5,13 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use atc_router::{Router, Schema, Type, Uuid, Value};
-use atc_workload::{FieldType, Table, SCHEMA};
+use atc_router::request::http_schema;
+use atc_router::{Router, Schema, Uuid, Value};
+use atc_workload::Table;
 
 /// The schema every WORKLOAD table is written against.
 pub fn workload_schema() -> Arc<Schema> {
-    let mut s = Schema::new();
-    for (name, ty) in SCHEMA {
-        let ty = match ty {
-            FieldType::String => Type::String,
-            FieldType::Int => Type::Int,
-            FieldType::IpAddr => Type::IpAddr,
-            FieldType::IpCidr => Type::IpCidr,
-        };
-        s.add_field(name, ty).unwrap();
-    }
-    Arc::new(s)
+    Arc::new(http_schema())
 }
 
 /// A request value of the workload as the router's value type.

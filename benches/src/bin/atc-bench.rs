@@ -145,7 +145,7 @@ const COMMANDS: &[Command] = &[
                 name: "--tree",
                 value: None,
                 help: "match from the index's tree alone, without its flat form (what a table \
-                       below 1,024 routes does)",
+                       below Router::FLAT_INDEX_MIN_ROUTES, 1,024, routes does)",
             },
             Opt {
                 name: "--candidates-only",

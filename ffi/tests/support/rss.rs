@@ -11,8 +11,9 @@
 use std::ffi::c_char;
 use std::ptr::null_mut;
 
+use atc_router::request::HTTP_FIELDS;
 use atc_router_ffi::*;
-use atc_workload::{requests, FieldType, Mix, Table, Value, SCHEMA};
+use atc_workload::{requests, Mix, Table, Value};
 
 /// A route table and requests, generated once and replayed by every cycle.
 pub struct Workload {
@@ -46,20 +47,11 @@ fn p(s: &str) -> *const c_char {
     s.as_ptr().cast()
 }
 
-fn type_code(t: FieldType) -> i32 {
-    match t {
-        FieldType::String => ATC_TYPE_STRING,
-        FieldType::Int => ATC_TYPE_INT,
-        FieldType::IpAddr => ATC_TYPE_IPADDR,
-        FieldType::IpCidr => ATC_TYPE_IPCIDR,
-    }
-}
-
 /// One create-use-free cycle. Panics if any call fails or a request does not match.
 pub fn cycle(w: &Workload) {
     unsafe {
         let schema = atc_schema_new();
-        for (name, ty) in SCHEMA {
+        for (name, ty) in HTTP_FIELDS {
             let rc = atc_schema_add_field(
                 schema,
                 p(name),

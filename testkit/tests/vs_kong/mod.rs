@@ -353,8 +353,8 @@ pub fn check(case: &Rendered) -> Stats {
             },
         }
     }
-    // As a loaded table is used: from 1,024 routes, matched from its flat index, so that the
-    // removals below leave half of its routes dead in it.
+    // As a loaded table is used: from `Router::FLAT_INDEX_MIN_ROUTES` (1,024) routes, matched
+    // from its flat index, so that the removals below leave half of its routes dead in it.
     rs.ours.settle();
     rs.compare_fields(case);
     rs.run_requests(case, &mut stats);
