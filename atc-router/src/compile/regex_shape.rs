@@ -357,3 +357,133 @@ fn selectivity(set: &[&[u8]]) -> (usize, std::cmp::Reverse<usize>) {
     let shortest = set.iter().map(|l| l.len()).min().unwrap_or(0);
     (shortest, std::cmp::Reverse(set.len()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lit(p: &str) -> Option<(Box<str>, bool, bool)> {
+        literal(&regex_syntax::Parser::new().parse(p).unwrap())
+    }
+
+    #[test]
+    fn anchored_literals_skip_the_automaton() {
+        assert_eq!(lit("^/shop$"), Some(("/shop".into(), true, true)));
+        assert_eq!(lit(r"\A/shop"), Some(("/shop".into(), true, false)));
+        assert_eq!(lit(r"\.com$"), Some((".com".into(), false, true)));
+        assert_eq!(lit("abc"), Some(("abc".into(), false, false)));
+        assert_eq!(lit("^$"), Some(("".into(), true, true)));
+        assert_eq!(lit(""), Some(("".into(), false, false)));
+        for not_literal in [
+            "^(/shop)$",
+            "(?i)^a",
+            "(?m)^a$",
+            "^a+$",
+            "^a|b$",
+            r"^a\b",
+            "a$b",
+        ] {
+            assert_eq!(lit(not_literal), None, "{not_literal}");
+        }
+    }
+
+    #[test]
+    fn plain_literal_trees_are_what_regex_syntax_builds() {
+        for p in [
+            "^/shop$",
+            "^/api/v1",
+            "/x$",
+            "a",
+            "^a-b_c:d@e%f,g;h=i!j$",
+            "^0$",
+            "^/$",
+        ] {
+            let direct = plain_literal_hir(p).unwrap_or_else(|| panic!("{p} not plain"));
+            assert_eq!(direct, regex_syntax::Parser::new().parse(p).unwrap(), "{p}");
+        }
+        for not_plain in [
+            "", "^", "$", "^$", "^^a", "a$$", "^a.b$", r"^a\-b$", "^(a)$", "^a+$", "^a b$", "^é$",
+            "^a|b$", "^a#b$", "^a&b$", "^a~b$", "(?i)a", "^a{2}$", "^[a]$",
+        ] {
+            assert!(plain_literal_hir(not_plain).is_none(), "{not_plain}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn plain_literal_trees_agree_with_regex_syntax(p in "\\^?[a-zA-Z0-9/_:@%,;=!-]{1,12}\\$?") {
+            let direct = plain_literal_hir(&p).expect("generated from the plain alphabet");
+            proptest::prop_assert_eq!(direct, regex_syntax::Parser::new().parse(&p).unwrap());
+        }
+    }
+
+    #[test]
+    fn path_template_trees_are_what_regex_syntax_builds() {
+        for p in [
+            "^/repos/(?<owner>[^/]+)/(?<repo>[^/]+)/issues$",
+            "^/gists/(?P<gist_id>[0-9a-f]+)/star$",
+            "^/a/([a-z0-9_-]+)/b$",
+            "^/files/[^/.]+\\.json$",
+            "^/x/(?<one>[a])$",
+            "^/(?<a>[^/]+)(?<b>[0-9]+)$",
+            "^/v1/(?<id>[A-Za-z0-9]+)/$",
+            "^/[/]+$",
+            "^/(?<_x1>[^a-z0-9]+)$",
+            "^/t/(?<id>\\d+)/u/(?<w>\\w+)$",
+            "^/t/(\\d)$",
+        ] {
+            let direct = path_template_hir(p).unwrap_or_else(|| panic!("{p} not a template"));
+            assert_eq!(direct, regex_syntax::Parser::new().parse(p).unwrap(), "{p}");
+        }
+        for not_template in [
+            "/a/([^/]+)$",
+            "^/a/([^/]+)",
+            "^/a/(?<x>[^/]+)/(?<x>[^/]+)$",
+            "^/a/([z-a]+)$",
+            "^/a/([]+)$",
+            "^/a/([-a]+)$",
+            "^/a/([a--b]+)$",
+            "^/a/(?<1x>[a]+)$",
+            "^/a/(?<>[a]+)$",
+            "^/a/(?<x>[a]*)$",
+            "^/a/(?:[a]+)$",
+            "^/a/(?i)[a]+$",
+            "^/a/(\\D+)$",
+            "^/a/[^/]+?$",
+            "^/a.b$",
+            "^/a/([^/]+$",
+            "^/a/(?<x[a]+)$",
+            "^/é/([a]+)$",
+            "^/a/[a&&b]$",
+        ] {
+            assert!(path_template_hir(not_template).is_none(), "{not_template}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Random strings over the template's alphabet and its near misses: whenever the direct
+        /// reading answers, it answers what regex-syntax answers.
+        #[test]
+        fn path_template_trees_agree_with_regex_syntax(
+            p in "\\^(/|[a-c09_.:-]|\\\\.|\\(|\\(\\?<[a-b_1]{0,2}>|\\(\\?P<[ab]{1,2}>|\\[|\\[\\^|\\]|\\+|\\)){1,24}\\$"
+        ) {
+            if let Some(direct) = path_template_hir(&p) {
+                let parsed = regex_syntax::Parser::new().parse(&p);
+                proptest::prop_assert!(parsed.is_ok(), "{} read directly, refused by regex-syntax", p);
+                proptest::prop_assert_eq!(direct, parsed.unwrap(), "{}", p);
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// Templates as REST routes write them: each is read directly, as regex-syntax reads it.
+        #[test]
+        fn path_templates_are_read_directly(
+            p in r"\^(/([a-c0-9_:-]{1,3}|\(\?P?<[a-c]{1,2}>\[\^?[a-c0-9/.]{1,3}(-[x-z])?-?\]\+?\)|\[\^/\]\+|\(\?<[d-e]>\\[dw]\+\)|\\\.)){1,5}\$"
+        ) {
+            if let Ok(parsed) = regex_syntax::Parser::new().parse(&p) {
+                proptest::prop_assert_eq!(path_template_hir(&p), Some(parsed), "{}", p);
+            }
+        }
+    }
+}
