@@ -722,7 +722,7 @@ mod s2_lexical_rules {
 
         #[test]
         fn every_operator() {
-            for (text, op) in [
+            let spelled = [
                 ("==", Op::Equals),
                 ("!=", Op::NotEquals),
                 ("~", Op::Regex),
@@ -735,10 +735,16 @@ mod s2_lexical_rules {
                 ("in", Op::In),
                 ("not in", Op::NotIn),
                 ("contains", Op::Contains),
-            ] {
+            ];
+            for (text, op) in spelled {
                 assert_eq!(predicate(&format!("f {text} 1")).op, op, "{text}");
                 assert_eq!(op.symbol(), text);
             }
+            assert_eq!(
+                spelled.map(|(_, op)| op),
+                Op::ALL,
+                "the list above spells every operator"
+            );
         }
 
         #[test]
@@ -1190,9 +1196,10 @@ mod s3_grammar_and_precedence {
 
         #[test]
         fn a_set_goes_only_after_in_and_not_in() {
-            for op in [
-                "==", "!=", "~", "^=", "=^", ">", ">=", "<", "<=", "contains",
-            ] {
+            for op in Op::ALL
+                .into_iter()
+                .filter(|op| !matches!(op, Op::In | Op::NotIn))
+            {
                 let src = format!("a {op} [1, 2]");
                 let e = syntax_error(
                     &src,

@@ -196,3 +196,30 @@ impl OperatorFamily {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use atc_router::Op;
+
+    /// The Int comparisons have no table: the index keys none of them (like `!= alone`, every
+    /// route would be a candidate) and the family would show nothing the others do not.
+    const WITHOUT_A_FAMILY: [Op; 4] = [Op::Greater, Op::GreaterOrEqual, Op::Less, Op::LessOrEqual];
+
+    /// docs/architecture.md, "Where a change belongs": a new operator gets a table here (or a
+    /// reason above), so that docs/performance.md shows what the index makes of it.
+    #[test]
+    fn every_operator_has_a_family() {
+        for op in Op::ALL {
+            let used = FAMILIES.iter().any(|f| {
+                let expr = atc_router::parse(&(f.route)(0)).expect("a family's route parses");
+                expr.predicates().iter().any(|p| p.op == op)
+            });
+            assert!(
+                used != WITHOUT_A_FAMILY.contains(&op),
+                "`{op}`: no family in benches/src/operators.rs uses it (or one does and it is \
+                 still in WITHOUT_A_FAMILY)"
+            );
+        }
+    }
+}

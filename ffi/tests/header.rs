@@ -271,3 +271,74 @@ fn the_c_abi_fuzz_target_calls_every_function() {
         "fuzz/fuzz_targets/c_abi.rs never calls {missing:?}"
     );
 }
+
+/// ffi/README.md's table of functions has a row for every function the header declares (the
+/// first cell names it in full, or as `_suffix` after a sibling named in full in the same
+/// cell: `atc_context_add_str` / `_add_int`).
+#[test]
+fn the_readme_has_a_row_for_every_function() {
+    let readme = std::fs::read_to_string(crate_dir().join("README.md")).expect("ffi/README.md");
+    let first_cells: Vec<&str> = readme
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .filter_map(|l| l[2..].split(" | ").next())
+        .collect();
+    let in_row = |f: &str| {
+        first_cells.iter().any(|cell| {
+            let names: Vec<&str> = cell
+                .split('`')
+                .skip(1)
+                .step_by(2)
+                .map(|n| n.split('(').next().unwrap_or(n))
+                .collect();
+            let Some(full) = names.iter().find(|n| n.starts_with("atc_")) else {
+                return false;
+            };
+            names.iter().any(|n| {
+                *n == f
+                    || n.starts_with('_')
+                        && full
+                            .match_indices('_')
+                            .any(|(at, _)| format!("{}{n}", &full[..at]) == f)
+            })
+        })
+    };
+    let missing: Vec<String> = header_functions()
+        .into_iter()
+        .filter(|f| !in_row(f))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "ffi/README.md's function table has no row for {missing:?}"
+    );
+}
+
+/// Every function the header declares is reached from Lua (a module of lua/resty/router or
+/// lua/resty/router/gateway calls it as `lib.<name>`; the declarations in cdefs.lua are not
+/// calls): the Lua binding covers the whole C ABI.
+#[test]
+fn the_lua_binding_calls_every_function() {
+    let dir = crate_dir().join("../lua/resty/router");
+    let mut lua = String::new();
+    for sub in [dir.clone(), dir.join("gateway")] {
+        for entry in std::fs::read_dir(&sub).expect("lua/resty/router exists") {
+            let path = entry.expect("a directory entry").path();
+            if path.extension().is_some_and(|e| e == "lua") {
+                lua.push_str(&std::fs::read_to_string(&path).expect("a Lua module"));
+            }
+        }
+    }
+    let missing: Vec<String> = header_functions()
+        .into_iter()
+        .filter(|f| {
+            !lua.match_indices(&format!(".{f}")).any(|(at, _)| {
+                let after = lua[at + f.len() + 1..].chars().next();
+                after.is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '_'))
+            })
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "no Lua module under lua/resty/router calls {missing:?}"
+    );
+}

@@ -428,6 +428,15 @@ mod tests {
     }
 
     #[test]
+    fn reads_every_operator() {
+        for op in Op::ALL {
+            let src = format!("a {op} 1");
+            assert!(agrees(&src), "{src}");
+            assert_eq!(parse(&src).unwrap().0.to_string(), src);
+        }
+    }
+
+    #[test]
     fn accepts_what_pest_accepts_with_the_same_result() {
         for src in [
             r#"http.host == "a.com" && http.path ^= "/v1" || http.path ^= "/v2""#,
@@ -594,10 +603,16 @@ mod tests {
             9 => prop::sample::select(&["a", "lower(a)", "any( lower (b.c) )", "x.y_1"][..]),
             1 => prop::sample::select(&["lower(x", "foo(a)", "lower ()", "1a"][..]),
         ];
+        // Every operator (`not in` with a wider gap), so that one the fast reader misses fails
+        // `agrees`.
         let op = prop::sample::select(
-            &[
-                "==", "!=", "~", "^=", "=^", ">", ">=", "<", "<=", "in", "not  in", "contains",
-            ][..],
+            Op::ALL
+                .iter()
+                .map(|op| match op {
+                    Op::NotIn => "not  in",
+                    op => op.symbol(),
+                })
+                .collect::<Vec<_>>(),
         );
         let val = prop_oneof![
             4 => prop::sample::select(

@@ -7,8 +7,10 @@
 
 use std::net::{IpAddr, Ipv6Addr};
 use std::ops::Range;
+use std::sync::LazyLock;
 
 use super::grammar::Rule;
+use super::operator::Op;
 use crate::error::{excerpt, ExprError, ExprErrorKind, QUOTED_CHARS};
 use crate::value::Value;
 
@@ -281,6 +283,12 @@ const LOGIC: &str = "`&&`, `||`";
 const LPAREN: &str = "`(`";
 const RBRACKET: &str = "`]`";
 
+/// "an operator (==, !=, ...)": every operator, from [`Op::ALL`].
+static AN_OPERATOR: LazyLock<String> = LazyLock::new(|| {
+    let symbols: Vec<&str> = Op::ALL.iter().map(|op| op.symbol()).collect();
+    format!("an operator ({})", symbols.join(", "))
+});
+
 /// Plain words for what a grammar rule stands for.
 fn describe_rule(rule: Rule) -> &'static str {
     match rule {
@@ -303,9 +311,7 @@ fn describe_rule(rule: Rule) -> &'static str {
         | Rule::op_lt
         | Rule::op_not_in
         | Rule::op_in
-        | Rule::op_contains => {
-            "an operator (==, !=, ~, ^=, =^, >, >=, <, <=, in, not in, contains)"
-        }
+        | Rule::op_contains => AN_OPERATOR.as_str(),
         Rule::rhs
         | Rule::set_lit
         | Rule::set_elem

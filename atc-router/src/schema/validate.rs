@@ -116,10 +116,18 @@ fn check_predicate(
             ),
         ));
     }
-    let compares_text = matches!(
-        p.op,
-        Op::Equals | Op::Prefix | Op::Postfix | Op::Contains | Op::In
-    );
+    // Whether a lowercased value is compared with the literal's text, so that an uppercase
+    // letter in it can never match. Exhaustive, so that a new operator is decided here too.
+    let compares_text = match p.op {
+        Op::Equals | Op::Prefix | Op::Postfix | Op::Contains | Op::In => true,
+        Op::NotEquals
+        | Op::Regex
+        | Op::Greater
+        | Op::GreaterOrEqual
+        | Op::Less
+        | Op::LessOrEqual
+        | Op::NotIn => false,
+    };
     if p.lhs.lower() && compares_text {
         for (i, lit) in p.rhs.values().iter().enumerate() {
             let Value::String(lit) = lit else { continue };
