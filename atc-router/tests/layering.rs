@@ -245,3 +245,145 @@ fn the_scan_sees_every_form_of_import() {
     assert_eq!(inline_module("mod tests {").as_deref(), Some("tests"));
     assert_eq!(inline_module("pub(crate) mod record;"), None);
 }
+
+/// The siblings a line of a file in `folder` names: `super::x` (from a file directly in the
+/// folder, or its own `mod.rs` one level down, `super` is the folder) and `crate::<folder>::x`
+/// (`crate::x` in the crate's root folder), for each `x` in `siblings`.
+fn sibling_names(code: &str, folder: &str, siblings: &BTreeSet<String>) -> Vec<String> {
+    let mut out = Vec::new();
+    let full = if folder.is_empty() {
+        "crate::".to_owned()
+    } else {
+        format!("crate::{folder}::")
+    };
+    let prefixes = [full.as_str(), "super::"];
+    for prefix in prefixes {
+        let mut rest = code;
+        while let Some(i) = rest.find(prefix) {
+            let before = &rest[..i];
+            let after = &rest[i + prefix.len()..];
+            rest = after;
+            if before
+                .chars()
+                .last()
+                .is_some_and(|c| c == '$' || c == ':' || c.is_ascii_alphanumeric() || c == '_')
+            {
+                continue;
+            }
+            let names: Vec<&str> = match after.strip_prefix('{') {
+                Some(group) => group[..group.find('}').unwrap_or(group.len())]
+                    .split(',')
+                    .map(|item| ident_at(item.trim()))
+                    .collect(),
+                None => vec![ident_at(after)],
+            };
+            out.extend(
+                names
+                    .into_iter()
+                    .filter(|n| siblings.contains(*n))
+                    .map(str::to_owned),
+            );
+        }
+    }
+    out
+}
+
+/// Each cycle among the modules of `dir` (its files and sub-folders, not `mod.rs`, which
+/// declares them), as the path around it. `folder` is the folder's path from the crate root.
+fn cycles_in(dir: &Path, folder: &str) -> Vec<String> {
+    let mut modules: Vec<(String, PathBuf)> = Vec::new();
+    for entry in fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+        if path.is_dir() && path.join("mod.rs").exists() {
+            modules.push((name, path.join("mod.rs")));
+        } else if path.extension().is_some_and(|e| e == "rs") && name != "mod" && name != "lib" {
+            modules.push((name, path));
+        }
+    }
+    modules.sort();
+    let siblings: BTreeSet<String> = modules.iter().map(|(n, _)| n.clone()).collect();
+    let mut edges = std::collections::BTreeMap::new();
+    for (name, file) in &modules {
+        let text = fs::read_to_string(file).unwrap();
+        let mut uses = BTreeSet::new();
+        // A file's tests may reach anything of their module; what the module's code reaches
+        // is what ends before them.
+        for line in text.lines().take_while(|l| l.trim() != "#[cfg(test)]") {
+            uses.extend(sibling_names(code_of(line), folder, &siblings));
+        }
+        uses.remove(name);
+        edges.insert(name.clone(), uses);
+    }
+    // A depth-first walk from each module; a cycle is a path back to where it started. Each
+    // cycle is reported once, from its smallest module.
+    let mut found = Vec::new();
+    for start in &siblings {
+        let mut stack = vec![(start.clone(), vec![start.clone()])];
+        let mut seen = BTreeSet::new();
+        while let Some((at, path)) = stack.pop() {
+            for next in &edges[&at] {
+                if next == start {
+                    if path.iter().all(|m| m >= start) {
+                        found.push(format!("{folder}: {} -> {start}", path.join(" -> ")));
+                    }
+                } else if next > start && seen.insert(next.clone()) {
+                    let mut longer = path.clone();
+                    longer.push(next.clone());
+                    stack.push((next.clone(), longer));
+                }
+            }
+        }
+    }
+    found
+}
+
+fn folders(dir: &Path, folder: &str, out: &mut Vec<(PathBuf, String)>) {
+    out.push((dir.to_path_buf(), folder.to_owned()));
+    for entry in fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            let sub = if folder.is_empty() {
+                name
+            } else {
+                format!("{folder}::{name}")
+            };
+            folders(&path, &sub, out);
+        }
+    }
+}
+
+/// Within a folder, no file depends on one that depends back on it (directly or around a
+/// longer loop): what two files share goes to a module of its own. Checked for the core and
+/// for the C ABI crate beside it (docs/architecture.md, "Stages depend one way").
+#[test]
+fn no_files_of_a_folder_depend_on_each_other() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut all = Vec::new();
+    folders(&root.join("src"), "", &mut all);
+    folders(&root.join("../ffi/src"), "", &mut all);
+    assert!(all.len() > 8, "found only {} folders", all.len());
+    let cycles: Vec<String> = all
+        .iter()
+        .flat_map(|(dir, folder)| cycles_in(dir, folder))
+        .collect();
+    assert!(cycles.is_empty(), "file cycles:\n{}", cycles.join("\n"));
+}
+
+#[test]
+fn the_cycle_scan_sees_a_cycle() {
+    let dir = std::env::temp_dir().join(format!("atc-cycle-scan-{}", std::process::id()));
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(dir.join("a.rs"), "use super::b::B;\n").unwrap();
+    fs::write(dir.join("b.rs"), "use crate::stage::{c::C, x};\n").unwrap();
+    fs::write(dir.join("c.rs"), "pub fn f() { super::a::g() }\n").unwrap();
+    fs::write(
+        dir.join("d.rs"),
+        "use super::a::A;\n#[cfg(test)]\nuse super::d::D;\n",
+    )
+    .unwrap();
+    let found = cycles_in(&dir, "stage");
+    fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(found, ["stage: a -> b -> c -> a"]);
+}

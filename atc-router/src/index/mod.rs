@@ -28,6 +28,8 @@ mod probe_map;
 pub(crate) mod requirement;
 mod small_key;
 pub(crate) mod tree;
+mod tree_build;
+mod tree_node;
 
 use uuid::Uuid;
 

@@ -37,7 +37,7 @@
 //!   the router, background ones when their outcome is applied, and those refused before a
 //!   route could be read (an id that is not a UUID, bytes that are not UTF-8) here.
 //! - **A published table stays reachable while it is in force**: what the publish hook kept
-//!   with it ([`Published::keep`](super::builder::Published::keep)) is held until the next
+//!   with it ([`Published::keep`](super::build_io::Published::keep)) is held until the next
 //!   table is applied.
 //! - The builder, and with it any thread, is made by the first submission, in the process
 //!   that submits: a value made before a fork builds in each child with threads of its own.
@@ -46,7 +46,7 @@ use std::time::Instant;
 
 use uuid::Uuid;
 
-use super::builder::Keep;
+use super::build_io::Keep;
 use super::{BuildState, Builder, Outcome, Publish, RouteInput, Router, SyncMode};
 use crate::error::Error;
 use crate::route_list::{read_id, read_text};
@@ -376,7 +376,7 @@ mod tests {
     fn a_publish_hook_is_set_before_the_first_submission_only() {
         let mut t = table();
         assert!(t.publish_with(
-            Box::new(|v, _| Ok(super::super::builder::Published::at(format!("v{v}")))),
+            Box::new(|v, _| Ok(super::super::build_io::Published::at(format!("v{v}")))),
             true
         ));
         t.submit(

@@ -3,161 +3,99 @@
 //! bring tables the caller hands back level with the newest one to serve as the next shadow.
 //! The caller's side, and the invariants both keep, are in `builder.rs`.
 //!
-//! Both lanes (see [`Lane`]) run [`run_lane`]: whichever lane has the turn takes the
-//! [`Worker`] (the thread side's state) out of the shared state for one task and puts it back
-//! after, so the two never work at once. The background lane gives a task up when the boosted
+//! Both lanes (see [`Lane`]) run `build_lanes.rs`'s loop over the [`Worker`] and the
+//! [`State`] it shares with the caller. The background lane gives a task up when the boosted
 //! lane takes the turn: every task it can give up is one that has changed nothing yet
 //! (preparing a plan, building a fresh router), so the boosted lane redoes it from the start.
 
-use std::sync::atomic::Ordering;
+use std::collections::VecDeque;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use rustc_hash::FxHashMap as HashMap;
-use uuid::Uuid;
-
-use super::builder::{
-    lock, EntryError, Job, Lane, Outcome, PublishHook, RouteInput, Shared, State, LIST_LINE_SLACK,
-};
-use super::catalog::TextsCopy;
+use super::build_io::{Done, EntryError, Lane, Outcome, PublishHook, RouteInput, LIST_LINE_SLACK};
 use super::entry_errors::refusal_message;
-use super::sync::Stopped;
+use super::held::{Held, HeldCopy};
 use super::sync_classify::ListKind;
-use super::{EntryFault, RouteSpec, Router, SyncMode, SyncReport};
+use super::sync_plan::Stopped;
+use super::{EntryFault, Router, SyncMode, SyncReport};
 use crate::limits::Limits;
-use crate::route_list::{Entry, EntryList, Item};
+use crate::route_list::{Entry, EntryList};
 use crate::schema::Schema;
 use crate::threads::{BuildThreads, Helpers};
 
-/// An outcome waiting for the caller, with the table a built one swaps in.
+/// A job for the thread.
 #[derive(Debug)]
-pub(super) struct Done {
-    pub(super) outcome: Outcome,
-    pub(super) table: Option<Box<Router>>,
-    /// What the publish hook asked to keep alive with the table (see `Published::keep`).
-    pub(super) keep: Option<super::builder::Keep>,
+pub(super) struct Job {
+    pub(super) version: u64,
+    pub(super) input: RouteInput,
+    pub(super) mode: SyncMode,
+    /// When it was submitted: how long it has waited decides a boost.
+    pub(super) submitted: Instant,
+    /// A whole list submitted later took its place before it was started.
+    pub(super) superseded_by: Option<u64>,
 }
 
-/// The routes of a table, by id: what the thread knows the newest table holds.
+/// What the caller and the threads share.
 #[derive(Debug, Default)]
-pub(super) struct Held {
-    routes: HashMap<Uuid, (u64, Box<str>)>,
+pub(super) struct Shared {
+    pub(super) state: Mutex<State>,
+    /// Wakes the threads (work, a recycled table, a boost, a stop).
+    pub(super) wake: Condvar,
+    /// An outcome waits in `state.results`: what a caller checks on every request, without
+    /// the lock.
+    pub(super) ready: AtomicBool,
+    /// Set when the builder is dropped: the threads stop between two routes.
+    pub(super) stop: AtomicBool,
+    /// The boosted lane has the work (mirrors `state.boosted`, for the background lane's
+    /// checks between two routes).
+    pub(super) boosted: AtomicBool,
+    /// A thread is working (a build, or keeping its shadow), not waiting for work.
+    pub(super) busy: AtomicBool,
+    /// A version waits in `state.queue`: a shadow being built for later gives way to it.
+    pub(super) queued: AtomicBool,
 }
 
-/// The routes of a router as the caller's thread copies them for a rebase: each route's id
-/// and priority, and its text in the catalog's chunks, shared rather than copied
-/// ([`Catalog::share_texts`](super::catalog::Catalog::share_texts)), so the caller pays a row
-/// per route and no text; the builder's thread makes a [`Held`] of it.
 #[derive(Debug, Default)]
-pub(super) struct HeldCopy {
-    /// Id, priority and the route's place in `texts`.
-    rows: Vec<(Uuid, u64, usize)>,
-    texts: TextsCopy,
+pub(super) struct State {
+    pub(super) queue: VecDeque<Job>,
+    /// Outcomes not yet taken, in version order; only a built one carries a table.
+    pub(super) results: VecDeque<Done>,
+    /// Tables the caller replaced, to become the shadow or be freed here.
+    pub(super) recycled: Vec<Router>,
+    /// The caller changed its router directly: the shadow no longer mirrors it, and these are
+    /// the routes it holds now, as the caller copied them. A lane indexes the copy without
+    /// the lock (`rebasing` meanwhile) into `rebased_held`, which the next task takes; a newer
+    /// copy arriving meanwhile supersedes it.
+    pub(super) rebased: Option<HeldCopy>,
+    pub(super) rebasing: bool,
+    pub(super) rebased_held: Option<Held>,
+    /// Keep no shadow ([`Builder::keep_shadow`]).
+    pub(super) drop_shadow: bool,
+    /// The version a thread is building, if any, and when it was submitted.
+    pub(super) building: Option<u64>,
+    pub(super) building_since: Option<Instant>,
+    /// The thread side, while no lane works with it.
+    pub(super) worker: Option<Worker>,
+    /// The boosted lane has the work.
+    pub(super) boosted: bool,
+    /// How long a version may wait before the boosted lane takes over (`None`: no such lane).
+    pub(super) boost_after: Option<Duration>,
 }
 
-impl HeldCopy {
-    /// The routes `router` holds (O(routes)).
-    pub(super) fn of(router: &Router) -> HeldCopy {
-        let texts = router.catalog.share_texts();
-        let rows = texts
-            .slots()
-            .enumerate()
-            .filter_map(|(i, slot)| router.row(slot).map(|r| (r.id, r.priority, i)))
-            .collect();
-        HeldCopy { rows, texts }
+impl State {
+    /// When the oldest version without an outcome was submitted (the one being built, or the
+    /// first queued).
+    pub(super) fn waiting_since(&self) -> Option<Instant> {
+        self.building_since
+            .or_else(|| self.queue.front().map(|j| j.submitted))
     }
 }
 
-impl From<HeldCopy> for Held {
-    fn from(copy: HeldCopy) -> Held {
-        let mut routes = HashMap::default();
-        routes.reserve(copy.rows.len());
-        for &(id, priority, i) in &copy.rows {
-            routes.insert(id, (priority, copy.texts.text(i).into()));
-        }
-        Held { routes }
-    }
-}
-
-impl Held {
-    /// The routes `router` holds (a copy of every text: O(routes)).
-    pub(super) fn of(router: &Router) -> Held {
-        let mut routes = HashMap::default();
-        routes.reserve(router.len());
-        for r in router.routes() {
-            routes.insert(r.id(), (r.priority(), r.source().into()));
-        }
-        Held { routes }
-    }
-
-    /// Applies a list of changes (every entry valid: what a built plan changed).
-    fn apply(&mut self, changes: &EntryList) {
-        for e in changes.iter() {
-            match e.item {
-                Item::Route {
-                    id,
-                    priority,
-                    expression,
-                } => {
-                    self.routes.insert(id, (priority, expression.into()));
-                }
-                Item::Remove(id) => {
-                    self.routes.remove(&id);
-                }
-                Item::Unreadable { .. } => {}
-            }
-        }
-    }
-
-    fn get(&self, id: Uuid) -> Option<(u64, &str)> {
-        self.routes.get(&id).map(|(p, t)| (*p, &**t))
-    }
-
-    fn len(&self) -> usize {
-        self.routes.len()
-    }
-
-    fn specs(&self) -> Vec<RouteSpec<'_>> {
-        self.routes
-            .iter()
-            .map(|(id, (priority, text))| RouteSpec {
-                id: *id,
-                priority: *priority,
-                expression: text,
-            })
-            .collect()
-    }
-
-    /// What the whole list `desired` is to a table holding these routes: routes added,
-    /// removed, changed (another priority or text) and unchanged, counted as a sync counts
-    /// them before parsing (the first entry with an id has it; an unreadable entry is neither).
-    fn diff(&self, desired: &[Entry<'_>]) -> SyncReport {
-        let mut seen = std::collections::HashSet::with_capacity(desired.len());
-        let mut report = SyncReport::default();
-        let mut named = 0;
-        for e in desired {
-            let Some(id) = e.item.id() else { continue };
-            if !seen.insert(id) {
-                continue;
-            }
-            let current = self.routes.get(&id);
-            named += usize::from(current.is_some());
-            match (e.item, current) {
-                (
-                    Item::Route {
-                        priority,
-                        expression,
-                        ..
-                    },
-                    Some((p, t)),
-                ) if *p == priority && **t == *expression => report.unchanged += 1,
-                (Item::Route { .. }, Some(_)) => report.changed += 1,
-                (Item::Route { .. }, None) => report.added += 1,
-                _ => {}
-            }
-        }
-        report.removed = self.len() - named;
-        report
-    }
+pub(super) fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
+    // The threads catch panics around builds, so a poisoned lock only means a panic while
+    // the lock was held by code that leaves the state consistent (a field assignment).
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The thread side of a builder: its copy of the table and what it knows of the caller's.
@@ -185,13 +123,13 @@ pub(super) struct Worker {
     /// The builder's helper hook, run first on each helper thread of a build.
     on_helper: Option<fn(Lane)>,
     /// The lane working with the worker now (its helpers run the hook as that lane).
-    lane: Lane,
+    pub(super) lane: Lane,
     /// Keep no shadow (`State::drop_shadow`, read with each task).
     drop_shadow: bool,
 }
 
 /// What a lane takes up next.
-enum Task {
+pub(super) enum Task {
     Build(Job),
     Converge(Box<Router>),
     /// Build a shadow from `last` (nothing else to do).
@@ -200,12 +138,12 @@ enum Task {
 
 /// What a task asks of the shared state once it is done.
 #[derive(Default)]
-struct Effects {
-    done: Option<Done>,
+pub(super) struct Effects {
+    pub(super) done: Option<Done>,
     /// A job given up (the boosted lane took the turn): it goes back to the front.
-    requeue: Option<Job>,
+    pub(super) requeue: Option<Job>,
     /// A recycled table whose bringing level was given up: it goes back too.
-    recycle: Option<Box<Router>>,
+    pub(super) recycle: Option<Box<Router>>,
 }
 
 impl Worker {
@@ -258,7 +196,7 @@ impl Worker {
 
     /// The next task for `lane`, taken from the shared state (under its lock). The boosted
     /// lane takes only what a waiting version needs.
-    fn next_task(&mut self, st: &mut State, lane: Lane) -> Option<Task> {
+    pub(super) fn next_task(&mut self, st: &mut State, lane: Lane) -> Option<Task> {
         self.drop_shadow = st.drop_shadow;
         if self.drop_shadow {
             self.shadow = None;
@@ -303,7 +241,7 @@ impl Worker {
     /// Runs `task`; `stop` says when to give it up, and `queued` whether a version waits (a
     /// shadow built for later gives way to it: the version's build decides whether it needs one,
     /// and a whole list that is mostly new does not).
-    fn run(
+    pub(super) fn run(
         &mut self,
         task: Task,
         stop: &(dyn Fn() -> bool + Sync),
@@ -725,124 +663,6 @@ impl Worker {
     }
 }
 
-/// Runs one lane of a builder until the builder is dropped (see the module docs).
-pub(super) fn run_lane(shared: &Shared, lane: Lane) {
-    let stop = || {
-        shared.stop.load(Ordering::Relaxed)
-            || (lane == Lane::Background && shared.boosted.load(Ordering::Relaxed))
-    };
-    let mut st = lock(&shared.state);
-    loop {
-        if shared.stop.load(Ordering::Acquire) {
-            return;
-        }
-        // The caller's copy of its routes is indexed here, without the lock: the caller's
-        // next start or apply must not wait for it.
-        if let Some(copy) = st.rebased.take() {
-            st.rebasing = true;
-            drop(st);
-            let held = Held::from(copy);
-            st = lock(&shared.state);
-            st.rebasing = false;
-            if st.rebased.is_none() {
-                st.rebased_held = Some(held);
-            }
-            shared.wake.notify_all();
-            continue;
-        }
-        if st.rebasing {
-            // The other lane is indexing a copy: no task may start from an older base.
-            st = shared.wake.wait(st).unwrap_or_else(|e| e.into_inner());
-            continue;
-        }
-        if lane == Lane::Boosted && !st.boosted {
-            // Watch the oldest waiting version; take the turn once it has waited too long.
-            let waited = st
-                .waiting_since()
-                .zip(st.boost_after)
-                .map(|(since, after)| (since.elapsed(), after));
-            match waited {
-                Some((w, after)) if w >= after => {
-                    st.boosted = true;
-                    shared.boosted.store(true, Ordering::Release);
-                    shared.wake.notify_all();
-                }
-                Some((w, after)) => {
-                    st = shared
-                        .wake
-                        .wait_timeout(st, after - w)
-                        .unwrap_or_else(|e| e.into_inner())
-                        .0;
-                    continue;
-                }
-                None => {
-                    st = shared.wake.wait(st).unwrap_or_else(|e| e.into_inner());
-                    continue;
-                }
-            }
-        }
-        let turn = (lane == Lane::Boosted) == st.boosted;
-        let Some(mut worker) = st.worker.take_if(|_| turn) else {
-            st = shared.wake.wait(st).unwrap_or_else(|e| e.into_inner());
-            continue;
-        };
-        let task = worker.next_task(&mut st, lane);
-        // Outcomes pushed while taking (superseded versions) are ready now.
-        publish_ready(shared, &st);
-        let Some(task) = task else {
-            st.worker = Some(worker);
-            if lane == Lane::Boosted && st.queue.is_empty() {
-                // Nothing waits any more: the work goes back to the background lane.
-                st.boosted = false;
-                shared.boosted.store(false, Ordering::Release);
-                shared.wake.notify_all();
-            }
-            shared.busy.store(false, Ordering::Release);
-            st = shared.wake.wait(st).unwrap_or_else(|e| e.into_inner());
-            continue;
-        };
-        shared.busy.store(true, Ordering::Release);
-        shared.queued.store(!st.queue.is_empty(), Ordering::Release);
-        drop(st);
-        let queued = || shared.queued.load(Ordering::Relaxed);
-        worker.lane = lane;
-        let effects = worker.run(task, &stop, &queued);
-        st = lock(&shared.state);
-        st.worker = Some(worker);
-        if let Some(done) = effects.done {
-            st.building = None;
-            st.building_since = None;
-            st.results.push_back(done);
-        }
-        if let Some(job) = effects.requeue {
-            st.building = None;
-            st.building_since = None;
-            st.queue.push_front(job);
-        }
-        if let Some(old) = effects.recycle {
-            st.recycled.push(*old);
-        }
-        publish_ready(shared, &st);
-        // The other lane may have waited for the worker.
-        shared.wake.notify_all();
-    }
-}
-
-fn publish_ready(shared: &Shared, st: &State) {
-    if !st.results.is_empty() {
-        shared.ready.store(true, Ordering::Release);
-    }
-}
-
-fn set_build_time(outcome: &mut Outcome, took: Duration) {
-    match outcome {
-        Outcome::Built { build_time, .. }
-        | Outcome::Refused { build_time, .. }
-        | Outcome::Panicked { build_time, .. } => *build_time = took,
-        Outcome::Superseded { .. } => {}
-    }
-}
-
 /// A refusal; `message` empty: the one message of a refused list, from `errors`.
 fn refused(version: u64, errors: Vec<EntryError>, message: String) -> Done {
     let message = if message.is_empty() {
@@ -868,4 +688,13 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
         .map(|s| (*s).to_owned())
         .or_else(|| panic.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "a panic without a message".to_owned())
+}
+
+fn set_build_time(outcome: &mut Outcome, took: Duration) {
+    match outcome {
+        Outcome::Built { build_time, .. }
+        | Outcome::Refused { build_time, .. }
+        | Outcome::Panicked { build_time, .. } => *build_time = took,
+        Outcome::Superseded { .. } => {}
+    }
 }

@@ -69,243 +69,18 @@
 //! }
 //! ```
 
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::build_worker::{Done, Held, HeldCopy, Worker};
-use super::{RouteSpec, Router, SyncMode, SyncReport};
+use super::build_io::{BuildState, Keep, Lane, Outcome, Publish, PublishHook, RouteInput};
+use super::build_worker::{lock, Job, Shared, Worker};
+use super::held::HeldCopy;
+use super::{Router, SyncMode};
 use crate::limits::Limits;
-use crate::route_list::{EntryList, Position};
 use crate::schema::Schema;
 use crate::threads::BuildThreads;
-
-pub use super::entry_errors::EntryError;
-
-/// A list as the caller hands it over.
-pub enum RouteInput {
-    /// A whole list, read by the caller (the C ABI's `atc_route_list`): the table wanted.
-    List(EntryList),
-    /// A whole list in text (TSV or JSON, see [`crate::route_list`]), read on the builder's
-    /// thread: the caller decodes nothing.
-    Text(Box<dyn AsRef<[u8]> + Send>),
-    /// Changes to the table: routes to put in, ids to take out (see
-    /// [`Router::update`](super::Router::update)).
-    Changes(EntryList),
-    /// A list whose last entries the caller lent instead of copying (the C ABI's
-    /// `atc_route_list_lend`). What `read` reads must stay valid until the version's outcome
-    /// is taken (or the builder dropped).
-    Lent {
-        /// The entries copied, which come first.
-        list: EntryList,
-        /// A list of changes, or (false) a whole list.
-        changes: bool,
-        /// Appends the lent entries to `list`: called on the builder's thread when the
-        /// version's build starts, and never for a version superseded before that.
-        read: Box<dyn FnOnce(&mut EntryList) + Send>,
-    },
-}
-
-impl std::fmt::Debug for RouteInput {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            RouteInput::List(l) => write!(f, "List({} entries)", l.len()),
-            RouteInput::Text(t) => write!(f, "Text({} bytes)", t.as_ref().as_ref().len()),
-            RouteInput::Changes(l) => write!(f, "Changes({} entries)", l.len()),
-            RouteInput::Lent { list, changes, .. } => {
-                write!(f, "Lent({} entries, changes: {changes})", list.len())
-            }
-        }
-    }
-}
-
-impl RouteInput {
-    /// A whole list of routes, copied (route `i` is entry `#i+1`).
-    pub fn routes(routes: &[RouteSpec<'_>]) -> RouteInput {
-        RouteInput::List(entry_list(routes))
-    }
-
-    /// Whether it is a list of changes.
-    fn is_changes(&self) -> bool {
-        matches!(
-            self,
-            RouteInput::Changes(_) | RouteInput::Lent { changes: true, .. }
-        )
-    }
-}
-
-/// `routes` as an entry list (route `i` is entry `#i+1`).
-pub(super) fn entry_list(routes: &[RouteSpec<'_>]) -> EntryList {
-    let text = routes.iter().map(|r| r.expression.len()).sum();
-    let mut list = EntryList::with_capacity(routes.len(), text);
-    for (i, r) in routes.iter().enumerate() {
-        list.push_route(Position::Item(i + 1), r.id, r.priority, r.expression);
-    }
-    list
-}
-
-/// What became of a version submitted.
-#[derive(Debug)]
-pub enum Outcome {
-    /// Its table is in force (swapped in by [`Builder::apply_to`]).
-    Built {
-        /// The version submitted with its list.
-        version: u64,
-        /// What changed from the table it replaced, and the invalid entries apply-valid left
-        /// out or kept at their current version.
-        report: SyncReport,
-        /// See [`Outcome::build_time`].
-        build_time: Duration,
-        /// What the builder's publish hook made of the table, if one is set
-        /// ([`Builder::publish_with`]): where it published it, or why it could not.
-        published: Option<Result<String, String>>,
-    },
-    /// The list was refused (all or nothing: some entry invalid; or a text that is not a route
-    /// list at all): the current table stays.
-    Refused {
-        /// The version submitted with it.
-        version: u64,
-        /// Every invalid entry (empty when the text as a whole could not be read).
-        errors: Vec<EntryError>,
-        /// What was wrong, in one line: the one message of a refused list.
-        message: String,
-        /// See [`Outcome::build_time`].
-        build_time: Duration,
-    },
-    /// The build panicked (a bug): the current table stays.
-    Panicked {
-        /// The version being built.
-        version: u64,
-        /// The panic's message.
-        message: String,
-        /// See [`Outcome::build_time`].
-        build_time: Duration,
-    },
-    /// A whole list submitted after it, before it was started, took its place: it was never
-    /// built.
-    Superseded {
-        /// The version.
-        version: u64,
-        /// The version of the whole list that took its place.
-        by: u64,
-    },
-}
-
-impl Outcome {
-    /// The version the outcome is for.
-    pub fn version(&self) -> u64 {
-        match self {
-            Outcome::Built { version, .. }
-            | Outcome::Refused { version, .. }
-            | Outcome::Panicked { version, .. }
-            | Outcome::Superseded { version, .. } => *version,
-        }
-    }
-
-    /// How long the builder's thread took from taking up the list to the outcome (wall clock:
-    /// reading, preparing and building; not the time the list waited in the queue); zero for a
-    /// version superseded. What a caller records as the update's build time
-    /// ([`Router::record_update`]).
-    pub fn build_time(&self) -> Duration {
-        match self {
-            Outcome::Built { build_time, .. }
-            | Outcome::Refused { build_time, .. }
-            | Outcome::Panicked { build_time, .. } => *build_time,
-            Outcome::Superseded { .. } => Duration::ZERO,
-        }
-    }
-}
-
-/// Where the builder is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BuildState {
-    /// Nothing submitted whose outcome was not taken.
-    Idle,
-    /// A version is queued or being built (the newest submitted).
-    Building(u64),
-    /// Outcomes wait to be taken, and nothing is being built (the newest of them).
-    Ready(u64),
-}
-
-/// Which of a builder's threads a start hook runs on (see [`Builder::on_thread_start`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Lane {
-    /// The thread that builds in the background: every build, unless one waits too long.
-    Background,
-    /// The thread that takes the work over once a version has waited longer than
-    /// [`Builder::boost_after`], at the priority of the thread that started the builder.
-    Boosted,
-}
-
-/// A job for the thread.
-#[derive(Debug)]
-pub(super) struct Job {
-    pub(super) version: u64,
-    pub(super) input: RouteInput,
-    pub(super) mode: SyncMode,
-    /// When it was submitted: how long it has waited decides a boost.
-    pub(super) submitted: Instant,
-    /// A whole list submitted later took its place before it was started.
-    pub(super) superseded_by: Option<u64>,
-}
-
-/// What the caller and the threads share.
-#[derive(Debug, Default)]
-pub(super) struct Shared {
-    pub(super) state: Mutex<State>,
-    /// Wakes the threads (work, a recycled table, a boost, a stop).
-    pub(super) wake: Condvar,
-    /// An outcome waits in `state.results`: what a caller checks on every request, without
-    /// the lock.
-    pub(super) ready: AtomicBool,
-    /// Set when the builder is dropped: the threads stop between two routes.
-    pub(super) stop: AtomicBool,
-    /// The boosted lane has the work (mirrors `state.boosted`, for the background lane's
-    /// checks between two routes).
-    pub(super) boosted: AtomicBool,
-    /// A thread is working (a build, or keeping its shadow), not waiting for work.
-    pub(super) busy: AtomicBool,
-    /// A version waits in `state.queue`: a shadow being built for later gives way to it.
-    pub(super) queued: AtomicBool,
-}
-
-#[derive(Debug, Default)]
-pub(super) struct State {
-    pub(super) queue: VecDeque<Job>,
-    /// Outcomes not yet taken, in version order; only a built one carries a table.
-    pub(super) results: VecDeque<Done>,
-    /// Tables the caller replaced, to become the shadow or be freed here.
-    pub(super) recycled: Vec<Router>,
-    /// The caller changed its router directly: the shadow no longer mirrors it, and these are
-    /// the routes it holds now, as the caller copied them. A lane indexes the copy without
-    /// the lock (`rebasing` meanwhile) into `rebased_held`, which the next task takes; a newer
-    /// copy arriving meanwhile supersedes it.
-    pub(super) rebased: Option<HeldCopy>,
-    pub(super) rebasing: bool,
-    pub(super) rebased_held: Option<Held>,
-    /// Keep no shadow ([`Builder::keep_shadow`]).
-    pub(super) drop_shadow: bool,
-    /// The version a thread is building, if any, and when it was submitted.
-    pub(super) building: Option<u64>,
-    pub(super) building_since: Option<Instant>,
-    /// The thread side, while no lane works with it.
-    pub(super) worker: Option<Worker>,
-    /// The boosted lane has the work.
-    pub(super) boosted: bool,
-    /// How long a version may wait before the boosted lane takes over (`None`: no such lane).
-    pub(super) boost_after: Option<Duration>,
-}
-
-impl State {
-    /// When the oldest version without an outcome was submitted (the one being built, or the
-    /// first queued).
-    pub(super) fn waiting_since(&self) -> Option<Instant> {
-        self.building_since
-            .or_else(|| self.queue.front().map(|j| j.submitted))
-    }
-}
 
 /// Builds a router's next tables on a thread of its own (see the module docs).
 #[derive(Debug)]
@@ -326,64 +101,6 @@ pub struct Builder {
     boost_after: Option<Duration>,
     /// The threads a fresh build may use (see [`Builder::build_threads`]).
     build_threads: BuildThreads,
-}
-
-/// What a builder does with every table it builds, on its thread (see
-/// [`Builder::publish_with`]): given the version and the table, where it published it, or why
-/// it could not.
-pub type Publish = Box<dyn FnMut(u64, &Router) -> Result<Published, String> + Send>;
-
-/// Where a [`Publish`] hook put a table, and what must live for that place to stay good.
-pub struct Published {
-    /// Where the table was published (a path, for the C library's images).
-    pub path: String,
-    /// Kept for as long as the published table is the one in force, then dropped: a sealed
-    /// image's descriptor, say, whose path names this very process's copy. A
-    /// [`BackgroundRouter`](super::BackgroundRouter) holds it until it applies the next table;
-    /// [`Builder::apply_to`] drops it at once.
-    pub keep: Option<Box<dyn std::any::Any + Send>>,
-}
-
-impl Published {
-    /// A table published at `path`, with nothing to keep alive.
-    pub fn at(path: impl Into<String>) -> Published {
-        Published {
-            path: path.into(),
-            keep: None,
-        }
-    }
-}
-
-impl std::fmt::Debug for Published {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Published")
-            .field("path", &self.path)
-            .field("keep", &self.keep.is_some())
-            .finish()
-    }
-}
-
-/// What a published table in force keeps alive (see [`Published::keep`]).
-pub(crate) type Keep = Box<dyn std::any::Any + Send>;
-
-/// A [`Publish`] hook, shared by the threads a builder starts (one per process it runs in),
-/// and whether the caller keeps the tables it publishes.
-#[derive(Clone)]
-pub(super) struct PublishHook(pub(super) Arc<Mutex<Publish>>, pub(super) bool);
-
-impl std::fmt::Debug for PublishHook {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("PublishHook")
-    }
-}
-
-/// Longest TSV line a list in text may have: the longest expression and room for the rest.
-pub(super) const LIST_LINE_SLACK: usize = 256;
-
-pub(super) fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
-    // The threads catch panics around builds, so a poisoned lock only means a panic while
-    // the lock was held by code that leaves the state consistent (a field assignment).
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Builder {
@@ -619,7 +336,7 @@ impl Builder {
                         if let Some(hook) = on_start {
                             hook(lane);
                         }
-                        super::build_worker::run_lane(&shared, lane)
+                        super::build_lanes::run_lane(&shared, lane)
                     })
                     .expect("spawning a builder thread"),
             );

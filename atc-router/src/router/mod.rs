@@ -16,35 +16,45 @@
 //! - An execute leaves either the first matching route's result in the context or no result.
 
 mod background;
+mod build_io;
+mod build_lanes;
 mod build_worker;
 mod builder;
 mod catalog;
 mod chunked;
 pub(crate) mod context;
+mod desired;
 mod entry_errors;
 mod explain;
 mod flat_index;
+mod held;
 mod id_map;
 #[cfg(feature = "diagnostics")]
 pub(crate) mod image_index;
 mod matching;
 pub(crate) mod needs;
+mod placing;
 mod program_arena;
 pub(crate) mod read_side;
 mod reference_view;
 mod route;
+mod settle;
 pub(crate) mod shared;
 mod slot_vec;
 mod stats;
 mod sync;
 mod sync_ahead;
 mod sync_classify;
+mod sync_plan;
 pub(crate) mod table_image;
 mod table_ref;
 
 pub use background::BackgroundRouter;
-pub use builder::{BuildState, Builder, Lane, Outcome, Publish, Published, RouteInput};
+pub use build_io::{BuildState, Lane, Outcome, Publish, Published, RouteInput};
+pub use builder::Builder;
 pub use context::{Context, MatchResult};
+pub use desired::{Change, RouteSpec};
+pub use entry_errors::{EntryError, EntryFault};
 pub use explain::{
     CandidateReport, ExplainJson, ExplainOptions, Explanation, MatchesJson, PredicateOutcome,
     RouteMatch, RouteNote, RuledOut, REPORT_JSON_VERSION,
@@ -52,9 +62,7 @@ pub use explain::{
 pub use route::Route;
 pub(crate) use stats::next_stripe;
 pub use stats::RouterStats;
-pub use sync::{
-    Change, EntryError, EntryFault, RouteSpec, SyncError, SyncMode, SyncPlan, SyncReport,
-};
+pub use sync_plan::{SyncError, SyncMode, SyncPlan, SyncReport};
 pub use table_image::{ImageBytes, ImageRouter};
 pub use table_ref::TableRef;
 
@@ -62,6 +70,7 @@ use catalog::{Catalog, CatalogRow};
 use flat_index::FlatIndex;
 use id_map::{IdMap, SlotIds};
 use reference_view::ReferenceView;
+use settle::FlatPolicy;
 
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::OnceLock;
@@ -75,11 +84,11 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use crate::compile::program::{Code, Program};
-use crate::compile::regex_cache::{PreparedRegexes, RegexCache, RegexSource};
+use crate::compile::regex_cache::{PreparedRegexes, RegexCache};
 use crate::compile::resolve::{resolve, Fields, Node};
 use crate::error::Error;
 use crate::index::{requirements, Index, Order, Requirement, Requirements};
-use crate::language::{parse_with_limits, Parsed};
+use crate::language::parse_with_limits;
 use crate::limits::Limits;
 use crate::router::needs::Needs;
 use crate::schema::names::{FieldId, Holds, Schema};
@@ -252,27 +261,6 @@ impl Drop for Router {
     }
 }
 
-/// When a router matches with a flat index (see [`Router::settle`]).
-#[derive(Debug, Clone, Copy)]
-struct FlatPolicy {
-    min_routes: usize,
-    /// Tests only: changes after which a change writes the flat index again.
-    rewrite_after: Option<usize>,
-}
-
-impl FlatPolicy {
-    /// Below 1,024 routes a tree is at most a few hundred kilobytes, read from cache: the flat
-    /// form would walk no faster and cost its memory and its writing.
-    const DEFAULT: FlatPolicy = FlatPolicy {
-        min_routes: Router::FLAT_INDEX_MIN_ROUTES,
-        rewrite_after: None,
-    };
-}
-
-/// Changes at least between two writings of [`Router::settle_if_due`]: keeps a table just past
-/// 1,024 routes from being written over and over.
-const REWRITE_MIN_CHANGES: usize = 256;
-
 #[cold]
 #[inline(never)]
 fn broken_router() -> ! {
@@ -379,200 +367,12 @@ impl Router {
         out
     }
 
-    /// After a change: drops the flat index once the table has shrunk to half the size that
-    /// calls for one. Writes it again only under a test policy that asks for it
-    /// ([`Router::set_flat_policy`]): writing costs the whole table, and a change costs the same
-    /// every time (see [`Router::settle`] for who writes it).
-    fn settle_flat(&mut self) {
-        let FlatPolicy {
-            min_routes,
-            rewrite_after,
-        } = self.flat_policy;
-        if self.pending_index.is_some() {
-            return;
-        }
-        let due = match (&self.flat, rewrite_after) {
-            (Some(_), _) if self.len() < min_routes / 2 => {
-                self.flat = None;
-                false
-            }
-            (None, Some(_)) => self.len() >= min_routes,
-            (Some(f), Some(n)) => f.changes() >= n,
-            (_, None) => false,
-        };
-        if due {
-            self.write_flat();
-        }
-    }
-
-    /// [`Router::settle`] when it is due: the table is large enough and has no flat index, or
-    /// the changes since it was written reach a quarter of the routes it was written with (so
-    /// writing costs each change a few route builds' worth, and the overlay stays small). What a
-    /// caller that changes tables off the request path calls after each change (the builder's
-    /// thread does).
-    pub(crate) fn settle_if_due(&mut self) {
-        if self.settle_due() {
-            self.settle();
-        }
-    }
-
-    /// Whether the flat index is due: the table has 1,024 routes or more and no flat index, or
-    /// the changes since it was written reach a quarter of the routes it was written with (and
-    /// at least 256). What the builder's thread settles on; a caller that changes its router
-    /// route by route asks it to decide when to have the table built whole elsewhere (Kong's
-    /// API in the Lua binding does, on the builder thread).
-    pub fn settle_due(&self) -> bool {
-        if self.broken || self.pending_index.is_some() {
-            return false;
-        }
-        match &self.flat {
-            None => self.len() >= self.flat_policy.min_routes,
-            Some(f) => f.changes() >= REWRITE_MIN_CHANGES.max(f.written() / 4),
-        }
-    }
-
-    fn write_flat(&mut self) {
-        // The old form goes first: the two are never held at once.
-        self.flat = None;
-        let in_order: Vec<u32> = self.slots_in_order().map(|(_, slot)| slot).collect();
-        self.flat = FlatIndex::write(&self.index, &in_order, self.catalog.len()).map(Box::new);
-    }
-
-    /// Writes the router's flat index now, if the table has 1,024 routes or more and changed
-    /// since it was last written: requests then walk it alone, without the overlay of the routes
-    /// changed since (see `docs/architecture.md`, "The flat index"). It costs about a
-    /// microsecond per route (a tenth of adding them).
-    ///
-    /// A change never writes it: a change costs the same every time. A sync that builds the
-    /// table whole writes it (while preparing), and so does the [`Builder`]'s thread, off the
-    /// request path, once the changes since reach a quarter of the table. A caller that
-    /// changes its router itself calls this where the cost is welcome: after loading a table
-    /// route by route with [`Router::add`], or between bursts of changes.
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// use atc_router::{Router, Schema, Type, Uuid};
-    /// let mut s = Schema::new();
-    /// s.add_field("http.path", Type::String).unwrap();
-    /// let mut r = Router::new(Arc::new(s));
-    /// for i in 0..2_000u128 {
-    ///     r.add(Uuid::from_u128(i + 1), 1, &format!(r#"http.path == "/p/{i}""#)).unwrap();
-    /// }
-    /// r.settle();
-    /// ```
-    pub fn settle(&mut self) {
-        let stale = match &self.flat {
-            None => self.len() >= self.flat_policy.min_routes,
-            Some(f) => f.changes() > 0,
-        };
-        if stale && !self.broken && self.pending_index.is_none() {
-            self.changing(|r| r.write_flat());
-        }
-    }
-
-    /// Sets when the router matches with a flat index (see `flat_index.rs`): from `min_routes`
-    /// routes, written by the change that reaches them and again by every change that brings
-    /// the changes since to `rewrite_after`. For tests that need the flat index and its overlay
-    /// on small tables; a router otherwise never writes it on a change.
-    #[doc(hidden)]
-    pub fn set_flat_policy(&mut self, min_routes: usize, rewrite_after: usize) {
-        self.flat_policy = FlatPolicy {
-            min_routes,
-            rewrite_after: Some(rewrite_after),
-        };
-        self.flat = None;
-        self.settle_flat();
-    }
-
-    /// Whether requests walk the flat index: how many routes changed since it was written, and
-    /// its bytes (nodes, leaf entries, key bytes, maps).
-    #[doc(hidden)]
-    pub fn flat_state(&self) -> Option<(usize, [usize; 4])> {
-        self.flat.as_ref().map(|f| (f.changes(), f.sizes()))
-    }
-
     /// Whether a panic interrupted a change of this router part-way (an add, a remove, the
     /// apply of a sync), leaving its structures inconsistent. A broken router refuses to match
     /// ([`Router::execute`] panics, `SharedRouter` and the C ABI return an error) until a sync
     /// rebuilds it from the full route list.
     pub fn is_broken(&self) -> bool {
         self.broken
-    }
-
-    /// Parses, validates and resolves a route without changing the router; new regexes go to
-    /// the regexes.
-    fn prepare(
-        &self,
-        id: Uuid,
-        priority: u64,
-        expression: &str,
-        regexes: &mut dyn RegexSource,
-    ) -> Result<Prepared, Error> {
-        let mut p = self.prepare_unnumbered(id, priority, expression, regexes)?;
-        p.instance = next_instance();
-        Ok(p)
-    }
-
-    /// [`Router::prepare`], the route's version not yet numbered (0): the caller numbers it,
-    /// or gives it the version of the route it copies.
-    fn prepare_unnumbered(
-        &self,
-        id: Uuid,
-        priority: u64,
-        expression: &str,
-        regexes: &mut dyn RegexSource,
-    ) -> Result<Prepared, Error> {
-        let parsed = self.parse_route(expression)?;
-        self.resolve_route(id, priority, expression, &parsed, regexes)
-    }
-
-    /// The first half of preparing a route: its text parsed and validated.
-    fn parse_route(&self, expression: &str) -> Result<Parsed, Error> {
-        let parsed = parse_with_limits(expression, &self.limits)?;
-        validate(expression, &parsed, &self.schema)?;
-        Ok(parsed)
-    }
-
-    /// The second half: the parsed route resolved (registering the wildcard names it uses)
-    /// and compiled, its version not yet numbered.
-    fn resolve_route(
-        &self,
-        id: Uuid,
-        priority: u64,
-        expression: &str,
-        parsed: &Parsed,
-        regexes: &mut dyn RegexSource,
-    ) -> Result<Prepared, Error> {
-        let mut holds = Holds::new(self.schema.clone());
-        let node = resolve(
-            expression,
-            parsed,
-            Fields::Acquire(&mut holds),
-            &self.limits,
-            regexes,
-        )?;
-        Ok(self.prepared(id, priority, expression, node, holds))
-    }
-
-    /// A resolved route compiled, its version not yet numbered.
-    fn prepared(
-        &self,
-        id: Uuid,
-        priority: u64,
-        expression: &str,
-        node: Node,
-        holds: Holds,
-    ) -> Prepared {
-        Prepared {
-            id,
-            priority,
-            instance: 0,
-            program: Program::compile(&node),
-            reqs: None,
-            source: expression.into(),
-            node,
-            _holds: holds,
-        }
     }
 
     /// Sets how many threads (1, the default, to [`crate::MAX_BUILD_THREADS`]) a sync that
@@ -644,120 +444,6 @@ impl Router {
     /// The row of every slot in slot order (`None` for a free one).
     fn rows(&self) -> impl Iterator<Item = Option<CatalogRow>> + '_ {
         (0..self.catalog.len() as u32).map(|slot| self.row(slot))
-    }
-
-    /// The tree of the route in `slot` built anew from its text (see the module invariants
-    /// for why this cannot fail).
-    fn resolve_again(&self, slot: u32) -> Box<Node> {
-        let text = self.catalog.text(slot as usize);
-        let parsed = parse_with_limits(text, &self.limits)
-            .expect("a route's text parsed with these limits when it was added");
-        let node = resolve(
-            text,
-            &parsed,
-            Fields::Peek(&self.schema),
-            &self.limits,
-            &mut PreparedRegexes::new(&self.regexes),
-        )
-        .expect("a route's text resolved against this schema when it was added");
-        Box::new(node)
-    }
-
-    /// Puts a prepared route in a slot and in the index.
-    fn insert(&mut self, p: Prepared) {
-        let fields = fields(&p.node);
-        for f in &fields {
-            let uses = self.field_use.entry(*f).or_insert(0);
-            if *uses == 0 {
-                // The router's own registration, held while any of its routes uses the name.
-                self.schema.retain(*f);
-            }
-            *uses += 1;
-        }
-        crate::failpoint::hit();
-        let order = Order::new(p.priority, p.id);
-        let slot = match self.free.pop() {
-            Some(s) => s,
-            None => self.programs.push_slot(),
-        };
-        self.programs.set(slot, p.program);
-        self.programs.set_order(slot, order);
-        self.needs.insert(slot, &fields);
-        let reqs = match p.reqs {
-            Some(reqs) => reqs,
-            None => requirements(&self.programs.code(slot)),
-        };
-        match &mut self.pending_index {
-            Some(pending) => pending.push(((order, slot), reqs)),
-            None => {
-                let all = Programs(&self.programs);
-                self.index.insert((order, slot), &reqs, &all);
-                if let Some(flat) = &mut self.flat {
-                    flat.inserted((order, slot), &reqs, &all);
-                }
-            }
-        }
-        // Into the id map before the slot is live (see `IdMap::insert`).
-        let ids = Ids {
-            catalog: &self.catalog,
-            programs: &self.programs,
-        };
-        self.ids.insert(p.id, slot, &ids);
-        self.catalog.set(slot, p.instance, &p.source);
-        if let Some(view) = self.reference.get_mut() {
-            view.insert(order, slot);
-        }
-    }
-
-    /// Takes a route out of every structure and returns its tree (`tree`, if the caller
-    /// resolved it already); its regexes are still cached (see `release`).
-    fn take(&mut self, id: Uuid, tree: Option<Box<Node>>) -> Option<Box<Node>> {
-        let slot = self.slot_of(id)?;
-        let order = self.programs.order(slot);
-        let cached = self
-            .reference
-            .get_mut()
-            .and_then(|view| view.remove(order, slot));
-        let tree = match (tree, cached) {
-            (Some(t), _) | (None, Some(t)) => t,
-            (None, None) => self.resolve_again(slot),
-        };
-        let reqs = requirements(&self.programs.code(slot));
-        let all = Programs(&self.programs);
-        self.index.remove(slot, &reqs, &all);
-        if let Some(flat) = &mut self.flat {
-            flat.removed(slot, &reqs, &all);
-        }
-        let ids = Ids {
-            catalog: &self.catalog,
-            programs: &self.programs,
-        };
-        self.ids.remove(id, &ids);
-        self.free.push(slot);
-        self.catalog.clear(slot);
-        self.programs.clear(slot);
-        self.needs.remove(slot);
-        for f in fields(&tree) {
-            if let Some(n) = self.field_use.get_mut(&f) {
-                *n -= 1;
-                if *n == 0 {
-                    self.field_use.remove(&f);
-                    self.schema.release(f);
-                }
-            }
-        }
-        crate::failpoint::hit();
-        Some(tree)
-    }
-
-    /// Drops a route taken out, and the regexes no other route uses.
-    fn release(&mut self, tree: Box<Node>) {
-        let mut sources = Vec::new();
-        tree.regex_sources(&mut sources);
-        drop(tree);
-        for s in &sources {
-            self.regexes.release(s);
-        }
     }
 
     /// Removes a route; `false` when there is none with that id. Counted in

@@ -12,10 +12,10 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 
 use uuid::Uuid;
 
-use super::entry_errors::Desired;
-use super::sync::EntryError;
-use super::sync::{Stopped, SyncPlan};
+use super::desired::Desired;
+use super::entry_errors::EntryError;
 use super::sync_classify::Status;
+use super::sync_plan::{Stopped, SyncPlan};
 use super::{Prepared, Router};
 use crate::compile::regex_cache::{RegexSource, SharedRegexes};
 use crate::compile::resolve::{resolve, Fields};

@@ -9,9 +9,9 @@
 use rustc_hash::FxHashMap as HashMap;
 use uuid::Uuid;
 
-use super::entry_errors::Desired;
+use super::desired::Desired;
 use super::id_map::SlotIds;
-use super::sync::{Stopped, SyncReport};
+use super::sync_plan::{Stopped, SyncReport};
 use super::Router;
 use crate::route_list::{Item, Position};
 
