@@ -104,7 +104,7 @@ fn swap_removed<X>(b: &mut Box<[X]>, i: usize) -> X {
 /// Where `key` is in a list's keys. A plain loop: `Iterator::position` was compiled out of
 /// line in some builds (a call per lookup of a request's host or method), depending on how the
 /// crate happened to be split for code generation.
-#[inline]
+#[inline(always)]
 fn position(keys: &[SmallKey], key: &[u8]) -> Option<usize> {
     for (i, k) in keys.iter().enumerate() {
         if crate::short_eq::eq(k, key) {
