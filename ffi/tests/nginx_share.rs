@@ -214,8 +214,10 @@ fn sealed_images(pids: &BTreeSet<String>) -> Vec<(String, u64)> {
 }
 
 /// How many distinct images the workers hold, waiting (up to 30 s) for it to come down to
-/// `n`: each worker lets the replaced image go when it switches.
-fn settle_to(pids: &BTreeSet<String>, n: usize) -> usize {
+/// `n`: each worker lets the replaced image go when it switches. Requests keep going to every
+/// worker meanwhile, as on a gateway in service: a worker that serves nothing has no turn to
+/// let go of what it replaced.
+fn settle_to(port: u16, pids: &BTreeSet<String>, n: usize) -> usize {
     let distinct = || {
         sealed_images(pids)
             .into_iter()
@@ -225,9 +227,23 @@ fn settle_to(pids: &BTreeSet<String>, n: usize) -> usize {
     };
     let until = Instant::now() + Duration::from_secs(30);
     while distinct() != n && Instant::now() < until {
+        statuses(port);
         std::thread::sleep(Duration::from_millis(50));
     }
     distinct()
+}
+
+/// The log once it holds `n` lines with `what` (waiting up to 10 s: a worker logs as it
+/// gets to it, not before the others answer).
+fn logs_with(running: &Running, what: &str, n: usize) -> String {
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let logs = running.logs();
+        if logs.matches(what).count() >= n || Instant::now() >= until {
+            return logs;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 fn statuses(port: u16) -> BTreeMap<String, String> {
@@ -319,7 +335,7 @@ fn four_workers_route_from_one_shared_table() {
     // One image on the node, held by every worker, sealed in memory: no file anywhere.
     let held = sealed_images(&pids);
     assert!(held.len() >= 4, "every worker holds the image: {held:?}");
-    assert_eq!(settle_to(&pids, 1), 1, "one image: {held:?}");
+    assert_eq!(settle_to(port, &pids, 1), 1, "one image: {held:?}");
     assert_eq!(images(&dir), Vec::<String>::new());
     assert!(!running.logs().contains("Permission denied"));
 
@@ -352,7 +368,7 @@ fn four_workers_route_from_one_shared_table() {
     );
     check_routing(port, 2);
     assert_eq!(builders(port), 1, "still one builder: {:?}", statuses(port));
-    assert_eq!(settle_to(&pids, 1), 1, "the replaced image freed");
+    assert_eq!(settle_to(port, &pids, 1), 1, "the replaced image freed");
 
     // A burst of pushes: versions superseded before a worker mapped them are skipped
     // quietly, and the node is left with one image.
@@ -368,7 +384,13 @@ fn four_workers_route_from_one_shared_table() {
     }
     assert_eq!(wait_for_version(port, "19", &mut running), pids);
     check_routing(port, 2);
-    assert_eq!(settle_to(&pids, 1), 1, "superseded images freed");
+    assert_eq!(
+        settle_to(port, &pids, 1),
+        1,
+        "superseded images freed; held: {:?}\n{}",
+        sealed_images(&pids),
+        running.logs()
+    );
     let logs = running.logs();
     assert!(!logs.contains("refused"), "{logs}");
     assert!(!logs.contains("builds its own"), "{logs}");
@@ -378,7 +400,7 @@ fn four_workers_route_from_one_shared_table() {
     let r = get(port, "h1.test", "/__corrupt?v=20");
     assert_eq!(r.status, 200);
     assert_eq!(wait_for_version(port, "20", &mut running), pids);
-    let logs = running.logs();
+    let logs = logs_with(&running, "builds its own table", 4);
     assert_eq!(
         logs.matches("table image of version 20 refused").count(),
         4,
