@@ -164,3 +164,10 @@ lua_tests!(
     random_changes_equal_a_fresh_build,
     stats_and_metrics,
 );
+
+lua_tests!(
+    etcd_test:
+    range_end_covers_the_prefix,
+    a_value_is_a_route_or_a_reason,
+    a_watch_response_is_one_list_of_changes,
+);

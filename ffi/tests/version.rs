@@ -129,11 +129,17 @@ fn make_install_lists_every_lua_module() {
             .map(str::to_owned)
             .collect()
     };
-    let (top, gateway) = (list("LUA_MODULES"), list("LUA_GATEWAY_MODULES"));
+    let (top, gateway, etcd) = (
+        list("LUA_MODULES"),
+        list("LUA_GATEWAY_MODULES"),
+        list("LUA_ETCD_MODULES"),
+    );
     for (name, path) in lua_modules() {
         let file = path.file_name().unwrap().to_string_lossy().into_owned();
         let listed = if name.starts_with("resty.router.gateway.") {
             gateway.contains(&file)
+        } else if name.starts_with("resty.router.etcd.") {
+            etcd.contains(&file)
         } else {
             top.contains(&file)
         };

@@ -27,7 +27,8 @@ local modules = {
     "resty.router.json", "resty.router.gateway", "resty.router.gateway.updates",
     "resty.router.gateway.request", "resty.router.gateway.sources",
     "resty.router.gateway.explain", "resty.router.gateway.metrics",
-    "resty.router.gateway.share", "resty.router.image",
+    "resty.router.gateway.share", "resty.router.image", "resty.router.etcd",
+    "resty.router.etcd.client", "resty.router.etcd.routes",
 }
 for _, name in ipairs(modules) do
     under_prefix(package.searchpath(name, package.path), name)

@@ -1,8 +1,8 @@
--- Runs every test of binding_test.lua and gateway_test.lua in this LuaJIT (no Rust harness), e.g.
+-- Runs every test of binding_test.lua, gateway_test.lua and etcd_test.lua in this LuaJIT (no Rust harness), e.g.
 --   LUA_PATH='lua/?.lua;lua/t/?.lua' LUA_CPATH='target/lib/?.so' luajit lua/t/run.lua
 -- where target/lib/libatc_router.so is the library under test (`make -C ffi lib` puts it there).
 local passed, failed = 0, 0
-for _, module in ipairs({ "binding_test", "gateway_test" }) do
+for _, module in ipairs({ "binding_test", "gateway_test", "etcd_test" }) do
     local tests = require(module)
     local names = {}
     for name in pairs(tests) do

@@ -400,6 +400,9 @@ end
 --   node              with `share`: the node's counts, summed over its workers through the
 --                     dict ({ routed, not_found, bad_requests, own_builds, workers }): each
 --                     worker's as of its last report (every second, and this call's own)
+--   etcd              fed by resty.router.etcd: its watcher's counts (revision, connected,
+--                     watching, events_applied, events_refused, loads, reconnects,
+--                     last_apply_seconds, max_apply_seconds)
 -- Counts are the worker's own: each worker has its gateway. nil and an error only for a failed
 -- call into the library.
 function _M:stats()
@@ -425,6 +428,11 @@ function _M:stats()
         s.own_routes = s.routes
         s.routes = s.shared_routes
         s.node = share.node_counts(self, s)
+    end
+    local source = self.etcd
+    if source then
+        -- resty.router.etcd feeds this gateway: its counts (watcher:stats()).
+        s.etcd = source:stats()
     end
     return s
 end

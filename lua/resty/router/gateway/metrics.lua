@@ -86,7 +86,8 @@ end
 
 -- The metrics, in output order: name, type, help, the samples' { labels, value } from a stats
 -- table `s`, whether only a gateway's stats have it (gw:stats(), not r:stats(): those with
--- `request_source`), and whether only a sharing gateway's do (those with `node`).
+-- `request_source`), whether only a sharing gateway's do (those with `node`), and whether only
+-- a gateway etcd feeds (those with `etcd`, resty.router.etcd).
 local METRICS = {
     { "atc_router_requests_total", "counter",
         "Requests the router answered, by result: routed (a route matched), not_found (none "
@@ -142,6 +143,31 @@ local METRICS = {
     { "atc_router_node_workers", "gauge",
         "With share: the workers whose counts the node's are summed from.",
         function(s) return { { nil, s.node.workers } } end, true, true },
+    { "atc_router_etcd_revision", "gauge",
+        "Fed by etcd: the etcd revision the table in force holds.",
+        function(s) return { { nil, s.etcd.revision } } end, true, false, true },
+    { "atc_router_etcd_connected", "gauge",
+        "Fed by etcd: 1 while this worker's watch is established.",
+        function(s) return { { nil, s.etcd.connected } } end, true, false, true },
+    { "atc_router_etcd_watching", "gauge",
+        "Fed by etcd: 1 when this worker watches (with share, one worker per node does).",
+        function(s) return { { nil, s.etcd.watching } } end, true, false, true },
+    { "atc_router_etcd_events_total", "counter",
+        "Fed by etcd: route puts and deletes this worker's watcher read, by result: applied, "
+        .. "or refused (a value that is no route: logged with its key, left out).",
+        function(s)
+            return { { { "result", "applied" }, s.etcd.events_applied },
+                { { "result", "refused" }, s.etcd.events_refused } }
+        end, true, false, true },
+    { "atc_router_etcd_loads_total", "counter",
+        "Fed by etcd: whole ranges read (the first load, and after a compaction).",
+        function(s) return { { nil, s.etcd.loads } } end, true, false, true },
+    { "atc_router_etcd_reconnects_total", "counter",
+        "Fed by etcd: watch sessions that ended (connection lost, etcd restarted, compaction).",
+        function(s) return { { nil, s.etcd.reconnects } } end, true, false, true },
+    { "atc_router_etcd_last_apply_seconds", "gauge",
+        "Fed by etcd: from the arrival of the last revision's answer to its table in force.",
+        function(s) return { { nil, s.etcd.last_apply_seconds } } end, true, false, true },
     { "atc_router_gateway_info", "gauge",
         "The version in force (empty before the first) and how requests are read, as labels.",
         function(s)
@@ -161,7 +187,8 @@ function _M.render(s, labels)
     local gateway = s.request_source ~= nil
     local out = {}
     for _, m in ipairs(METRICS) do
-        if (gateway or not m[5]) and (s.node ~= nil or not m[6]) then
+        if (gateway or not m[5]) and (s.node ~= nil or not m[6])
+            and (s.etcd ~= nil or not m[7]) then
             out[#out + 1] = "# HELP " .. m[1] .. " " .. m[3]
             out[#out + 1] = "# TYPE " .. m[1] .. " " .. m[2]
             for _, sample in ipairs(m[4](s)) do

@@ -299,6 +299,11 @@ function _M.step(gw)
         -- This worker's last image could not be written: it waits before building again.
         return true, "building"
     end
+    if updates.is_changes(want.routes) and sh.built ~= nil and sh.built == want.version then
+        -- These changes were built here and their image is being mapped (installed(), then
+        -- switch()): a wait() stepping in that window must not refuse them.
+        return true, "building"
+    end
     if updates.is_changes(want.routes) and not (sh.built ~= nil and sh.built == gw.applied) then
         -- Changes apply to the table this worker's builder holds: only the worker that built
         -- the version in force has it.
