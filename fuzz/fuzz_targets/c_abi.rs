@@ -19,6 +19,7 @@ use std::ptr::{null, null_mut};
 
 use arbitrary::Arbitrary;
 use atc_router_ffi::image::*;
+use atc_router_ffi::publish::*;
 use atc_router_ffi::*;
 use libfuzzer_sys::fuzz_target;
 
