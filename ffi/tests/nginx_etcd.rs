@@ -349,14 +349,6 @@ fn get(port: u16, path: &str) -> Response {
     send(port, raw.as_bytes()).unwrap_or_else(|e| panic!("GET {path}: {e}"))
 }
 
-fn header<'a>(r: &'a Response, name: &str) -> &'a str {
-    r.headers
-        .iter()
-        .find(|(n, _)| n == name)
-        .map(|(_, v)| v.as_str())
-        .unwrap_or("")
-}
-
 /// Each worker's answer to `path`: pid -> (status, route, version), from enough connections
 /// to reach both workers.
 fn answers(port: u16, path: &str) -> BTreeMap<String, (u16, String, String)> {
@@ -364,11 +356,11 @@ fn answers(port: u16, path: &str) -> BTreeMap<String, (u16, String, String)> {
     for _ in 0..32 {
         let r = get(port, path);
         at.insert(
-            header(&r, "x-pid").to_owned(),
+            r.header("x-pid").to_owned(),
             (
                 r.status,
-                header(&r, "x-route").to_owned(),
-                header(&r, "x-version").to_owned(),
+                r.header("x-route").to_owned(),
+                r.header("x-version").to_owned(),
             ),
         );
     }
@@ -941,9 +933,9 @@ fn two_nodes_converge_on_the_last_revision_under_churn() {
     for port in ports {
         for (path, want) in paths.iter().zip(&expected) {
             let r = get(port, path);
-            let got = header(&r, "x-route").to_lowercase();
+            let got = r.header("x-route").to_lowercase();
             assert_eq!(
-                (r.status, got.as_str(), header(&r, "x-version")),
+                (r.status, got.as_str(), r.header("x-version")),
                 (
                     if want.is_empty() { 404 } else { 200 },
                     want.as_str(),

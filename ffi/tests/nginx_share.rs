@@ -113,14 +113,6 @@ fn get_with(port: u16, host: &str, path: &str, extra: &str) -> Response {
     send(port, raw.as_bytes()).unwrap_or_else(|e| panic!("GET {path}: {e}"))
 }
 
-fn header<'a>(r: &'a Response, name: &str) -> &'a str {
-    r.headers
-        .iter()
-        .find(|(n, _)| n == name)
-        .map(|(_, v)| v.as_str())
-        .unwrap_or("")
-}
-
 /// Sends requests until every one of `workers` worker pids has answered version `version`
 /// from the shared image (or the deadline passes); returns the pids seen.
 fn wait_for_version(port: u16, version: &str, running: &mut Running) -> BTreeSet<String> {
@@ -129,8 +121,8 @@ fn wait_for_version(port: u16, version: &str, running: &mut Running) -> BTreeSet
         let mut at: BTreeMap<String, bool> = BTreeMap::new();
         for k in 0..64 {
             let r = get(port, "h1.test", &format!("/p1/{k}"));
-            let ok = header(&r, "x-version") == version && header(&r, "x-shared") == "1";
-            *at.entry(header(&r, "x-pid").to_owned()).or_insert(true) &= ok;
+            let ok = r.header("x-version") == version && r.header("x-shared") == "1";
+            *at.entry(r.header("x-pid").to_owned()).or_insert(true) &= ok;
         }
         if at.len() == 4 && at.values().all(|ok| *ok) {
             return at.into_keys().collect();
@@ -167,10 +159,10 @@ fn check_routing(port: u16, version: u32) {
         };
         let r = get_with(port, &host, &path, &extra);
         assert_eq!(r.status, 200, "route {i} v{version}");
-        assert_eq!(header(&r, "x-route"), uuid(i), "route {i} v{version}");
-        assert_eq!(header(&r, "x-shared"), "1");
+        assert_eq!(r.header("x-route"), uuid(i), "route {i} v{version}");
+        assert_eq!(r.header("x-shared"), "1");
         let capture = if i % 10 == 0 { "42" } else { "-" };
-        assert_eq!(header(&r, "x-capture"), capture, "route {i} v{version}");
+        assert_eq!(r.header("x-capture"), capture, "route {i} v{version}");
         if moved {
             // The old path is gone in version 2 (a 404 on the busy host).
             let r = get(port, &host, &format!("/p{i}/42"));
@@ -324,14 +316,14 @@ fn four_workers_route_from_one_shared_table() {
     // a busy host the candidates and the predicate that failed each.
     for _ in 0..16 {
         let r = get_with(port, "h1.test", "/p1/42", "X-Explain: 1\r\n");
-        assert_eq!(header(&r, "x-explain-error"), "", "{:?}", r.headers);
-        assert_eq!(header(&r, "x-explain-winner"), header(&r, "x-route"));
+        assert_eq!(r.header("x-explain-error"), "", "{:?}", r.headers);
+        assert_eq!(r.header("x-explain-winner"), r.header("x-route"));
         let r = get_with(port, "h1.test", "/p1x", "X-Explain: 1\r\n");
         assert_eq!(r.status, 404);
-        assert_eq!(header(&r, "x-explain-winner"), "none", "{:?}", r.headers);
+        assert_eq!(r.header("x-explain-winner"), "none", "{:?}", r.headers);
     }
     let r = get_with(port, "h1.test", "/p51/7", "X-Explain: 1\r\n");
-    assert_eq!(header(&r, "x-explain-winner"), uuid(51), "{:?}", r.headers);
+    assert_eq!(r.header("x-explain-winner"), uuid(51), "{:?}", r.headers);
     // One image on the node, held by every worker, sealed in memory: no file anywhere.
     let held = sealed_images(&pids);
     assert!(held.len() >= 4, "every worker holds the image: {held:?}");

@@ -199,6 +199,17 @@ pub struct Response {
     pub body: Vec<u8>,
 }
 
+impl Response {
+    /// The value of header `name` (lowercase), or "" when there is none.
+    pub fn header(&self, name: &str) -> &str {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+            .unwrap_or("")
+    }
+}
+
 /// Sends `raw` (a whole HTTP/1.0 request) and reads the answer to the end.
 pub fn send(port: u16, raw: &[u8]) -> Result<Response, String> {
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
