@@ -200,7 +200,7 @@ impl<T, H: Table<T>> ExactMap<T, H> {
     }
 
     /// Every key with its payload, in no particular order.
-    // The image writer's (index/image.rs), which only diagnostics builds call so far.
+    // The image writer's (index/image_write.rs), which only diagnostics builds call so far.
     pub(crate) fn entries(&self) -> impl Iterator<Item = (&[u8], &T)> {
         let (few, many) = match self {
             ExactMap::Few { keys, vals } => (Some(keys.iter().zip(vals.iter())), None),

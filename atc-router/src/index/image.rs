@@ -27,8 +27,8 @@
 //!   path node.
 //!
 //! Fields are numbered by the image's field table (`Numbering::field` when written), which the
-//! reader maps to its own schema's ids (`ImageIndex::new`'s `fields`). `router/table_image.rs`
-//! writes and reads it as part of a table image.
+//! reader maps to its own schema's ids (`ImageIndex::new`'s `fields`). `index/image_write.rs` writes
+//! this layout from the tree; `router/table_image.rs` writes and reads it as part of a table image.
 //!
 //! Invariants:
 //! - **A walk finds every route the in-process walk finds** (a superset, which evaluation
@@ -51,276 +51,38 @@
 use std::cell::Cell;
 
 use super::cidr_map::flat_key;
-use super::tree::{FieldSplit, Node, Split};
 use crate::compile::eval::lowercase_if;
 use crate::compile::path_pattern::{next_slash, ParamClass};
-use crate::image::exact_table::{self, ExactTable};
-use crate::image::prefix_table::{self, PrefixTable};
+use crate::image::exact_table::ExactTable;
+use crate::image::prefix_table::PrefixTable;
 use crate::image::Words;
 use crate::schema::values::Values;
 use crate::schema::FieldId;
 use crate::value::Value;
 
 /// An end of a path node that no pattern takes.
-const NONE: u32 = u32::MAX;
+pub(super) const NONE: u32 = u32::MAX;
 
-const LEAF: u32 = 0;
-const EXACT: u32 = 1;
-const PREFIX: u32 = 2;
-const SUFFIX: u32 = 3;
-const INT: u32 = 4;
-const FIELDS: u32 = 5;
-const PATH: u32 = 6;
-const CIDR: u32 = 7;
-const CONTAINS: u32 = 8;
-const CONTAINS_FEW: u32 = 9;
+pub(super) const LEAF: u32 = 0;
+pub(super) const EXACT: u32 = 1;
+pub(super) const PREFIX: u32 = 2;
+pub(super) const SUFFIX: u32 = 3;
+pub(super) const INT: u32 = 4;
+pub(super) const FIELDS: u32 = 5;
+pub(super) const PATH: u32 = 6;
+pub(super) const CIDR: u32 = 7;
+pub(super) const CONTAINS: u32 = 8;
+pub(super) const CONTAINS_FEW: u32 = 9;
 
 /// A `contains` split of at most this many literals lists them, each searched for alone.
-const FEW_LITERALS: usize = 4;
+pub(super) const FEW_LITERALS: usize = 4;
 
 /// Deepest path pattern a path split is written for (segments); a deeper one is written as a
 /// leaf. Bounds the walk's recursion, which goes a level per segment.
-const MAX_PATH_DEPTH: usize = 64;
+pub(super) const MAX_PATH_DEPTH: usize = 64;
 
 /// Deepest a walk goes (the in-process tree's bound, with room).
 const MAX_DEPTH: usize = 2 * super::tree::MAX_DEPTH;
-
-/// The index written as words: what the image's sections hold.
-#[derive(Debug, Default)]
-pub(crate) struct Written {
-    /// The number of the root node.
-    pub(crate) root: u32,
-    pub(crate) nodes: Vec<u32>,
-    pub(crate) entries: Vec<u32>,
-    pub(crate) bytes: Vec<u8>,
-    /// Splits written as the leaf of all their routes (path patterns too deep).
-    pub(crate) leaves_in_place_of_splits: usize,
-    /// The fields some split looks values up in (the key fields of two-phase matching), by
-    /// the image's numbers, sorted.
-    pub(crate) key_fields: Vec<u32>,
-}
-
-/// How an image numbers what the index refers to.
-pub(crate) struct Numbering<'a> {
-    /// A route (by its slot), in routing order.
-    pub(crate) rank: &'a dyn Fn(u32) -> u32,
-    /// A field, in the image's field table (which a reader maps to its own ids).
-    pub(crate) field: &'a dyn Fn(FieldId) -> u32,
-}
-
-/// Writes `root`'s tree. `None` when a number outgrows 32 bits.
-pub(crate) fn write(root: &Node, num: &Numbering<'_>) -> Option<Written> {
-    let mut w = Written::default();
-    w.root = write_node(root, num, &mut w)?;
-    w.key_fields.sort_unstable();
-    w.key_fields.dedup();
-    Some(w)
-}
-
-fn word(n: usize) -> Option<u32> {
-    u32::try_from(n).ok()
-}
-
-/// Writes `node` and below; returns its number.
-fn write_node(node: &Node, num: &Numbering<'_>, w: &mut Written) -> Option<u32> {
-    match node {
-        Node::Leaf(l) => leaf(l.entries.as_slice().iter().map(|&s| (num.rank)(s)), w),
-        Node::Split(s) => split(s, num, w),
-        Node::Fields(f) => fields(f, num, w),
-    }
-}
-
-fn leaf(ranks: impl Iterator<Item = u32>, w: &mut Written) -> Option<u32> {
-    let mut ranks: Vec<u32> = ranks.collect();
-    ranks.sort_unstable();
-    ranks.dedup();
-    let at = word(w.nodes.len())?;
-    let start = word(w.entries.len())?;
-    w.entries.extend(&ranks);
-    w.nodes.extend([LEAF, start, word(ranks.len())?]);
-    Some(at)
-}
-
-/// Every route below `node`.
-fn all_routes(node: &Node, out: &mut Vec<u32>) {
-    match node {
-        Node::Leaf(l) => out.extend_from_slice(l.entries.as_slice()),
-        Node::Split(s) => {
-            s.keyed.for_each(|c| all_routes(c, out));
-            all_routes(&s.rest, out);
-        }
-        Node::Fields(f) => {
-            for c in f.children.values() {
-                all_routes(c, out);
-            }
-            all_routes(&f.rest, out);
-        }
-    }
-}
-
-fn split(s: &Split, num: &Numbering<'_>, w: &mut Written) -> Option<u32> {
-    use super::keyed::Keyed;
-    let flat = match &s.keyed {
-        Keyed::Path(t) => t.depth() <= MAX_PATH_DEPTH,
-        _ => true,
-    };
-    if !flat {
-        let mut routes = Vec::new();
-        s.keyed.for_each(|c| all_routes(c, &mut routes));
-        all_routes(&s.rest, &mut routes);
-        w.leaves_in_place_of_splits += 1;
-        return leaf(routes.iter().map(|&s| (num.rank)(s)), w);
-    }
-    w.key_fields.push((num.field)(s.disc.field));
-    let rest = write_node(&s.rest, num, w)?;
-    // Children first, so that a node's number is known when its parent's table is written.
-    let mut keyed: Vec<(Vec<u8>, u32)> = Vec::new();
-    let mut ints: Vec<(i64, u32)> = Vec::new();
-    let kind = match &s.keyed {
-        Keyed::Exact(m) => {
-            for (k, c) in m.entries() {
-                keyed.push((k.to_vec(), write_node(c, num, w)?));
-            }
-            EXACT
-        }
-        Keyed::Prefix(t) => {
-            let mut children = Vec::new();
-            t.for_each_key(|k, c| children.push((k.to_vec(), c)));
-            for (k, c) in children {
-                keyed.push((k, write_node(c, num, w)?));
-            }
-            PREFIX
-        }
-        // Stored reversed in process too: the keys are the reversed suffixes.
-        Keyed::Suffix(t) => {
-            let mut children = Vec::new();
-            t.for_each(|k, c| children.push((k.to_vec(), c)));
-            for (k, c) in children {
-                keyed.push((k, write_node(c, num, w)?));
-            }
-            SUFFIX
-        }
-        Keyed::Int(m) => {
-            for (k, c) in m {
-                ints.push((*k, write_node(c, num, w)?));
-            }
-            INT
-        }
-        Keyed::Path(t) => {
-            // The payloads first, then the path tree, whose records name them.
-            let mut children: Vec<&Node> = Vec::new();
-            t.for_each(|c| children.push(c));
-            let mut numbers = rustc_hash::FxHashMap::default();
-            for c in children {
-                numbers.insert(c as *const Node, write_node(c, num, w)?);
-            }
-            let payload = &mut |c: &Node| numbers.get(&(c as *const Node)).copied();
-            let root = t.write_flat(payload, &mut w.nodes, &mut w.bytes)?;
-            let at = word(w.nodes.len())?;
-            let field = (num.field)(s.disc.field);
-            w.nodes
-                .extend([PATH, field, u32::from(s.disc.lower), rest, root]);
-            return Some(at);
-        }
-        Keyed::Cidr(m) => {
-            let mut children = Vec::new();
-            m.for_each_flat(|fam, len, key, c| {
-                children.push((u32::from(fam) << 8 | u32::from(len), key, c))
-            });
-            let mut lens: Vec<u32> = children.iter().map(|(l, _, _)| *l).collect();
-            lens.sort_unstable();
-            lens.dedup();
-            let mut keyed = Vec::new();
-            for (_, key, c) in children {
-                keyed.push((key, write_node(c, num, w)?));
-            }
-            let entries: Vec<(&[u8], u32)> = keyed.iter().map(|(k, c)| (&k[..], *c)).collect();
-            let table = exact_table::write(&entries, &mut w.bytes)?;
-            let at = word(w.nodes.len())?;
-            let field = (num.field)(s.disc.field);
-            w.nodes.extend([
-                CIDR,
-                field,
-                u32::from(s.disc.lower),
-                rest,
-                word(lens.len())?,
-            ]);
-            w.nodes.extend(lens);
-            w.nodes.push(word(table.len())?);
-            w.nodes.extend(table);
-            return Some(at);
-        }
-        Keyed::Contains(set) => {
-            let mut children = Vec::new();
-            set.for_each_literal(|lit, c| children.push((lit.to_vec(), c)));
-            for (k, c) in children {
-                keyed.push((k, write_node(c, num, w)?));
-            }
-            if keyed.len() <= FEW_LITERALS {
-                let at = word(w.nodes.len())?;
-                let field = (num.field)(s.disc.field);
-                w.nodes.extend([
-                    CONTAINS_FEW,
-                    field,
-                    u32::from(s.disc.lower),
-                    rest,
-                    word(keyed.len())?,
-                ]);
-                for (k, c) in keyed {
-                    w.nodes
-                        .extend([word(w.bytes.len())?, word(k.len())?, c, rarest_byte(&k)]);
-                    w.bytes.extend_from_slice(&k);
-                }
-                word(w.bytes.len())?;
-                return Some(at);
-            }
-            CONTAINS
-        }
-    };
-    let at = word(w.nodes.len())?;
-    let field = (num.field)(s.disc.field);
-    w.nodes.extend([kind, field, u32::from(s.disc.lower), rest]);
-    if kind == INT {
-        ints.sort_unstable();
-        w.nodes.push(word(ints.len())?);
-        for (k, c) in ints {
-            w.nodes
-                .extend([k as u64 as u32, ((k as u64) >> 32) as u32, c]);
-        }
-        return Some(at);
-    }
-    let entries: Vec<(&[u8], u32)> = keyed.iter().map(|(k, c)| (&k[..], *c)).collect();
-    let table = match kind {
-        EXACT => exact_table::write(&entries, &mut w.bytes)?,
-        // Walked from every place of the text (see `PrefixTable::walk_within`).
-        _ => prefix_table::write(&entries, &mut w.bytes)?,
-    };
-    w.nodes.push(word(table.len())?);
-    w.nodes.extend(table);
-    Some(at)
-}
-
-fn fields(f: &FieldSplit, num: &Numbering<'_>, w: &mut Written) -> Option<u32> {
-    let rest = write_node(&f.rest, num, w)?;
-    let mut children = Vec::new();
-    for (field, c) in &f.children {
-        w.key_fields.push((num.field)(*field));
-        children.push(((num.field)(*field), write_node(c, num, w)?));
-    }
-    children.sort_unstable();
-    let at = word(w.nodes.len())?;
-    w.nodes.extend([FIELDS, rest, word(children.len())?]);
-    for (field, c) in children {
-        w.nodes.extend([field, c]);
-    }
-    Some(at)
-}
-
-/// Where in `lit` its rarest byte is (by `memchr`'s table of how common bytes are in text),
-/// written beside the literal so that a search needs no set-up.
-fn rarest_byte(lit: &[u8]) -> u32 {
-    memchr::arch::all::packedpair::Pair::new(lit).map_or(0, |p| u32::from(p.index1()))
-}
 
 /// Failed candidate places after which [`holds`] hands the search to `memmem`.
 const RARE_TRIES: usize = 32;
@@ -331,17 +93,26 @@ const RARE_TRIES: usize = 32;
 #[inline]
 fn holds(text: &[u8], lit: &[u8], rare: usize) -> bool {
     let Some(&b) = lit.get(rare) else {
-        return lit.is_empty() || memchr::memmem::find(text, lit).is_some();
+        return lit.is_empty() || scan(text, lit);
     };
     for (tries, p) in memchr::memchr_iter(b, text).enumerate() {
         if tries == RARE_TRIES {
-            return memchr::memmem::find(text, lit).is_some();
+            return scan(text, lit);
         }
         if p >= rare && text[p - rare..].starts_with(lit) {
             return true;
         }
     }
     false
+}
+
+/// Whether `text` contains `lit`, by `memmem`: the rare way of [`holds`], kept out of line
+/// because the searcher it sets up would otherwise be inlined into the walk, whose every
+/// request then pays for the larger frame.
+#[cold]
+#[inline(never)]
+fn scan(text: &[u8], lit: &[u8]) -> bool {
+    memchr::memmem::find(text, lit).is_some()
 }
 
 /// Scratch of one level of a walk: a value lowercased, a value reversed, children found.
@@ -858,151 +629,4 @@ impl Walk<'_> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::schema::Schema;
-    use crate::value::Type;
-    use std::sync::Arc;
-
-    fn as_bytes(words: &[u32]) -> Vec<u8> {
-        words.iter().flat_map(|w| w.to_le_bytes()).collect()
-    }
-
-    /// The candidates of a request with `h = "x"` from hand-written node words (image field 0
-    /// is `h`), and how long the walk took.
-    fn walk(nodes: &[u32], entries: &[u32], root: u32) -> (Vec<u32>, std::time::Duration) {
-        let mut schema = Schema::new();
-        schema.add_field("h", Type::String).unwrap();
-        let mut ctx = Values::new(Arc::new(schema));
-        let h = ctx.schema().lookup("h").unwrap();
-        ctx.add_str(h, "x").unwrap();
-        let (nodes, entries) = (as_bytes(nodes), as_bytes(entries));
-        let fields = FieldNumbers::new(Box::new([h]));
-        let ix = ImageIndex::new(
-            Words::new(&nodes).unwrap(),
-            Words::new(&entries).unwrap(),
-            &[],
-            &fields,
-        );
-        let started = std::time::Instant::now();
-        let mut out = Vec::new();
-        ix.candidates(root, &ctx, &mut Vec::new(), &mut out);
-        (out, started.elapsed())
-    }
-
-    /// A leaf at 0 holding `entries`, then `links` field splits, each with its `rest` and its
-    /// one child (`h`) both the node before it: a walk of the words as a tree would visit the
-    /// leaf 2^links times.
-    fn shared_chain(links: usize, entries: u32) -> (Vec<u32>, u32) {
-        let mut nodes = vec![LEAF, 0, entries];
-        let mut prev = 0;
-        for _ in 0..links {
-            let at = nodes.len() as u32;
-            nodes.extend([FIELDS, prev, 1, 0, prev]);
-            prev = at;
-        }
-        (nodes, prev)
-    }
-
-    #[test]
-    fn shared_children_cost_what_the_image_is_not_what_they_unfold_to() {
-        let entries: Vec<u32> = (0..1000).collect();
-        // 2^90 leaf visits unfolded; MAX_DEPTH stops at 48 levels, still 2^48.
-        let (nodes, root) = shared_chain(90, 1000);
-        let (out, took) = walk(&nodes, &entries, root);
-        assert_eq!(
-            out, entries,
-            "over its budget, a walk gives every entry once"
-        );
-        assert!(took < std::time::Duration::from_secs(5), "{took:?}");
-    }
-
-    #[test]
-    fn a_node_that_points_back_at_itself_ends() {
-        // A field split whose rest and child are itself, and an exact split likewise.
-        let (out, _) = walk(&[FIELDS, 0, 1, 0, 0], &[7, 8], 0);
-        assert_eq!(out, [7, 8]);
-        let (out, took) = walk(&[EXACT, 0, 0, 0], &[7, 8], 0);
-        assert!(
-            out.is_empty(),
-            "its own rest, down to the depth bound: {out:?}"
-        );
-        assert!(took < std::time::Duration::from_secs(5));
-    }
-
-    #[test]
-    fn a_deep_chain_stops_at_the_depth_bound() {
-        // 100,000 field splits in a line, each taking the next: the walk goes MAX_DEPTH down.
-        let mut nodes = vec![LEAF, 0, 1];
-        for i in 0..100_000u32 {
-            let prev = if i == 0 { 0 } else { 3 + 5 * (i - 1) };
-            nodes.extend([FIELDS, 0, 1, 0, prev]);
-        }
-        let root = (nodes.len() - 5) as u32;
-        let (out, took) = walk(&nodes, &[9], root);
-        assert!(out.len() <= 1 + MAX_DEPTH, "{}", out.len());
-        assert!(took < std::time::Duration::from_secs(5));
-    }
-
-    #[test]
-    fn a_tree_walk_keeps_its_exact_candidates() {
-        // The same chain without sharing: each split's rest is an empty leaf of its own.
-        let mut nodes = vec![LEAF, 0, 2];
-        let mut prev = 0;
-        for _ in 0..10 {
-            let empty = nodes.len() as u32;
-            nodes.extend([LEAF, 0, 0]);
-            let at = nodes.len() as u32;
-            nodes.extend([FIELDS, empty, 1, 0, prev]);
-            prev = at;
-        }
-        let (out, _) = walk(&nodes, &[4, 5, 6], prev);
-        assert_eq!(out, [4, 5], "the leaf's own entries, not every entry");
-    }
-
-    fn naive(text: &[u8], lit: &[u8]) -> bool {
-        lit.is_empty() || text.windows(lit.len()).any(|w| w == lit)
-    }
-
-    #[test]
-    fn a_literal_is_found_by_its_rarest_byte_wherever_it_is() {
-        for (text, lit) in [
-            (&b"/api/v1/export/all"[..], &b"/export/"[..]),
-            (b"/export/", b"/export/"),
-            (b"/exportx", b"/export/"),
-            (b"", b"x"),
-            (b"abc", b""),
-            (b"zzzzzz", b"zz"),
-            (b"/a/b/c/d/e/f/g", b"/g"),
-        ] {
-            assert_eq!(
-                holds(text, lit, rarest_byte(lit) as usize),
-                naive(text, lit),
-                "{:?} in {:?}",
-                String::from_utf8_lossy(lit),
-                String::from_utf8_lossy(text)
-            );
-        }
-    }
-
-    #[test]
-    fn a_text_full_of_the_rarest_byte_is_still_searched_right() {
-        let lit = b"qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqx";
-        let mut text = vec![b'q'; 100_000];
-        assert!(!holds(&text, lit, rarest_byte(lit) as usize));
-        text.push(b'x');
-        assert!(holds(&text, lit, rarest_byte(lit) as usize));
-    }
-
-    proptest::proptest! {
-        #[test]
-        fn a_rarest_byte_search_answers_as_a_scan(
-            text in proptest::collection::vec(proptest::sample::select(b"/ab-x".to_vec()), 0..80),
-            lit in proptest::collection::vec(proptest::sample::select(b"/ab-x".to_vec()), 0..6),
-            rare in 0usize..8,
-        ) {
-            // Any place stands for the rarest byte: it only decides where the search looks.
-            proptest::prop_assert_eq!(holds(&text, &lit, rare), naive(&text, &lit));
-        }
-    }
-}
+mod tests;

@@ -20,6 +20,7 @@ mod cidr_map;
 mod contains_set;
 mod exact_map;
 pub(crate) mod image;
+pub(crate) mod image_write;
 pub(crate) mod keyed;
 mod lookup;
 pub(crate) mod path_tree;
@@ -129,8 +130,11 @@ impl Index {
     }
 
     /// The index in image form (see `image.rs`).
-    pub(crate) fn write_image(&self, num: &image::Numbering<'_>) -> Option<image::Written> {
-        image::write(&self.root, num)
+    pub(crate) fn write_image(
+        &self,
+        num: &image_write::Numbering<'_>,
+    ) -> Option<image_write::Written> {
+        image_write::write(&self.root, num)
     }
 
     /// The routes (slots) of a tree that is one leaf (no key tells its routes apart: a small

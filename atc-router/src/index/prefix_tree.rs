@@ -529,7 +529,7 @@ impl<T> SegmentedPrefixTree<T> {
     }
 
     /// Every stored key with its payload (in no particular order).
-    // The image writer's (index/image.rs), which only diagnostics builds call so far.
+    // The image writer's (index/image_write.rs), which only diagnostics builds call so far.
     pub(crate) fn for_each_key<'a>(&'a self, mut visit: impl FnMut(&[u8], &'a T)) {
         // Each entry: a node and the length of the segments on the way to it.
         let mut stack: Vec<(&'a SegNode<T>, &'a [u8], usize)> = vec![(&self.root, b"", 0)];

@@ -266,7 +266,7 @@ impl<K: Hash + Eq, V> ProbeMap<K, V> {
     }
 
     /// The entries, in no particular order.
-    // The image writer's (index/image.rs), which only diagnostics builds call so far.
+    // The image writer's (index/image_write.rs), which only diagnostics builds call so far.
     pub(crate) fn entries(&self) -> impl Iterator<Item = (&K, &V)> {
         self.entries.iter().map(|(k, v)| (k, v))
     }

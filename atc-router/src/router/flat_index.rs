@@ -27,7 +27,8 @@ use std::cell::RefCell;
 use rustc_hash::FxHashMap;
 
 use crate::image::Words;
-use crate::index::image::{FieldNumbers, ImageIndex, LevelBuf, Numbering};
+use crate::index::image::{FieldNumbers, ImageIndex, LevelBuf};
+use crate::index::image_write::Numbering;
 use crate::index::{Entry, Index, LevelBufs, Requirement, Requirements};
 use crate::schema::values::Values;
 use crate::schema::{FieldId, FieldMask};
