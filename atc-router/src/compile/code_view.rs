@@ -203,7 +203,7 @@ impl<'a> CodeView<'a> for Code<'a> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn step(&self, i: usize) -> Step<'a> {
         match self.code().get(i) {
             Some(&Instr::And { end, .. }) => Step::And(end as usize),

@@ -13,7 +13,9 @@
 //! Invariant: this file and `reference.rs` must keep the same semantics. The property tests in
 //! `testkit/tests/equivalence.rs` compare them on random tables and requests.
 
-use crate::compile::code_view::{CodeView, LitRef, PredRef, SetRef, Shape, Step};
+use std::cell::{Cell, RefCell};
+
+use crate::compile::code_view::{CodeView, LitRef, PredRef, SetRef, Step};
 use crate::compile::program::{Code, Pred};
 use crate::compile::record::MatchRecord;
 use crate::compile::regex::CompiledRegex;
@@ -67,11 +69,99 @@ pub(crate) fn eval_code<'a>(
     lowered: &mut String,
     w: &mut MatchRecord,
 ) -> bool {
+    eval_watched(code, ctx, lowered, w, Unwatched)
+}
+
+/// [`eval`], recording each predicate it runs in `t` (for explaining it): the same walk, so it
+/// follows `eval`'s order and short-circuits by construction.
+pub(crate) fn eval_traced(
+    code: Code<'_>,
+    ctx: &Values,
+    lowered: &mut String,
+    w: &mut MatchRecord,
+    t: &Trace,
+) -> bool {
+    eval_watched(code, ctx, lowered, w, t)
+}
+
+/// Who watches an evaluation. The walk below is the only evaluator; what a request runs is it
+/// with [`Unwatched`], a zero-sized `Copy` value whose methods do nothing, so that it compiles
+/// to the walk without a watcher (an observer passed as `&mut` would be one more argument
+/// through every recursion: about 2% of a request). A watcher that records (a [`Trace`]) is
+/// therefore a shared reference to interior mutability.
+pub(crate) trait Watcher: Copy {
+    /// A point that [`Watcher::rollback`] returns to.
+    fn mark(self) -> usize;
+    /// Forgets what was recorded since `mark`: the predicates of a false sub-expression, as
+    /// their matched values are forgotten.
+    fn rollback(self, mark: usize);
+    /// Predicate `at` (an instruction position) evaluated to `r`.
+    fn saw(self, at: usize, r: bool);
+}
+
+/// The request path's watcher: records nothing.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Unwatched;
+
+impl Watcher for Unwatched {
+    #[inline(always)]
+    fn mark(self) -> usize {
+        0
+    }
+    #[inline(always)]
+    fn rollback(self, _: usize) {}
+    #[inline(always)]
+    fn saw(self, _: usize, _: bool) {}
+}
+
+/// A predicate evaluated: its instruction position and outcome.
+pub(crate) type Seen = (usize, bool);
+
+/// The predicates one evaluation ran, for explaining it (see `router/explain.rs`). Indexes are
+/// instruction positions in the program's code.
+#[derive(Debug, Default)]
+pub(crate) struct Trace {
+    /// The last predicate evaluated, with its outcome.
+    last: Cell<Option<Seen>>,
+    /// Those of them that decided the result: what a false sub-expression evaluated is taken
+    /// out again, as its matched values are.
+    decisive: RefCell<Vec<Seen>>,
+}
+
+impl Trace {
+    /// The last predicate evaluated, and the decisive ones.
+    pub(crate) fn into_parts(self) -> (Option<Seen>, Vec<Seen>) {
+        (self.last.into_inner(), self.decisive.into_inner())
+    }
+}
+
+impl Watcher for &Trace {
+    fn mark(self) -> usize {
+        self.decisive.borrow().len()
+    }
+    fn rollback(self, mark: usize) {
+        self.decisive.borrow_mut().truncate(mark);
+    }
+    fn saw(self, at: usize, r: bool) {
+        self.last.set(Some((at, r)));
+        self.decisive.borrow_mut().push((at, r));
+    }
+}
+
+#[inline]
+fn eval_watched<'a>(
+    code: impl CodeView<'a>,
+    ctx: &Values,
+    lowered: &mut String,
+    w: &mut MatchRecord,
+    o: impl Watcher,
+) -> bool {
     // Every program is a conjunction of its top-level runs (see `crate::program`).
-    let mark = w.mark();
+    let (mark, kept) = (w.mark(), o.mark());
     for c in code.runs() {
-        if !instr(code, c, ctx, lowered, w) {
+        if !instr(code, c, ctx, lowered, w, o) {
             w.rollback(mark);
+            o.rollback(kept);
             return false;
         }
     }
@@ -86,12 +176,14 @@ fn all<'a>(
     ctx: &Values,
     lowered: &mut String,
     w: &mut MatchRecord,
+    o: impl Watcher,
 ) -> bool {
-    let mark = w.mark();
+    let (mark, kept) = (w.mark(), o.mark());
     let mut c = start;
     while c < end {
-        if !instr(p, c, ctx, lowered, w) {
+        if !instr(p, c, ctx, lowered, w, o) {
             w.rollback(mark);
+            o.rollback(kept);
             return false;
         }
         c = p.end(c);
@@ -105,122 +197,41 @@ fn instr<'a>(
     ctx: &Values,
     lowered: &mut String,
     w: &mut MatchRecord,
+    o: impl Watcher,
 ) -> bool {
     // Recursion only into nested `&&`, `||` and `!`, always to a later instruction: as deep as
     // the expression's nesting (bounded by the parser, `Limits::HARD_MAX_DEPTH`, and checked
     // again when an image is opened).
     match p.step(i) {
-        Step::And(end) => all(p, i + 1, end, ctx, lowered, w),
+        Step::And(end) => all(p, i + 1, end, ctx, lowered, w, o),
         Step::Or(end) => {
             let mut c = i + 1;
             while c < end {
-                let mark = w.mark();
-                if instr(p, c, ctx, lowered, w) {
+                let (mark, kept) = (w.mark(), o.mark());
+                if instr(p, c, ctx, lowered, w, o) {
                     return true;
                 }
                 w.rollback(mark);
+                o.rollback(kept);
                 c = p.end(c);
             }
             false
         }
         Step::Not => {
             let mark = w.mark();
-            let r = instr(p, i + 1, ctx, lowered, w);
+            // What the negated part evaluated decided the `!`: it stays with the watcher.
+            let r = instr(p, i + 1, ctx, lowered, w, o);
             w.rollback(mark);
             !r
         }
-        Step::Pred(pred) => predicate(&pred, ctx, lowered, w),
+        Step::Pred(pred) => {
+            let r = predicate(&pred, ctx, lowered, w);
+            o.saw(i, r);
+            r
+        }
         Step::Unreadable => false,
         // Slot markers, never part of the code a view hands out (see `crate::program`).
         Step::End => true,
-    }
-}
-
-/// The predicates one evaluation ran, for explaining it (see `router/explain.rs`). Indexes are
-/// instruction positions in the program's code.
-#[derive(Debug, Default)]
-pub(crate) struct Trace {
-    /// The last predicate evaluated, with its outcome.
-    pub(crate) last: Option<(usize, bool)>,
-    /// Those of them that decided the result: what a false sub-expression evaluated is taken
-    /// out again, as its matched values are.
-    pub(crate) decisive: Vec<(usize, bool)>,
-}
-
-/// [`eval`], recording each predicate it runs in `t`. A separate walk rather than a parameter
-/// of `eval`, so that the request path carries nothing for explaining; it must follow `eval`'s
-/// order and short-circuits exactly (the explain tests compare the two on every table).
-pub(crate) fn eval_traced(
-    code: Code<'_>,
-    ctx: &Values,
-    lowered: &mut String,
-    w: &mut MatchRecord,
-    t: &mut Trace,
-) -> bool {
-    let (mark, kept) = (w.mark(), t.decisive.len());
-    for c in code.runs() {
-        if !instr_traced(&code, c, ctx, lowered, w, t) {
-            w.rollback(mark);
-            t.decisive.truncate(kept);
-            return false;
-        }
-    }
-    true
-}
-
-fn instr_traced(
-    p: &Code<'_>,
-    i: usize,
-    ctx: &Values,
-    lowered: &mut String,
-    w: &mut MatchRecord,
-    t: &mut Trace,
-) -> bool {
-    // Recursion only into nested `&&`, `||` and `!`: as deep as the expression's nesting, which
-    // the parser bounds (`Limits::HARD_MAX_DEPTH`).
-    match p.shape(i) {
-        Shape::And(end) => {
-            let (mark, kept) = (w.mark(), t.decisive.len());
-            let mut c = i + 1;
-            while c < end {
-                if !instr_traced(p, c, ctx, lowered, w, t) {
-                    w.rollback(mark);
-                    t.decisive.truncate(kept);
-                    return false;
-                }
-                c = p.end(c);
-            }
-            true
-        }
-        Shape::Or(end) => {
-            let mut c = i + 1;
-            while c < end {
-                let (mark, kept) = (w.mark(), t.decisive.len());
-                if instr_traced(p, c, ctx, lowered, w, t) {
-                    return true;
-                }
-                w.rollback(mark);
-                t.decisive.truncate(kept);
-                c = p.end(c);
-            }
-            false
-        }
-        Shape::Not(_) => {
-            let mark = w.mark();
-            // What the negated part evaluated decided the `!`: it stays in `decisive`.
-            let r = instr_traced(p, i + 1, ctx, lowered, w, t);
-            w.rollback(mark);
-            !r
-        }
-        Shape::Pred => {
-            let r = p
-                .pred(i)
-                .is_some_and(|pred| predicate(&pred, ctx, lowered, w));
-            t.last = Some((i, r));
-            t.decisive.push((i, r));
-            r
-        }
-        Shape::End => true,
     }
 }
 

@@ -454,7 +454,7 @@ impl<'a> CodeView<'a> for ImageCode<'a> {
         i >= self.len() || self.word(i, 0) & LAST_RUN != 0
     }
 
-    #[inline]
+    #[inline(always)]
     fn step(&self, i: usize) -> Step<'a> {
         let rec = self.record(i);
         let end = (rec[1] as usize).max(i + 1);

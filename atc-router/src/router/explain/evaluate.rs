@@ -72,11 +72,12 @@ impl Router {
             if n >= options.max_candidates && winner.is_some() {
                 break;
             }
-            let mut trace = Trace::default();
+            let trace = Trace::default();
             record.clear();
             let program = self.programs.code(slot);
             crate::work::add(program.code().len());
-            let matched = eval_traced(program, &ctx.values, &mut lowered, &mut record, &mut trace);
+            let matched = eval_traced(program, &ctx.values, &mut lowered, &mut record, &trace);
+            let (last, decisive) = trace.into_parts();
             let row = self.route(slot).row;
             if matched && winner.is_none() {
                 winner = Some(row.id);
@@ -84,9 +85,9 @@ impl Router {
                 continue;
             }
             let shown = if matched {
-                trace.decisive
+                decisive
             } else {
-                trace.last.into_iter().collect()
+                last.into_iter().collect()
             };
             candidates.push(self.report(slot, matched, &shown, &options));
         }

@@ -1,8 +1,9 @@
 //! Why a request went where it went: [`Router::explain`] and [`Router::matches`].
 //!
 //! Both are for operators and tests, never on the request path: they take the same index
-//! candidates as [`Router::execute`] and evaluate every one of them with a tracing walk of its
-//! program (`compile::eval::eval_traced`), so `execute` carries no cost for them.
+//! candidates as [`Router::execute`] and evaluate every one of them with the evaluator
+//! `execute` runs, watched by a trace (`compile::eval::eval_traced`); the request path's
+//! watcher is a zero-sized no-op, so `execute` carries no cost for them.
 //!
 //! The parts, one job each:
 //! - this file: what a report is ([`Explanation`], [`RouteMatch`]) and its caps
