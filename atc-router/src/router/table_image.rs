@@ -33,9 +33,8 @@ use crate::compile::program_image::{
 };
 use crate::error::Error;
 use crate::image::{Image, ImageError, ImageWriter, Words};
-use crate::index::image::{FieldNumbers, ImageIndex};
-use crate::index::image_write::Numbering;
 use crate::index::Order;
+use crate::index::{image::FieldNumbers, image::ImageIndex, image_write::Numbering};
 use crate::limits::Limits;
 use crate::router::context::Context;
 use crate::schema::names::{type_code, type_of_code, Holds};
