@@ -170,4 +170,6 @@ lua_tests!(
     range_end_covers_the_prefix,
     a_value_is_a_route_or_a_reason,
     a_watch_response_is_one_list_of_changes,
+    a_watch_line_already_there_is_read_at_once_and_a_partial_one_waits,
+    a_bad_chunk_is_an_error_never_a_raise,
 );

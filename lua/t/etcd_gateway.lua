@@ -6,7 +6,7 @@
 -- headers X-Route (uuid), X-Version (the revision in force) and X-Pid, or 404 with X-Version
 -- and X-Pid. status() (/__etcd) answers one line: "pid <pid> version <v> watching <0|1>
 -- connected <0|1> applied <n> refused <n> loads <n> reconnects <n> routes <n> last_apply <s>
--- max_apply <s>". metrics() (/__metrics) is gw:metrics_text().
+-- max_apply <s> responses <n> changes <n>". metrics() (/__metrics) is gw:metrics_text().
 
 local gateway = require("resty.router.gateway")
 local etcd = require("resty.router.etcd")
@@ -55,7 +55,7 @@ function _M.status()
         b(e.watching), " connected ", b(e.connected), " applied ", e.events_applied,
         " refused ", e.events_refused, " loads ", e.loads, " reconnects ", e.reconnects,
         " routes ", s.routes, " last_apply ", tostring(e.last_apply_seconds), " max_apply ",
-        tostring(e.max_apply_seconds))
+        tostring(e.max_apply_seconds), " responses ", e.responses, " changes ", e.changes)
 end
 
 function _M.metrics()

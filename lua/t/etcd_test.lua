@@ -1,4 +1,5 @@
--- Tests of resty.router.etcd.routes (what an etcd key and value mean as a route), in a plain
+-- Tests of resty.router.etcd.routes (what an etcd key and value mean as a route) and of the
+-- client's stream framing (resty.router.etcd.client, over a scripted socket), in a plain
 -- LuaJIT: ffi/tests/lua.rs runs each function in a fresh state, lua/t/run.lua all of them.
 -- The watcher itself, against a real etcd and nginx, is ffi/tests/nginx_etcd.rs.
 
@@ -87,6 +88,72 @@ function T.a_watch_response_is_one_list_of_changes()
     eq(refused[1].key, PREFIX .. id2)
     has(refused[1].reason, "not JSON")
     has(refused[2].reason, "not a UUID")
+end
+
+
+-- A connection to a scripted socket: each read hands out the next of `pieces` (false: the read
+-- times out), then the reads time out.
+local function scripted_conn(pieces)
+    local sock = {}
+    function sock.settimeouts() end
+    function sock.connect() return true end
+    function sock.send(_, s) return #s end
+    function sock.close() end
+    function sock.receiveany()
+        local p = table.remove(pieces, 1)
+        if p then
+            return p
+        end
+        return nil, "timeout"
+    end
+    local saved = rawget(_G, "ngx")
+    _G.ngx = { socket = { tcp = function() return sock end } }
+    package.loaded["resty.router.etcd.client"] = nil
+    local client = require("resty.router.etcd.client")
+    local conn = assert(client.connect("http://127.0.0.1:2379", { timeout = 1 }))
+    _G.ngx = saved
+    return conn
+end
+
+local function chunk(s)
+    return ("%x\r\n%s\r\n"):format(#s, s)
+end
+
+function T.a_watch_line_already_there_is_read_at_once_and_a_partial_one_waits()
+    local head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+    local one, two = '{"result":{"n":1}}', '{"result":{"n":2}}'
+    local second = chunk(two .. "\n")
+    local conn = scripted_conn({ head .. chunk(one .. "\n") .. second:sub(1, 5), false,
+        second:sub(6), chunk("") })
+    assert(conn:open_stream("/v3/watch", "{}"))
+    -- In the buffer already: no read.
+    eq(conn:ready_line(1000, 1), one, "the first line")
+    -- Half a chunk, and the read finds nothing more: not a line yet, and nothing lost.
+    eq(conn:ready_line(1000, 1), false, "half a line")
+    eq(conn:line(1000), two, "the second line, once the rest came")
+    local line, err = conn:ready_line(1000, 1)
+    eq(line, nil, "after the last chunk")
+    has(err, "ended")
+end
+
+function T.a_bad_chunk_is_an_error_never_a_raise()
+    local head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+    local conn = scripted_conn({ head .. chunk(("x"):rep(50) .. "\n") })
+    assert(conn:open_stream("/v3/watch", "{}"))
+    local line, err = conn:ready_line(10, 1)
+    eq(line, nil, "a line over the limit")
+    has(err, "a chunk of")
+    conn = scripted_conn({ head .. "zz\r\n" })
+    assert(conn:open_stream("/v3/watch", "{}"))
+    line, err = conn:ready_line(10, 1)
+    eq(line, nil, "a bad chunk size")
+    has(err, "bad chunk size")
+    -- line() too: an answer, never a raise.
+    conn = scripted_conn({ head .. "zz\r\n" })
+    assert(conn:open_stream("/v3/watch", "{}"))
+    line, err = conn:line(10)
+    eq(line, nil, "a bad chunk size read by line()")
+    has(err, "bad chunk size")
 end
 
 return T

@@ -19,23 +19,9 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/atc-demo-fleet.XXXXXX")
 data=$tmp/data
 nodes=(node1 node2)
 declare -A node_port=()
-etcd_pid=""
 sleep_pid=""
 
-# A port nothing listens on (below the kernel's ephemeral range), and not one handed out before.
-used_ports=" "
-free_port() {
-    local p
-    while :; do
-        p=$((20000 + RANDOM % 12000))
-        case "$used_ports" in *" $p "*) continue ;; esac
-        if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-            used_ports+="$p "
-            REPLY=$p
-            return
-        fi
-    done
-}
+. "$root/scripts/lib/etcd.sh"
 
 node_nginx() { # node_nginx NODE ARGS...: nginx for node NODE
     local dir=$tmp/$1
@@ -61,10 +47,7 @@ fleet_cleanup() {
     for n in "${nodes[@]}"; do
         stop_node "$n"
     done
-    if [ -n "$etcd_pid" ]; then
-        kill "$etcd_pid" 2>/dev/null || true
-        wait "$etcd_pid" 2>/dev/null || true
-    fi
+    etcd_stop
     rm -rf "$tmp"
 }
 trap fleet_cleanup EXIT
@@ -73,7 +56,7 @@ trap 'exit 130' INT TERM
 fail_with_logs() {
     echo "$*" >&2
     local f
-    for f in "$tmp"/etcd.log "$tmp"/node*/logs/error.log; do
+    for f in "$tmp"/etcd/etcd.log "$tmp"/node*/logs/error.log; do
         [ -f "$f" ] || continue
         echo "--- ${f#"$tmp"/}" >&2
         tail -n 15 "$f" >&2
@@ -86,29 +69,13 @@ ms_since() { # ms_since START ($EPOCHREALTIME): milliseconds since then
     echo $(( (now - start) / 1000 ))
 }
 
-free_port; etcd_port=$REPLY
-free_port; peer_port=$REPLY
 for n in "${nodes[@]}"; do
     free_port; node_port[$n]=$REPLY
 done
-etcd_url=http://127.0.0.1:$etcd_port
-etcdctl=(env ETCDCTL_API=3 etcdctl --endpoints="$etcd_url")
 
-step "etcd on $etcd_url (data in $tmp/etcd)"
-etcd --name fleet --data-dir "$tmp/etcd" \
-    --listen-client-urls "$etcd_url" --advertise-client-urls "$etcd_url" \
-    --listen-peer-urls "http://127.0.0.1:$peer_port" \
-    --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" \
-    --initial-cluster "fleet=http://127.0.0.1:$peer_port" \
-    --max-txn-ops 1000 --log-level warn --logger zap 2> "$tmp/etcd.log" &
-etcd_pid=$!
-for _ in $(seq 200); do
-    curl -sf -X POST -d '{"key":"AA=="}' "$etcd_url/v3/kv/range" >/dev/null 2>&1 && break
-    kill -0 "$etcd_pid" 2>/dev/null || break
-    sleep 0.05
-done
-curl -sf -X POST -d '{"key":"AA=="}' "$etcd_url/v3/kv/range" >/dev/null 2>&1 \
-    || fail_with_logs "etcd did not come up"
+step "etcd on 127.0.0.1 (data in $tmp/etcd)"
+etcd_start "$tmp/etcd" || fail_with_logs "etcd did not come up"
+etcdctl=(env ETCDCTL_API=3 etcdctl --endpoints="$etcd_url")
 echo "$(etcd --version | head -n 1), pid $etcd_pid: $("${etcdctl[@]}" endpoint health 2>&1)"
 
 step "a ${routes}-route table (atc-workload's mix) put into etcd under $etcd_prefix"

@@ -11,7 +11,8 @@
 --
 -- What a watcher does, from a timer (cosockets): reads the whole range (in pages, at one
 -- revision R) and applies it as a whole list, version R; then watches from R + 1 and applies
--- each watch response as one list of changes, versioned by its last event's revision. A
+-- each watch response as one list of changes, versioned by its last event's revision (the
+-- responses that arrived while the previous change was being applied: one list together). A
 -- compaction (or a watch response too large to read) makes it read the whole range again; a
 -- lost connection makes it reconnect (the next endpoint, with a backoff) and resume from the
 -- revision applied + 1. Docs: docs/gateway.md, "Running a fleet from etcd".
@@ -19,8 +20,9 @@
 -- Invariants:
 -- * Every revision is applied once and in order: the watch resumes at the revision the table
 --   in force holds, plus one, and a response is applied (and waited for) before the next is
---   read. A change applied twice (after a failure that left it unknown whether it applied)
---   is harmless: upserting the same route and removing an absent id change nothing.
+--   read, alone or with the responses already there behind it, in their order. A change
+--   applied twice (after a failure that left it unknown whether it applied) is harmless:
+--   upserting the same route and removing an absent id change nothing.
 -- * Nothing a key holds stops a revision: a bad value is logged (key and reason), counted, and
 --   its id left out of the table; the revision's other changes apply (apply_valid).
 -- * Nothing etcd sends raises out of the timer or grows without bound (resty.router.etcd.client
@@ -307,9 +309,73 @@ local function last_revision(events)
     return rev
 end
 
--- Watches from the revision applied + 1 and applies each response: returns (nil and why) when
+-- What watch response `line` says: its events (an empty table for none: the watch created, a
+-- progress notification), or nil and why the watch ends (need_load set when the whole range
+-- must be read again).
+local function response(w, conn, line)
+    local doc, err = decode(line, "watch")
+    if not doc then
+        w.need_load = true
+        return nil, err
+    end
+    if doc.error ~= nil then
+        local e = doc.error
+        return nil, "watch: etcd says " .. (type(e) == "table" and tostring(e.message)
+            or tostring(e))
+    end
+    local res = type(doc.result) == "table" and doc.result or {}
+    local compacted = tonumber(res.compact_revision)
+    if (compacted and compacted > 0) or res.canceled then
+        w.need_load = true
+        return nil, "watch canceled (compacted at revision " .. tostring(compacted)
+            .. ", " .. tostring(res.cancel_reason) .. "): reading the whole range again"
+    end
+    if res.created then
+        w.connected = true
+        w.backoff = nil
+        log("INFO", "watching ", w.opts.prefix, " on ", conn.url, " from revision ",
+            tostring(w.revision + 1))
+    end
+    return type(res.events) == "table" and res.events or {}
+end
+
+-- Why a read of the watch stream failed, setting need_load when the response was too large
+-- to read (the same revision would be too large again: the range is read in pages instead).
+local function read_failed(w, err)
+    if err and err:find("max_response_bytes", 1, true) then
+        w.need_load = true
+    end
+    return "watch: " .. tostring(err)
+end
+
+-- Applies the events of watch responses (in revision order) as one change: true, or nil and
+-- why (need_load set: it is unknown whether it applied).
+local function apply_events(w, events, arrived)
+    local version = last_revision(events)
+    if not (version and version > w.revision) then
+        return true
+    end
+    local opts = w.opts
+    local changes, _, refused = routes.changes(events, { prefix = opts.prefix,
+        max_value_bytes = opts.max_value_bytes, schema = w.gw.schema }, unb64)
+    refuse(w, version, refused)
+    local ok, err = apply(w, version, changes, true, arrived)
+    if not ok then
+        w.need_load = true
+        return nil, err
+    end
+    w.events_applied = w.events_applied + #events - #refused
+    w.changes = w.changes + 1
+    return true
+end
+
+-- Watches from the revision applied + 1 and applies what it hears: returns (nil and why) when
 -- the watch ends: a lost connection, a compaction (then need_load), this worker no longer the
 -- watcher, or the worker exiting.
+--
+-- The responses that arrived while a change was being applied are applied together, as one
+-- change: a watcher behind a burst of puts pays for one build of their sum, not one per
+-- response, so how far behind it falls is bounded by one build, not by the burst's length.
 local function follow_watch(w, conn)
     local opts = w.opts
     local body = '{"create_request":{"key":"' .. b64(opts.prefix) .. '","range_end":"'
@@ -329,54 +395,53 @@ local function follow_watch(w, conn)
         local line
         line, err = conn:line(opts.max_response_bytes, idle)
         if not line then
-            if err and err:find("max_response_bytes", 1, true) then
-                -- Too large to read: the same revision would be too large again; the range
-                -- is read in pages instead.
-                w.need_load = true
-            end
-            return nil, "watch: " .. tostring(err)
+            return nil, read_failed(w, err)
         end
         local arrived = now()
         heard = arrived
-        local doc
-        doc, err = decode(line, "watch")
-        if not doc then
-            w.need_load = true
-            return nil, err
+        local events, why = response(w, conn, line)
+        if not events then
+            return nil, why
         end
-        if doc.error ~= nil then
-            local e = doc.error
-            return nil, "watch: etcd says " .. (type(e) == "table" and tostring(e.message)
-                or tostring(e))
+        if #events > 0 then
+            w.responses = w.responses + 1
         end
-        local res = type(doc.result) == "table" and doc.result or {}
-        local compacted = tonumber(res.compact_revision)
-        if (compacted and compacted > 0) or res.canceled then
-            w.need_load = true
-            return nil, "watch canceled (compacted at revision " .. tostring(compacted)
-                .. ", " .. tostring(res.cancel_reason) .. "): reading the whole range again"
-        end
-        if res.created then
-            w.connected = true
-            w.backoff = nil
-            log("INFO", "watching ", opts.prefix, " on ", conn.url, " from revision ",
-                tostring(w.revision + 1))
-        end
-        local events = type(res.events) == "table" and res.events or nil
-        if events and #events > 0 then
-            local version = last_revision(events)
-            if version and version > w.revision then
-                local changes, _, refused = routes.changes(events, { prefix = opts.prefix,
-                    max_value_bytes = opts.max_value_bytes, schema = w.gw.schema }, unb64)
-                refuse(w, version, refused)
-                ok, err = apply(w, version, changes, true, arrived)
-                if not ok then
-                    -- Unknown whether it applied: start again from a whole list.
-                    w.need_load = true
-                    return nil, err
-                end
-                w.events_applied = w.events_applied + #events - #refused
+        -- What else is already there joins this change, up to about max_response_bytes.
+        local bytes, ended = #line, nil
+        while #events > 0 and bytes < opts.max_response_bytes do
+            local more
+            more, err = conn:ready_line(opts.max_response_bytes, 1)
+            if more == false then
+                break
             end
+            if not more then
+                ended = read_failed(w, err)
+                break
+            end
+            bytes = bytes + #more
+            heard = now()
+            local evs
+            evs, why = response(w, conn, more)
+            if not evs then
+                ended = why
+                break
+            end
+            if #evs > 0 then
+                w.responses = w.responses + 1
+            end
+            for _, ev in ipairs(evs) do
+                events[#events + 1] = ev
+            end
+        end
+        if #events > 0 then
+            ok, err = apply_events(w, events, arrived)
+            if not ok then
+                -- Unknown whether it applied: start again from a whole list.
+                return nil, err
+            end
+        end
+        if ended then
+            return nil, ended
         end
         if stopping(w) or not claim(w) then
             return nil, "watch ended: " .. (stopping(w) and "the worker exits"
@@ -543,6 +608,7 @@ function _M.watch(gw, opts)
         endpoint = 1, revision = nil, need_load = true, held = {},
         connected = false, watching = false,
         events_applied = 0, events_refused = 0, loads = 0, reconnects = 0,
+        responses = 0, changes = 0,
         last_apply_seconds = nil, max_apply_seconds = nil,
     }, watcher)
     local ok
@@ -568,6 +634,9 @@ end
 --   watching           this worker watches (with share, one worker of the node does)
 --   events_applied     events (a route put or deleted) applied, whole lists' routes included
 --   events_refused     values left out (not a route: logged with key and reason)
+--   responses          watch responses holding events
+--   changes            changes applied from the watch: the responses that arrived while one
+--                      change was being applied are applied together, as one
 --   loads              whole ranges read (the first load, and after each compaction)
 --   reconnects         sessions that ended (a lost connection, a failure, a compaction)
 --   last_apply_seconds, max_apply_seconds  from the arrival of etcd's answer to the table in
@@ -577,6 +646,7 @@ function watcher:stats()
         revision = self.revision, connected = self.connected, watching = self.watching,
         events_applied = self.events_applied, events_refused = self.events_refused,
         loads = self.loads, reconnects = self.reconnects,
+        responses = self.responses, changes = self.changes,
         last_apply_seconds = self.last_apply_seconds, max_apply_seconds = self.max_apply_seconds,
     }
 end

@@ -401,8 +401,8 @@ end
 --                     dict ({ routed, not_found, bad_requests, own_builds, workers }): each
 --                     worker's as of its last report (every second, and this call's own)
 --   etcd              fed by resty.router.etcd: its watcher's counts (revision, connected,
---                     watching, events_applied, events_refused, loads, reconnects,
---                     last_apply_seconds, max_apply_seconds)
+--                     watching, events_applied, events_refused, responses, changes, loads,
+--                     reconnects, last_apply_seconds, max_apply_seconds)
 -- Counts are the worker's own: each worker has its gateway. nil and an error only for a failed
 -- call into the library.
 function _M:stats()

@@ -173,18 +173,30 @@ function conn_mt:crlf_line(max, idle)
     end
 end
 
+-- The size a chunk's size line gives (hex digits, then extensions), at most `max`; or nil and
+-- why.
+function conn_mt:chunk_size(line, max)
+    local hex = line:match("^%s*(%x+)")
+    local size = hex and tonumber(hex, 16)
+    if not size then
+        return nil, "a bad chunk size from " .. self.url
+    end
+    if size > max then
+        return nil, "a chunk of " .. size .. " bytes, over " .. max
+    end
+    return size
+end
+
 -- The next chunk of a chunked body: its bytes ("" for the last), or nil and why.
 function conn_mt:chunk(max, idle)
     local line, err = self:crlf_line(1024, idle)
     if not line then
         return nil, err
     end
-    local size = tonumber(line:match("^%s*(%x+)"), 16)
+    local size
+    size, err = self:chunk_size(line, max)
     if not size then
-        return nil, "a bad chunk size from " .. self.url
-    end
-    if size > max then
-        return nil, "a chunk of " .. size .. " bytes, over " .. max
+        return nil, err
     end
     if size == 0 then
         -- Trailers, then the empty line.
@@ -273,34 +285,104 @@ function conn_mt:open_stream(path, body)
     return true
 end
 
+-- The next non-empty line of what the stream's chunks gave so far: the line, false when no
+-- whole line is there yet, or nil and why (a line over `max_line` bytes).
+local function buffered_line(self, max_line)
+    while true do
+        local e = find(self.lines, "\n", 1, true)
+        if not e then
+            if #self.lines > max_line then
+                return nil, "a watch response over max_response_bytes (" .. max_line .. ")"
+            end
+            return false
+        end
+        local s = sub(self.lines, 1, e - 1)
+        self.lines = sub(self.lines, e + 1)
+        if #s > max_line then
+            return nil, "a watch response over max_response_bytes (" .. max_line .. ")"
+        end
+        if s ~= "" and s ~= "\r" then
+            return s
+        end
+    end
+end
+
+-- The next line of the stream, taking its chunks from `next_chunk()` (a chunk's bytes, "" at
+-- the stream's end, false when none is there yet, or nil and why): the line, false, or nil and
+-- why.
+local function stream_line(self, max_line, next_chunk)
+    while true do
+        local s, err = buffered_line(self, max_line)
+        if s ~= false then
+            return s, err
+        end
+        local c
+        c, err = next_chunk()
+        if not c then
+            return c, err
+        end
+        if c == "" then
+            return nil, "the stream from " .. self.url .. " ended"
+        end
+        self.lines = self.lines .. c
+    end
+end
+
 -- The next line of the stream (without its newline), or nil and why: the stream ended, a read
 -- failed, or a line is over `max_line` bytes. `idle()` is asked on each read timeout: true to
 -- keep waiting.
 function conn_mt:line(max_line, idle)
-    while true do
-        local e = find(self.lines, "\n", 1, true)
-        if e then
-            local s = sub(self.lines, 1, e - 1)
-            self.lines = sub(self.lines, e + 1)
-            if #s > max_line then
-                return nil, "a watch response over max_response_bytes (" .. max_line .. ")"
-            end
-            if s ~= "" and s ~= "\r" then
-                return s
-            end
-        elseif #self.lines > max_line then
-            return nil, "a watch response over max_response_bytes (" .. max_line .. ")"
-        else
-            local c, err = self:chunk(max_line + 2, idle)
-            if not c then
-                return nil, err
-            end
-            if c == "" then
-                return nil, "the stream from " .. self.url .. " ended"
-            end
-            self.lines = self.lines .. c
+    return stream_line(self, max_line, function()
+        return self:chunk(max_line + 2, idle)
+    end)
+end
+
+-- A whole chunk of a chunked body already in the buffer: its bytes ("" for the last), false
+-- when the buffer holds only part of one, or nil and why. Reads nothing: a chunk is taken from
+-- the buffer only once all of it is there, so the framing survives a later read.
+function conn_mt:buffered_chunk(max)
+    local e = find(self.buf, "\r\n", 1, true)
+    if not e then
+        if #self.buf > 1024 then
+            return nil, "a bad chunk size from " .. self.url
         end
+        return false
     end
+    local size, err = self:chunk_size(sub(self.buf, 1, e - 1), max)
+    if not size then
+        return nil, err
+    end
+    if size == 0 then
+        return ""
+    end
+    if #self.buf < e + 1 + size + 2 then
+        return false
+    end
+    local data = sub(self.buf, e + 2, e + 1 + size)
+    self.buf = sub(self.buf, e + size + 4)
+    return data
+end
+
+-- The next line of the stream if it has already arrived: what the buffers hold, plus what one
+-- read finds waiting on the socket (it waits at most `wait_ms`). Returns the line, false when
+-- no whole line is there yet (nothing is lost: a later line() or ready_line() goes on from
+-- there), or nil and why (as line()).
+function conn_mt:ready_line(max_line, wait_ms)
+    local read = false
+    return stream_line(self, max_line, function()
+        local c, err = self:buffered_chunk(max_line + 2)
+        if c ~= false or read then
+            return c, err
+        end
+        read = true
+        self.sock:settimeouts(self.read_ms, self.read_ms, wait_ms)
+        local ok, ferr = self:fill()
+        self.sock:settimeouts(self.read_ms, self.read_ms, self.read_ms)
+        if not ok and ferr ~= "timeout" then
+            return nil, "read from " .. self.url .. ": " .. tostring(ferr)
+        end
+        return self:buffered_chunk(max_line + 2)
+    end)
 end
 
 return _M

@@ -159,6 +159,13 @@ local METRICS = {
             return { { { "result", "applied" }, s.etcd.events_applied },
                 { { "result", "refused" }, s.etcd.events_refused } }
         end, true, false, true },
+    { "atc_router_etcd_watch_responses_total", "counter",
+        "Fed by etcd: watch responses holding route puts or deletes that this worker read.",
+        function(s) return { { nil, s.etcd.responses } } end, true, false, true },
+    { "atc_router_etcd_changes_total", "counter",
+        "Fed by etcd: changes applied from the watch (responses that arrived while one was "
+        .. "applied are applied together, as one).",
+        function(s) return { { nil, s.etcd.changes } } end, true, false, true },
     { "atc_router_etcd_loads_total", "counter",
         "Fed by etcd: whole ranges read (the first load, and after a compaction).",
         function(s) return { { nil, s.etcd.loads } } end, true, false, true },
