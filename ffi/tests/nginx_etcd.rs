@@ -68,23 +68,38 @@ struct Etcd {
     peer: u16,
     /// With authentication enabled: the token of user root.
     token: Option<String>,
+    /// With TLS: the port of the https listener (beside the plain one the test calls) and its
+    /// certificate and key.
+    tls: Option<(u16, PathBuf, PathBuf)>,
 }
 
 impl Etcd {
     fn start(dir: &Path) -> Etcd {
+        Etcd::start_with(dir, None)
+    }
+
+    /// etcd that also listens for https on a port of its own, with `cert` and `key`.
+    fn start_with(dir: &Path, tls: Option<(PathBuf, PathBuf)>) -> Etcd {
         let mut e = Etcd {
             child: None,
             dir: dir.to_path_buf(),
             port: free_port(),
             peer: free_port(),
             token: None,
+            tls: tls.map(|(cert, key)| (free_port(), cert, key)),
         };
         e.spawn();
         e
     }
 
     fn spawn(&mut self) {
-        let client = format!("http://127.0.0.1:{}", self.port);
+        let mut client = format!("http://127.0.0.1:{}", self.port);
+        let mut tls_args = Vec::new();
+        if let Some((port, cert, key)) = &self.tls {
+            client = format!("{client},https://127.0.0.1:{port}");
+            tls_args.extend(["--cert-file".into(), cert.clone().into_os_string()]);
+            tls_args.extend(["--key-file".into(), key.clone().into_os_string()]);
+        }
         let peer = format!("http://127.0.0.1:{}", self.peer);
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -107,6 +122,7 @@ impl Etcd {
                 &peer,
             ])
             .arg(format!("--initial-cluster=t={peer}"))
+            .args(&tls_args)
             .args([
                 "--max-txn-ops",
                 "1000",
@@ -221,6 +237,7 @@ impl Etcd {
             port: self.port,
             peer: self.peer,
             token: None,
+            tls: None,
         };
         assert!(anonymous
             .try_call("/v3/kv/range", r#"{"key":"AA=="}"#)
@@ -303,6 +320,8 @@ impl Relay {
     }
 }
 
+/// A node's nginx.conf: 2 workers following `endpoints`; `trusted` is
+/// `lua_ssl_trusted_certificate` (for https endpoints).
 fn write_config(
     n: &Nginx,
     dir: &Path,
@@ -310,6 +329,7 @@ fn write_config(
     endpoints: &[String],
     share: bool,
     auth: bool,
+    trusted: Option<&Path>,
 ) -> PathBuf {
     let lua = common::repo_root().join("lua");
     let eps: Vec<String> = endpoints.iter().map(|e| format!("{e:?}")).collect();
@@ -319,6 +339,7 @@ fn write_config(
     lua_package_path "{lua}/?.lua;{lua}/t/?.lua;{share_dir}/?.lua;;";
     lua_package_cpath "{dir}/?.so;;";
     lua_shared_dict atc_share 1m;
+    {trust}
 
     init_worker_by_lua_block {{
         require("etcd_gateway").init_worker({{ {eps} }}, "{PREFIX}", {share}{auth})
@@ -338,6 +359,10 @@ fn write_config(
         share_dir = n.lua_share.display(),
         eps = eps.join(", "),
         auth = if auth { r#", "root", "pw""# } else { "" },
+        trust = trusted.map_or(String::new(), |p| format!(
+            "lua_ssl_trusted_certificate {};\n    lua_ssl_verify_depth 2;",
+            p.display()
+        )),
     );
     let path = dir.join("nginx.conf");
     std::fs::write(&path, conf).unwrap();
@@ -391,6 +416,15 @@ fn converge(port: u16, path: &str, status: u16, route: &str, version: u64, nginx
             tail(&nginx.logs())
         );
         std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Waits until nginx answers on `port`.
+fn wait_until_up(port: u16) {
+    let started = Instant::now();
+    while send(port, b"GET /__etcd HTTP/1.0\r\n\r\n").is_err() {
+        assert!(started.elapsed() < DEADLINE, "nginx did not start");
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -474,13 +508,10 @@ fn a_node_with_share_follows_etcd() {
         format!("http://127.0.0.1:{}", free_port()), // nothing listens: the next is tried
         format!("http://127.0.0.1:{}", relay.port),
     ];
-    let conf = write_config(&n, &dir, port, &endpoints, true, false);
+    let conf = write_config(&n, &dir, port, &endpoints, true, false, None);
     let started = Instant::now();
     let mut nginx = Running::start(&n, &dir, &conf);
-    while send(port, b"GET /__etcd HTTP/1.0\r\n\r\n").is_err() {
-        assert!(started.elapsed() < DEADLINE, "nginx did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until_up(port);
 
     // The whole range, loaded: every worker routes the last route at the last revision.
     let last = ROUTES - 1;
@@ -667,13 +698,9 @@ fn without_share_every_worker_watches() {
     let rev = put_routes(&etcd, 200);
     let port = free_port();
     let endpoints = [format!("http://127.0.0.1:{}", etcd.port)];
-    let conf = write_config(&n, &dir, port, &endpoints, false, true);
+    let conf = write_config(&n, &dir, port, &endpoints, false, true, None);
     let mut nginx = Running::start(&n, &dir, &conf);
-    let started = Instant::now();
-    while send(port, b"GET /__etcd HTTP/1.0\r\n\r\n").is_err() {
-        assert!(started.elapsed() < DEADLINE, "nginx did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until_up(port);
     converge(port, "/r199/x", 200, &uuid(199), rev, &mut nginx);
     let r1 = etcd.put(
         &format!("{PREFIX}{}", uuid(1)),
@@ -701,6 +728,90 @@ fn without_share_every_worker_watches() {
     nginx.stop();
     nginx::assert_clean_logs(&nginx.logs());
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A self-signed certificate for 127.0.0.1 (its own issuer) and its key, made with openssl in
+/// `dir` as `<name>.pem` and `<name>.key`; None without openssl.
+fn self_signed(dir: &Path, name: &str) -> Option<(PathBuf, PathBuf)> {
+    let (cert, key) = (
+        dir.join(format!("{name}.pem")),
+        dir.join(format!("{name}.key")),
+    );
+    let made = Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+        ])
+        .args(["-subj", "/CN=127.0.0.1"])
+        .args(["-addext", "subjectAltName=DNS:127.0.0.1,IP:127.0.0.1"])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    match made {
+        Ok(s) if s.success() => Some((cert, key)),
+        _ if std::env::var_os("ATC_REQUIRE_NGINX").is_some() => panic!("openssl req failed"),
+        _ => None,
+    }
+}
+
+/// TLS to etcd: a node whose `lua_ssl_trusted_certificate` holds etcd's certificate follows
+/// it over https (verified: `ssl_verify` defaults to true); a node trusting another
+/// certificate refuses the handshake, logs why, and routes nothing.
+#[test]
+fn a_node_follows_etcd_over_verified_tls() {
+    let Some(n) = tools() else { return };
+    let dir = common::cpath_dir("nginx-etcd-tls");
+    let Some((cert, key)) = self_signed(&dir, "etcd") else {
+        return;
+    };
+    let Some((other, _)) = self_signed(&dir, "other") else {
+        return;
+    };
+    let etcd = Etcd::start_with(&dir, Some((cert.clone(), key)));
+    let tls_port = etcd.tls.as_ref().unwrap().0;
+    let rev = put_routes(&etcd, 100);
+    let endpoints = [format!("https://127.0.0.1:{tls_port}")];
+
+    let port = free_port();
+    let conf = write_config(&n, &dir, port, &endpoints, true, false, Some(&cert));
+    let mut nginx = Running::start(&n, &dir, &conf);
+    wait_until_up(port);
+    converge(port, "/r99/x", 200, &uuid(99), rev, &mut nginx);
+    let r = etcd.put(
+        &format!("{PREFIX}{}", uuid(7)),
+        &route_value(7, r#"http.path ^= "/over-tls/""#),
+    );
+    converge(port, "/over-tls/x", 200, &uuid(7), r, &mut nginx);
+    let watching = format!("on https://127.0.0.1:{tls_port} from revision");
+    assert!(nginx.logs().contains(&watching), "{}", tail(&nginx.logs()));
+    nginx.stop();
+    nginx::assert_clean_logs(&nginx.logs());
+
+    let dir2 = common::cpath_dir("nginx-etcd-tls-untrusted");
+    let port2 = free_port();
+    let conf2 = write_config(&n, &dir2, port2, &endpoints, true, false, Some(&other));
+    let mut refused = Running::start(&n, &dir2, &conf2);
+    let until = Instant::now() + DEADLINE;
+    loop {
+        let logs = refused.logs();
+        if logs.contains("TLS handshake with") {
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "no handshake failure logged:\n{}",
+            tail(&logs)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let r = get(port2, "/r99/x");
+    assert_eq!((r.status, r.header("x-version")), (404, "nil"));
+    refused.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&dir2);
 }
 
 /// Issue #49 item 6: two nodes (2 workers each, with `share`) fed by one etcd (1,000 routes
@@ -737,16 +848,12 @@ fn two_nodes_converge_on_the_last_revision_under_churn() {
         .iter()
         .zip(ports)
         .map(|(dir, port)| {
-            let conf = write_config(&n, dir, port, &endpoints, true, false);
+            let conf = write_config(&n, dir, port, &endpoints, true, false, None);
             Running::start(&n, dir, &conf)
         })
         .collect();
-    let started = Instant::now();
     for port in ports {
-        while send(port, b"GET /__etcd HTTP/1.0\r\n\r\n").is_err() {
-            assert!(started.elapsed() < DEADLINE, "nginx did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_until_up(port);
     }
     for (node, port) in nodes.iter_mut().zip(ports) {
         let last = INITIAL - 1;

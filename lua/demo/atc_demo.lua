@@ -273,6 +273,24 @@ function _M.churn()
         concat(longest, " "), " apply_ms ", concat(swaps, " "), " wait_ms ", concat(waits, " "))
 end
 
+-- `opts.etcd` ({ endpoints =, prefix = }, resty.router.etcd.watch's options): the routes come
+-- from etcd instead of the routes file, and the pushes are the watcher's, each change it
+-- applies recorded as a push while /admin/churn?start=1 is on (scripts/push-bench's etcd
+-- case, whose changes another process puts into etcd).
+local function follow_etcd(etcd_opts)
+    local update = GW.update
+    GW.update = function(self, version, list, mode)
+        local pushed_at = now_ms()
+        local ok, state, report = update(self, version, list, mode)
+        if ok and CHURN.active then
+            CHURN.pushes[#CHURN.pushes + 1] = { version = version, at = pushed_at,
+                job = self.latest and self.latest[version] }
+        end
+        return ok, state, report
+    end
+    assert(require("resty.router.etcd").watch(GW, etcd_opts))
+end
+
 -- `opts.churn`: a kind of benchmark pushes (above) and its (inactive) timer; `opts.churn_pushes`
 -- how many texts "pct" makes (default 30); `opts.churn_count` how many routes an "apisix" push
 -- changes (default 1). `opts.explain_header`: the gateway's debug header
@@ -291,6 +309,10 @@ function _M.init(routes_file, opts)
         route_clock = require("resty.router.gateway.updates").cpu_ms
     end
     STORE = new_store()
+    if opts.etcd then
+        follow_etcd(opts.etcd)
+        return
+    end
     for line in io.lines(routes_file) do
         local prio, id, expr = route_line(line)
         if prio then
@@ -390,6 +412,13 @@ function _M.bench()
         STATS.unrouted = STATS.unrouted + 1
     end
     ngx.print(uuid or "-")
+end
+
+-- /atc-probe/...: bench()'s routing, answered with the worker's pid after the route id, so that
+-- a probe (atc-etcd-push probe, scripts/fleet-bench) can ask every worker of a node.
+function _M.probe()
+    local uuid = GW:route()
+    ngx.print(uuid or "-", " ", ngx.worker.pid())
 end
 
 function _M.stats()

@@ -6,7 +6,8 @@
 #                      range), and not one handed out before
 #   etcd_start DIR     starts etcd with its data and log (etcd.log) in DIR and waits until it
 #                      answers: sets etcd_url and etcd_pid; returns 1 (log in DIR/etcd.log) if
-#                      it did not come up
+#                      it did not come up. With etcd_nice set, etcd runs that much nicer (a
+#                      benchmark's stand-in for an etcd on other machines)
 #   etcd_stop          stops it (callers also call it from their EXIT trap)
 
 used_ports=" "
@@ -33,7 +34,7 @@ etcd_start() { # etcd_start DIR
     etcd_url=http://127.0.0.1:$client
     mkdir -p "$dir"
     # --max-txn-ops: a table is put in transactions of up to 1000 routes.
-    etcd --name atc --data-dir "$dir/data" \
+    nice -n "${etcd_nice:-0}" etcd --name atc --data-dir "$dir/data" \
         --listen-client-urls "$etcd_url" --advertise-client-urls "$etcd_url" \
         --listen-peer-urls "http://127.0.0.1:$peer" \
         --initial-advertise-peer-urls "http://127.0.0.1:$peer" \

@@ -2,19 +2,22 @@
 # benchmark, one worker on 127.0.0.1 routing with lua/demo/atc_demo.lua, started and stopped.
 #
 # The caller sets: root (the checkout), prefix (nginx's prefix directory, with logs/ and tmp/),
-# port, and optionally pin (an array: `taskset -c`, to pin nginx to CPU 1). Functions:
+# port, and optionally pin (an array: `taskset -c`, to pin nginx to CPU 1) and gateway_workers
+# (default 1; more listen with reuseport, each connection going to one of them). The functions
+# read them when called, so that one script can run several nodes. Functions:
 #   gateway_conf DATA_DIR INIT_OPTS   writes $prefix/nginx.conf (INIT_OPTS: atc_demo.init's
 #                                     options as a Lua table constructor)
-#   gateway_start                     starts it and waits until version 1 is in force
+#   gateway_start                     starts it and waits until version $gateway_version
+#                                     (default 1) is in force
 #   gateway_stop                      stops it (also on the caller's EXIT trap)
 
-nginx=(nginx -p "$prefix" -c "$prefix/nginx.conf" -e "$prefix/logs/error.log")
+gateway_nginx() { nginx -p "$prefix" -c "$prefix/nginx.conf" -e "$prefix/logs/error.log" "$@"; }
 nginx_pid=""
 
 gateway_conf() { # gateway_conf DATA_DIR INIT_OPTS
     cat > "$prefix/nginx.conf" <<CONF
 # Written by scripts/$(basename "$0").
-worker_processes 1;
+worker_processes ${gateway_workers:-1};
 pid $prefix/logs/nginx.pid;
 error_log $prefix/logs/error.log notice;
 load_module /usr/lib/nginx/modules/ndk_http_module.so;
@@ -40,7 +43,7 @@ http {
     init_worker_by_lua_block { require("atc_demo").init("$1/routes.tsv", $2) }
 
     server {
-        listen 127.0.0.1:$port backlog=4096;
+        listen 127.0.0.1:$port backlog=4096$( [ "${gateway_workers:-1}" = 1 ] || echo " reuseport");
         location = /admin/routes {
             allow 127.0.0.1;
             deny all;
@@ -56,6 +59,7 @@ http {
             deny all;
             content_by_lua_block { require("atc_demo").churn() }
         }
+        location ^~ /atc-probe/ { content_by_lua_block { require("atc_demo").probe() } }
         location / { content_by_lua_block { require("atc_demo").bench() } }
     }
 }
@@ -64,22 +68,28 @@ CONF
 
 gateway_start() {
     : > "$prefix/logs/error.log"
-    ${pin[@]+"${pin[@]}" 1} "${nginx[@]}"
-    # Version 1 is in force at once, or (with share) once its image is written and mapped.
+    ${pin[@]+"${pin[@]}" 1} gateway_nginx
+    # Version 1 is in force at once, or (with share) once its image is written and mapped. The
+    # answer is read whole before it is looked at (grep -q leaving early would fail curl).
+    local up="" answer
     for _ in $(seq 1200); do
-        [ -s "$prefix/logs/nginx.pid" ] \
-            && curl -sf "http://127.0.0.1:$port/admin/routes" 2>/dev/null | grep -q "^version 1, " && break
+        if [ -s "$prefix/logs/nginx.pid" ]; then
+            answer=$(curl -sf "http://127.0.0.1:$port/admin/routes" 2>/dev/null || true)
+            if [[ $answer == "version ${gateway_version:-1}, "* ]]; then
+                up=1
+                break
+            fi
+        fi
         sleep 0.1
     done
-    nginx_pid=$(cat "$prefix/logs/nginx.pid")
-    curl -sf "http://127.0.0.1:$port/admin/routes" | grep -q "^version 1, " \
-        || { echo "nginx did not come up:"; tail "$prefix/logs/error.log"; exit 1; }
-    grep -o 'version 1 with .*invalid' "$prefix/logs/error.log" | tail -n 1 | sed 's/^/  /'
+    nginx_pid=$(cat "$prefix/logs/nginx.pid" 2>/dev/null || true)
+    [ -n "$up" ] || { echo "nginx did not come up:"; tail "$prefix/logs/error.log"; exit 1; }
+    { grep -o 'version 1 with .*invalid' "$prefix/logs/error.log" || true; } | tail -n 1 | sed 's/^/  /'
 }
 
 gateway_stop() {
     [ -n "$nginx_pid" ] || return 0
-    "${nginx[@]}" -s stop 2>/dev/null || true
+    gateway_nginx -s stop 2>/dev/null || true
     for _ in $(seq 100); do
         kill -0 "$nginx_pid" 2>/dev/null || break
         sleep 0.1
