@@ -68,7 +68,7 @@ CONF
 
 gateway_start() {
     : > "$prefix/logs/error.log"
-    ${pin[@]+"${pin[@]}" 1} gateway_nginx
+    ${pin[@]+"${pin[@]}" 1} nginx -p "$prefix" -c "$prefix/nginx.conf" -e "$prefix/logs/error.log"
     # Version 1 is in force at once, or (with share) once its image is written and mapped. The
     # answer is read whole before it is looked at (grep -q leaving early would fail curl).
     local up="" answer
