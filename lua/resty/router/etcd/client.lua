@@ -219,9 +219,9 @@ function conn_mt:chunk(max, idle)
     return data
 end
 
--- POSTs `body` to `path` and reads the whole answer: { status =, body = }, or nil and why.
--- The body (content-length or chunked) is at most `max_body` bytes.
-function conn_mt:call(path, body, max_body)
+-- POSTs `body` to `path` and reads the answer's head: status, headers, whether the body is
+-- chunked; or nil and why.
+function conn_mt:ask(path, body)
     local ok, err = self:post(path, body)
     if not ok then
         return nil, err
@@ -231,7 +231,17 @@ function conn_mt:call(path, body, max_body)
         return nil, headers
     end
     local te = headers["transfer-encoding"]
-    if te and lower(te):find("chunked", 1, true) then
+    return status, headers, (te and lower(te):find("chunked", 1, true)) ~= nil
+end
+
+-- POSTs `body` to `path` and reads the whole answer: { status =, body = }, or nil and why.
+-- The body (content-length or chunked) is at most `max_body` bytes.
+function conn_mt:call(path, body, max_body)
+    local status, headers, chunked = self:ask(path, body)
+    if not status then
+        return nil, headers
+    end
+    if chunked then
         local parts, n = {}, 0
         while true do
             local c, cerr = self:chunk(max_body)
@@ -257,8 +267,7 @@ function conn_mt:call(path, body, max_body)
         return nil, "a response body of " .. len .. " bytes, over " .. max_body .. " from "
             .. self.url
     end
-    local b
-    b, err = self:take(len)
+    local b, err = self:take(len)
     if not b then
         return nil, err
     end
@@ -268,16 +277,11 @@ end
 -- POSTs `body` to `path` and expects a streaming (chunked) 200 answer: true, or nil and why
 -- (with the body of an answer that is not one, cut to 512 bytes).
 function conn_mt:open_stream(path, body)
-    local ok, err = self:post(path, body)
-    if not ok then
-        return nil, err
-    end
-    local status, headers = self:head()
+    local status, headers, chunked = self:ask(path, body)
     if not status then
         return nil, headers
     end
-    local te = headers["transfer-encoding"]
-    if status ~= 200 or not (te and lower(te):find("chunked", 1, true)) then
+    if status ~= 200 or not chunked then
         return nil, "HTTP " .. status .. " from " .. self.url .. path .. ": "
             .. sub(self.buf, 1, 512)
     end
